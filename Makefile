@@ -1,0 +1,219 @@
+# unpad — one plain Makefile.
+#   make            CPU parts always; GPU parts where nvcc is found (it says ✓/✗ for each dependency)
+#   make demo       the main job on the built-in default data
+#   make test       Check suites (CPU); make test-asan: the same under AddressSanitizer + UBSan
+#   make gpu        GPU tests and trainer; make test-gpu / make bench on a machine with an NVIDIA GPU
+# Opt-outs: NO_CUDA=1, NO_NCCL=1, NO_MPI=1. DEPS=dir points at unpacked Debian packages (GSL, Check).
+# Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad (references);
+# kernels/*.cu -> libunpad_kernels; exec/*.c -> libunpad_exec (CPU: shards, tokenizer);
+# exec/gpu/*.{c,cu} -> bin/unpad-train; tests/check_*.c -> build/tests/check_all;
+# tests/gpu/test_*.{c,cu} -> bin/test-gpu-*; bench/bench_*.{c,cu} -> bin/bench-*.
+
+CC      ?= cc
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) /usr)
+NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
+CUDA_ARCH ?= sm_90
+BUILD   ?= build
+SAN     ?=
+OPT     ?= -O2
+
+ifneq ($(DEPS),)
+DEPS_INC := -I$(DEPS)/usr/include
+DEPS_LIB := -L$(DEPS)/usr/lib/x86_64-linux-gnu -Wl,-rpath,$(abspath $(DEPS))/usr/lib/x86_64-linux-gnu
+endif
+
+# ---- probes -------------------------------------------------------------------------------------
+have = $(if $(1),✓,✗)
+HAVE_GSL   := $(or $(shell pkg-config --exists gsl 2>/dev/null && echo 1),$(if $(DEPS),$(wildcard $(DEPS)/usr/include/gsl/gsl_rng.h)))
+HAVE_CHECK := $(or $(shell pkg-config --exists check 2>/dev/null && echo 1),$(if $(DEPS),$(wildcard $(DEPS)/usr/include/check.h)))
+HAVE_GNUPLOT := $(shell command -v gnuplot 2>/dev/null)
+ifeq ($(NO_CUDA),)
+HAVE_NVCC  := $(NVCC)
+endif
+HAVE_CUBLASLT := $(if $(HAVE_NVCC),$(wildcard $(CUDA_HOME)/include/cublasLt.h))
+ifeq ($(NO_NCCL),)
+HAVE_NCCL  := $(if $(HAVE_NVCC),$(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h $(NCCL_HOME)/include/nccl.h)))
+endif
+ifeq ($(NO_MPI),)
+HAVE_MPI   := $(shell command -v mpicc 2>/dev/null)
+endif
+
+GSL_CFLAGS  := $(shell pkg-config --cflags gsl 2>/dev/null) $(DEPS_INC)
+GSL_LIBS    := $(or $(shell pkg-config --libs gsl 2>/dev/null),-lgsl -lgslcblas -lm) $(DEPS_LIB)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS  := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lrt -lpthread -lm)
+
+WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(WARN) -MMD -MP $(SAN) -Isim -Ikernels -Iexec $(GSL_CFLAGS)
+LDLIBS  := $(GSL_LIBS) -lm
+LDFLAGS += $(SAN)
+
+NVCCFLAGS ?= -O3 -lineinfo
+NVCCFLAGS += -arch=$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
+             -Isim -Ikernels -Iexec $(DEPS_INC) --expt-relaxed-constexpr
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+ifneq ($(HAVE_NCCL),)
+CUDA_LIBS += -lnccl
+GPU_DEFS  += -DUNPAD_HAVE_NCCL=1
+endif
+ifneq ($(HAVE_MPI),)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+GPU_DEFS   += -DUNPAD_HAVE_MPI=1
+endif
+
+# ---- sources ------------------------------------------------------------------------------------
+SIM_SRC   := $(wildcard sim/*.c)
+CLI_SRC   := $(wildcard sim/cli/*.c)
+REF_SRC   := $(wildcard kernels/ref/*.c)
+EXEC_SRC  := $(filter-out exec/main_%,$(wildcard exec/*.c))
+KERN_SRC  := $(wildcard kernels/*.cu)
+TRAIN_C   := $(filter-out exec/gpu/main_%,$(wildcard exec/gpu/*.c))
+TRAIN_CU  := $(wildcard exec/gpu/*.cu)
+CHECK_SRC := $(wildcard tests/check_*.c)
+GPU_TESTS := $(patsubst tests/gpu/%.cu,bin/%,$(wildcard tests/gpu/test_*.cu)) \
+             $(patsubst tests/gpu/%.c,bin/%,$(wildcard tests/gpu/test_*.c))
+BENCH_GPU := $(patsubst bench/%.cu,bin/%,$(wildcard bench/bench_*.cu))
+BENCH_CPU := $(patsubst bench/%.c,bin/%,$(wildcard bench/bench_*.c))
+
+o = $(patsubst %.c,$(BUILD)/%.o,$(1))
+LIB      := $(BUILD)/libunpad.a
+EXECLIB  := $(BUILD)/libunpad_exec.a
+KERNLIB  := $(BUILD)/libunpad_kernels.a
+
+CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
+GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train)
+
+.PHONY: all cpu gpu kernels probe demo test test-run test-asan test-gpu bench bench-kernels \
+        bench-cpu deps clean
+all: probe cpu $(if $(HAVE_NVCC),kernels)
+
+probe:
+	@echo "unpad build: nvcc $(call have,$(HAVE_NVCC))  cuBLASLt $(call have,$(HAVE_CUBLASLT))  NCCL $(call have,$(HAVE_NCCL))  MPI $(call have,$(HAVE_MPI))  GSL $(call have,$(HAVE_GSL))  Check $(call have,$(HAVE_CHECK))  gnuplot $(call have,$(HAVE_GNUPLOT))"
+	@$(if $(HAVE_GSL),,echo "  GSL missing: run 'make deps' or 'apt-get install libgsl-dev'"; exit 1)
+
+cpu: $(CPU_BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(call o,$(SIM_SRC) $(REF_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(EXECLIB): $(call o,$(EXEC_SRC)) | $(BUILD)/.dir
+	$(AR) rcs $@ $(call o,$(EXEC_SRC))
+
+$(BUILD)/.dir:
+	@mkdir -p $(BUILD) && touch $@
+
+$(BUILD)/cli/commands.h: $(CLI_SRC) | $(BUILD)/.dir
+	@mkdir -p $(dir $@)
+	@for f in $(sort $(filter sim/cli/cmd_%,$(CLI_SRC))); do n=$${f#sim/cli/cmd_}; echo "COMMAND($${n%.c})"; done > $@.tmp && \
+	  (cmp -s $@.tmp $@ || mv $@.tmp $@); rm -f $@.tmp
+
+$(BUILD)/sim/cli/main.o: sim/cli/main.c $(BUILD)/cli/commands.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/cli -c $< -o $@
+
+bin/unpad: $(call o,$(CLI_SRC)) $(LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
+	@mkdir -p bin
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- GPU ----------------------------------------------------------------------------------------
+$(BUILD)/cu/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -c $< -o $@
+
+$(BUILD)/gpuc/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(GPU_DEFS) $(MPI_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
+
+$(KERNLIB): $(patsubst %.cu,$(BUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
+	$(AR) rcs $@ $(patsubst %.cu,$(BUILD)/cu/%.o,$(KERN_SRC))
+
+kernels: $(if $(KERN_SRC),$(KERNLIB))
+
+TRAIN_OBJ := $(patsubst %.c,$(BUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(BUILD)/cu/%.o,$(TRAIN_CU))
+bin/unpad-train: $(BUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+	@mkdir -p bin
+	$(NVCC) -arch=$(CUDA_ARCH) $^ -o $@ $(DEPS_LIB:-Wl,%=-Xlinker %) $(CUDA_LIBS) $(MPI_LIBS) $(GSL_LIBS:-Wl,%=-Xlinker %) -lm
+
+bin/test_%: tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+	@mkdir -p bin $(BUILD)/cu/tests/gpu
+	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) $^ -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
+
+bin/bench_%: bench/bench_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+	@mkdir -p bin
+	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) $^ -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
+
+bin/bench_%: bench/bench_%.c $(EXECLIB) $(LIB)
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+, := ,
+gpu: probe cpu
+	@$(if $(HAVE_NVCC),,echo "nvcc not found: GPU targets skipped"; exit 1)
+	$(MAKE) kernels $(GPU_BINS) $(GPU_TESTS) $(BENCH_GPU)
+
+# Runs on a machine with an NVIDIA GPU: every GPU test binary, then the PyTorch comparisons.
+test-gpu: gpu
+	@bash scripts/test-gpu.sh
+
+bench: cpu $(BENCH_CPU)
+	@bash scripts/bench.sh
+
+bench-cpu: cpu $(BENCH_CPU)
+	@for b in $(BENCH_CPU); do ./$$b || exit 1; done
+
+bench-kernels: gpu
+	@bash scripts/bench.sh kernels
+
+# ---- tests --------------------------------------------------------------------------------------
+$(BUILD)/tests/suites.h: $(CHECK_SRC) | $(BUILD)/.dir
+	@mkdir -p $(dir $@)
+	@for f in $(sort $(CHECK_SRC)); do n=$${f#tests/check_}; echo "SUITE($${n%.c})"; done > $@.tmp && \
+	  (cmp -s $@.tmp $@ || mv $@.tmp $@); rm -f $@.tmp
+
+$(BUILD)/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -c $< -o $@
+
+$(BUILD)/tests/check_%.o: tests/check_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECLIB) $(LIB)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+
+# `make test` installs what is missing first, then builds and runs in a fresh make (probes re-read).
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: probe cpu $(BUILD)/tests/check_all $(if $(HAVE_NVCC),kernels)
+	@$(if $(HAVE_CHECK),,echo "Check missing: run 'make deps' or 'apt-get install check'"; exit 1)
+	UNPAD_HOME=$(CURDIR) CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
+
+test-asan: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  build/asan/tests/check_all
+	UNPAD_HOME=$(CURDIR) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
+
+demo: deps
+	@$(MAKE) --no-print-directory cpu
+	@bash scripts/demo.sh
+
+deps:
+	@bash scripts/ensure-deps.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

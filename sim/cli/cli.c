@@ -1,0 +1,121 @@
+/* cli.c — flag parsing and default paths for the `unpad` subcommands. */
+#include "cli.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out)
+{
+    long v;
+    if (!val) {
+        fprintf(stderr, "unpad %s: %s needs a value\n", cmd, flag);
+        return 1;
+    }
+    if (unpad_parse_long(val, &v)) {
+        fprintf(stderr, "unpad %s: %s: bad number '%s' (expected an integer in [%ld, %ld])\n", cmd,
+                flag, val, lo, hi);
+        return 1;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "unpad %s: %s = %ld is out of range (expected [%ld, %ld])\n", cmd, flag, v,
+                lo, hi);
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int cli_double(const char *cmd, const char *flag, const char *val, double lo, double hi, double *out)
+{
+    double v;
+    if (!val) {
+        fprintf(stderr, "unpad %s: %s needs a value\n", cmd, flag);
+        return 1;
+    }
+    if (unpad_parse_double(val, &v)) {
+        fprintf(stderr, "unpad %s: %s: bad number '%s' (expected a number in [%g, %g])\n", cmd, flag,
+                val, lo, hi);
+        return 1;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "unpad %s: %s = %g is out of range (expected [%g, %g])\n", cmd, flag, v, lo,
+                hi);
+        return 1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, long hi, int **out,
+                 int *n)
+{
+    if (!val) {
+        fprintf(stderr, "unpad %s: %s needs a value\n", cmd, flag);
+        return 1;
+    }
+    int cap = 1;
+    for (const char *p = val; *p; p++)
+        cap += *p == ',';
+    int *v = malloc((size_t)cap * sizeof *v);
+    char *copy = strdup(val);
+    if (!v || !copy) {
+        free(v);
+        free(copy);
+        fprintf(stderr, "unpad %s: out of memory\n", cmd);
+        return 1;
+    }
+    int k = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (cli_int(cmd, flag, tok, lo, hi, &v[k++])) {
+            free(v);
+            free(copy);
+            return 1;
+        }
+    free(copy);
+    if (!k) {
+        free(v);
+        fprintf(stderr, "unpad %s: %s: empty list\n", cmd, flag);
+        return 1;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+const char *cli_project_path(const char *rel, char *buf, size_t n)
+{
+    const char *home = getenv("UNPAD_HOME");
+    if (home && *home) {
+        snprintf(buf, n, "%s/%s", home, rel);
+        return buf;
+    }
+    /* bin/unpad lives in <root>/bin: try <root>/rel, then the current folder. */
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            slash = strrchr(exe, '/');
+            if (slash) {
+                *slash = '\0';
+                snprintf(buf, n, "%s/%s", exe, rel);
+                if (access(buf, R_OK) == 0)
+                    return buf;
+            }
+        }
+    }
+    snprintf(buf, n, "%s", rel);
+    return buf;
+}
+
+int cli_error(const char *cmd, const unpad_err *err)
+{
+    fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
+    return 1;
+}

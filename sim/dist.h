@@ -1,0 +1,54 @@
+/* dist.h — distributions of sequence lengths: loading, statistics and reproducible sampling.
+ *
+ * Two file forms: a `length,count` histogram CSV (header line, `#` comments) and a plain list with
+ * one length per line. Sampling uses GSL's mt19937 generator, so a seed gives the same lengths on
+ * every machine. */
+#ifndef UNPAD_DIST_H
+#define UNPAD_DIST_H
+
+#include <stdint.h>
+
+#include "unpad.h"
+
+typedef struct {
+    int max_len;    /* longest length with a bin (bins 1..max_len) */
+    double *count;  /* (max_len + 1): count[l] = sequences of length l; count[0] unused (0) */
+    double total;   /* sum of counts */
+    char source[256]; /* file it came from, or "built-in" */
+} unpad_dist;
+
+typedef struct {
+    double count, mean, stddev;
+    int min, max;
+    int p50, p90, p99;
+    double share_at_max;   /* fraction of sequences of length == max_len */
+    double sum_len2_mean;  /* E[len^2], drives the attention cost */
+} dist_stats;
+
+/* The path to the default distribution (models/dists/wiki512.csv) relative to the project root,
+ * or the value of UNPAD_HOME/models/dists/wiki512.csv when that variable is set. */
+const char *dist_default_path(void);
+
+int dist_load_csv(const char *path, unpad_dist *d, unpad_err *err);
+int dist_load_list(const char *path, unpad_dist *d, unpad_err *err);
+/* Chooses the form from the content: a first data line with a comma is a histogram. */
+int dist_load(const char *path, unpad_dist *d, unpad_err *err);
+/* A distribution from lengths in memory (e.g. one batch). */
+int dist_from_lengths(const int *len, int n, unpad_dist *d, unpad_err *err);
+void dist_free(unpad_dist *d);
+
+void dist_compute_stats(const unpad_dist *d, dist_stats *s);
+/* Fraction of tokens that are padding when each sequence is padded to pad_len (>= max length). */
+double dist_padding_fraction(const unpad_dist *d, int pad_len);
+/* Smallest length l with P(len <= l) >= q, q in (0, 1]. */
+int dist_percentile(const unpad_dist *d, double q);
+
+/* Reproducible sampling. */
+typedef struct dist_sampler dist_sampler;
+int dist_sampler_alloc(const unpad_dist *d, uint64_t seed, dist_sampler **out, unpad_err *err);
+void dist_sampler_free(dist_sampler *s);
+void dist_sample(dist_sampler *s, int *len, int n);
+/* Uniform integer in [0, n) from the sampler's generator (shuffles, masks). */
+unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n);
+
+#endif
