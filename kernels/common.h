@@ -1,0 +1,58 @@
+/* common.h — what every kernel file, launcher and host caller shares: the bf16 storage type seen
+ * from C, and one check macro per library (they print file:line and the library's own message and
+ * stop the program; only the trainer and GPU tests use them, never the CPU library).
+ *
+ * Layout of the unpadded batch everywhere: the tokens of all sequences packed one after another,
+ * activations (T, H) row-major, `cu_seqlens` (n + 1) int32 prefix sums of the lengths on the device. */
+#ifndef UNPAD_KERNELS_COMMON_H
+#define UNPAD_KERNELS_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* bf16 storage as seen from C host code; kernels reinterpret it as __nv_bfloat16. */
+typedef uint16_t bf16;
+
+#ifdef __cplusplus
+#define UNPAD_EXTERN_C extern "C"
+#else
+#define UNPAD_EXTERN_C
+#endif
+
+/* Host-side bf16 <-> float (round to nearest even), for references and tests. */
+static inline float bf16_to_float(bf16 h)
+{
+    union { uint32_t u; float f; } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
+static inline bf16 float_to_bf16(float f)
+{
+    union { uint32_t u; float f; } v;
+    v.f = f;
+    if ((v.u & 0x7f800000u) == 0x7f800000u && (v.u & 0x7fffffu)) /* NaN stays NaN */
+        return (bf16)((v.u >> 16) | 0x40);
+    uint32_t round = 0x7fffu + ((v.u >> 16) & 1u);
+    return (bf16)((v.u + round) >> 16);
+}
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#elif defined(UNPAD_WITH_CUDA_HEADERS)
+#include <cuda_runtime.h>
+#endif
+
+#if defined(__CUDACC__) || defined(UNPAD_WITH_CUDA_HEADERS) || defined(CUDART_VERSION)
+#define cudaCheck(call)                                                                           \
+    do {                                                                                          \
+        cudaError_t e_ = (call);                                                                  \
+        if (e_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "%s:%d: CUDA error %s: %s\n", __FILE__, __LINE__, cudaGetErrorName(e_), \
+                    cudaGetErrorString(e_));                                                      \
+            exit(EXIT_FAILURE);                                                                   \
+        }                                                                                         \
+    } while (0)
+#endif
+
+#endif
