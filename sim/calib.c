@@ -1,0 +1,58 @@
+/* calib.c — cost-model coefficients: defaults, and the models/calib/<hw>.cfg files. */
+#include "calib.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CF(k, t, f, lo, hi, req, h) {k, t, offsetof(calib_coef, f), lo, hi, req, h}
+const cfg_field calib_schema[] = {
+    CF("hw", CFG_STRING, hw, 0, 0, CFG_REQUIRED, "hardware the coefficients were fitted on"),
+    CF("gemm_eff", CFG_DOUBLE, gemm_eff, 0.01, 1, CFG_OPTIONAL, "large-GEMM fraction of bf16 peak"),
+    CF("gemm_m_half", CFG_DOUBLE, gemm_m_half, 0, 1e6, CFG_OPTIONAL, "GEMM rows at half efficiency"),
+    CF("attn_eff", CFG_DOUBLE, attn_eff, 0.01, 1, CFG_OPTIONAL, "FMHA tile fraction of bf16 peak"),
+    CF("attn_cta_us", CFG_DOUBLE, attn_cta_us, 0, 1000, CFG_OPTIONAL, "fixed cost per FMHA tile, us"),
+    CF("attn_ctas_per_sm", CFG_DOUBLE, attn_ctas_per_sm, 1, 64, CFG_OPTIONAL, "FMHA tiles resident per SM"),
+    CF("bw_eff", CFG_DOUBLE, bw_eff, 0.01, 1, CFG_OPTIONAL, "memory-bound fraction of bandwidth"),
+    CF("launch_us", CFG_DOUBLE, launch_us, 0, 1000, CFG_OPTIONAL, "per kernel launch, us"),
+    CF("optim_bw_eff", CFG_DOUBLE, optim_bw_eff, 0.01, 1, CFG_OPTIONAL, "optimizer fraction of bandwidth"),
+    CF("comm_eff", CFG_DOUBLE, comm_eff, 0.01, 1, CFG_OPTIONAL, "collectives fraction of link bandwidth"),
+    CF("step_overhead_us", CFG_DOUBLE, step_overhead_us, 0, 1e6, CFG_OPTIONAL, "per-step overhead, us"),
+};
+const size_t calib_schema_len = sizeof calib_schema / sizeof calib_schema[0];
+
+void calib_default(const hw_spec *hw, calib_coef *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->hw, sizeof c->hw, "%s", hw ? hw->name : "unknown");
+    c->gemm_eff = 0.80;       /* 8192^3 bf16 GEMM on the H200: 788 of 989.5 TFLOP/s */
+    c->gemm_m_half = 256;     /* small GEMMs fill few tiles of 128 rows */
+    c->attn_eff = 0.50;       /* flash attention forward+backward reaches ~40-60% of peak */
+    c->attn_cta_us = 1.0;     /* prologue/epilogue of one tile */
+    c->attn_ctas_per_sm = 2;
+    c->bw_eff = 0.80;         /* copy reaches ~0.9 of datasheet; real kernels somewhat less */
+    c->launch_us = hw ? hw->launch_us : 2.5;
+    c->optim_bw_eff = 0.80;
+    c->comm_eff = 1.0;        /* link_bw_gbs is already a measured bus bandwidth */
+    c->step_overhead_us = 100;
+    c->fitted = 0;
+}
+
+int calib_load(const char *path, const hw_spec *hw, calib_coef *c, unpad_err *err)
+{
+    calib_default(hw, c);
+    int rc = cfg_load(path, calib_schema, calib_schema_len, c, err);
+    if (rc)
+        return rc;
+    if (hw && strcmp(c->hw, hw->name))
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "fitted on '%s' but the hardware spec is '%s' (use the calibration of "
+                          "the same GPU, or none)", c->hw, hw->name);
+    c->fitted = 1;
+    return UNPAD_OK;
+}
+
+int calib_write(const char *path, const calib_coef *c, const char *comment, unpad_err *err)
+{
+    return cfg_write(path, comment, calib_schema, calib_schema_len, c, err);
+}

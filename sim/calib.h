@@ -1,0 +1,31 @@
+/* calib.h — the cost model's coefficients: efficiencies and overheads per operator class, read
+ * from models/calib/<hw>.cfg (written by `unpad calibrate`) or defaulted from the hardware spec. */
+#ifndef UNPAD_CALIB_H
+#define UNPAD_CALIB_H
+
+#include "model.h"
+
+typedef struct {
+    char hw[CFG_STR_LEN];   /* hardware it was fitted on */
+    double gemm_eff;        /* large-GEMM fraction of peak bf16 */
+    double gemm_m_half;     /* rows M at which a GEMM reaches half of gemm_eff */
+    double attn_eff;        /* FMHA tile fraction of peak bf16 */
+    double attn_cta_us;     /* fixed cost per FMHA tile (CTA) */
+    double attn_ctas_per_sm;/* FMHA CTAs resident per multiprocessor */
+    double bw_eff;          /* memory-bound kernels: fraction of memory bandwidth */
+    double launch_us;       /* per kernel launch */
+    double optim_bw_eff;    /* optimizer: fraction of memory bandwidth */
+    double comm_eff;        /* collectives: fraction of the link bus bandwidth */
+    double step_overhead_us;/* per step: host work, synchronisation */
+    int fitted;             /* 1 when read from a calibration file */
+} calib_coef;
+
+/* Uncalibrated defaults (typical values for a modern GPU; launch from the hardware spec). */
+void calib_default(const hw_spec *hw, calib_coef *c);
+int calib_load(const char *path, const hw_spec *hw, calib_coef *c, unpad_err *err);
+int calib_write(const char *path, const calib_coef *c, const char *comment, unpad_err *err);
+
+extern const cfg_field calib_schema[];
+extern const size_t calib_schema_len;
+
+#endif

@@ -1,0 +1,197 @@
+/* cost.c — predicted times: roofline per operator, FMHA tile simulation, per-sequence cost. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_multifit.h>
+
+static double gemm_eff(const calib_coef *c, double rows)
+{
+    return c->gemm_eff * rows / (rows + c->gemm_m_half);
+}
+
+double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, int gpus)
+{
+    if (gpus <= 1)
+        return 0;
+    double g = gpus;
+    /* bytes already counts 2(N-1)/N of the buffer when it comes from ops_step; link_bw is bus bw. */
+    double bw = hw->link_bw_gbs * 1e3 * c->comm_eff; /* bytes per microsecond */
+    return bytes / bw + hw->link_lat_us * ceil(log2(g));
+}
+
+double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
+{
+    if (op_class_of(oc->op) == OPC_COMM) /* one collective: bytes over the bus, one latency */
+        return oc->launches ? oc->bytes / (hw->link_bw_gbs * 1e3 * c->comm_eff) + hw->link_lat_us : 0;
+    double peak = hw->peak_bf16_tflops * 1e6; /* FLOPs per microsecond */
+    double fp32 = hw->peak_fp32_tflops * 1e6;
+    double bw = hw->mem_bw_gbs * 1e3;          /* bytes per microsecond */
+    double eff_bw = op_class_of(oc->op) == OPC_OPTIM ? c->optim_bw_eff : c->bw_eff;
+    double t_flop = 0;
+    if (oc->tensor_flops > 0) {
+        double eff = op_class_of(oc->op) == OPC_ATTN ? c->attn_eff : gemm_eff(c, oc->rows);
+        t_flop = oc->tensor_flops / (peak * eff);
+    }
+    /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */
+    t_flop += (oc->flops - oc->tensor_flops) / fp32;
+    double t_mem = oc->bytes / (bw * eff_bw);
+    return (t_flop > t_mem ? t_flop : t_mem) + oc->launches * c->launch_us;
+}
+
+double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir)
+{
+    /* MMA work rounds query rows to 64 (four warps of 16) and keys to 64-wide tiles. */
+    double q = ceil(q_rows / 64.0) * 64, k = ceil(kv_len / 64.0) * 64;
+    double flops = 4.0 * q * k * 64 * (dir ? 2.5 : 1.0);
+    double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / c->attn_ctas_per_sm; /* FLOP/us */
+    return c->attn_cta_us + flops / (per_slot * c->attn_eff);
+}
+
+/* Min-heap of slot free times. */
+static void heap_push_pop(double *h, int n, double v)
+{
+    /* replace the root (smallest) with v and sift down */
+    h[0] = v;
+    int i = 0;
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, s = i;
+        if (l < n && h[l] < h[s])
+            s = l;
+        if (r < n && h[r] < h[s])
+            s = r;
+        if (s == i)
+            break;
+        double t = h[i];
+        h[i] = h[s];
+        h[s] = t;
+        i = s;
+    }
+}
+
+double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir)
+{
+    int slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    double stack[1024];
+    double *h = slots <= 1024 ? stack : calloc((size_t)slots, sizeof *h);
+    if (!h)
+        return 0;
+    memset(h, 0, sizeof(double) * (size_t)slots);
+    const int tile = 128;
+    double end = 0;
+    /* Launch order: sequence-major, heads, then query tiles (blockIdx.x fastest). Each tile goes to
+     * the slot that frees first, as the hardware block scheduler does. */
+    for (int s = 0; s < n; s++) {
+        int tiles = (len[s] + tile - 1) / tile;
+        for (int t = 0; t < tiles; t++) {
+            int rows = t + 1 < tiles ? tile : len[s] - t * tile;
+            double d = cost_fmha_cta_us(hw, c, rows, len[s], dir);
+            for (int k = 0; k < heads; k++) {
+                double f = h[0] + d;
+                heap_push_pop(h, slots, f);
+                if (f > end)
+                    end = f;
+            }
+        }
+    }
+    if (h != stack)
+        free(h);
+    return end;
+}
+
+int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const op_batch *b,
+                      cost_step *out, unpad_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = ops_step(m, b, out->ops, err);
+    if (rc)
+        return rc;
+    int *padded = NULL;
+    const int *lens = b->len;
+    if (b->padded) {
+        padded = malloc(sizeof *padded * (size_t)b->n);
+        if (!padded)
+            return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        for (int i = 0; i < b->n; i++)
+            padded[i] = b->pad_len;
+        lens = padded;
+    }
+    for (int i = 0; i < OP_COUNT; i++) {
+        const op_cost *oc = &out->ops[i];
+        double t;
+        if (i == OP_FMHA_FWD || i == OP_FMHA_BWD) {
+            double tiles = cost_fmha_us(hw, c, m->heads, lens, b->n, i == OP_FMHA_BWD);
+            /* Memory-bound floor still applies (matters when unfused). */
+            double mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
+            t = (tiles > mem ? tiles : mem) + oc->launches * c->launch_us;
+        } else if (i == OP_ALLREDUCE) {
+            t = cost_allreduce_us(hw, c, oc->bytes, b->gpus);
+        } else {
+            t = cost_op_us(hw, c, oc);
+        }
+        out->time_us[i] = t;
+        out->step_us += oc->instances * t;
+        if (i != OP_ALLREDUCE && i != OP_EXCHANGE)
+            out->compute_us += oc->instances * t;
+    }
+    out->step_us += c->step_overhead_us;
+    out->compute_us += c->step_overhead_us;
+    out->model_flops = ops_model_flops(m, b->len, b->n);
+    free(padded);
+    return UNPAD_OK;
+}
+
+int cost_seq_model(const model_cfg *m, const hw_spec *hw, const calib_coef *c, seq_cost *out,
+                   unpad_err *err)
+{
+    /* Per-sequence share of a step's compute, from batches of nseq sequences of one length (so
+     * GEMMs run at their batch efficiency), less the work that does not scale with the batch. */
+    enum { NPTS = 16, NSEQ = 64 };
+    int lens[NSEQ];
+    gsl_matrix *X = gsl_matrix_alloc(NPTS, 3);
+    gsl_vector *y = gsl_vector_alloc(NPTS), *coef = gsl_vector_alloc(3);
+    gsl_matrix *cov = gsl_matrix_alloc(3, 3);
+    gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc(NPTS, 3);
+    int rc = UNPAD_OK;
+    if (!X || !y || !coef || !cov || !w) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    for (int p = 0; p < NPTS; p++) {
+        int l = (p + 1) * m->max_len / NPTS;
+        if (l < 1)
+            l = 1;
+        for (int i = 0; i < NSEQ; i++)
+            lens[i] = l;
+        op_batch b = {.len = lens, .n = NSEQ, .fused = 1, .gpus = 1, .dropout = 1};
+        cost_step st;
+        if ((rc = cost_predict_step(m, hw, c, &b, &st, err)))
+            goto out;
+        double fixed = st.time_us[OP_LAMB] + c->step_overhead_us;
+        double per = (st.compute_us - fixed) / NSEQ;
+        gsl_matrix_set(X, p, 0, 1.0);
+        gsl_matrix_set(X, p, 1, l);
+        gsl_matrix_set(X, p, 2, (double)l * l);
+        gsl_vector_set(y, p, per);
+    }
+    double chisq;
+    gsl_multifit_linear(X, y, coef, cov, &chisq, w);
+    out->c0 = gsl_vector_get(coef, 0);
+    out->c1 = gsl_vector_get(coef, 1);
+    out->c2 = gsl_vector_get(coef, 2);
+    /* A negative intercept or quadratic term would make short sequences free or misorder
+     * lengths; clamp to keep the cost monotone in the length. */
+    if (out->c0 < 0)
+        out->c0 = 0;
+    if (out->c2 < 0)
+        out->c2 = 0;
+out:
+    if (w) gsl_multifit_linear_free(w);
+    if (cov) gsl_matrix_free(cov);
+    if (coef) gsl_vector_free(coef);
+    if (y) gsl_vector_free(y);
+    if (X) gsl_matrix_free(X);
+    return rc;
+}

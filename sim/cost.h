@@ -1,0 +1,52 @@
+/* cost.h — predicted time of each operator, of one GPU's step, and of one sequence.
+ *
+ * time = max(tensor FLOPs / (peak x eff) + other FLOPs / fp32 peak, bytes / (bandwidth x eff))
+ *        + launches x launch overhead,
+ * with the efficiencies of calib.h. The FMHA is timed by simulating its tiles (one CTA per
+ * sequence, head and 128-row query tile) over the multiprocessors, so wave quantization and the
+ * tail of long sequences show. Collectives use a ring model over the link bandwidth. */
+#ifndef UNPAD_COST_H
+#define UNPAD_COST_H
+
+#include "calib.h"
+#include "ops.h"
+
+typedef struct cost_step {
+    op_cost ops[OP_COUNT];
+    double time_us[OP_COUNT];  /* per instance */
+    double step_us;            /* sum of instances x time, plus the step overhead */
+    double compute_us;         /* step without all-reduce and exchange */
+    double model_flops;        /* useful FLOPs (unpadded tokens) */
+} cost_step;
+
+/* Predicts every operator of one GPU's step. */
+int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const op_batch *b,
+                      cost_step *out, unpad_err *err);
+
+/* Predicted time of one operator instance. */
+double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
+
+/* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd).
+ * Every launch in `streams` > 1 overlapping launches shares the multiprocessors. */
+double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir);
+
+/* Time of one FMHA tile (CTA) with q_rows query rows against kv_len keys, dir 0 fwd / 1 bwd. */
+double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir);
+
+/* The per-sequence cost balancers use: cost(len) = c0 + c1 len + c2 len^2 (microseconds of one
+ * training step's compute on one GPU), fitted to cost_predict_step on single-length batches. */
+typedef struct {
+    double c0, c1, c2;
+} seq_cost;
+
+int cost_seq_model(const model_cfg *m, const hw_spec *hw, const calib_coef *c, seq_cost *out,
+                   unpad_err *err);
+static inline double seq_cost_us(const seq_cost *s, int len)
+{
+    return s->c0 + s->c1 * len + s->c2 * (double)len * len;
+}
+
+/* All-reduce of `bytes` over `gpus` GPUs (ring), microseconds; 0 for one GPU. */
+double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, int gpus);
+
+#endif

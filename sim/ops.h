@@ -1,0 +1,94 @@
+/* ops.h — the operators of one BERT training step (the shared vocabulary of sim and exec) and their
+ * analytic FLOP and byte counts for one GPU's batch of sequence lengths.
+ *
+ * Bytes are what must cross device memory: inputs read once, outputs written once. A fused variant
+ * keeps its intermediates on chip (bias+dropout+residual+LayerNorm in one pass, GELU in the GEMM
+ * epilogue, flash-style attention, dropout masks regenerated from a seed); the unfused variant
+ * writes every intermediate back and reads it again. */
+#ifndef UNPAD_OPS_H
+#define UNPAD_OPS_H
+
+#include "model.h"
+
+typedef enum {
+    OP_EMBED_FWD,    /* word + position + type gather, sum, LayerNorm */
+    OP_QKV_FWD,      /* QKV projection GEMM + bias */
+    OP_FMHA_FWD,     /* fused multi-head attention */
+    OP_ATTN_OUT_FWD, /* attention output projection GEMM + bias */
+    OP_ATTN_LN_FWD,  /* dropout + residual + LayerNorm after attention */
+    OP_FFN1_FWD,     /* FFN1 GEMM + bias + GELU */
+    OP_FFN2_FWD,     /* FFN2 GEMM + bias */
+    OP_FFN_LN_FWD,   /* dropout + residual + LayerNorm after the FFN */
+    OP_MLM_HEAD_FWD, /* gather masked rows, transform (dense+GELU+LN), decoder over the vocabulary */
+    OP_NSP_HEAD_FWD, /* pooler (dense+tanh on the first token) + 2-way classifier */
+    OP_LOSS_FWD,     /* MLM softmax cross-entropy + NSP loss */
+    OP_LOSS_BWD,
+    OP_NSP_HEAD_BWD,
+    OP_MLM_HEAD_BWD,
+    OP_FFN_LN_BWD,
+    OP_FFN2_BWD,
+    OP_FFN1_BWD,
+    OP_ATTN_LN_BWD,
+    OP_ATTN_OUT_BWD,
+    OP_FMHA_BWD,
+    OP_QKV_BWD,
+    OP_EMBED_BWD,
+    OP_LAMB,         /* optimizer step over all parameters */
+    OP_ALLREDUCE,    /* gradient all-reduce across GPUs */
+    OP_EXCHANGE,     /* balanced sample exchange across GPUs */
+    OP_COUNT
+} op_id;
+
+/* Operator classes of the data-movement report. */
+typedef enum {
+    OPC_GEMM,     /* tensor contractions: GEMMs */
+    OPC_ATTN,     /* tensor contractions: attention */
+    OPC_NORM,     /* statistical normalizations: LayerNorm, softmax/loss */
+    OPC_ELEM,     /* element-wise: gathers, bias, dropout, residual */
+    OPC_OPTIM,    /* optimizer */
+    OPC_COMM,     /* collectives */
+    OPC_COUNT
+} op_class;
+
+const char *op_name(op_id op);            /* "qkv_fwd", ... as in trace rows */
+int op_from_name(const char *name);       /* op_id, or -1 */
+op_class op_class_of(op_id op);
+const char *op_class_name(op_class c);    /* "gemm", "attention", "normalization", ... */
+int op_is_per_layer(op_id op);            /* 1 for encoder-layer operators */
+
+/* One GPU's batch as the cost model sees it. */
+typedef struct {
+    const int *len;   /* (n) sequence lengths */
+    int n;
+    int padded;       /* 1: every sequence padded to pad_len (attention over the padding too) */
+    int pad_len;
+    int fused;        /* 1: fused kernels; 0: every intermediate through memory */
+    int gpus;         /* data-parallel GPUs (all-reduce and exchange); 1: none */
+    int dropout;      /* 1: training with dropout (masks cost bytes when unfused) */
+} op_batch;
+
+/* Operator counts of one step on one GPU. */
+typedef struct {
+    op_id op;
+    int instances;        /* times per step: the layer count for encoder operators, else 1 */
+    int launches;         /* kernel launches per instance */
+    double flops;         /* per instance */
+    double tensor_flops;  /* the part of flops on tensor cores (GEMMs, attention matmuls) */
+    double bytes;         /* per instance, of the chosen variant */
+    double bytes_fused, bytes_unfused; /* per instance, both variants */
+    double rows;          /* GEMM M (tokens or predictions) for size-dependent efficiency */
+    long seqs, tokens;    /* batch description, for traces */
+    double sum_len2;
+    int max_len;
+} op_cost;
+
+/* Masked positions of a sequence of length len: 15% rounded, at least 1, at most max_pred. */
+int ops_predictions(int len, int max_pred);
+
+/* Fills out[0..OP_COUNT) for one training step. Returns UNPAD_EINVAL on an empty or bad batch. */
+int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad_err *err);
+
+/* Model FLOPs of one step over the batch (useful work only: unpadded tokens), for TFLOP/s. */
+double ops_model_flops(const model_cfg *m, const int *len, int n);
+
+#endif

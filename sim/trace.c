@@ -1,0 +1,245 @@
+/* trace.c — reading and writing trace rows. */
+#include "trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost.h"
+
+void trace_write_header(FILE *f) { fprintf(f, "%s\n", TRACE_HEADER); }
+
+void trace_write_row(FILE *f, const trace_row *r)
+{
+    fprintf(f, "%s,%s,%d,%d,%d,%s,%d,%d,%d,%ld,%ld,%.0f,%d,%.6g,%.6g,%.3f,%.3f\n", r->hw, r->model,
+            r->gpus, r->rank, r->step, op_name((op_id)r->op), r->layer, r->group, r->stream, r->seqs,
+            r->tokens, r->sum_len2, r->max_len, r->flops, r->bytes, r->start_us, r->dur_us);
+}
+
+int trace_append(trace_set *set, const trace_row *r)
+{
+    if (set->n == set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 1024;
+        trace_row *nr = realloc(set->rows, cap * sizeof *nr);
+        if (!nr)
+            return UNPAD_ENOMEM;
+        set->rows = nr;
+        set->cap = cap;
+    }
+    set->rows[set->n++] = *r;
+    return UNPAD_OK;
+}
+
+void trace_set_free(trace_set *set)
+{
+    free(set->rows);
+    memset(set, 0, sizeof *set);
+}
+
+enum { NCOL = 17 };
+static const char *COLS[NCOL] = {"hw", "model", "gpus", "rank", "step", "op", "layer", "group",
+                                 "stream", "seqs", "tokens", "sum_len2", "max_len", "flops",
+                                 "bytes", "start_us", "dur_us"};
+
+static int field_long(const char *path, int lineno, const char *line, int col, const char *s,
+                      long lo, long hi, long *out, unpad_err *err)
+{
+    long v;
+    if (unpad_parse_long(s, &v) || v < lo || v > hi) {
+        unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                   "bad value '%s' in column '%s' (expected an integer in [%ld, %ld])", s, COLS[col],
+                   lo, hi);
+        unpad_err_show_line(err, lineno, line);
+        return UNPAD_EINVAL;
+    }
+    *out = v;
+    return UNPAD_OK;
+}
+
+static int field_double(const char *path, int lineno, const char *line, int col, const char *s,
+                        double *out, unpad_err *err)
+{
+    double v;
+    if (unpad_parse_double(s, &v) || v < 0) {
+        unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                   "bad value '%s' in column '%s' (expected a number >= 0)", s, COLS[col]);
+        unpad_err_show_line(err, lineno, line);
+        return UNPAD_EINVAL;
+    }
+    *out = v;
+    return UNPAD_OK;
+}
+
+int trace_read(const char *path, trace_set *set, unpad_err *err)
+{
+    char *text;
+    int rc = unpad_read_file(path, &text, NULL, err);
+    if (rc)
+        return rc;
+    char *cur = text;
+    int lineno = 0, header = 0;
+    size_t before = set->n;
+    while (*cur) {
+        char *line = cur, *e = strchr(cur, '\n');
+        if (e) {
+            *e = '\0';
+            cur = e + 1;
+        } else
+            cur += strlen(cur);
+        lineno++;
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r')
+            line[--len] = '\0';
+        if (!len || line[0] == '#')
+            continue;
+        if (!header) {
+            if (strcmp(line, TRACE_HEADER)) {
+                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                                "not a trace: expected the header '%s'", TRACE_HEADER);
+                unpad_err_show_line(err, lineno, line);
+                goto fail;
+            }
+            header = 1;
+            continue;
+        }
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s", line);
+        char *f[NCOL + 1];
+        int nf = 0;
+        for (char *p = copy; nf <= NCOL;) {
+            f[nf++] = p;
+            char *c = strchr(p, ',');
+            if (!c)
+                break;
+            *c = '\0';
+            p = c + 1;
+        }
+        if (nf != NCOL) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected %d columns, found %d%s", NCOL,
+                            nf > NCOL ? NCOL + 1 : nf, nf > NCOL ? " or more" : "");
+            unpad_err_show_line(err, lineno, line);
+            goto fail;
+        }
+        trace_row r;
+        memset(&r, 0, sizeof r);
+        if (strlen(f[0]) >= sizeof r.hw || strlen(f[1]) >= sizeof r.model || !*f[0] || !*f[1]) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "hw and model must be 1..63 characters");
+            unpad_err_show_line(err, lineno, line);
+            goto fail;
+        }
+        strcpy(r.hw, f[0]);
+        strcpy(r.model, f[1]);
+        long v[NCOL];
+        static const long LO[NCOL] = {0, 0, 1, 0, 0, 0, -1, -1, -1, 0, 0, 0, 0};
+        static const long HI[NCOL] = {0, 0, 1 << 20, 1 << 20, 1L << 40, 0, 4096, 1 << 20, 1024,
+                                      1L << 40, 1L << 50, 0, 1 << 20};
+        for (int c = 2; c <= 12; c++) {
+            if (c == 5) {
+                int op = op_from_name(f[5]);
+                if (op < 0) {
+                    rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                                    "unknown operator '%s' in column 'op'", f[5]);
+                    unpad_err_show_line(err, lineno, line);
+                    goto fail;
+                }
+                r.op = op;
+                continue;
+            }
+            if (c == 11) {
+                if ((rc = field_double(path, lineno, line, c, f[c], &r.sum_len2, err)))
+                    goto fail;
+                continue;
+            }
+            if ((rc = field_long(path, lineno, line, c, f[c], LO[c], HI[c], &v[c], err)))
+                goto fail;
+        }
+        r.gpus = (int)v[2];
+        r.rank = (int)v[3];
+        r.step = (int)v[4];
+        r.layer = (int)v[6];
+        r.group = (int)v[7];
+        r.stream = (int)v[8];
+        r.seqs = v[9];
+        r.tokens = v[10];
+        r.max_len = (int)v[12];
+        if (r.rank >= r.gpus) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "rank %d is not below gpus %d", r.rank,
+                            r.gpus);
+            unpad_err_show_line(err, lineno, line);
+            goto fail;
+        }
+        if ((rc = field_double(path, lineno, line, 13, f[13], &r.flops, err)) ||
+            (rc = field_double(path, lineno, line, 14, f[14], &r.bytes, err)) ||
+            (rc = field_double(path, lineno, line, 15, f[15], &r.start_us, err)) ||
+            (rc = field_double(path, lineno, line, 16, f[16], &r.dur_us, err)))
+            goto fail;
+        if (trace_append(set, &r)) {
+            rc = unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+            goto fail;
+        }
+    }
+    if (!header) {
+        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "empty file: expected the header '%s'",
+                        TRACE_HEADER);
+        goto fail;
+    }
+    free(text);
+    return UNPAD_OK;
+fail:
+    set->n = before; /* nothing half-read is kept */
+    free(text);
+    return rc;
+}
+
+double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus, int rank, int step,
+                            int layers, const cost_step *st, double t0)
+{
+    static const op_id fwd_layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
+                                      OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
+    static const op_id bwd_layer[] = {OP_FFN_LN_BWD, OP_FFN2_BWD, OP_FFN1_BWD, OP_ATTN_LN_BWD,
+                                      OP_ATTN_OUT_BWD, OP_FMHA_BWD, OP_QKV_BWD};
+    double t = t0;
+    trace_row r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.hw, sizeof r.hw, "%s", hw);
+    snprintf(r.model, sizeof r.model, "%s", model);
+    r.gpus = gpus;
+    r.rank = rank;
+    r.step = step;
+    r.group = r.stream = -1;
+#define EMIT(o, l)                                                                                 \
+    do {                                                                                           \
+        const op_cost *oc = &st->ops[o];                                                           \
+        r.op = o;                                                                                  \
+        r.layer = l;                                                                               \
+        r.seqs = oc->seqs;                                                                         \
+        r.tokens = oc->tokens;                                                                     \
+        r.sum_len2 = oc->sum_len2;                                                                 \
+        r.max_len = oc->max_len;                                                                   \
+        r.flops = oc->flops;                                                                       \
+        r.bytes = oc->bytes;                                                                       \
+        r.start_us = t;                                                                            \
+        r.dur_us = st->time_us[o];                                                                 \
+        t += r.dur_us;                                                                             \
+        trace_write_row(f, &r);                                                                    \
+    } while (0)
+    EMIT(OP_EMBED_FWD, -1);
+    for (int l = 0; l < layers; l++)
+        for (size_t k = 0; k < sizeof fwd_layer / sizeof fwd_layer[0]; k++)
+            EMIT(fwd_layer[k], l);
+    EMIT(OP_MLM_HEAD_FWD, -1);
+    EMIT(OP_NSP_HEAD_FWD, -1);
+    EMIT(OP_LOSS_FWD, -1);
+    EMIT(OP_LOSS_BWD, -1);
+    EMIT(OP_NSP_HEAD_BWD, -1);
+    EMIT(OP_MLM_HEAD_BWD, -1);
+    for (int l = layers - 1; l >= 0; l--)
+        for (size_t k = 0; k < sizeof bwd_layer / sizeof bwd_layer[0]; k++)
+            EMIT(bwd_layer[k], l);
+    EMIT(OP_EMBED_BWD, -1);
+    if (gpus > 1) {
+        EMIT(OP_ALLREDUCE, -1);
+    }
+    EMIT(OP_LAMB, -1);
+#undef EMIT
+    return t;
+}

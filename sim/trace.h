@@ -1,0 +1,48 @@
+/* trace.h — trace rows (traces/NAME.csv): one row per operator per layer per step per rank, measured
+ * by the trainer or predicted by the simulator, in the same columns so comparisons are joins:
+ *   hw,model,gpus,rank,step,op,layer,group,stream,seqs,tokens,sum_len2,max_len,flops,bytes,start_us,dur_us
+ * layer is -1 for operators outside the encoder layers; group and stream are -1 when not grouped. */
+#ifndef UNPAD_TRACE_H
+#define UNPAD_TRACE_H
+
+#include <stdio.h>
+
+#include "cfg.h"
+#include "ops.h"
+
+#define TRACE_HEADER \
+    "hw,model,gpus,rank,step,op,layer,group,stream,seqs,tokens,sum_len2,max_len,flops,bytes,start_us,dur_us"
+
+typedef struct {
+    char hw[64];
+    char model[64];
+    int gpus, rank, step;
+    int op;          /* op_id */
+    int layer, group, stream;
+    long seqs, tokens;
+    double sum_len2;
+    int max_len;
+    double flops, bytes;
+    double start_us, dur_us;
+} trace_row;
+
+typedef struct {
+    trace_row *rows;
+    size_t n, cap;
+} trace_set;
+
+void trace_write_header(FILE *f);
+void trace_write_row(FILE *f, const trace_row *r);
+
+/* Reads a trace CSV, appending to set; every malformed line is refused with file:line:reason. */
+int trace_read(const char *path, trace_set *set, unpad_err *err);
+int trace_append(trace_set *set, const trace_row *r);
+void trace_set_free(trace_set *set);
+
+/* Predicted rows of one GPU's step from the cost model: per layer for encoder operators, start
+ * times laid end to end from t0. Returns the end time. */
+struct cost_step;
+double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus, int rank, int step,
+                            int layers, const struct cost_step *st, double t0);
+
+#endif
