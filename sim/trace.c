@@ -222,6 +222,8 @@ double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus
         t += r.dur_us;                                                                             \
         trace_write_row(f, &r);                                                                    \
     } while (0)
+    if (gpus > 1)
+        EMIT(OP_EXCHANGE, -1);
     EMIT(OP_EMBED_FWD, -1);
     for (int l = 0; l < layers; l++)
         for (size_t k = 0; k < sizeof fwd_layer / sizeof fwd_layer[0]; k++)

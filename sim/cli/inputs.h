@@ -1,0 +1,23 @@
+/* inputs.h — loading the inputs most subcommands share (--dist, --model, --hw, --calib), with the
+ * project's defaults, so each command states only its own flags. */
+#ifndef UNPAD_CLI_INPUTS_H
+#define UNPAD_CLI_INPUTS_H
+
+#include "calib.h"
+#include "dist.h"
+#include "model.h"
+
+typedef struct {
+    const char *dist_path, *model_path, *hw_path, *calib_path; /* NULL: the default */
+    unpad_dist dist;
+    model_cfg model;
+    hw_spec hw;
+    calib_coef calib;
+    char dist_buf[4096], model_buf[4096], hw_buf[4096];
+} cli_inputs;
+
+/* Loads what is asked (need_dist may be 0); prints "unpad CMD: file:line: reason" on failure. */
+int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist);
+void cli_inputs_free(cli_inputs *in);
+
+#endif

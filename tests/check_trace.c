@@ -1,0 +1,96 @@
+/* check_trace.c — trace rows: predicted rows read back, and every malformed line refused. */
+#include <check.h>
+#include <string.h>
+
+#include "cost.h"
+#include "testutil.h"
+#include "trace.h"
+
+START_TEST(test_predicted_roundtrip)
+{
+    char p[512];
+    model_cfg m;
+    hw_spec hw;
+    calib_coef c;
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-tiny.cfg"), &m, NULL), UNPAD_OK);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &hw, NULL), UNPAD_OK);
+    calib_default(&hw, &c);
+    int len[] = {5, 77, 512};
+    op_batch b = {.len = len, .n = 3, .fused = 1, .gpus = 2, .dropout = 1};
+    cost_step st;
+    ck_assert_int_eq(cost_predict_step(&m, &hw, &c, &b, &st, NULL), UNPAD_OK);
+    char out[] = "/tmp/unpad-test-trace-XXXXXX";
+    int fd = mkstemp(out);
+    FILE *f = fdopen(fd, "w");
+    trace_write_header(f);
+    double end = trace_emit_predicted(f, hw.name, m.name, 2, 1, 7, m.layers, &st, 0);
+    fclose(f);
+    trace_set set = {0};
+    unpad_err e = {0};
+    ck_assert_int_eq(trace_read(out, &set, &e), UNPAD_OK);
+    /* 2 layers x 14 encoder operators + 11 others (exchange and all-reduce on 2 GPUs). */
+    ck_assert_int_eq(set.n, 2 * 14 + 11);
+    double sum = 0;
+    for (size_t i = 0; i < set.n; i++) {
+        ck_assert_int_eq(set.rows[i].rank, 1);
+        ck_assert_int_eq(set.rows[i].step, 7);
+        sum += set.rows[i].dur_us;
+    }
+    ck_assert_double_eq_tol(sum, end, 0.05);
+    ck_assert_str_eq(op_name((op_id)set.rows[2].op), "qkv_fwd");
+    ck_assert_int_eq(set.rows[2].tokens, 5 + 77 + 512);
+    trace_set_free(&set);
+    unlink(out);
+}
+END_TEST
+
+static const char *read_error(const char *body)
+{
+    static unpad_err e;
+    char p[512], text[4096];
+    snprintf(text, sizeof text, "%s\n%s", TRACE_HEADER, body);
+    tu_write_tmp(p, sizeof p, ".csv", text);
+    trace_set set = {0};
+    memset(&e, 0, sizeof e);
+    int rc = trace_read(p, &set, &e);
+    ck_assert_int_ne(rc, UNPAD_OK);
+    ck_assert_int_eq(set.n, 0); /* nothing half-read is kept */
+    trace_set_free(&set);
+    unlink(p);
+    return strchr(e.msg, ':');
+}
+
+START_TEST(test_bad_rows)
+{
+    const char *ok = "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%sh200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0\n", ok);
+    const char *m = read_error(buf);
+    ck_assert_msg(strstr(m, ":3: expected 17 columns, found 16"), "%s", m);
+    m = read_error("h200,bert,1,0,0,qkv_fwdx,0,-1,-1,2,400,100000,300,1e9,1e6,0,1\n");
+    ck_assert_msg(strstr(m, ":2: unknown operator 'qkv_fwdx'"), "%s", m);
+    m = read_error("h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,-3\n");
+    ck_assert_msg(strstr(m, ":2: bad value '-3' in column 'dur_us'"), "%s", m);
+    m = read_error("h200,bert,2,2,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: rank 2 is not below gpus 2"), "%s", m);
+    m = read_error("h200,bert,1,0,zero,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: bad value 'zero' in column 'step'"), "%s", m);
+    char p[512];
+    tu_write_tmp(p, sizeof p, ".csv", "a,b,c\n1,2,3\n");
+    trace_set set = {0};
+    unpad_err e = {0};
+    ck_assert_int_eq(trace_read(p, &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, ":1: not a trace"), "%s", e.msg);
+    unlink(p);
+}
+END_TEST
+
+Suite *trace_suite(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_predicted_roundtrip);
+    tcase_add_test(tc, test_bad_rows);
+    suite_add_tcase(s, tc);
+    return s;
+}
