@@ -52,7 +52,7 @@ LDFLAGS += $(SAN)
 NVCCFLAGS ?= -O3 -lineinfo
 NVCCFLAGS += -arch=$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
              -Isim -Ikernels -Iexec $(DEPS_INC) --expt-relaxed-constexpr
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 ifneq ($(HAVE_NCCL),)
 CUDA_LIBS += -lnccl
 GPU_DEFS  += -DUNPAD_HAVE_NCCL=1

@@ -1,0 +1,304 @@
+/* gemm.c — the cuBLASLt wrapper of gemm.h: row-major products as swapped column-major ones, a plan
+ * cache per shape and alignment, and the epilogues the BERT layers use. */
+#include <stdint.h>
+#include <string.h>
+
+#include "gpu/gemm.h"
+
+#define GEMM_CACHE_SIZE 4096 /* open addressing; shapes vary with the token count of each step */
+
+typedef struct {
+    gemm_shape s;
+    uint8_t align[5]; /* log2 of the alignment (<= 256 bytes) of A, B, D, bias, aux */
+    int used;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), C = D */
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+struct gemm_ctx {
+    cublasLtHandle_t lt;
+    void *workspace; /* GEMM_WORKSPACE_BYTES on the device */
+    int fp32_exact;
+    int nplans;
+    gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
+};
+
+gemm_ctx *gemm_ctx_create(int fp32_exact)
+{
+    gemm_ctx *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->plans = calloc(GEMM_CACHE_SIZE, sizeof *g->plans);
+    if (!g->plans) {
+        free(g);
+        return NULL;
+    }
+    g->fp32_exact = fp32_exact;
+    cublasCheck(cublasLtCreate(&g->lt));
+    cudaCheck(cudaMalloc(&g->workspace, GEMM_WORKSPACE_BYTES));
+    return g;
+}
+
+static void plan_release(gemm_plan *p)
+{
+    if (!p->used)
+        return;
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->ld);
+    cublasLtMatmulDescDestroy(p->desc);
+    p->used = 0;
+}
+
+void gemm_ctx_free(gemm_ctx *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++)
+        plan_release(&g->plans[i]);
+    cudaCheck(cudaFree(g->workspace));
+    cublasCheck(cublasLtDestroy(g->lt));
+    free(g->plans);
+    free(g);
+}
+
+int gemm_ctx_plans(const gemm_ctx *g) { return g->nplans; }
+
+static int align_log2(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (!a)
+        return 8;
+    int l = 0;
+    while (l < 8 && !(a & ((uintptr_t)1 << l)))
+        l++;
+    return l;
+}
+
+static cudaDataType_t cuda_type(gemm_dtype t) { return t == GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+static const char *epi_name(gemm_epilogue e)
+{
+    static const char *n[] = {"none", "bias", "gelu+bias", "dgelu", "dgelu+bgrad", "bgradb"};
+    return (unsigned)e < sizeof n / sizeof *n ? n[e] : "?";
+}
+
+static cublasLtEpilogue_t lt_epilogue(gemm_epilogue e)
+{
+    switch (e) {
+    case GEMM_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+    case GEMM_EPI_GELU_BIAS: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GEMM_EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
+    case GEMM_EPI_DGELU_BGRAD: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case GEMM_EPI_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+    }
+}
+
+static int epi_has_bias(gemm_epilogue e) { return e != GEMM_EPI_NONE && e != GEMM_EPI_DGELU; }
+static int epi_has_aux(gemm_epilogue e)
+{
+    return e == GEMM_EPI_GELU_BIAS || e == GEMM_EPI_DGELU || e == GEMM_EPI_DGELU_BGRAD;
+}
+
+static void shape_fail(const gemm_shape *s, const char *why)
+{
+    fprintf(stderr,
+            "%s:%d: cuBLASLt: %s for D (%d, %d) = op(A) (%d, %d) op(B) (%d, %d), trans_a %d trans_b %d, "
+            "A/B %s, D %s, epilogue %s\n",
+            __FILE__, __LINE__, why, s->M, s->N, s->M, s->K, s->K, s->N, s->trans_a, s->trans_b,
+            s->ab_type == GEMM_F32 ? "fp32" : "bf16", s->d_type == GEMM_F32 ? "fp32" : "bf16",
+            epi_name(s->epi));
+    exit(EXIT_FAILURE);
+}
+
+static uint64_t plan_hash(const gemm_shape *s, const uint8_t align[5])
+{
+    uint64_t h = 1469598103934665603ull;
+    const int v[] = {s->M, s->N, s->K, s->trans_a, s->trans_b, s->ab_type, s->d_type, s->epi,
+                     s->bias_type, align[0], align[1], align[2], align[3], align[4]};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        h = (h ^ (uint64_t)(uint32_t)v[i]) * 1099511628211ull;
+    return h;
+}
+
+static int plan_matches(const gemm_plan *p, const gemm_shape *s, const uint8_t align[5])
+{
+    return p->used && p->s.M == s->M && p->s.N == s->N && p->s.K == s->K &&
+           p->s.trans_a == s->trans_a && p->s.trans_b == s->trans_b && p->s.ab_type == s->ab_type &&
+           p->s.d_type == s->d_type && p->s.epi == s->epi && p->s.bias_type == s->bias_type &&
+           !memcmp(p->align, align, 5);
+}
+
+static void set_pointers(gemm_plan *p, void *bias, void *aux)
+{
+    if (epi_has_bias(p->s.epi))
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof bias));
+    if (epi_has_aux(p->s.epi))
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                   &aux, sizeof aux));
+}
+
+/* Makes the plan of shape s; 0, or -1 with the reason in why when no algorithm supports it. */
+static int plan_make(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8_t align[5],
+                     void *bias, void *aux, char *why, size_t nwhy)
+{
+    p->s = *s;
+    memcpy(p->align, align, 5);
+    cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+    if (s->ab_type == GEMM_F32 && !g->fp32_exact)
+        ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+    cublasCheck(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F));
+    /* column-major view: D^T (N, M) = op(B)^T (N, K) op(A)^T (K, M) */
+    cublasOperation_t ta = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasLtEpilogue_t epi = lt_epilogue(s->epi);
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (epi_has_bias(s->epi)) {
+        int32_t bt = cuda_type(s->bias_type);
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                   sizeof bt));
+    }
+    if (epi_has_aux(s->epi)) {
+        int64_t ld = s->N; /* aux is (M, N) row-major: N rows of the column-major D */
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                   sizeof ld));
+    }
+    set_pointers(p, bias, aux);
+
+    cudaDataType_t tab = cuda_type(s->ab_type), td = cuda_type(s->d_type);
+    /* stored shapes, column-major: our B is (K, N) row-major = (N, K) col-major, or its transpose */
+    if (s->trans_b)
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, tab, s->K, s->N, s->K));
+    else
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, tab, s->N, s->K, s->N));
+    if (s->trans_a)
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tab, s->M, s->K, s->M));
+    else
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tab, s->K, s->M, s->K));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, td, s->N, s->M, s->N));
+
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ws, sizeof ws));
+    /* cuBLASLt's A is our B and its B our A */
+    uint32_t a_a = 1u << align[1], a_b = 1u << align[0], a_d = 1u << align[2];
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                     &a_a, sizeof a_a));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                     &a_b, sizeof a_b));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                     &a_d, sizeof a_d));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                     &a_d, sizeof a_d));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref,
+                                                       1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->used = 1;
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+        snprintf(why, nwhy, "no algorithm (heuristic status %d: %s)", (int)st, cublasGetStatusString(st));
+        plan_release(p);
+        return -1;
+    }
+    p->algo = res.algo;
+    g->nplans++;
+    return 0;
+}
+
+int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, const void *D,
+                   const void *bias, const void *aux)
+{
+    uint8_t align[5] = {(uint8_t)align_log2(A), (uint8_t)align_log2(B), (uint8_t)align_log2(D),
+                        (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL),
+                        (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL)};
+    gemm_plan p = {0};
+    char why[160];
+    if (plan_make(g, &p, s, align, (void *)bias, (void *)aux, why, sizeof why))
+        return 0;
+    plan_release(&p);
+    g->nplans--;
+    return 1;
+}
+
+
+
+void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+              float beta, void *bias, void *aux, cudaStream_t stream)
+{
+    if (s->M <= 0 || s->N <= 0 || s->K <= 0)
+        shape_fail(s, "empty or negative dimension");
+    if (epi_has_bias(s->epi) && !bias)
+        shape_fail(s, "epilogue needs a bias pointer");
+    if (epi_has_aux(s->epi) && (!aux || s->N % 8))
+        shape_fail(s, "epilogue needs an aux pointer and N a multiple of 8");
+    uint8_t align[5] = {(uint8_t)align_log2(A), (uint8_t)align_log2(B), (uint8_t)align_log2(D),
+                        (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL),
+                        (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL)};
+    uint64_t h = plan_hash(s, align);
+    gemm_plan *p = NULL;
+    for (int probe = 0; probe < 16; probe++) {
+        gemm_plan *q = &g->plans[(h + (uint64_t)probe) % GEMM_CACHE_SIZE];
+        if (plan_matches(q, s, align)) {
+            p = q;
+            break;
+        }
+        if (!q->used) {
+            p = q;
+            break;
+        }
+    }
+    if (!p) { /* a crowded neighbourhood: replace the home slot */
+        p = &g->plans[h % GEMM_CACHE_SIZE];
+        plan_release(p);
+        g->nplans--;
+    }
+    if (!p->used) {
+        char why[160];
+        if (plan_make(g, p, s, align, bias, aux, why, sizeof why))
+            shape_fail(s, why);
+    } else {
+        set_pointers(p, bias, aux);
+    }
+    cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D,
+                                       p->ld, &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char why[128];
+        snprintf(why, sizeof why, "matmul failed (status %d: %s)", (int)st, cublasGetStatusString(st));
+        shape_fail(s, why);
+    }
+}
+
+void gemm_linear_fwd(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *X, const void *W,
+                     const void *bias, void *Y, void *aux, int gelu, cudaStream_t stream)
+{
+    gemm_shape s = {.M = T, .N = out, .K = in, .trans_a = 0, .trans_b = 1, .ab_type = t, .d_type = t,
+                    .epi = gelu ? GEMM_EPI_GELU_BIAS : bias ? GEMM_EPI_BIAS : GEMM_EPI_NONE,
+                    .bias_type = t};
+    gemm_run(g, &s, X, W, Y, 1.0f, 0.0f, (void *)bias, aux, stream);
+}
+
+void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
+                          const void *W, void *dX, float beta, const void *aux, void *dbias,
+                          cudaStream_t stream)
+{
+    gemm_shape s = {.M = T, .N = in, .K = out, .trans_a = 0, .trans_b = 0, .ab_type = t, .d_type = t,
+                    .epi = aux ? (dbias ? GEMM_EPI_DGELU_BGRAD : GEMM_EPI_DGELU) : GEMM_EPI_NONE,
+                    .bias_type = t};
+    gemm_run(g, &s, dY, W, dX, 1.0f, beta, dbias, (void *)aux, stream);
+}
+
+void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
+                            const void *X, float *dW, float beta, cudaStream_t stream)
+{
+    gemm_shape s = {.M = out, .N = in, .K = T, .trans_a = 1, .trans_b = 0, .ab_type = t,
+                    .d_type = GEMM_F32, .epi = GEMM_EPI_NONE, .bias_type = GEMM_F32};
+    gemm_run(g, &s, dY, X, dW, 1.0f, beta, NULL, NULL, stream);
+}

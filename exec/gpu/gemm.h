@@ -1,0 +1,101 @@
+/* gemm.h — the trainer's matrix products, one thin layer over cuBLASLt.
+ *
+ * Everything here is row-major, as the activations are: D (M, N) = alpha op(A) op(B) + beta D,
+ * with op(A) (M, K) and op(B) (K, N); trans_a / trans_b say the stored matrix is the transpose.
+ * cuBLASLt is column-major, so a row-major product is run as the column-major product
+ * D^T = op(B)^T op(A)^T (operands swapped, m = N, n = M): no copies, only swapped arguments.
+ *
+ * Weights are stored (out, in) like PyTorch's Linear, so a layer is Y = X W^T + b:
+ *   forward        Y (T, out)  = X (T, in) W^T            gemm_linear_fwd   (+bias, +GELU with aux)
+ *   backward data  dX (T, in)  = dY (T, out) W             gemm_linear_bwd_data (+DGELU from aux)
+ *   backward wgt   dW (out, in) += dY^T X    (fp32 D)      gemm_linear_bwd_weight
+ * A and B are bf16 (fp32 in the --fp32 mode), accumulation is fp32 (CUBLAS_COMPUTE_32F), C/D is
+ * bf16 or fp32 (fp32 with beta = 1 to accumulate weight gradients over micro-batches).
+ *
+ * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape and pointer
+ * alignment; one 32 MiB workspace serves every call on the context's streams one at a time
+ * (callers using several streams at once give each stream its own context). */
+#ifndef UNPAD_GEMM_H
+#define UNPAD_GEMM_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "common.h"
+
+#define cublasCheck(call)                                                                         \
+    do {                                                                                          \
+        cublasStatus_t s_ = (call);                                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+            fprintf(stderr, "%s:%d: cuBLAS error %d: %s\n", __FILE__, __LINE__, (int)s_,          \
+                    cublasGetStatusString(s_));                                                   \
+            exit(EXIT_FAILURE);                                                                   \
+        }                                                                                         \
+    } while (0)
+
+#define GEMM_WORKSPACE_BYTES (32u << 20)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GEMM_BF16 = 0, GEMM_F32 = 1 } gemm_dtype;
+
+typedef enum {
+    GEMM_EPI_NONE = 0,
+    GEMM_EPI_BIAS,          /* D = AB + bias (bias (N), per output column, type of D)          */
+    GEMM_EPI_GELU_BIAS,     /* D = gelu(AB + bias), aux (M, N) = AB + bias (the GELU input)    */
+    GEMM_EPI_DGELU,         /* D = (AB) * gelu'(aux), aux (M, N) the forward GELU input        */
+    GEMM_EPI_DGELU_BGRAD,   /* as DGELU, and bias (N) = column sums of D (sums over the M rows) */
+    GEMM_EPI_BGRADB,        /* D = AB, and bias (M) = row sums of op(A) over K: with op(A) = dY^T
+                               in a weight-gradient product, the bias gradient sum_t dY[t, :]    */
+} gemm_epilogue;
+
+typedef struct {
+    int M, N, K;            /* row-major D (M, N) = op(A) (M, K) op(B) (K, N) */
+    int trans_a, trans_b;   /* 1: A is stored (K, M) / B is stored (N, K) */
+    gemm_dtype ab_type;     /* A and B */
+    gemm_dtype d_type;      /* C = D */
+    gemm_epilogue epi;
+    gemm_dtype bias_type;   /* bias or bias gradient vector (epilogues with a bias) */
+} gemm_shape;
+
+typedef struct gemm_ctx gemm_ctx;
+
+/* One cuBLASLt handle, a 32 MiB workspace on the device and an empty plan cache.
+ * fp32_exact: fp32 products use true fp32 (1) or may use TF32 tensor cores (0). */
+gemm_ctx *gemm_ctx_create(int fp32_exact);
+void gemm_ctx_free(gemm_ctx *g);
+
+/* D = alpha op(A) op(B) + beta D (+ epilogue), on stream. bias / aux as the epilogue needs them
+ * (NULL otherwise); a shape no algorithm supports stops the program naming the shape. */
+void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+              float beta, void *bias, void *aux, cudaStream_t stream);
+
+/* 1 if some algorithm runs shape s with pointers of these alignments (an optional epilogue). */
+int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, const void *D,
+                   const void *bias, const void *aux);
+
+/* Y (T, out) = X (T, in) W^T (+ bias; with GELU: aux (T, out) receives the pre-GELU values). */
+void gemm_linear_fwd(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *X, const void *W,
+                     const void *bias, void *Y, void *aux, int gelu, cudaStream_t stream);
+
+/* dX (T, in) = dY (T, out) W + beta dX; with aux != NULL the product is multiplied by gelu'(aux)
+ * (aux (T, in), the forward GELU input of the layer before) and, with dbias != NULL, dbias (in)
+ * receives its column sums (type of dX). */
+void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
+                          const void *W, void *dX, float beta, const void *aux, void *dbias,
+                          cudaStream_t stream);
+
+/* dW (out, in) fp32 = dY^T (out, T) X (T, in) + beta dW. */
+void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
+                            const void *X, float *dW, float beta, cudaStream_t stream);
+
+/* Plans made so far (for tests and the summary). */
+int gemm_ctx_plans(const gemm_ctx *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,193 @@
+/* test_gemm.cu — the cuBLASLt wrapper (exec/gpu/gemm.h) against its plain-C reference
+ * (kernels/ref/gemm_ref.c) on fresh random inputs: every transpose combination, every epilogue,
+ * bf16 and fp32 outputs, accumulation with beta = 1, and ragged row counts (M = 1, 2, 63, 64, 65,
+ * 511, 512, ...). Outputs are poisoned (NaN) before each run so an unwritten element fails.
+ * Prints one line per case and exits nonzero on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gemm.h"
+#include "ref/gemm_ref.h"
+
+static unsigned long long rng_state = 0x1234567ull;
+static float urand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+/* Fills host floats rounded to the storage type and copies them to the device. */
+static void *dev_random(size_t n, gemm_dtype t, float *host, float scale)
+{
+    void *d;
+    size_t es = t == GEMM_F32 ? 4 : 2;
+    cudaCheck(cudaMalloc(&d, n * es + 256));
+    if (t == GEMM_F32) {
+        for (size_t i = 0; i < n; i++)
+            host[i] = urand() * scale;
+        cudaCheck(cudaMemcpy(d, host, n * 4, cudaMemcpyHostToDevice));
+    } else {
+        bf16 *h = (bf16 *)malloc(n * 2);
+        for (size_t i = 0; i < n; i++) {
+            h[i] = float_to_bf16(urand() * scale);
+            host[i] = bf16_to_float(h[i]);
+        }
+        cudaCheck(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+        free(h);
+    }
+    return d;
+}
+
+static void to_host(float *dst, const void *src, size_t n, gemm_dtype t)
+{
+    if (t == GEMM_F32) {
+        cudaCheck(cudaMemcpy(dst, src, n * 4, cudaMemcpyDeviceToHost));
+        return;
+    }
+    bf16 *h = (bf16 *)malloc(n * 2);
+    cudaCheck(cudaMemcpy(h, src, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        dst[i] = bf16_to_float(h[i]);
+    free(h);
+}
+
+static void poison(void *d, size_t n, gemm_dtype t)
+{
+    cudaCheck(cudaMemset(d, 0xff, n * (t == GEMM_F32 ? 4 : 2))); /* NaN in both types */
+}
+
+/* max over elements of |got - ref| / (atol + rtol |ref|); > 1 fails; NaN fails */
+static double worst(const float *got, const float *ref, size_t n, double atol, double rtol)
+{
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]) / (atol + rtol * fabs(ref[i]));
+        if (!(e == e))
+            return INFINITY;
+        if (e > w)
+            w = e;
+    }
+    return w;
+}
+
+static int failures, cases;
+
+static void run_case_bt(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtype ab, gemm_dtype dt,
+                        gemm_epilogue epi, float beta, gemm_dtype bt, int optional)
+{
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nd = (size_t)M * N;
+    int nbias = epi == GEMM_EPI_BGRADB ? M : N;
+    float *hA = (float *)malloc(na * 4), *hB = (float *)malloc(nb * 4), *hD = (float *)malloc(nd * 4);
+    float *hbias = (float *)malloc(nbias * 4), *haux = (float *)malloc(nd * 4);
+    float *rD = (float *)malloc(nd * 4), *rbias = (float *)malloc(nbias * 4), *raux = (float *)malloc(nd * 4);
+    float *gD = (float *)malloc(nd * 4), *gbias = (float *)malloc(nbias * 4), *gaux = (float *)malloc(nd * 4);
+    void *A = dev_random(na, ab, hA, 1.0f), *B = dev_random(nb, ab, hB, 1.0f);
+    void *D = dev_random(nd, dt, hD, 1.0f); /* C for beta = 1 */
+    void *bias = dev_random(nbias, bt, hbias, 1.0f);
+    void *aux = dev_random(nd, dt, haux, 2.0f); /* GELU input for DGELU */
+    if (beta == 0)
+        poison(D, nd, dt);
+    if (epi == GEMM_EPI_GELU_BIAS)
+        poison(aux, nd, dt);
+    if (epi == GEMM_EPI_DGELU_BGRAD || epi == GEMM_EPI_BGRADB)
+        poison(bias, nbias, bt);
+
+    memcpy(rD, hD, nd * 4);
+    memcpy(rbias, hbias, nbias * 4);
+    memcpy(raux, haux, nd * 4);
+    static const int ref_epi[] = {GEMM_REF_NONE, GEMM_REF_BIAS, GEMM_REF_GELU_BIAS, GEMM_REF_DGELU,
+                                  GEMM_REF_DGELU_BGRAD, GEMM_REF_BGRADB};
+    gemm_ref(M, N, K, ta, tb, hA, hB, rD, 1.0f, beta, ref_epi[epi], rbias, raux);
+    if (dt == GEMM_BF16 && epi == GEMM_EPI_GELU_BIAS) /* the GPU rounds aux before GELU */
+        for (size_t i = 0; i < nd; i++)
+            raux[i] = bf16_to_float(float_to_bf16(raux[i]));
+
+    gemm_shape s = {M, N, K, ta, tb, ab, dt, epi, bt};
+    if (optional && !gemm_supported(g, &s, A, B, D, bias, aux)) {
+        printf("skip M %4d N %4d K %4d ta %d tb %d  epilogue %d with bias type %s: not supported\n", M, N,
+               K, ta, tb, (int)epi, bt == GEMM_F32 ? "f32" : "bf16");
+        goto done;
+    }
+    {
+        gemm_run(g, &s, A, B, D, 1.0f, beta, bias, aux, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        to_host(gD, D, nd, dt);
+        double sk = sqrt((double)K);
+        double atol = (dt == GEMM_F32 ? 2e-5 : 4e-3) * sk, rtol = dt == GEMM_F32 ? 1e-4 : 1.2e-2;
+        if (ab == GEMM_F32 && dt == GEMM_F32)
+            atol = 1e-3 * sk, rtol = 2e-3; /* TF32 allowed unless exact */
+        double w = worst(gD, rD, nd, atol, rtol);
+        if (epi == GEMM_EPI_GELU_BIAS) {
+            to_host(gaux, aux, nd, dt);
+            double wa = worst(gaux, raux, nd, atol, rtol);
+            w = wa > w ? wa : w;
+        }
+        if (epi == GEMM_EPI_DGELU_BGRAD || epi == GEMM_EPI_BGRADB) {
+            to_host(gbias, bias, nbias, bt);
+            int rows = epi == GEMM_EPI_BGRADB ? K : M;
+            double wb = worst(gbias, rbias, nbias, atol * sqrt((double)rows), rtol * 2);
+            w = wb > w ? wb : w;
+        }
+        cases++;
+        int ok = w <= 1.0;
+        failures += !ok;
+        printf("%-4s M %4d N %4d K %4d ta %d tb %d  A/B %s D %s beta %.0f %-12s worst %.3f\n",
+               ok ? "ok" : "FAIL", M, N, K, ta, tb, ab == GEMM_F32 ? "f32 " : "bf16",
+               dt == GEMM_F32 ? "f32 " : "bf16", beta,
+               (const char *[]){"none", "bias", "gelu+bias", "dgelu", "dgelu+bgrad", "bgradb"}[epi], w);
+    }
+done:
+    cudaCheck(cudaFree(A));
+    cudaCheck(cudaFree(B));
+    cudaCheck(cudaFree(D));
+    cudaCheck(cudaFree(bias));
+    cudaCheck(cudaFree(aux));
+    free(hA), free(hB), free(hD), free(hbias), free(haux), free(rD), free(rbias), free(raux);
+    free(gD), free(gbias), free(gaux);
+}
+
+static void run_case(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtype ab, gemm_dtype dt,
+                     gemm_epilogue epi, float beta)
+{
+    run_case_bt(g, M, N, K, ta, tb, ab, dt, epi, beta, dt, 0);
+}
+
+int main(void)
+{
+    gemm_ctx *g = gemm_ctx_create(0);
+    const int Ms[] = {1, 2, 63, 64, 65, 127, 511, 512, 777};
+    /* the trainer's three products of a Linear layer on ragged token counts */
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
+        int M = Ms[i];
+        run_case(g, M, 192, 64, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_BIAS, 0);        /* fwd */
+        run_case(g, M, 256, 64, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_GELU_BIAS, 0);   /* FFN1 fwd */
+        run_case(g, M, 64, 256, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 0);        /* bwd data */
+        run_case(g, M, 64, 192, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 1);        /* bwd data += */
+        run_case(g, M, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU, 0);       /* FFN1 bwd */
+        run_case(g, 192, 64, M, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);         /* dW += */
+        run_case(g, 192, 64, M, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 0);         /* dW = */
+    }
+    /* all transposes, odd sizes, fp32 paths */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            run_case(g, 65, 72, 40, ta, tb, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 0);
+            run_case(g, 33, 24, 88, ta, tb, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);
+            run_case(g, 63, 40, 24, ta, tb, GEMM_F32, GEMM_F32, GEMM_EPI_NONE, 0);
+        }
+    run_case(g, 65, 128, 64, 0, 1, GEMM_F32, GEMM_F32, GEMM_EPI_BIAS, 0);
+    run_case(g, 65, 128, 64, 0, 1, GEMM_F32, GEMM_F32, GEMM_EPI_GELU_BIAS, 0);
+    run_case(g, 65, 128, 64, 0, 0, GEMM_F32, GEMM_F32, GEMM_EPI_DGELU, 0);
+    /* optional epilogues: bias gradients inside the GEMM (the trainer falls back if unsupported) */
+    run_case_bt(g, 129, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU_BGRAD, 0, GEMM_BF16, 1);
+    run_case_bt(g, 129, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU_BGRAD, 0, GEMM_F32, 1);
+    run_case_bt(g, 192, 64, 129, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
+    run_case_bt(g, 192, 64, 129, 1, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
+    /* BERT-Large shapes at a typical token count */
+    run_case(g, 1000, 3072, 1024, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_BIAS, 0);
+    run_case(g, 1024, 4096, 1000, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);
+    printf("test_gemm: %d/%d cases passed, %d plans cached\n", cases - failures, cases, gemm_ctx_plans(g));
+    gemm_ctx_free(g);
+    return failures ? 1 : 0;
+}
