@@ -1,0 +1,259 @@
+/* kernels.h — the C-callable launchers of the unpadded encoder's memory-bound kernels:
+ * embedding, bias + dropout + residual + LayerNorm (and plain LayerNorm), bias + GELU / tanh,
+ * bias gradients, masked-LM and next-sentence losses, row gather/scatter, and the fused LAMB step.
+ * (The FMHA and the cuBLASLt wrapper have their own headers.)
+ *
+ * Conventions shared by every launcher here:
+ * - Unpadded layout: activations (T, H) row-major bf16, T = tokens of all sequences packed one
+ *   after another; `cu_seqlens` (n + 1) int32 on the device, cu_seqlens[0] = 0, cu_seqlens[n] = T.
+ * - All pointers are device pointers unless named *_host. bf16 is the storage type of common.h.
+ * - Statistics and accumulation in fp32. LayerNorm forward saves mean and rstd (T) fp32.
+ * - Weight / bias / LayerNorm-parameter gradients are fp32 and ACCUMULATE (+=) into the caller's
+ *   (flat) gradient buffer, so micro-batches and virtual ranks add up; zero it once per step.
+ *   Activation gradients are bf16 and are OVERWRITTEN (unless a name says _add).
+ * - Column reductions (dgamma, dbeta, dbias, token-type grads) are deterministic: each block writes
+ *   fp32 partials into `scratch`, a fixed-order pass adds them up; the number of blocks depends only
+ *   on the shape. No float atomics, except in embedding_bwd's word table (see there).
+ *   `scratch` (fp32, device) must hold the bytes the matching *_scratch_bytes() returns; launchers
+ *   running concurrently on different streams need different scratch buffers.
+ * - Dropout: mask bits come from dropout_keep(seed, stream_id, row * width + col, p) in dropout.h,
+ *   regenerated in backward, never stored; kept elements are scaled by 1 / (1 - p); p = 0 disables.
+ * - Limits (asserted by the launchers, which stop with file:line on violation): H % 8 == 0,
+ *   H <= 4096 for row kernels; element-wise widths N % 8 == 0.
+ * - Each launcher computes its grid, launches on `stream` and checks cudaGetLastError().
+ *
+ * This header compiles as C11 without the CUDA headers: cudaStream_t is declared the way
+ * driver_types.h declares it (a repeated identical typedef is valid C11 and C++). */
+#ifndef UNPAD_KERNELS_H
+#define UNPAD_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct CUstream_st *cudaStream_t;
+
+/* ---- scratch sizes ----------------------------------------------------------------------------- */
+/* Fixed block count of every column-reduction kernel (the partials' first dimension). */
+#define UNPAD_COLSUM_BLOCKS 264
+
+UNPAD_EXTERN_C
+size_t layernorm_bwd_scratch_bytes(int H);                 /* both LayerNorm backwards */
+UNPAD_EXTERN_C
+size_t bias_bwd_scratch_bytes(int N);                      /* bias_bwd, bias_gelu_bwd, bias_tanh_bwd */
+UNPAD_EXTERN_C
+size_t embedding_bwd_scratch_bytes(int T, int H, int type_vocab);
+UNPAD_EXTERN_C
+size_t lamb_scratch_bytes(int n_chunks);
+
+/* ---- embedding (kernels/embedding.cu) ---------------------------------------------------------- */
+/* out = dropout(LayerNorm(word[ids] + pos[position] + type[types]) * gamma + beta).
+ * Position ids restart at 0 in every sequence and are derived from cu_seqlens (a binary search
+ * per row), so no position array is needed; every length must be <= the position table's rows. */
+UNPAD_EXTERN_C
+void embedding_fwd(bf16 *out,                 /* (T, H) */
+                   float *mean, float *rstd,  /* (T) saved for backward */
+                   const int32_t *ids,        /* (T) token ids, < vocab rows */
+                   const int32_t *types,      /* (T) token-type ids, < type_vocab */
+                   const int32_t *cu_seqlens, /* (n + 1) */
+                   int n,                     /* sequences */
+                   const bf16 *word,          /* (V, H) */
+                   const bf16 *pos,           /* (max_position, H) */
+                   const bf16 *type,          /* (type_vocab, H) */
+                   const bf16 *gamma, const bf16 *beta, /* (H) */
+                   int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id,
+                   cudaStream_t stream);
+
+/* Backward of embedding_fwd. dy = dout (+ dout_add) is the gradient of `out`.
+ * dword += (scatter by ids; fp32 atomicAdd: NOT bitwise deterministic run to run),
+ * dpos += and dtype += (deterministic: fixed-order sums over sequences / row blocks),
+ * dgamma += and dbeta += (deterministic). The sum is recomputed from the tables. */
+UNPAD_EXTERN_C
+void embedding_bwd(float *dword,              /* (V, H) += */
+                   float *dpos,               /* (max_position, H) += */
+                   float *dtype,              /* (type_vocab, H) += */
+                   float *dgamma, float *dbeta, /* (H) += */
+                   const bf16 *dout,          /* (T, H) */
+                   const bf16 *dout_add,      /* (T, H) or NULL: a second gradient of `out` */
+                   const int32_t *ids, const int32_t *types, /* (T) */
+                   const int32_t *cu_seqlens, int n, int max_len, /* (n + 1); max_len >= every length */
+                   const bf16 *word, const bf16 *pos, const bf16 *type, const bf16 *gamma,
+                   const float *mean, const float *rstd, /* (T) from embedding_fwd */
+                   int T, int H, int type_vocab, float p_drop, uint64_t seed, uint64_t stream_id,
+                   float *scratch, cudaStream_t stream);
+
+/* ---- LayerNorm (kernels/layernorm.cu) ---------------------------------------------------------- */
+/* out = LayerNorm(x) * gamma + beta (the MLM head transform). */
+UNPAD_EXTERN_C
+void layernorm_fwd(bf16 *out,                 /* (T, H) */
+                   float *mean, float *rstd,  /* (T) */
+                   const bf16 *x,             /* (T, H) */
+                   const bf16 *gamma, const bf16 *beta, /* (H) */
+                   int T, int H, float eps, cudaStream_t stream);
+
+/* dx = LayerNorm backward of dout (overwritten); dgamma += ; dbeta += . */
+UNPAD_EXTERN_C
+void layernorm_bwd(bf16 *dx,                  /* (T, H) */
+                   float *dgamma, float *dbeta, /* (H) += */
+                   const bf16 *dout,          /* (T, H) */
+                   const bf16 *x,             /* (T, H) the forward input */
+                   const float *mean, const float *rstd, /* (T) */
+                   const bf16 *gamma,         /* (H) */
+                   int T, int H, float *scratch, cudaStream_t stream);
+
+/* r = dropout(x + bias) + residual;  out = LayerNorm(r) * gamma + beta.
+ * ln_in receives r (bf16) for the backward. bias may be NULL (no bias). */
+UNPAD_EXTERN_C
+void bias_dropout_residual_layernorm_fwd(
+    bf16 *out,                 /* (T, H) */
+    bf16 *ln_in,               /* (T, H) r, saved for backward */
+    float *mean, float *rstd,  /* (T) */
+    const bf16 *x,             /* (T, H) GEMM output without its bias */
+    const bf16 *bias,          /* (H) or NULL */
+    const bf16 *residual,      /* (T, H) */
+    const bf16 *gamma, const bf16 *beta, /* (H) */
+    int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
+
+/* Backward: dy = dout (+ dout_add) is the gradient of `out` (e.g. dout from the next GEMM's input
+ * gradient, dout_add the next residual branch's dresidual). dr = LayerNorm backward of dy;
+ * dresidual = dr; dx = dr * keep / (1 - p) (the gradient of the GEMM output);
+ * dbias += colsum(dx) (if dbias), dgamma += , dbeta += .  Any of dresidual / dx may be NULL. */
+UNPAD_EXTERN_C
+void bias_dropout_residual_layernorm_bwd(
+    bf16 *dx,                  /* (T, H) or NULL */
+    bf16 *dresidual,           /* (T, H) or NULL */
+    float *dbias,              /* (H) += or NULL */
+    float *dgamma, float *dbeta, /* (H) += */
+    const bf16 *dout,          /* (T, H) */
+    const bf16 *dout_add,      /* (T, H) or NULL */
+    const bf16 *ln_in,         /* (T, H) from the forward */
+    const float *mean, const float *rstd, /* (T) */
+    const bf16 *gamma,         /* (H) */
+    int T, int H, float p_drop, uint64_t seed, uint64_t stream_id,
+    float *scratch, cudaStream_t stream);
+
+/* ---- bias + activation (kernels/gelu.cu) ------------------------------------------------------- */
+/* GELU is the exact erf form used by BERT: gelu(z) = z * 0.5 * (1 + erf(z / sqrt 2)). */
+UNPAD_EXTERN_C
+void bias_gelu_fwd(bf16 *out,                 /* (T, N) gelu(x + bias) */
+                   const bf16 *x,             /* (T, N) GEMM output without bias */
+                   const bf16 *bias,          /* (N) */
+                   int T, int N, cudaStream_t stream);
+/* dx = dout * gelu'(x + bias) (dx may alias dout); dbias += colsum(dx) if dbias. */
+UNPAD_EXTERN_C
+void bias_gelu_bwd(bf16 *dx,                  /* (T, N) */
+                   float *dbias,              /* (N) += or NULL */
+                   const bf16 *dout,          /* (T, N) */
+                   const bf16 *x, const bf16 *bias, /* as given to bias_gelu_fwd */
+                   int T, int N, float *scratch, cudaStream_t stream);
+/* The NSP pooler: out = tanh(x + bias). */
+UNPAD_EXTERN_C
+void bias_tanh_fwd(bf16 *out, const bf16 *x, const bf16 *bias, /* (T, N), (T, N), (N) */
+                   int T, int N, cudaStream_t stream);
+/* dx = dout * (1 - out^2) (may alias dout); dbias += colsum(dx) if dbias. */
+UNPAD_EXTERN_C
+void bias_tanh_bwd(bf16 *dx, float *dbias,    /* (T, N), (N) += */
+                   const bf16 *dout, const bf16 *out, /* (T, N) */
+                   int T, int N, float *scratch, cudaStream_t stream);
+/* dbias += colsum(dout), for biases whose GEMM epilogue did not produce it. Any N >= 1. */
+UNPAD_EXTERN_C
+void bias_bwd(float *dbias,                   /* (N) += */
+              const bf16 *dout,               /* (T, N) */
+              int T, int N, float *scratch, cudaStream_t stream);
+
+/* ---- losses and row gather (kernels/loss.cu) --------------------------------------------------- */
+/* out[i] = in[rows[i]] (masked positions -> MLM head, cu_seqlens[0..n-1] -> CLS rows). */
+UNPAD_EXTERN_C
+void rows_gather(bf16 *out,                   /* (P, H) */
+                 const bf16 *in,              /* (T, H) */
+                 const int32_t *rows,         /* (P) global row indices < T */
+                 int P, int H, cudaStream_t stream);
+/* dst[rows[i]] += src[i] (bf16, fp32 add); rows must be distinct within one call. */
+UNPAD_EXTERN_C
+void rows_scatter_add(bf16 *dst,              /* (T, H) */
+                      const bf16 *src,        /* (P, H) */
+                      const int32_t *rows,    /* (P) */
+                      int P, int H, cudaStream_t stream);
+
+/* Masked-LM softmax cross-entropy over the first V of Vpad columns (padded columns ignored).
+ * loss[i] = logsumexp(logits[i, :V]) - logits[i, labels[i]]; lse[i] saved for backward.
+ * labels[i] < 0 marks an ignored row: loss 0, gradient 0. Vpad % 8 == 0, V <= Vpad. */
+UNPAD_EXTERN_C
+void mlm_xent_fwd(float *loss,                /* (P) */
+                  float *lse,                 /* (P) */
+                  const bf16 *logits,         /* (P, Vpad) */
+                  const int32_t *labels,      /* (P) */
+                  int P, int V, int Vpad, cudaStream_t stream);
+/* dlogits = scale * (softmax(logits) - onehot(label)), padded columns written 0.
+ * scale = 1 / (number of predictions in the GLOBAL batch). dlogits may alias logits. */
+UNPAD_EXTERN_C
+void mlm_xent_bwd(bf16 *dlogits,              /* (P, Vpad) */
+                  const bf16 *logits,         /* (P, Vpad) */
+                  const float *lse,           /* (P) */
+                  const int32_t *labels,      /* (P) */
+                  float scale, int P, int V, int Vpad, cudaStream_t stream);
+/* Next-sentence loss, 2 classes, forward and backward together:
+ * loss[i] = lse - logits[i, label];  dlogits = scale * (softmax - onehot) (if dlogits). */
+UNPAD_EXTERN_C
+void nsp_xent_fwd_bwd(float *loss,            /* (n) */
+                      bf16 *dlogits,          /* (n, 2) or NULL */
+                      const bf16 *logits,     /* (n, 2) */
+                      const int32_t *labels,  /* (n) 0 or 1 */
+                      float scale, int n, cudaStream_t stream);
+/* out[0] = sum of in[0..n) in a fixed order (one block): loss totals. */
+UNPAD_EXTERN_C
+void reduce_sum_f32(float *out,               /* (1) */
+                    const float *in,          /* (n) */
+                    int n, cudaStream_t stream);
+
+/* ---- LAMB (kernels/lamb.cu) -------------------------------------------------------------------- */
+/* Every parameter tensor is a slice of ONE flat buffer per kind: fp32 master, bf16 working copy,
+ * fp32 gradient, fp32 m and v, all of N elements with the same offsets. */
+typedef struct {
+    int64_t offset;       /* first element of the tensor in the flat buffers */
+    int64_t size;         /* elements */
+    int32_t weight_decay; /* 1: decoupled weight decay applies (weights); 0: biases, LayerNorm */
+    int32_t chunk_begin;  /* filled by lamb_tensors_chunk(): the tensor's first chunk */
+} lamb_tensor;
+
+typedef struct {
+    float lr;             /* this step's learning rate (the caller's schedule) */
+    float beta1;          /* 0.9 */
+    float beta2;          /* 0.999 */
+    float eps;            /* 1e-6 */
+    float weight_decay;   /* 0.01 */
+    float max_grad_norm;  /* 1.0: gradients scaled by min(1, max_grad_norm / global norm) */
+    int step;             /* 1-based step number, for bias correction */
+} lamb_hparams;
+
+/* Elements per chunk: each block of the LAMB kernels handles one chunk of one tensor. */
+#define UNPAD_LAMB_CHUNK 16384
+
+/* Host: fills t[i].chunk_begin for n tensors and returns the total number of chunks. Copy the
+ * table to the device afterwards. */
+UNPAD_EXTERN_C
+int lamb_tensors_chunk(lamb_tensor *t, int n);
+
+/* One LAMB step over all tensors (NVIDIA/MLPerf form):
+ *   g = grad * min(1, max_grad_norm / ||grad||_2 over all tensors)
+ *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+ *   u = (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps) + wd * w   (wd only if flagged)
+ *   w -= lr * (||w|| > 0 && ||u|| > 0 ? ||w|| / ||u|| : 1) * u   (norms per tensor)
+ *   work = bf16(w).  grad is left untouched (the caller zeroes it).
+ * All norms are fixed-order reductions (bitwise reproducible). */
+UNPAD_EXTERN_C
+void lamb_update(float *master,               /* (N) fp32 */
+                 bf16 *work,                  /* (N) bf16 */
+                 float *m, float *v,          /* (N) fp32 */
+                 const float *grad,           /* (N) fp32 */
+                 const lamb_tensor *tensors,  /* (n_tensors) device copy, chunked */
+                 int n_tensors, int n_chunks, lamb_hparams hp,
+                 float *grad_norm,            /* (1) receives the global norm before clipping, or NULL */
+                 float *scratch, cudaStream_t stream);
+
+/* out = bf16(in): the initial working copy of the master weights. */
+UNPAD_EXTERN_C
+void convert_f32_to_bf16(bf16 *out, const float *in, int64_t n, cudaStream_t stream);
+
+#endif
