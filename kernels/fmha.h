@@ -1,0 +1,91 @@
+/* fmha.h — variable-length fused multi-head attention (head size 64), forward and backward, on the
+ * unpadded layout, launchable per *group* (a sub-range of the batch's sequences) so that several
+ * groups can run at once on several CUDA streams.
+ *
+ * Shapes (T = tokens of the whole batch, NH = heads, H = NH * 64):
+ *   qkv   (T, 3, NH, 64) bf16  the QKV projection's output [T, 3H]: q in columns [0, H), k in
+ *                              [H, 2H), v in [2H, 3H); head h at columns h*64 .. h*64+63 of each
+ *   out   (T, NH, 64) bf16     = [T, H], the input of the attention output projection
+ *   lse   (NH, T) fp32         natural-log log-sum-exp of each softmax row (before dropout)
+ *   dqkv  (T, 3, NH, 64) bf16  gradient of qkv, OVERWRITTEN for the group's tokens
+ * cu_seqlens (n + 1) int32 on the device; every length 1 .. 512 (a length-0 sequence is skipped).
+ *
+ * Math, per sequence and head (scale = 1/8):  P = softmax(scale Q K^T) row-wise, lse = log-sum-exp
+ * of scale Q K^T, out = (P .* M / (1 - p)) V, where the dropout mask M (p = 0: all ones) is
+ *   M[i][j] = dropout_keep(seed, stream_id, ((t_i * NH + h) * 512 + j), p)      (dropout.h)
+ * with t_i = cu_seqlens[s] + i the query's row in the batch and j the key's position (0-based)
+ * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored.
+ * No [L, L] matrix is ever stored: forward uses an online softmax over 64-key tiles, backward
+ * recomputes P from lse (flash-attention 2 style: one CTA per key tile, dQ accumulated in fp32).
+ *
+ * Limits (checked by the launchers, which stop with file:line on a violation): 1 <= NH <= 65535,
+ * 0 <= seq_begin <= seq_end, seq_end - seq_begin <= 65535, 1 <= max_len <= 512, 0 <= p < 1,
+ * qkv/out/dout/dqkv/workspace 16-byte aligned. The kernels trap if a sequence of the group is
+ * longer than max_len (the grid is sized from it).
+ *
+ * This header compiles as C11 without the CUDA headers (cudaStream_t declared as driver_types.h
+ * declares it; a repeated identical typedef is valid C11 and C++). */
+#ifndef UNPAD_FMHA_H
+#define UNPAD_FMHA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef struct CUstream_st *cudaStream_t;
+
+#define FMHA_HEAD_DIM 64
+#define FMHA_MAX_LEN 512
+
+/* Bytes of fp32 workspace fmha_bwd needs for a batch of T tokens: the dQ accumulator (T, NH, 64)
+ * and the row dot products D = rowsum(dout .* out) (NH, T). Groups running at once on different
+ * streams may share one workspace: each touches only its own tokens' rows. */
+UNPAD_EXTERN_C
+size_t fmha_bwd_workspace_bytes(int T, int NH);
+
+/* Forward over the sequences [seq_begin, seq_end); max_len >= every length in the group.
+ * Writes out and lse for the group's tokens only. */
+UNPAD_EXTERN_C
+void fmha_fwd(bf16 *out,                  /* (T, NH, 64) */
+              float *lse,                 /* (NH, T) saved for backward */
+              const bf16 *qkv,            /* (T, 3, NH, 64) */
+              const int32_t *cu_seqlens,  /* (n + 1) device */
+              int T, int NH, int seq_begin, int seq_end, int max_len,
+              float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
+
+/* Backward of fmha_fwd with the same group, lengths and dropout arguments. Writes (not adds) the
+ * group's rows of dqkv. workspace: fmha_bwd_workspace_bytes(T, NH) bytes, device. */
+UNPAD_EXTERN_C
+void fmha_bwd(bf16 *dqkv,                 /* (T, 3, NH, 64) */
+              void *workspace,            /* fp32 scratch, see fmha_bwd_workspace_bytes */
+              const bf16 *dout,           /* (T, NH, 64) gradient of out */
+              const bf16 *out,            /* (T, NH, 64) from fmha_fwd */
+              const float *lse,           /* (NH, T) from fmha_fwd */
+              const bf16 *qkv,            /* (T, 3, NH, 64) */
+              const int32_t *cu_seqlens,  /* (n + 1) device */
+              int T, int NH, int seq_begin, int seq_end, int max_len,
+              float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
+
+/* ---- kernel shapes, for tests and benchmarks ---------------------------------------------------
+ * The launchers above use shape 0 of each list (the fastest measured on the H200); these run one
+ * named shape, so a test can check every shape and a benchmark can compare them. */
+UNPAD_EXTERN_C
+int fmha_fwd_shape_count(void);
+UNPAD_EXTERN_C
+const char *fmha_fwd_shape_name(int shape);
+UNPAD_EXTERN_C
+int fmha_bwd_shape_count(void);
+UNPAD_EXTERN_C
+const char *fmha_bwd_shape_name(int shape);
+UNPAD_EXTERN_C
+void fmha_fwd_shape(int shape, bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu_seqlens,
+                    int T, int NH, int seq_begin, int seq_end, int max_len, float p_drop,
+                    uint64_t seed, uint64_t stream_id, cudaStream_t stream);
+UNPAD_EXTERN_C
+void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf16 *dout, const bf16 *out,
+                    const float *lse, const bf16 *qkv, const int32_t *cu_seqlens, int T, int NH,
+                    int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
+                    uint64_t stream_id, cudaStream_t stream);
+
+#endif
