@@ -1,0 +1,74 @@
+/* ref.h — plain-C references of the launchers in kernels/kernels.h: the same names plus _ref, the
+ * same arguments in the same order less the scratch buffer and the stream, float where the
+ * launcher has bf16. They accumulate in double and define what the CUDA kernels must compute;
+ * gradients accumulate (+=) exactly as the launchers do. */
+#ifndef UNPAD_KERNELS_REF_H
+#define UNPAD_KERNELS_REF_H
+
+#include <stdint.h>
+
+#include "kernels.h" /* lamb_tensor, lamb_hparams; compiles without the CUDA headers */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* embedding_ref.c */
+void embedding_fwd_ref(float *out, float *mean, float *rstd, const int32_t *ids,
+                       const int32_t *types, const int32_t *cu_seqlens, int n, const float *word,
+                       const float *pos, const float *type, const float *gamma, const float *beta,
+                       int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id);
+void embedding_bwd_ref(float *dword, float *dpos, float *dtype, float *dgamma, float *dbeta,
+                       const float *dout, const float *dout_add, const int32_t *ids,
+                       const int32_t *types, const int32_t *cu_seqlens, int n, int max_len,
+                       const float *word, const float *pos, const float *type, const float *gamma,
+                       const float *mean, const float *rstd, int T, int H, int type_vocab,
+                       float p_drop, uint64_t seed, uint64_t stream_id);
+
+/* layernorm_ref.c */
+void layernorm_fwd_ref(float *out, float *mean, float *rstd, const float *x, const float *gamma,
+                       const float *beta, int T, int H, float eps);
+void layernorm_bwd_ref(float *dx, float *dgamma, float *dbeta, const float *dout, const float *x,
+                       const float *mean, const float *rstd, const float *gamma, int T, int H);
+void bias_dropout_residual_layernorm_fwd_ref(float *out, float *ln_in, float *mean, float *rstd,
+                                             const float *x, const float *bias,
+                                             const float *residual, const float *gamma,
+                                             const float *beta, int T, int H, float eps,
+                                             float p_drop, uint64_t seed, uint64_t stream_id);
+void bias_dropout_residual_layernorm_bwd_ref(float *dx, float *dresidual, float *dbias,
+                                             float *dgamma, float *dbeta, const float *dout,
+                                             const float *dout_add, const float *ln_in,
+                                             const float *mean, const float *rstd,
+                                             const float *gamma, int T, int H, float p_drop,
+                                             uint64_t seed, uint64_t stream_id);
+
+/* gelu_ref.c (erf GELU) */
+double gelu_erf_ref(double z);
+double gelu_erf_grad_ref(double z);
+void bias_gelu_fwd_ref(float *out, const float *x, const float *bias, int T, int N);
+void bias_gelu_bwd_ref(float *dx, float *dbias, const float *dout, const float *x,
+                       const float *bias, int T, int N);
+void bias_tanh_fwd_ref(float *out, const float *x, const float *bias, int T, int N);
+void bias_tanh_bwd_ref(float *dx, float *dbias, const float *dout, const float *out, int T, int N);
+void bias_bwd_ref(float *dbias, const float *dout, int T, int N);
+
+/* loss_ref.c */
+void rows_gather_ref(float *out, const float *in, const int32_t *rows, int P, int H);
+void rows_scatter_add_ref(float *dst, const float *src, const int32_t *rows, int P, int H);
+void mlm_xent_fwd_ref(float *loss, float *lse, const float *logits, const int32_t *labels, int P,
+                      int V, int Vpad);
+void mlm_xent_bwd_ref(float *dlogits, const float *logits, const float *lse,
+                      const int32_t *labels, float scale, int P, int V, int Vpad);
+void nsp_xent_fwd_bwd_ref(float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                          float scale, int n);
+void reduce_sum_f32_ref(float *out, const float *in, int n);
+
+/* lamb_ref.c: tensors is a host table (chunk_begin unused); no working copy (it is bf16(master)). */
+void lamb_update_ref(float *master, float *m, float *v, const float *grad,
+                     const lamb_tensor *tensors, int n_tensors, lamb_hparams hp, float *grad_norm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
