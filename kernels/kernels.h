@@ -36,7 +36,7 @@ typedef struct CUstream_st *cudaStream_t;
 
 /* ---- scratch sizes ----------------------------------------------------------------------------- */
 /* Fixed block count of every column-reduction kernel (the partials' first dimension). */
-#define UNPAD_COLSUM_BLOCKS 264
+#define UNPAD_COLSUM_BLOCKS 528
 
 UNPAD_EXTERN_C
 size_t layernorm_bwd_scratch_bytes(int H);                 /* both LayerNorm backwards */

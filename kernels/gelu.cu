@@ -1,0 +1,205 @@
+/* gelu.cu — bias + activation on (T, N) bf16 rows, forward and backward with the bias gradient:
+ * GELU (exact erf form, as BERT; FFN1 and the MLM head transform), tanh (NSP pooler), and the
+ * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it.
+ * Reference: kernels/ref/gelu_ref.c.
+ *
+ * Forward: one 16-byte vector (8 columns) per thread. Backward: a fixed number of blocks, each
+ * owning a contiguous range of rows; a block is (tx, ty) threads, tx over column vectors, ty over
+ * rows, so loads stay coalesced for any N; the block's column sums go to partials in a fixed order,
+ * then colsum_finalize adds the blocks in order: deterministic. */
+#include "kernels.h"
+#include "rowops.cuh"
+
+#define ACT_BWD_BLOCKS UNPAD_COLSUM_BLOCKS
+#define ACT_THREADS 256
+
+enum { ACT_NONE = 0, ACT_GELU = 1, ACT_TANH = 2 };
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+__device__ __forceinline__ float gelu_erf(float z)
+{
+    return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+}
+
+__device__ __forceinline__ float gelu_erf_grad(float z)
+{
+    return 0.5f * (1.0f + erff(z * 0.70710678118654752f)) +
+           z * 0.39894228040143268f * __expf(-0.5f * z * z);
+}
+
+/* out = act(x + bias), 8 columns per thread. cvn = N / 8 vectors per row. */
+template <int ACT>
+__global__ void bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, size_t nvec,
+                                    int cvn)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec)
+        return;
+    float v[8], b[8];
+    load8(v, x + i * 8);
+    load8(b, bias + (i % cvn) * 8);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v[j] = ACT == ACT_GELU ? gelu_erf(v[j] + b[j]) : tanhf(v[j] + b[j]);
+    store8(out + i * 8, v);
+}
+
+/* Loads VEC bf16 (VEC = 8: one 16-byte vector; VEC = 1: one element). */
+template <int VEC>
+__device__ __forceinline__ void loadv(float f[VEC], const bf16 *p)
+{
+    if constexpr (VEC == 8)
+        load8(f, p);
+    else
+        f[0] = bf16_load(p);
+}
+
+template <int VEC>
+__device__ __forceinline__ void storev(bf16 *p, const float f[VEC])
+{
+    if constexpr (VEC == 8)
+        store8(p, f);
+    else
+        bf16_store(p, f[0]);
+}
+
+/* d = dout * act'(...): GELU uses aux = x (pre-bias) and bias; tanh uses aux = out; NONE: d = dout.
+ * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums. */
+template <int ACT, int VEC>
+__global__ void __launch_bounds__(ACT_THREADS)
+    bias_act_bwd_kernel(bf16 *dx, float *partials, const bf16 *dout, const bf16 *aux,
+                        const bf16 *bias, int T, int N, int rows_per_block)
+{
+    __shared__ float sh[ACT_THREADS * VEC];
+    int tx = blockDim.x, ty = blockDim.y;
+    int cvn = N / VEC;
+    int r0 = blockIdx.x * rows_per_block, r1 = min(T, r0 + rows_per_block);
+    int tid = threadIdx.y * tx + threadIdx.x;
+    for (int cv0 = 0; cv0 < cvn; cv0 += tx) {
+        int cv = cv0 + threadIdx.x;
+        float acc[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+            acc[j] = 0.0f;
+        if (cv < cvn) {
+            float b[VEC];
+            if (ACT == ACT_GELU)
+                loadv<VEC>(b, bias + cv * VEC);
+#pragma unroll 4
+            for (int r = r0 + threadIdx.y; r < r1; r += ty) {
+                size_t off = (size_t)r * N + (size_t)cv * VEC;
+                float d[VEC], a[VEC];
+                loadv<VEC>(d, dout + off);
+                if (ACT != ACT_NONE)
+                    loadv<VEC>(a, aux + off);
+#pragma unroll
+                for (int j = 0; j < VEC; j++) {
+                    if (ACT == ACT_GELU)
+                        d[j] *= gelu_erf_grad(a[j] + b[j]);
+                    else if (ACT == ACT_TANH)
+                        d[j] *= 1.0f - a[j] * a[j];
+                    acc[j] += d[j];
+                }
+                if (dx)
+                    storev<VEC>(dx + off, d);
+            }
+        }
+        if (partials) {
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+                sh[tid * VEC + j] = acc[j];
+            __syncthreads();
+            if (threadIdx.y == 0 && cv < cvn) {
+                float s[VEC];
+#pragma unroll
+                for (int j = 0; j < VEC; j++)
+                    s[j] = 0.0f;
+                for (int y = 0; y < ty; y++)
+#pragma unroll
+                    for (int j = 0; j < VEC; j++)
+                        s[j] += sh[(y * tx + threadIdx.x) * VEC + j];
+#pragma unroll
+                for (int j = 0; j < VEC; j++)
+                    partials[(size_t)blockIdx.x * N + (size_t)cv * VEC + j] = s[j];
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* ---- launchers ---------------------------------------------------------------------------------- */
+
+size_t bias_bwd_scratch_bytes(int N)
+{
+    return (size_t)ACT_BWD_BLOCKS * N * sizeof(float);
+}
+
+template <int ACT>
+static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N,
+                         cudaStream_t stream)
+{
+    UNPAD_REQUIRE(T >= 0 && N > 0 && N % 8 == 0);
+    size_t nvec = (size_t)T * N / 8;
+    if (nvec == 0)
+        return;
+    unsigned grid = (unsigned)((nvec + ACT_THREADS - 1) / ACT_THREADS);
+    bias_act_fwd_kernel<ACT><<<grid, ACT_THREADS, 0, stream>>>(out, x, bias, nvec, N / 8);
+    cudaCheck(cudaGetLastError());
+}
+
+/* Block shape and row split of the backward, then the optional bias-gradient finalize. */
+template <int ACT, int VEC>
+static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *aux,
+                         const bf16 *bias, int T, int N, float *scratch, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
+    UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
+    if (T == 0)
+        return;
+    int cvn = N / VEC;
+    int tx = cvn < ACT_THREADS ? cvn : ACT_THREADS;
+    int ty = ACT_THREADS / tx;
+    int blocks = T < ACT_BWD_BLOCKS ? T : ACT_BWD_BLOCKS;
+    int rows_per_block = (T + blocks - 1) / blocks;
+    blocks = (T + rows_per_block - 1) / rows_per_block;
+    float *partials = dbias ? scratch : NULL;
+    bias_act_bwd_kernel<ACT, VEC><<<blocks, dim3(tx, ty), 0, stream>>>(dx, partials, dout, aux,
+                                                                       bias, T, N, rows_per_block);
+    cudaCheck(cudaGetLastError());
+    if (dbias)
+        colsum_finalize(dbias, scratch, blocks, N, stream);
+}
+
+void bias_gelu_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N, cudaStream_t stream)
+{
+    bias_act_fwd<ACT_GELU>(out, x, bias, T, N, stream);
+}
+
+void bias_gelu_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *x, const bf16 *bias,
+                   int T, int N, float *scratch, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(dx != NULL);
+    bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, stream);
+}
+
+void bias_tanh_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N, cudaStream_t stream)
+{
+    bias_act_fwd<ACT_TANH>(out, x, bias, T, N, stream);
+}
+
+void bias_tanh_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *out, int T, int N,
+                   float *scratch, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(dx != NULL);
+    bias_act_bwd<ACT_TANH, 8>(dx, dbias, dout, out, NULL, T, N, scratch, stream);
+}
+
+void bias_bwd(float *dbias, const bf16 *dout, int T, int N, float *scratch, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(dbias != NULL);
+    if (N % 8 == 0)
+        bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
+    else
+        bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
+}

@@ -1,0 +1,214 @@
+/* lamb.cu — one fused LAMB step over every parameter tensor, held as slices of one flat fp32
+ * master buffer (plus bf16 working copy, fp32 gradient, m and v with the same offsets), with
+ * global gradient-norm clipping. Reference: kernels/ref/lamb_ref.c; the update is stated in
+ * kernels.h (lamb_update).
+ *
+ * Work is cut into chunks of UNPAD_LAMB_CHUNK elements, never straddling two tensors; block b of
+ * every kernel takes chunk b and finds its tensor by binary search over chunk_begin. Four kernels:
+ *   1. per-chunk sums of grad^2;
+ *   2. one block adds them in a fixed order: the global norm and the clipping factor;
+ *   3. moments m, v updated; per-chunk sums of w^2 and u^2;
+ *   4. each block adds its tensor's chunk sums in a fixed order (the trust ratio), recomputes u
+ *      from the new m, v and applies it; writes master and the bf16 working copy.
+ * No float atomics: the step is bitwise reproducible. Scalar (4-byte) coalesced accesses, since
+ * tensor offsets need not be aligned. */
+#include <math.h>
+
+#include "kernels.h"
+#include "rowops.cuh"
+
+#define LAMB_THREADS 256
+
+/* Device copy of the hyperparameters with the bias corrections folded in. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay, max_grad_norm;
+    float bc1, bc2; /* 1 - beta^step */
+} lamb_consts;
+
+/* scratch layout (floats): [0] clip factor, [1] global norm, then the per-chunk partials. */
+#define LAMB_CLIP 0
+#define LAMB_NORM 1
+#define LAMB_G2(nchunks) 2
+#define LAMB_WU(nchunks) (2 + (nchunks))
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+/* The tensor of chunk b and the chunk's element range [start, start + len) in the flat buffers. */
+__device__ __forceinline__ int lamb_chunk(const lamb_tensor *t, int n, int b, int64_t *start,
+                                          int *len)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (t[mid].chunk_begin <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int64_t first = (int64_t)(b - t[lo].chunk_begin) * UNPAD_LAMB_CHUNK;
+    int64_t left = t[lo].size - first;
+    *start = t[lo].offset + first;
+    *len = (int)(left < UNPAD_LAMB_CHUNK ? (left > 0 ? left : 0) : UNPAD_LAMB_CHUNK);
+    return lo;
+}
+
+__device__ __forceinline__ float lamb_u(float m, float v, float w, int decay, const lamb_consts c)
+{
+    float u = (m / c.bc1) / (sqrtf(v / c.bc2) + c.eps);
+    return decay ? u + c.weight_decay * w : u;
+}
+
+__global__ void __launch_bounds__(LAMB_THREADS)
+    lamb_grad_sq_kernel(float *scratch, const float *grad, const lamb_tensor *t, int n)
+{
+    __shared__ float sh[32];
+    int64_t start;
+    int len;
+    lamb_chunk(t, n, blockIdx.x, &start, &len);
+    float s = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
+        float g = grad[start + i];
+        s += g * g;
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        scratch[LAMB_G2(gridDim.x) + blockIdx.x] = s;
+}
+
+__global__ void __launch_bounds__(1024)
+    lamb_clip_kernel(float *scratch, float *grad_norm, int nchunks, float max_grad_norm)
+{
+    __shared__ float sh[32];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < nchunks; i += blockDim.x)
+        s += scratch[LAMB_G2(nchunks) + i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        float norm = sqrtf(s);
+        scratch[LAMB_NORM] = norm;
+        scratch[LAMB_CLIP] = norm > max_grad_norm ? max_grad_norm / norm : 1.0f;
+        if (grad_norm)
+            *grad_norm = norm;
+    }
+}
+
+__global__ void __launch_bounds__(LAMB_THREADS)
+    lamb_moments_kernel(float *m, float *v, float *scratch, const float *master, const float *grad,
+                        const lamb_tensor *t, int n, lamb_consts c)
+{
+    __shared__ float sh[32];
+    int64_t start;
+    int len;
+    int k = lamb_chunk(t, n, blockIdx.x, &start, &len);
+    int decay = t[k].weight_decay;
+    float clip = scratch[LAMB_CLIP];
+    float w2 = 0.0f, u2 = 0.0f;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
+        int64_t j = start + i;
+        float g = grad[j] * clip, w = master[j];
+        float mj = c.beta1 * m[j] + (1.0f - c.beta1) * g;
+        float vj = c.beta2 * v[j] + (1.0f - c.beta2) * g * g;
+        m[j] = mj;
+        v[j] = vj;
+        float u = lamb_u(mj, vj, w, decay, c);
+        w2 += w * w;
+        u2 += u * u;
+    }
+    w2 = block_sum(w2, sh);
+    u2 = block_sum(u2, sh);
+    if (threadIdx.x == 0) {
+        scratch[LAMB_WU(gridDim.x) + 2 * blockIdx.x] = w2;
+        scratch[LAMB_WU(gridDim.x) + 2 * blockIdx.x + 1] = u2;
+    }
+}
+
+__global__ void __launch_bounds__(LAMB_THREADS)
+    lamb_apply_kernel(float *master, bf16 *work, const float *m, const float *v,
+                      const float *scratch, const lamb_tensor *t, int n, lamb_consts c)
+{
+    __shared__ float sh[32];
+    int64_t start;
+    int len;
+    int k = lamb_chunk(t, n, blockIdx.x, &start, &len);
+    int first = t[k].chunk_begin;
+    int last = k + 1 < n ? t[k + 1].chunk_begin : gridDim.x;
+    const float *wu = scratch + LAMB_WU(gridDim.x);
+    float w2 = 0.0f, u2 = 0.0f;
+    for (int b = first + threadIdx.x; b < last; b += LAMB_THREADS) {
+        w2 += wu[2 * b];
+        u2 += wu[2 * b + 1];
+    }
+    w2 = block_sum(w2, sh);
+    u2 = block_sum(u2, sh);
+    float ratio = (w2 > 0.0f && u2 > 0.0f) ? sqrtf(w2) / sqrtf(u2) : 1.0f;
+    float step = c.lr * ratio;
+    int decay = t[k].weight_decay;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
+        int64_t j = start + i;
+        float w = master[j];
+        w -= step * lamb_u(m[j], v[j], w, decay, c);
+        master[j] = w;
+        bf16_store(work + j, w);
+    }
+}
+
+__global__ void convert_f32_to_bf16_kernel(bf16 *out, const float *in, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        bf16_store(out + i, in[i]);
+}
+
+/* ---- launchers ---------------------------------------------------------------------------------- */
+
+int lamb_tensors_chunk(lamb_tensor *t, int n)
+{
+    int64_t chunks = 0;
+    for (int i = 0; i < n; i++) {
+        t[i].chunk_begin = (int32_t)chunks;
+        int64_t c = (t[i].size + UNPAD_LAMB_CHUNK - 1) / UNPAD_LAMB_CHUNK;
+        chunks += c > 0 ? c : 1;
+    }
+    return (int)chunks;
+}
+
+size_t lamb_scratch_bytes(int n_chunks)
+{
+    return (size_t)(2 + 3 * (size_t)n_chunks) * sizeof(float);
+}
+
+void lamb_update(float *master, bf16 *work, float *m, float *v, const float *grad,
+                 const lamb_tensor *tensors, int n_tensors, int n_chunks, lamb_hparams hp,
+                 float *grad_norm, float *scratch, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n_tensors >= 1 && n_chunks >= n_tensors);
+    UNPAD_REQUIRE(hp.step >= 1 && hp.beta1 >= 0.0f && hp.beta1 < 1.0f && hp.beta2 >= 0.0f &&
+                  hp.beta2 < 1.0f && hp.max_grad_norm > 0.0f);
+    UNPAD_REQUIRE(scratch != NULL);
+    lamb_consts c = {hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.max_grad_norm,
+                     (float)(1.0 - pow(hp.beta1, hp.step)), (float)(1.0 - pow(hp.beta2, hp.step))};
+    lamb_grad_sq_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(scratch, grad, tensors, n_tensors);
+    cudaCheck(cudaGetLastError());
+    lamb_clip_kernel<<<1, 1024, 0, stream>>>(scratch, grad_norm, n_chunks, hp.max_grad_norm);
+    cudaCheck(cudaGetLastError());
+    lamb_moments_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(m, v, scratch, master, grad, tensors,
+                                                               n_tensors, c);
+    cudaCheck(cudaGetLastError());
+    lamb_apply_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(master, work, m, v, scratch, tensors,
+                                                             n_tensors, c);
+    cudaCheck(cudaGetLastError());
+}
+
+void convert_f32_to_bf16(bf16 *out, const float *in, int64_t n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 0);
+    if (n == 0)
+        return;
+    int64_t blocks = (n + 255) / 256;
+    convert_f32_to_bf16_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
+        out, in, n);
+    cudaCheck(cudaGetLastError());
+}

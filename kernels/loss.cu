@@ -1,0 +1,217 @@
+/* loss.cu — the pre-training losses and the row movement around them: gather of the masked rows
+ * (and CLS rows) and the scatter-add of their gradients, masked-LM softmax cross-entropy over the
+ * padded vocabulary, the 2-class next-sentence loss, and a fixed-order sum for loss totals.
+ * Reference: kernels/ref/loss_ref.c.
+ *
+ * MLM: one block per masked row; the row's logits (Vpad bf16) are read once by the forward (an
+ * online max / sum-of-exp per thread, combined across the block) and once by the backward, which
+ * may write dlogits over the logits in place. */
+#include <math.h>
+
+#include "kernels.h"
+#include "rowops.cuh"
+
+#define XENT_THREADS 256
+#define SUM_THREADS 1024
+
+/* ---- kernels ------------------------------------------------------------------------------------ */
+
+__global__ void rows_gather_kernel(bf16 *out, const bf16 *in, const int32_t *rows, size_t nvec,
+                                   int cvn, int H)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec)
+        return;
+    size_t r = i / cvn, cv = i % cvn;
+    *reinterpret_cast<uint4 *>(out + r * H + cv * 8) =
+        *reinterpret_cast<const uint4 *>(in + (size_t)rows[r] * H + cv * 8);
+}
+
+__global__ void rows_scatter_add_kernel(bf16 *dst, const bf16 *src, const int32_t *rows,
+                                        size_t nvec, int cvn, int H)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec)
+        return;
+    size_t r = i / cvn, cv = i % cvn;
+    bf16 *d = dst + (size_t)rows[r] * H + cv * 8;
+    float a[8], b[8];
+    load8(a, d);
+    load8(b, src + r * H + cv * 8);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        a[j] += b[j];
+    store8(d, a);
+}
+
+/* Merges two (max, sum of exp(z - max)) pairs. */
+__device__ __forceinline__ void lse_merge(float *m, float *s, float m2, float s2)
+{
+    float mx = fmaxf(*m, m2);
+    if (mx == -INFINITY)
+        return;
+    *s = *s * expf(*m - mx) + s2 * expf(m2 - mx);
+    *m = mx;
+}
+
+__global__ void __launch_bounds__(XENT_THREADS)
+    mlm_xent_fwd_kernel(float *loss, float *lse_out, const bf16 *logits, const int32_t *labels,
+                        int V, int Vpad)
+{
+    __shared__ float shm[32], shs[32];
+    int row = blockIdx.x;
+    const bf16 *z = logits + (size_t)row * Vpad;
+    float m = -INFINITY, s = 0.0f;
+    for (int cv = threadIdx.x; cv * 8 < V; cv += blockDim.x) {
+        float v[8];
+        load8(v, z + cv * 8);
+        float vm = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (cv * 8 + j < V)
+                vm = fmaxf(vm, v[j]);
+        if (vm > m) {
+            s *= expf(m - vm);
+            m = vm;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (cv * 8 + j < V)
+                s += expf(v[j] - m);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        lse_merge(&m, &s, m2, s2);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0)
+        shm[warp] = m, shs[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        int nw = blockDim.x >> 5;
+        m = lane < nw ? shm[lane] : -INFINITY;
+        s = lane < nw ? shs[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+            lse_merge(&m, &s, m2, s2);
+        }
+        if (lane == 0) {
+            float l = m + logf(s);
+            int y = labels[row];
+            lse_out[row] = l;
+            loss[row] = y < 0 ? 0.0f : l - bf16_load(z + y);
+        }
+    }
+}
+
+/* dlogits may alias logits: each thread reads a vector, then overwrites the same vector. */
+__global__ void __launch_bounds__(XENT_THREADS)
+    mlm_xent_bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *lse,
+                        const int32_t *labels, float scale, int V, int Vpad)
+{
+    int row = blockIdx.x;
+    int y = labels[row];
+    float l = lse[row];
+    size_t base = (size_t)row * Vpad;
+    for (int cv = threadIdx.x; cv * 8 < Vpad; cv += blockDim.x) {
+        float v[8];
+        load8(v, logits + base + cv * 8);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int c = cv * 8 + j;
+            v[j] = (y < 0 || c >= V) ? 0.0f : scale * (expf(v[j] - l) - (c == y ? 1.0f : 0.0f));
+        }
+        store8(dlogits + base + cv * 8, v);
+    }
+}
+
+__global__ void nsp_xent_kernel(float *loss, bf16 *dlogits, const bf16 *logits,
+                                const int32_t *labels, float scale, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float z0 = bf16_load(logits + 2 * i), z1 = bf16_load(logits + 2 * i + 1);
+    float mx = fmaxf(z0, z1);
+    float l = mx + logf(expf(z0 - mx) + expf(z1 - mx));
+    int y = labels[i];
+    loss[i] = l - (y == 0 ? z0 : z1);
+    if (dlogits) {
+        bf16_store(dlogits + 2 * i, scale * (expf(z0 - l) - (y == 0 ? 1.0f : 0.0f)));
+        bf16_store(dlogits + 2 * i + 1, scale * (expf(z1 - l) - (y == 1 ? 1.0f : 0.0f)));
+    }
+}
+
+__global__ void __launch_bounds__(SUM_THREADS) reduce_sum_kernel(float *out, const float *in, int n)
+{
+    __shared__ float sh[32];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += in[i];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0)
+        out[0] = s;
+}
+
+/* ---- launchers ---------------------------------------------------------------------------------- */
+
+void rows_gather(bf16 *out, const bf16 *in, const int32_t *rows, int P, int H, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
+    size_t nvec = (size_t)P * (H / 8);
+    if (nvec == 0)
+        return;
+    rows_gather_kernel<<<(unsigned)((nvec + 255) / 256), 256, 0, stream>>>(out, in, rows, nvec,
+                                                                            H / 8, H);
+    cudaCheck(cudaGetLastError());
+}
+
+void rows_scatter_add(bf16 *dst, const bf16 *src, const int32_t *rows, int P, int H,
+                      cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
+    size_t nvec = (size_t)P * (H / 8);
+    if (nvec == 0)
+        return;
+    rows_scatter_add_kernel<<<(unsigned)((nvec + 255) / 256), 256, 0, stream>>>(dst, src, rows,
+                                                                                 nvec, H / 8, H);
+    cudaCheck(cudaGetLastError());
+}
+
+void mlm_xent_fwd(float *loss, float *lse, const bf16 *logits, const int32_t *labels, int P, int V,
+                  int Vpad, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && V >= 1 && V <= Vpad && Vpad % 8 == 0);
+    if (P == 0)
+        return;
+    mlm_xent_fwd_kernel<<<P, XENT_THREADS, 0, stream>>>(loss, lse, logits, labels, V, Vpad);
+    cudaCheck(cudaGetLastError());
+}
+
+void mlm_xent_bwd(bf16 *dlogits, const bf16 *logits, const float *lse, const int32_t *labels,
+                  float scale, int P, int V, int Vpad, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && V >= 1 && V <= Vpad && Vpad % 8 == 0);
+    if (P == 0)
+        return;
+    mlm_xent_bwd_kernel<<<P, XENT_THREADS, 0, stream>>>(dlogits, logits, lse, labels, scale, V,
+                                                        Vpad);
+    cudaCheck(cudaGetLastError());
+}
+
+void nsp_xent_fwd_bwd(float *loss, bf16 *dlogits, const bf16 *logits, const int32_t *labels,
+                      float scale, int n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 0);
+    if (n == 0)
+        return;
+    nsp_xent_kernel<<<(n + 127) / 128, 128, 0, stream>>>(loss, dlogits, logits, labels, scale, n);
+    cudaCheck(cudaGetLastError());
+}
+
+void reduce_sum_f32(float *out, const float *in, int n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 0);
+    reduce_sum_kernel<<<1, SUM_THREADS, 0, stream>>>(out, in, n);
+    cudaCheck(cudaGetLastError());
+}
