@@ -147,11 +147,11 @@ bin/unpad-train: $(BUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(E
 
 bin/test_%: tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin $(BUILD)/cu/tests/gpu
-	$(NVCC) $(NVCCFLAGS) -MF $(BUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $^ -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
+	$(NVCC) $(NVCCFLAGS) -MF $(BUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
 
 bin/bench_%: bench/bench_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin $(BUILD)/cu/bench
-	$(NVCC) $(NVCCFLAGS) -MF $(BUILD)/cu/bench/$(@F).d $(GPU_DEFS) $^ -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
+	$(NVCC) $(NVCCFLAGS) -MF $(BUILD)/cu/bench/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
 
 bin/bench_%: bench/bench_%.c $(EXECLIB) $(LIB)
 	@mkdir -p bin

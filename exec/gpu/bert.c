@@ -1,0 +1,698 @@
+/* bert.c — BERT pre-training on one GPU, unpadded (see bert.h): the parameter table, the activation
+ * arena, forward, backward and the LAMB step, as calls to cuBLASLt (gemm.h), the memory-bound
+ * kernels (kernels.h), the FMHA (fmha.h) and a few glue kernels (glue.h). */
+#include <stdarg.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "fmha.h"
+#include "gpu/bert.h"
+#include "gpu/glue.h"
+#include "ops.h"
+
+/* Offsets of one encoder layer's tensors in the flat buffers. */
+typedef struct {
+    int64_t qkv_w, qkv_b;    /* (3H, H), (3H): query, key, value consecutive */
+    int64_t o_w, o_b;        /* (H, H), (H) attention output dense */
+    int64_t ln1_g, ln1_b;    /* (H) attention output LayerNorm */
+    int64_t f1_w, f1_b;      /* (F, H), (F) intermediate dense */
+    int64_t f2_w, f2_b;      /* (H, F), (H) output dense */
+    int64_t ln2_g, ln2_b;    /* (H) output LayerNorm */
+} layer_offsets;
+
+/* Activations one layer keeps for its backward. T rows are used of max_tokens. */
+typedef struct {
+    bf16 *qkv;               /* (T, 3H) */
+    bf16 *ctx;               /* (T, H) attention output (before the projection) */
+    float *lse;              /* (NH, T) */
+    bf16 *ln1_in;            /* (T, H) dropout(proj + b) + x */
+    float *ln1_mean, *ln1_rstd; /* (T) */
+    bf16 *a;                 /* (T, H) attention block output = FFN input */
+    bf16 *pre;               /* (T, F) FFN1 output before GELU (erf path: without its bias) */
+    bf16 *h;                 /* (T, F) gelu(pre) */
+    bf16 *ln2_in;            /* (T, H) */
+    float *ln2_mean, *ln2_rstd; /* (T) */
+} layer_acts;
+
+struct bert {
+    model_cfg cfg;
+    bert_options opt;
+    int Vpad;
+    gemm_ctx *gemm;
+    bert_hooks hooks;
+
+    /* parameters */
+    bert_tensor *tensors;
+    int ntensors, captensors;
+    int64_t nparams;
+    float *master, *grad, *m, *v; /* (N) fp32 */
+    bf16 *work;                   /* (N) bf16 */
+    lamb_tensor *d_lamb;          /* (ntensors) device */
+    int lamb_chunks;
+    float *d_grad_norm;           /* (1) */
+
+    int64_t word, pos, type, emb_g, emb_b;      /* embeddings */
+    layer_offsets *lo;                          /* (L) */
+    int64_t pool_w, pool_b;                     /* (H, H), (H) */
+    int64_t dec_b;                              /* (Vpad) cls.predictions.bias */
+    int64_t t_w, t_b, mln_g, mln_b;             /* MLM transform dense (H, H), (H); LN (H) */
+    int64_t nsp_w, nsp_b;                       /* (2, H), (2) */
+
+    /* activations (one arena) */
+    void *arena;
+    size_t arena_bytes;
+    bf16 **x;                    /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
+    float *emb_mean, *emb_rstd;  /* (T) */
+    layer_acts *la;              /* (L) */
+    bf16 *tmp;                   /* (T, H) GEMM output before bias+dropout+residual+LN */
+    bf16 *dY, *dA, *dR;          /* (T, H) gradients */
+    bf16 *dF;                    /* (T, F) */
+    bf16 *dQKV;                  /* (T, 3H) */
+    void *fmha_ws;               /* fmha_bwd_workspace_bytes(max_tokens, NH) */
+    float *scratch;              /* column-reduction partials */
+    /* MLM head, P rows */
+    bf16 *m_in, *m_pre, *m_h, *m_out; /* (P, H) */
+    float *m_mean, *m_rstd;      /* (P) */
+    bf16 *logits;                /* (P, Vpad); dlogits in place */
+    float *m_loss, *m_lse, *m_correct; /* (P) */
+    bf16 *dm1, *dm2;             /* (P, H) */
+    /* NSP head, n rows */
+    bf16 *c_in, *p_pre, *pooled; /* (n, H) */
+    bf16 *nsp_logits, *nsp_dlogits; /* (n, 2) */
+    float *nsp_loss, *nsp_correct; /* (n) */
+    bf16 *dc1, *dc2;             /* (n, H) */
+    float *stats;                /* (4) accumulators, see glue_stats_accumulate */
+    /* the uploaded micro-batch */
+    int32_t *d_ids, *d_types, *d_cu, *d_mlm_rows, *d_mlm_labels, *d_nsp_labels, *d_cls_rows;
+    int32_t *h_stage;            /* pinned staging of the int32 arrays */
+    size_t stage_words;
+    int n, T, P, max_len;
+    uint64_t dseed;              /* dropout seed of the current micro-batch */
+    int dropout_on;              /* opt.dropout, unless evaluating */
+};
+
+#define W(off) (b->work + (off))
+#define G(off) (b->grad + (off))
+#define BEGIN(op, layer) \
+    do { if (b->hooks.begin) b->hooks.begin(b->hooks.ctx, (op), (layer), s); } while (0)
+#define END(op, layer) \
+    do { if (b->hooks.end) b->hooks.end(b->hooks.ctx, (op), (layer), s); } while (0)
+
+/* ---- parameter table ------------------------------------------------------------------------- */
+
+static int64_t add_tensor(bert *b, int rows, int cols, int wd, int hf_rows, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int64_t add_tensor(bert *b, int rows, int cols, int wd, int hf_rows, const char *fmt, ...)
+{
+    if (b->ntensors == b->captensors) {
+        b->captensors = b->captensors ? 2 * b->captensors : 64;
+        b->tensors = realloc(b->tensors, (size_t)b->captensors * sizeof *b->tensors);
+        if (!b->tensors) {
+            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+            exit(EXIT_FAILURE);
+        }
+    }
+    bert_tensor *t = &b->tensors[b->ntensors++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, sizeof t->name, fmt, ap);
+    va_end(ap);
+    t->offset = (b->nparams + 63) / 64 * 64;
+    t->rows = rows;
+    t->cols = cols;
+    t->size = (int64_t)rows * cols;
+    t->weight_decay = wd;
+    t->hf_rows = hf_rows;
+    b->nparams = t->offset + t->size;
+    return t->offset;
+}
+
+static void build_table(bert *b)
+{
+    const model_cfg *c = &b->cfg;
+    int H = c->hidden, F = c->ffn, V = c->vocab;
+    b->word = add_tensor(b, b->Vpad, H, 1, V, "bert.embeddings.word_embeddings.weight");
+    b->pos = add_tensor(b, c->max_position, H, 1, c->max_position, "bert.embeddings.position_embeddings.weight");
+    b->type = add_tensor(b, c->type_vocab, H, 1, c->type_vocab, "bert.embeddings.token_type_embeddings.weight");
+    b->emb_g = add_tensor(b, H, 1, 0, H, "bert.embeddings.LayerNorm.weight");
+    b->emb_b = add_tensor(b, H, 1, 0, H, "bert.embeddings.LayerNorm.bias");
+    for (int l = 0; l < c->layers; l++) {
+        layer_offsets *o = &b->lo[l];
+        const char *pre = "bert.encoder.layer";
+        o->qkv_w = add_tensor(b, H, H, 1, H, "%s.%d.attention.self.query.weight", pre, l);
+        add_tensor(b, H, H, 1, H, "%s.%d.attention.self.key.weight", pre, l);
+        add_tensor(b, H, H, 1, H, "%s.%d.attention.self.value.weight", pre, l);
+        o->qkv_b = add_tensor(b, H, 1, 0, H, "%s.%d.attention.self.query.bias", pre, l);
+        add_tensor(b, H, 1, 0, H, "%s.%d.attention.self.key.bias", pre, l);
+        add_tensor(b, H, 1, 0, H, "%s.%d.attention.self.value.bias", pre, l);
+        o->o_w = add_tensor(b, H, H, 1, H, "%s.%d.attention.output.dense.weight", pre, l);
+        o->o_b = add_tensor(b, H, 1, 0, H, "%s.%d.attention.output.dense.bias", pre, l);
+        o->ln1_g = add_tensor(b, H, 1, 0, H, "%s.%d.attention.output.LayerNorm.weight", pre, l);
+        o->ln1_b = add_tensor(b, H, 1, 0, H, "%s.%d.attention.output.LayerNorm.bias", pre, l);
+        o->f1_w = add_tensor(b, F, H, 1, F, "%s.%d.intermediate.dense.weight", pre, l);
+        o->f1_b = add_tensor(b, F, 1, 0, F, "%s.%d.intermediate.dense.bias", pre, l);
+        o->f2_w = add_tensor(b, H, F, 1, H, "%s.%d.output.dense.weight", pre, l);
+        o->f2_b = add_tensor(b, H, 1, 0, H, "%s.%d.output.dense.bias", pre, l);
+        o->ln2_g = add_tensor(b, H, 1, 0, H, "%s.%d.output.LayerNorm.weight", pre, l);
+        o->ln2_b = add_tensor(b, H, 1, 0, H, "%s.%d.output.LayerNorm.bias", pre, l);
+    }
+    b->pool_w = add_tensor(b, H, H, 1, H, "bert.pooler.dense.weight");
+    b->pool_b = add_tensor(b, H, 1, 0, H, "bert.pooler.dense.bias");
+    b->dec_b = add_tensor(b, b->Vpad, 1, 0, V, "cls.predictions.bias");
+    b->t_w = add_tensor(b, H, H, 1, H, "cls.predictions.transform.dense.weight");
+    b->t_b = add_tensor(b, H, 1, 0, H, "cls.predictions.transform.dense.bias");
+    b->mln_g = add_tensor(b, H, 1, 0, H, "cls.predictions.transform.LayerNorm.weight");
+    b->mln_b = add_tensor(b, H, 1, 0, H, "cls.predictions.transform.LayerNorm.bias");
+    b->nsp_w = add_tensor(b, 2, H, 1, 2, "cls.seq_relationship.weight");
+    b->nsp_b = add_tensor(b, 2, 1, 0, 2, "cls.seq_relationship.bias");
+}
+
+static int is_layernorm(const char *name) { return strstr(name, "LayerNorm") != NULL; }
+
+static void init_params(bert *b, cudaStream_t s)
+{
+    cudaCheck(cudaMemsetAsync(b->master, 0, (size_t)b->nparams * 4, s));
+    for (int i = 0; i < b->ntensors; i++) {
+        const bert_tensor *t = &b->tensors[i];
+        float *w = b->master + t->offset;
+        if (is_layernorm(t->name)) {
+            if (strstr(t->name, ".weight"))
+                glue_fill_f32(w, t->size, 1.0f, s);
+        } else if (t->cols > 1) { /* matrices and embeddings; padded vocab rows stay 0 */
+            glue_init_trunc_normal(w, (int64_t)t->hf_rows * t->cols, (float)b->cfg.init_range,
+                                   b->opt.seed, (uint64_t)i, s);
+        }
+    }
+    bert_sync_work(b, s);
+}
+
+/* ---- arena ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *base;
+    size_t off;
+} arena_cursor;
+
+static void *carve(arena_cursor *a, size_t bytes)
+{
+    size_t o = (a->off + 255) / 256 * 256;
+    a->off = o + bytes;
+    return a->base ? a->base + o : NULL;
+}
+
+/* Lays out every activation; with base == NULL only measures. */
+static size_t layout_acts(bert *b, char *base)
+{
+    const model_cfg *c = &b->cfg;
+    size_t Tm = (size_t)b->opt.max_tokens, Pm = (size_t)b->opt.max_preds, Nm = (size_t)b->opt.max_seqs;
+    size_t H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, V = b->Vpad;
+    arena_cursor a = {base, 0};
+    for (size_t l = 0; l <= L; l++)
+        b->x[l] = carve(&a, Tm * H * 2);
+    b->emb_mean = carve(&a, Tm * 4);
+    b->emb_rstd = carve(&a, Tm * 4);
+    for (size_t l = 0; l < L; l++) {
+        layer_acts *x = &b->la[l];
+        x->qkv = carve(&a, Tm * 3 * H * 2);
+        x->ctx = carve(&a, Tm * H * 2);
+        x->lse = carve(&a, NH * Tm * 4);
+        x->ln1_in = carve(&a, Tm * H * 2);
+        x->ln1_mean = carve(&a, Tm * 4);
+        x->ln1_rstd = carve(&a, Tm * 4);
+        x->a = carve(&a, Tm * H * 2);
+        x->pre = carve(&a, Tm * F * 2);
+        x->h = carve(&a, Tm * F * 2);
+        x->ln2_in = carve(&a, Tm * H * 2);
+        x->ln2_mean = carve(&a, Tm * 4);
+        x->ln2_rstd = carve(&a, Tm * 4);
+    }
+    b->tmp = carve(&a, Tm * H * 2);
+    b->dY = carve(&a, Tm * H * 2);
+    b->dA = carve(&a, Tm * H * 2);
+    b->dR = carve(&a, Tm * H * 2);
+    b->dF = carve(&a, Tm * F * 2);
+    b->dQKV = carve(&a, Tm * 3 * H * 2);
+    b->fmha_ws = carve(&a, fmha_bwd_workspace_bytes((int)Tm, (int)NH));
+    size_t sc = layernorm_bwd_scratch_bytes((int)H);
+    size_t widest = V > F ? V : F;
+    if (3 * H > widest)
+        widest = 3 * H;
+    if (bias_bwd_scratch_bytes((int)widest) > sc)
+        sc = bias_bwd_scratch_bytes((int)widest);
+    if (embedding_bwd_scratch_bytes((int)Tm, (int)H, c->type_vocab) > sc)
+        sc = embedding_bwd_scratch_bytes((int)Tm, (int)H, c->type_vocab);
+    if (lamb_scratch_bytes(b->lamb_chunks) > sc)
+        sc = lamb_scratch_bytes(b->lamb_chunks);
+    b->scratch = carve(&a, sc);
+    b->m_in = carve(&a, Pm * H * 2);
+    b->m_pre = carve(&a, Pm * H * 2);
+    b->m_h = carve(&a, Pm * H * 2);
+    b->m_out = carve(&a, Pm * H * 2);
+    b->m_mean = carve(&a, Pm * 4);
+    b->m_rstd = carve(&a, Pm * 4);
+    b->logits = carve(&a, Pm * V * 2);
+    b->m_loss = carve(&a, Pm * 4);
+    b->m_lse = carve(&a, Pm * 4);
+    b->m_correct = carve(&a, Pm * 4);
+    b->dm1 = carve(&a, Pm * H * 2);
+    b->dm2 = carve(&a, Pm * H * 2);
+    b->c_in = carve(&a, Nm * H * 2);
+    b->p_pre = carve(&a, Nm * H * 2);
+    b->pooled = carve(&a, Nm * H * 2);
+    b->nsp_logits = carve(&a, Nm * 2 * 2);
+    b->nsp_dlogits = carve(&a, Nm * 2 * 2);
+    b->nsp_loss = carve(&a, Nm * 4);
+    b->nsp_correct = carve(&a, Nm * 4);
+    b->dc1 = carve(&a, Nm * H * 2);
+    b->dc2 = carve(&a, Nm * H * 2);
+    b->stats = carve(&a, 4 * 4);
+    b->d_ids = carve(&a, Tm * 4);
+    b->d_types = carve(&a, Tm * 4);
+    b->d_cu = carve(&a, (Nm + 1) * 4);
+    b->d_mlm_rows = carve(&a, Pm * 4);
+    b->d_mlm_labels = carve(&a, Pm * 4);
+    b->d_nsp_labels = carve(&a, Nm * 4);
+    b->d_cls_rows = carve(&a, Nm * 4);
+    return a.off;
+}
+
+/* ---- create / free ----------------------------------------------------------------------------- */
+
+static int dev_alloc(void **p, size_t bytes, const char *what, unpad_err *err)
+{
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        return unpad_fail(err, UNPAD_ENOMEM, __FILE__, __LINE__,
+                          "cannot allocate %.2f GiB for %s (%.2f GiB free of %.2f): %s; use a smaller "
+                          "--batch or a smaller model",
+                          bytes / 1073741824.0, what, fr / 1073741824.0, tot / 1073741824.0,
+                          cudaGetErrorString(e));
+    }
+    return UNPAD_OK;
+}
+
+bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
+{
+    if (cfg->hidden != cfg->heads * FMHA_HEAD_DIM || cfg->hidden % 64 || cfg->ffn % 64) {
+        unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                   "model %s: hidden %d must be heads x %d and hidden, ffn multiples of 64", cfg->name,
+                   cfg->hidden, FMHA_HEAD_DIM);
+        return NULL;
+    }
+    if (opt->max_tokens < 1 || opt->max_seqs < 1 || opt->max_preds < 1) {
+        unpad_fail(err, UNPAD_EINVAL, NULL, 0, "activation sizes must be positive");
+        return NULL;
+    }
+    bert *b = calloc(1, sizeof *b);
+    if (!b) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
+        return NULL;
+    }
+    b->cfg = *cfg;
+    b->opt = *opt;
+    b->Vpad = (cfg->vocab + 63) / 64 * 64;
+    b->dropout_on = opt->dropout;
+    b->lo = calloc((size_t)cfg->layers, sizeof *b->lo);
+    b->la = calloc((size_t)cfg->layers, sizeof *b->la);
+    b->x = calloc((size_t)cfg->layers + 1, sizeof *b->x);
+    build_table(b);
+    /* the fused QKV GEMM reads query, key, value (and their biases) as one matrix */
+    for (int l = 0; l < cfg->layers; l++) {
+        int64_t H = cfg->hidden;
+        const bert_tensor *t = b->tensors;
+        int i = 5 + l * 16;
+        if (t[i + 1].offset != t[i].offset + H * H || t[i + 2].offset != t[i].offset + 2 * H * H ||
+            t[i + 4].offset != t[i + 3].offset + H || t[i + 5].offset != t[i + 3].offset + 2 * H) {
+            unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__, "query/key/value not contiguous");
+            bert_free(b);
+            return NULL;
+        }
+    }
+
+    lamb_tensor *lt = calloc((size_t)b->ntensors, sizeof *lt);
+    for (int i = 0; i < b->ntensors; i++) {
+        lt[i].offset = b->tensors[i].offset;
+        lt[i].size = b->tensors[i].size;
+        lt[i].weight_decay = b->tensors[i].weight_decay;
+    }
+    b->lamb_chunks = lamb_tensors_chunk(lt, b->ntensors);
+
+    size_t N = (size_t)b->nparams;
+    if (dev_alloc((void **)&b->master, N * 4, "fp32 master weights", err) ||
+        dev_alloc((void **)&b->grad, N * 4, "fp32 gradients", err) ||
+        dev_alloc((void **)&b->m, N * 4, "LAMB m", err) || dev_alloc((void **)&b->v, N * 4, "LAMB v", err) ||
+        dev_alloc((void **)&b->work, N * 2, "bf16 weights", err) ||
+        dev_alloc((void **)&b->d_lamb, (size_t)b->ntensors * sizeof *lt, "tensor table", err) ||
+        dev_alloc((void **)&b->d_grad_norm, 4, "norm", err)) {
+        free(lt);
+        bert_free(b);
+        return NULL;
+    }
+    cudaCheck(cudaMemcpy(b->d_lamb, lt, (size_t)b->ntensors * sizeof *lt, cudaMemcpyHostToDevice));
+    free(lt);
+
+    b->arena_bytes = layout_acts(b, NULL);
+    if (dev_alloc(&b->arena, b->arena_bytes, "activations", err)) {
+        bert_free(b);
+        return NULL;
+    }
+    layout_acts(b, b->arena);
+    b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
+    cudaCheck(cudaMallocHost((void **)&b->h_stage, b->stage_words * 4));
+    b->gemm = gemm_ctx_create(0);
+    if (!b->gemm) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
+        bert_free(b);
+        return NULL;
+    }
+    cudaCheck(cudaMemset(b->m, 0, N * 4));
+    cudaCheck(cudaMemset(b->v, 0, N * 4));
+    cudaCheck(cudaMemset(b->grad, 0, N * 4));
+    cudaCheck(cudaMemset(b->stats, 0, 16));
+    init_params(b, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    return b;
+}
+
+void bert_free(bert *b)
+{
+    if (!b)
+        return;
+    cudaFree(b->master);
+    cudaFree(b->grad);
+    cudaFree(b->m);
+    cudaFree(b->v);
+    cudaFree(b->work);
+    cudaFree(b->d_lamb);
+    cudaFree(b->d_grad_norm);
+    cudaFree(b->arena);
+    if (b->h_stage)
+        cudaFreeHost(b->h_stage);
+    gemm_ctx_free(b->gemm);
+    free(b->tensors);
+    free(b->lo);
+    free(b->la);
+    free(b->x);
+    free(b);
+}
+
+const model_cfg *bert_cfg(const bert *b) { return &b->cfg; }
+int bert_tensor_count(const bert *b) { return b->ntensors; }
+const bert_tensor *bert_tensor_at(const bert *b, int i) { return &b->tensors[i]; }
+int64_t bert_param_count(const bert *b) { return b->nparams; }
+size_t bert_device_bytes(const bert *b) { return (size_t)b->nparams * 18 + b->arena_bytes; }
+float *bert_master(bert *b) { return b->master; }
+float *bert_grad(bert *b) { return b->grad; }
+bf16 *bert_work(bert *b) { return b->work; }
+void bert_set_dropout(bert *b, int on) { b->dropout_on = on && b->opt.dropout; }
+float *bert_lamb_m(bert *b) { return b->m; }
+float *bert_lamb_v(bert *b) { return b->v; }
+void bert_set_hooks(bert *b, const bert_hooks *h)
+{
+    if (h)
+        b->hooks = *h;
+    else
+        memset(&b->hooks, 0, sizeof b->hooks);
+}
+
+void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_bf16(b->work, b->master, b->nparams, s); }
+
+void bert_grad_zero(bert *b, cudaStream_t s)
+{
+    cudaCheck(cudaMemsetAsync(b->grad, 0, (size_t)b->nparams * 4, s));
+}
+
+void bert_stats_reset(bert *b, cudaStream_t s) { cudaCheck(cudaMemsetAsync(b->stats, 0, 16, s)); }
+
+void bert_stats_read(bert *b, double *mlm_loss_sum, double *nsp_loss_sum, double *mlm_correct,
+                     double *nsp_correct, cudaStream_t s)
+{
+    float h[4];
+    cudaCheck(cudaMemcpyAsync(h, b->stats, sizeof h, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    *mlm_loss_sum = h[0];
+    *mlm_correct = h[1];
+    *nsp_loss_sum = h[2];
+    *nsp_correct = h[3];
+}
+
+/* ---- batch ------------------------------------------------------------------------------------- */
+
+int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err)
+{
+    if (mb->n < 1 || mb->n > b->opt.max_seqs || mb->T > b->opt.max_tokens || mb->P > b->opt.max_preds ||
+        mb->P < 0)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "micro-batch of %d sequences, %d tokens, %d predictions exceeds the sizes "
+                          "allocated (%d, %d, %d)",
+                          mb->n, mb->T, mb->P, b->opt.max_seqs, b->opt.max_tokens, b->opt.max_preds);
+    if (mb->cu_seqlens[0] != 0 || mb->cu_seqlens[mb->n] != mb->T)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "cu_seqlens must run from 0 to T = %d", mb->T);
+    int max_len = 0;
+    for (int i = 0; i < mb->n; i++) {
+        int len = mb->cu_seqlens[i + 1] - mb->cu_seqlens[i];
+        if (len < 1 || len > b->cfg.max_position || len > FMHA_MAX_LEN)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "sequence %d has length %d (1..%d allowed)", i,
+                              len, b->cfg.max_position < FMHA_MAX_LEN ? b->cfg.max_position : FMHA_MAX_LEN);
+        if (len > max_len)
+            max_len = len;
+    }
+    for (int i = 0; i < mb->T; i++)
+        if (mb->ids[i] < 0 || mb->ids[i] >= b->cfg.vocab || mb->types[i] < 0 ||
+            mb->types[i] >= b->cfg.type_vocab)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "token %d: id %d or segment %d out of range", i,
+                              mb->ids[i], mb->types[i]);
+    for (int i = 0; i < mb->P; i++)
+        if (mb->mlm_rows[i] < 0 || mb->mlm_rows[i] >= mb->T || mb->mlm_labels[i] >= b->cfg.vocab)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "masked position %d: row %d, label %d out of range",
+                              i, mb->mlm_rows[i], mb->mlm_labels[i]);
+    /* staging must not be overwritten while the previous copy is in flight */
+    cudaCheck(cudaStreamSynchronize(s));
+    int32_t *h = b->h_stage;
+    size_t o = 0;
+#define STAGE(dst, src, cnt)                                                                        \
+    do {                                                                                            \
+        memcpy(h + o, (src), (size_t)(cnt) * 4);                                                    \
+        cudaCheck(cudaMemcpyAsync((dst), h + o, (size_t)(cnt) * 4, cudaMemcpyHostToDevice, s));     \
+        o += (size_t)(cnt);                                                                         \
+    } while (0)
+    STAGE(b->d_ids, mb->ids, mb->T);
+    STAGE(b->d_types, mb->types, mb->T);
+    STAGE(b->d_cu, mb->cu_seqlens, mb->n + 1);
+    STAGE(b->d_mlm_rows, mb->mlm_rows, mb->P);
+    STAGE(b->d_mlm_labels, mb->mlm_labels, mb->P);
+    STAGE(b->d_nsp_labels, mb->nsp_labels, mb->n);
+    STAGE(b->d_cls_rows, mb->cu_seqlens, mb->n); /* the first token of each sequence */
+#undef STAGE
+    b->n = mb->n;
+    b->T = mb->T;
+    b->P = mb->P;
+    b->max_len = max_len;
+    return UNPAD_OK;
+}
+
+/* ---- forward ----------------------------------------------------------------------------------- */
+
+static uint64_t drop_stream(int layer, int site) { return 1 + (uint64_t)layer * 4 + (uint64_t)site; }
+
+void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
+{
+    const model_cfg *c = &b->cfg;
+    int T = b->T, H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, P = b->P, n = b->n;
+    float eps = (float)c->layernorm_eps;
+    float pd = b->dropout_on ? (float)c->hidden_dropout : 0.0f;
+    float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
+    gemm_ctx *g = b->gemm;
+    b->dseed = dseed;
+
+    BEGIN(OP_EMBED_FWD, -1);
+    embedding_fwd(b->x[0], b->emb_mean, b->emb_rstd, b->d_ids, b->d_types, b->d_cu, n, W(b->word),
+                  W(b->pos), W(b->type), W(b->emb_g), W(b->emb_b), T, H, eps, pd, dseed, 0, s);
+    END(OP_EMBED_FWD, -1);
+    for (int l = 0; l < L; l++) {
+        const layer_offsets *o = &b->lo[l];
+        layer_acts *a = &b->la[l];
+        BEGIN(OP_QKV_FWD, l);
+        gemm_linear_fwd(g, GEMM_BF16, T, H, 3 * H, b->x[l], W(o->qkv_w), W(o->qkv_b), a->qkv, NULL, 0, s);
+        END(OP_QKV_FWD, l);
+        BEGIN(OP_FMHA_FWD, l);
+        fmha_fwd(a->ctx, a->lse, a->qkv, b->d_cu, T, NH, 0, n, b->max_len, pa, dseed, drop_stream(l, 0), s);
+        END(OP_FMHA_FWD, l);
+        BEGIN(OP_ATTN_OUT_FWD, l);
+        gemm_linear_fwd(g, GEMM_BF16, T, H, H, a->ctx, W(o->o_w), NULL, b->tmp, NULL, 0, s);
+        END(OP_ATTN_OUT_FWD, l);
+        BEGIN(OP_ATTN_LN_FWD, l);
+        bias_dropout_residual_layernorm_fwd(a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, b->tmp, W(o->o_b),
+                                            b->x[l], W(o->ln1_g), W(o->ln1_b), T, H, eps, pd, dseed,
+                                            drop_stream(l, 1), s);
+        END(OP_ATTN_LN_FWD, l);
+        BEGIN(OP_FFN1_FWD, l);
+        if (b->opt.gelu_erf) {
+            gemm_linear_fwd(g, GEMM_BF16, T, H, F, a->a, W(o->f1_w), NULL, a->pre, NULL, 0, s);
+            bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
+        } else {
+            gemm_linear_fwd(g, GEMM_BF16, T, H, F, a->a, W(o->f1_w), W(o->f1_b), a->h, a->pre, 1, s);
+        }
+        END(OP_FFN1_FWD, l);
+        BEGIN(OP_FFN2_FWD, l);
+        gemm_linear_fwd(g, GEMM_BF16, T, F, H, a->h, W(o->f2_w), NULL, b->tmp, NULL, 0, s);
+        END(OP_FFN2_FWD, l);
+        BEGIN(OP_FFN_LN_FWD, l);
+        bias_dropout_residual_layernorm_fwd(b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, b->tmp,
+                                            W(o->f2_b), a->a, W(o->ln2_g), W(o->ln2_b), T, H, eps, pd,
+                                            dseed, drop_stream(l, 2), s);
+        END(OP_FFN_LN_FWD, l);
+    }
+
+    BEGIN(OP_MLM_HEAD_FWD, -1);
+    if (P > 0) {
+        rows_gather(b->m_in, b->x[L], b->d_mlm_rows, P, H, s);
+        if (b->opt.gelu_erf) {
+            gemm_linear_fwd(g, GEMM_BF16, P, H, H, b->m_in, W(b->t_w), NULL, b->m_pre, NULL, 0, s);
+            bias_gelu_fwd(b->m_h, b->m_pre, W(b->t_b), P, H, s);
+        } else {
+            gemm_linear_fwd(g, GEMM_BF16, P, H, H, b->m_in, W(b->t_w), W(b->t_b), b->m_h, b->m_pre, 1, s);
+        }
+        layernorm_fwd(b->m_out, b->m_mean, b->m_rstd, b->m_h, W(b->mln_g), W(b->mln_b), P, H, eps, s);
+        gemm_linear_fwd(g, GEMM_BF16, P, H, b->Vpad, b->m_out, W(b->word), W(b->dec_b), b->logits, NULL, 0, s);
+    }
+    END(OP_MLM_HEAD_FWD, -1);
+    BEGIN(OP_NSP_HEAD_FWD, -1);
+    rows_gather(b->c_in, b->x[L], b->d_cls_rows, n, H, s);
+    gemm_linear_fwd(g, GEMM_BF16, n, H, H, b->c_in, W(b->pool_w), NULL, b->p_pre, NULL, 0, s);
+    bias_tanh_fwd(b->pooled, b->p_pre, W(b->pool_b), n, H, s);
+    gemm_linear_fwd(g, GEMM_BF16, n, H, 2, b->pooled, W(b->nsp_w), W(b->nsp_b), b->nsp_logits, NULL, 0, s);
+    END(OP_NSP_HEAD_FWD, -1);
+    BEGIN(OP_LOSS_FWD, -1);
+    if (P > 0) {
+        mlm_xent_fwd(b->m_loss, b->m_lse, b->logits, b->d_mlm_labels, P, c->vocab, b->Vpad, s);
+        glue_mlm_correct(b->m_correct, b->logits, b->d_mlm_labels, P, c->vocab, b->Vpad, s);
+    }
+    nsp_xent_fwd_bwd(b->nsp_loss, NULL, b->nsp_logits, b->d_nsp_labels, 1.0f, n, s);
+    glue_nsp_correct(b->nsp_correct, b->nsp_logits, b->d_nsp_labels, n, s);
+    glue_stats_accumulate(b->stats, b->m_loss, b->m_correct, P, b->nsp_loss, b->nsp_correct, n, s);
+    END(OP_LOSS_FWD, -1);
+}
+
+/* ---- backward ---------------------------------------------------------------------------------- */
+
+void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
+{
+    const model_cfg *c = &b->cfg;
+    int T = b->T, H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, P = b->P, n = b->n;
+    int V = b->Vpad;
+    float pd = b->dropout_on ? (float)c->hidden_dropout : 0.0f;
+    float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
+    uint64_t dseed = b->dseed;
+    gemm_ctx *g = b->gemm;
+
+    BEGIN(OP_LOSS_BWD, -1);
+    if (P > 0)
+        mlm_xent_bwd(b->logits, b->logits, b->m_lse, b->d_mlm_labels, mlm_scale, P, c->vocab, V, s);
+    nsp_xent_fwd_bwd(b->nsp_loss, b->nsp_dlogits, b->nsp_logits, b->d_nsp_labels, nsp_scale, n, s);
+    END(OP_LOSS_BWD, -1);
+
+    BEGIN(OP_NSP_HEAD_BWD, -1);
+    gemm_linear_bwd_weight(g, GEMM_BF16, n, H, 2, b->nsp_dlogits, b->pooled, G(b->nsp_w), 1.0f, s);
+    bias_bwd(G(b->nsp_b), b->nsp_dlogits, n, 2, b->scratch, s);
+    gemm_linear_bwd_data(g, GEMM_BF16, n, H, 2, b->nsp_dlogits, W(b->nsp_w), b->dc1, 0.0f, NULL, NULL, s);
+    bias_tanh_bwd(b->dc1, G(b->pool_b), b->dc1, b->pooled, n, H, b->scratch, s);
+    gemm_linear_bwd_weight(g, GEMM_BF16, n, H, H, b->dc1, b->c_in, G(b->pool_w), 1.0f, s);
+    gemm_linear_bwd_data(g, GEMM_BF16, n, H, H, b->dc1, W(b->pool_w), b->dc2, 0.0f, NULL, NULL, s);
+    END(OP_NSP_HEAD_BWD, -1);
+
+    BEGIN(OP_MLM_HEAD_BWD, -1);
+    if (P > 0) {
+        /* the decoder's weight is the word embedding: its gradient adds to the embedding's */
+        gemm_linear_bwd_weight(g, GEMM_BF16, P, H, V, b->logits, b->m_out, G(b->word), 1.0f, s);
+        bias_bwd(G(b->dec_b), b->logits, P, V, b->scratch, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, P, H, V, b->logits, W(b->word), b->dm1, 0.0f, NULL, NULL, s);
+        layernorm_bwd(b->dm2, G(b->mln_g), G(b->mln_b), b->dm1, b->m_h, b->m_mean, b->m_rstd, W(b->mln_g),
+                      P, H, b->scratch, s);
+        if (b->opt.gelu_erf) {
+            bias_gelu_bwd(b->dm2, G(b->t_b), b->dm2, b->m_pre, W(b->t_b), P, H, b->scratch, s);
+        } else {
+            glue_gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
+            bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, s);
+        }
+        gemm_linear_bwd_weight(g, GEMM_BF16, P, H, H, b->dm2, b->m_in, G(b->t_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, P, H, H, b->dm2, W(b->t_w), b->dm1, 0.0f, NULL, NULL, s);
+    }
+    cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * 2, s));
+    if (P > 0)
+        rows_scatter_add(b->dY, b->dm1, b->d_mlm_rows, P, H, s);
+    rows_scatter_add(b->dY, b->dc2, b->d_cls_rows, n, H, s);
+    END(OP_MLM_HEAD_BWD, -1);
+
+    for (int l = L - 1; l >= 0; l--) {
+        const layer_offsets *o = &b->lo[l];
+        layer_acts *a = &b->la[l];
+        /* dY: gradient of the layer's output x[l + 1] */
+        BEGIN(OP_FFN_LN_BWD, l);
+        bias_dropout_residual_layernorm_bwd(b->dA, b->dR, G(o->f2_b), G(o->ln2_g), G(o->ln2_b), b->dY, NULL,
+                                            a->ln2_in, a->ln2_mean, a->ln2_rstd, W(o->ln2_g), T, H, pd,
+                                            dseed, drop_stream(l, 2), b->scratch, s);
+        END(OP_FFN_LN_BWD, l);
+        BEGIN(OP_FFN2_BWD, l);
+        gemm_linear_bwd_weight(g, GEMM_BF16, T, F, H, b->dA, a->h, G(o->f2_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, T, F, H, b->dA, W(o->f2_w), b->dF, 0.0f,
+                             b->opt.gelu_erf ? NULL : a->pre, NULL, s);
+        END(OP_FFN2_BWD, l);
+        BEGIN(OP_FFN1_BWD, l);
+        if (b->opt.gelu_erf)
+            bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, s);
+        else
+            bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, s);
+        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, F, b->dF, a->a, G(o->f1_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, T, H, F, b->dF, W(o->f1_w), b->dR, 1.0f, NULL, NULL, s);
+        END(OP_FFN1_BWD, l);
+        /* dR: gradient of a (residual + FFN input) */
+        BEGIN(OP_ATTN_LN_BWD, l);
+        bias_dropout_residual_layernorm_bwd(b->dA, b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, NULL,
+                                            a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->ln1_g), T, H, pd,
+                                            dseed, drop_stream(l, 1), b->scratch, s);
+        END(OP_ATTN_LN_BWD, l);
+        BEGIN(OP_ATTN_OUT_BWD, l);
+        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, H, b->dA, a->ctx, G(o->o_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
+        END(OP_ATTN_OUT_BWD, l);
+        BEGIN(OP_FMHA_BWD, l);
+        fmha_bwd(b->dQKV, b->fmha_ws, b->dR, a->ctx, a->lse, a->qkv, b->d_cu, T, NH, 0, n, b->max_len, pa,
+                 dseed, drop_stream(l, 0), s);
+        END(OP_FMHA_BWD, l);
+        BEGIN(OP_QKV_BWD, l);
+        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), 1.0f, s);
+        bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, s);
+        gemm_linear_bwd_data(g, GEMM_BF16, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
+        END(OP_QKV_BWD, l);
+    }
+    BEGIN(OP_EMBED_BWD, -1);
+    embedding_bwd(G(b->word), G(b->pos), G(b->type), G(b->emb_g), G(b->emb_b), b->dY, NULL, b->d_ids,
+                  b->d_types, b->d_cu, n, b->max_len, W(b->word), W(b->pos), W(b->type), W(b->emb_g),
+                  b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);
+    END(OP_EMBED_BWD, -1);
+}
+
+/* ---- optimizer --------------------------------------------------------------------------------- */
+
+void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s)
+{
+    lamb_hparams h = {.lr = (float)hp->lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
+                      .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
+                      .max_grad_norm = (float)hp->max_grad_norm, .step = hp->step};
+    lamb_update(b->master, b->work, b->m, b->v, b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, h,
+                b->d_grad_norm, b->scratch, s);
+}
+
+float bert_grad_norm(bert *b, cudaStream_t s)
+{
+    float v;
+    cudaCheck(cudaMemcpyAsync(&v, b->d_grad_norm, 4, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    return v;
+}

@@ -1,0 +1,123 @@
+/* bert.h — BERT pre-training on one GPU in the unpadded layout: parameters, activations, forward,
+ * backward and the LAMB step. (Named bert.h, not model.h, so it never shadows sim/model.h.)
+ *
+ * Parameters live in ONE flat buffer per kind — fp32 master, bf16 working copy, fp32 gradient,
+ * fp32 LAMB m and v — all with the same offsets, described by a table of named tensors whose names
+ * are Hugging Face BertForPreTraining's state_dict names. Our fused QKV weight (3H, H) is three
+ * consecutive table entries (query, key, value): the GEMM reads them as one matrix, LAMB and the
+ * peer comparison see them as three. The MLM decoder weight is the word embedding (tied), padded
+ * to vocab_pad rows that stay zero; the decoder bias is cls.predictions.bias (vocab_pad).
+ *
+ * A step over a global batch that may be split into micro-batches (virtual ranks, or one rank of
+ * several GPUs): bert_grad_zero once, then per micro-batch bert_batch_upload, bert_forward,
+ * bert_backward with the loss scales of the GLOBAL batch (1 / total predictions for MLM,
+ * 1 / total sequences for NSP), then bert_lamb_step. */
+#ifndef UNPAD_BERT_H
+#define UNPAD_BERT_H
+
+#include <stdint.h>
+
+#include "gpu/gemm.h"
+#include "kernels.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    char name[96];      /* Hugging Face state_dict name */
+    int64_t offset;     /* first element in the flat buffers (a multiple of 64) */
+    int64_t size;       /* elements */
+    int rows, cols;     /* shape (rows, cols); cols = 1 for vectors */
+    int weight_decay;   /* 1 for matrices and embeddings, 0 for biases and LayerNorm */
+    int hf_rows;        /* rows the peer's tensor has (vocab for the padded vocab tensors) */
+} bert_tensor;
+
+/* One micro-batch, on the host: the packed tokens of n sequences. */
+typedef struct {
+    int n;                 /* sequences */
+    int T;                 /* tokens: sum of lengths */
+    int P;                 /* masked positions (MLM predictions) */
+    int max_len;           /* longest sequence */
+    const int32_t *ids;        /* (T) token ids */
+    const int32_t *types;      /* (T) segment ids 0/1 */
+    const int32_t *cu_seqlens; /* (n + 1) */
+    const int32_t *mlm_rows;   /* (P) token rows (in 0..T) of the masked positions */
+    const int32_t *mlm_labels; /* (P) original token ids */
+    const int32_t *nsp_labels; /* (n) 1: the second segment is random (HF's label convention) */
+} bert_batch;
+
+typedef struct {
+    int gelu_erf;          /* 1: exact erf GELU (kernels); 0: tanh form in the GEMM epilogue */
+    int dropout;           /* 0: no dropout anywhere (the peer comparison) */
+    uint64_t seed;         /* initialisation and dropout masks */
+    int max_tokens;        /* activations sized for this many tokens per micro-batch */
+    int max_seqs;          /* ... sequences */
+    int max_preds;         /* ... masked positions */
+} bert_options;
+
+/* Timing hook: the trainer's tracer; called around every operator when set (else no-op). */
+typedef struct {
+    void (*begin)(void *ctx, int op, int layer, cudaStream_t s);
+    void (*end)(void *ctx, int op, int layer, cudaStream_t s);
+    void *ctx;
+} bert_hooks;
+
+typedef struct bert bert;
+
+/* Allocates everything on the current device and initialises the weights (truncated normal of
+ * std init_range within 2 std, LayerNorm gamma 1 beta 0, biases 0, padded vocab rows 0).
+ * Returns NULL with a message in err (e.g. out of device memory, with the sizes). */
+bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err);
+void bert_free(bert *b);
+
+const model_cfg *bert_cfg(const bert *b);
+int bert_tensor_count(const bert *b);
+const bert_tensor *bert_tensor_at(const bert *b, int i);
+int64_t bert_param_count(const bert *b);   /* elements of the flat buffers (with padding) */
+size_t bert_device_bytes(const bert *b);   /* parameters + optimizer + activations */
+float *bert_master(bert *b);               /* (N) fp32, device */
+float *bert_grad(bert *b);                 /* (N) fp32, device */
+bf16 *bert_work(bert *b);                  /* (N) bf16, device: what the forward uses */
+float *bert_lamb_m(bert *b);               /* (N) fp32, device */
+float *bert_lamb_v(bert *b);               /* (N) fp32, device */
+void bert_set_hooks(bert *b, const bert_hooks *h);
+/* Dropout on (1, the default when the options ask for it) or off (0: evaluation). */
+void bert_set_dropout(bert *b, int on);
+
+/* Refreshes the bf16 working copy from the fp32 master (after loading a checkpoint). */
+void bert_sync_work(bert *b, cudaStream_t s);
+
+/* Copies a micro-batch to the device (through pinned staging) on stream s. EINVAL if it exceeds
+ * the sizes the activations were made for or is malformed. */
+int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);
+
+/* Forward of the uploaded micro-batch up to the losses. step seeds the dropout masks. */
+void bert_forward(bert *b, uint64_t step, cudaStream_t s);
+/* Backward, accumulating into the gradient buffer. mlm_scale = 1 / predictions of the global
+ * batch, nsp_scale = 1 / sequences of the global batch. */
+void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s);
+
+/* Sums over the uploaded micro-batch since the last bert_stats_reset: MLM loss sum, NSP loss sum,
+ * correct MLM predictions, NSP correct (device accumulators; read synchronises the stream). */
+void bert_stats_reset(bert *b, cudaStream_t s);
+void bert_stats_read(bert *b, double *mlm_loss_sum, double *nsp_loss_sum, double *mlm_correct,
+                     double *nsp_correct, cudaStream_t s);
+
+void bert_grad_zero(bert *b, cudaStream_t s);
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, max_grad_norm;
+    int step; /* 1-based */
+} bert_lamb_hparams;
+
+/* One LAMB step over all tensors; returns nothing, grad_norm (device) is kept for bert_grad_norm. */
+void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s);
+float bert_grad_norm(bert *b, cudaStream_t s); /* global gradient norm of the last step (syncs) */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,70 @@
+/* dump.c — named tensors to a binary file for the peer comparison (see dump.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "gpu/dump.h"
+
+int dump_open(dump_file *d, const char *path, unpad_err *err)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", path);
+    d->f = fopen(path, "wb");
+    if (!d->f)
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    uint32_t hdr[2] = {1, 0};
+    fwrite("UNPADDMP", 1, 8, d->f);
+    fwrite(hdr, 4, 2, d->f);
+    return UNPAD_OK;
+}
+
+void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t *dims, const void *data)
+{
+    uint32_t nl = (uint32_t)strlen(name), dt = (uint32_t)dtype, nd = (uint32_t)ndim;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= dims[i];
+    fwrite(&nl, 4, 1, d->f);
+    fwrite(name, 1, nl, d->f);
+    fwrite(&dt, 4, 1, d->f);
+    fwrite(&nd, 4, 1, d->f);
+    fwrite(dims, 8, (size_t)ndim, d->f);
+    fwrite(data, 4, (size_t)n, d->f);
+    d->count++;
+}
+
+int dump_close(dump_file *d, unpad_err *err)
+{
+    int ok = fseek(d->f, 12, SEEK_SET) == 0 && fwrite(&d->count, 4, 1, d->f) == 1;
+    ok = (fclose(d->f) == 0) && ok;
+    d->f = NULL;
+    return ok ? UNPAD_OK : unpad_fail(err, UNPAD_EIO, d->path, 0, "write failed");
+}
+
+void dump_params(dump_file *d, bert *b, int which)
+{
+    int64_t N = bert_param_count(b);
+    float *all = malloc((size_t)N * 4);
+    if (!all) {
+        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+        exit(EXIT_FAILURE);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    if (which == 1) {
+        cudaCheck(cudaMemcpy(all, bert_grad(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
+    } else {
+        bf16 *w = (bf16 *)all + N; /* the upper half, converted in place from the front */
+        cudaCheck(cudaMemcpy(w, bert_work(b), (size_t)N * 2, cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < N; i++)
+            all[i] = bf16_to_float(w[i]);
+    }
+    for (int i = 0; i < bert_tensor_count(b); i++) {
+        const bert_tensor *t = bert_tensor_at(b, i);
+        int64_t dims[2] = {t->hf_rows, t->cols};
+        dump_add(d, t->name, 0, t->cols > 1 ? 2 : 1, dims, all + t->offset);
+    }
+    free(all);
+}

@@ -1,0 +1,35 @@
+/* dump.h — named tensors to a simple binary file for the peer comparison (tests/gpu/compare_hf.py):
+ *   magic "UNPADDMP", u32 version 1, u32 count, then per tensor
+ *   u32 name bytes, name (no NUL), u32 dtype (0 fp32, 1 int32), u32 ndim, i64 dims[ndim], data.
+ * Parameters are written in Hugging Face's shapes (the padded vocabulary rows left out). */
+#ifndef UNPAD_DUMP_H
+#define UNPAD_DUMP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gpu/bert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    FILE *f;
+    uint32_t count;
+    char path[4096];
+} dump_file;
+
+int dump_open(dump_file *d, const char *path, unpad_err *err);
+void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t *dims, const void *data);
+int dump_close(dump_file *d, unpad_err *err);
+
+/* Every parameter tensor of b: the bf16 working copy (what the forward used) as fp32 (which = 0),
+ * or the fp32 gradient (which = 1). */
+void dump_params(dump_file *d, bert *b, int which);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

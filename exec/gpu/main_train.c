@@ -1,0 +1,549 @@
+/* main_train.c — `unpad-train`: unpadded BERT pre-training on one GPU (issue 5), with virtual ranks
+ * (micro-batches with gradient accumulation, each timed as if it were its own GPU), checkpoints
+ * that resume exactly, per-operator traces, evaluation, and tensor dumps for the peer comparison. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "dist.h"
+#include "gpu/bert.h"
+#include "gpu/ckpt.h"
+#include "gpu/dump.h"
+#include "gpu/optrace.h"
+#include "gpu/source.h"
+#include "model.h"
+#include "ops.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: unpad-train --model F (--data F | --synthetic) --batch B --steps N [options]\n"
+            "  --model F          model config (models/bert-large.cfg, ...)\n"
+            "  --data F           shard file or folder made by unpad-data\n"
+            "  --synthetic        random tokens, lengths drawn from --dist\n"
+            "  --dist F           length distribution for --synthetic (default models/dists/wiki512.csv)\n"
+            "  --batch B          sequences per (virtual) rank and step\n"
+            "  --steps N          total steps of the schedule\n"
+            "  --lr X             peak learning rate (4.25e-4)\n"
+            "  --warmup-steps K   linear warm-up steps (0), then polynomial decay (power 1) to 0\n"
+            "  --weight-decay X   LAMB decoupled weight decay (0.01)\n"
+            "  --max-grad-norm X  global gradient clipping norm (1.0)\n"
+            "  --seed S           initialisation, data order and dropout (1)\n"
+            "  --no-dropout       no dropout (the peer comparison)\n"
+            "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
+            "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
+            "  --log-every k      progress line every k steps (10)\n"
+            "  --eval F           held-out shard; --eval-every k (0: at the end only), --eval-batches n (20)\n"
+            "  --save DIR         checkpoint every --save-every k steps (0: at the end only) and at the end\n"
+            "  --resume DIR       continue from DIR/ckpt.bin (same model, batch and seed)\n"
+            "  --trace F          per-operator trace rows (CSV); --trace-json F: Chrome trace events\n"
+            "  --trace-steps a:b  steps traced (default all when tracing)\n"
+            "  --hw F             hardware spec naming the trace rows (models/hw/h200-sxm.cfg)\n"
+            "  --dump-weights F   the weights before step 1 (bf16 values, fp32 file)\n"
+            "  --dump-grads F     the gradients, batch and losses of the first step\n"
+            "  --fp32             (not available: the FMHA and memory-bound kernels are bf16 only)\n");
+}
+
+typedef struct {
+    const char *model, *data, *dist, *eval, *save, *resume, *trace, *trace_json, *hw;
+    const char *dump_w, *dump_g;
+    int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
+    int no_dropout, gelu_erf, trace_a, trace_b;
+    double lr, wd, max_norm;
+    long seed;
+} train_args;
+
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out)
+{
+    long x;
+    if (unpad_parse_long(v, &x) || x < lo || x > hi) {
+        fprintf(stderr, "unpad-train: %s: '%s' is not an integer in [%ld, %ld]\n", flag, v, lo, hi);
+        return 1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int arg_double(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    double x;
+    if (unpad_parse_double(v, &x) || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "unpad-train: %s: '%s' is not a number in [%g, %g]\n", flag, v, lo, hi);
+        return 1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, train_args *a)
+{
+    enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
+           O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
+           O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_HELP };
+    static const struct option opts[] = {
+        {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
+        {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
+        {"warmup-steps", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"max-grad-norm", 1, 0, O_NORM},
+        {"seed", 1, 0, O_SEED}, {"no-dropout", 0, 0, O_NODROP}, {"gelu", 1, 0, O_GELU},
+        {"virtual-ranks", 1, 0, O_VR}, {"log-every", 1, 0, O_LOG}, {"eval", 1, 0, O_EVAL},
+        {"eval-every", 1, 0, O_EVERY}, {"eval-batches", 1, 0, O_EBATCH}, {"save", 1, 0, O_SAVE},
+        {"save-every", 1, 0, O_SEVERY}, {"resume", 1, 0, O_RESUME}, {"trace", 1, 0, O_TRACE},
+        {"trace-json", 1, 0, O_TJSON}, {"trace-steps", 1, 0, O_TSTEPS}, {"hw", 1, 0, O_HW},
+        {"dump-weights", 1, 0, O_DW}, {"dump-grads", 1, 0, O_DG}, {"fp32", 0, 0, O_FP32},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->lr = 4.25e-4;
+    a->wd = 0.01;
+    a->max_norm = 1.0;
+    a->seed = 1;
+    a->vranks = 1;
+    a->log_every = 10;
+    a->eval_batches = 20;
+    a->trace_a = 1;
+    a->trace_b = 1 << 30;
+    a->hw = "models/hw/h200-sxm.cfg";
+    int c, bad = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_MODEL: a->model = optarg; break;
+        case O_DATA: a->data = optarg; break;
+        case O_SYN: a->synthetic = 1; break;
+        case O_DIST: a->dist = optarg; break;
+        case O_BATCH: bad |= arg_int("--batch", optarg, 1, 65535, &a->batch); break;
+        case O_STEPS: bad |= arg_int("--steps", optarg, 1, 1000000000, &a->steps); break;
+        case O_LR: bad |= arg_double("--lr", optarg, 0, 1, &a->lr); break;
+        case O_WARM: bad |= arg_int("--warmup-steps", optarg, 0, 1000000000, &a->warmup); break;
+        case O_WD: bad |= arg_double("--weight-decay", optarg, 0, 1, &a->wd); break;
+        case O_NORM: bad |= arg_double("--max-grad-norm", optarg, 1e-6, 1e9, &a->max_norm); break;
+        case O_SEED: {
+            int s;
+            bad |= arg_int("--seed", optarg, 0, 2147483647, &s);
+            a->seed = s;
+            break;
+        }
+        case O_NODROP: a->no_dropout = 1; break;
+        case O_GELU:
+            if (!strcmp(optarg, "erf"))
+                a->gelu_erf = 1;
+            else if (strcmp(optarg, "tanh")) {
+                fprintf(stderr, "unpad-train: --gelu: '%s' is neither tanh nor erf\n", optarg);
+                bad = 1;
+            }
+            break;
+        case O_VR: bad |= arg_int("--virtual-ranks", optarg, 1, 1024, &a->vranks); break;
+        case O_LOG: bad |= arg_int("--log-every", optarg, 1, 1000000000, &a->log_every); break;
+        case O_EVAL: a->eval = optarg; break;
+        case O_EVERY: bad |= arg_int("--eval-every", optarg, 0, 1000000000, &a->eval_every); break;
+        case O_EBATCH: bad |= arg_int("--eval-batches", optarg, 1, 1000000, &a->eval_batches); break;
+        case O_SAVE: a->save = optarg; break;
+        case O_SEVERY: bad |= arg_int("--save-every", optarg, 0, 1000000000, &a->save_every); break;
+        case O_RESUME: a->resume = optarg; break;
+        case O_TRACE: a->trace = optarg; break;
+        case O_TJSON: a->trace_json = optarg; break;
+        case O_TSTEPS:
+            if (sscanf(optarg, "%d:%d", &a->trace_a, &a->trace_b) != 2 || a->trace_a < 1 ||
+                a->trace_b < a->trace_a) {
+                fprintf(stderr, "unpad-train: --trace-steps: '%s' is not FIRST:LAST (1 <= FIRST <= LAST)\n",
+                        optarg);
+                bad = 1;
+            }
+            break;
+        case O_HW: a->hw = optarg; break;
+        case O_DW: a->dump_w = optarg; break;
+        case O_DG: a->dump_g = optarg; break;
+        case O_FP32:
+            fprintf(stderr, "unpad-train: --fp32 is not available: the FMHA and the memory-bound kernels "
+                            "are bf16 only (the peer comparison uses bf16 bounds)\n");
+            return 1;
+        case O_HELP: usage(stdout); exit(0);
+        default: usage(stderr); return 1;
+        }
+    }
+    if (bad)
+        return 1;
+    if (optind < argc) {
+        fprintf(stderr, "unpad-train: unexpected argument '%s'\n", argv[optind]);
+        return 1;
+    }
+    if (!a->model || (!a->data && !a->synthetic) || (a->data && a->synthetic) || !a->batch || !a->steps) {
+        fprintf(stderr, "unpad-train: --model, one of --data / --synthetic, --batch and --steps are needed\n");
+        usage(stderr);
+        return 1;
+    }
+    if (a->dump_g && a->vranks != 1) {
+        fprintf(stderr, "unpad-train: --dump-grads needs --virtual-ranks 1\n");
+        return 1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* MLPerf BERT schedule: linear warm-up, then polynomial decay (power 1) towards 0 at `steps`. */
+static double lr_at(const train_args *a, int step)
+{
+    if (a->warmup > 0 && step <= a->warmup)
+        return a->lr * step / a->warmup;
+    double frac = (double)(step - 1 - a->warmup) / (double)(a->steps - a->warmup);
+    return a->lr * (1.0 - (frac < 0 ? 0 : frac > 1 ? 1 : frac));
+}
+
+static void batch_view(const shard_batch *sb, bert_batch *bb)
+{
+    bb->n = sb->n;
+    bb->T = (int)sb->T;
+    bb->P = (int)sb->P;
+    bb->max_len = sb->max_seqlen;
+    bb->ids = sb->tokens;
+    bb->types = sb->segments;
+    bb->cu_seqlens = sb->cu_seqlens;
+    bb->mlm_rows = sb->mpos;
+    bb->mlm_labels = sb->mlabels;
+    bb->nsp_labels = sb->nsp;
+}
+
+static void batch_lengths(const shard_batch *sb, int *len)
+{
+    for (int i = 0; i < sb->n; i++)
+        len[i] = sb->cu_seqlens[i + 1] - sb->cu_seqlens[i];
+}
+
+static int fail(const char *what, const unpad_err *err)
+{
+    fprintf(stderr, "unpad-train: %s%s%s\n", what ? what : "", what ? ": " : "", err->msg);
+    return 1;
+}
+
+/* MLM accuracy and loss over n batches of an evaluation source, dropout off. */
+static void evaluate(bert *b, batch_source *src, int nb, int B, shard_batch *sb, cudaStream_t s,
+                     double *acc, double *loss)
+{
+    double tot_l = 0, tot_c = 0, tot_p = 0;
+    unpad_err err = {0};
+    bert_set_dropout(b, 0);
+    long n = source_samples(src);
+    for (int i = 0; i < nb; i++) {
+        if (n > 0 && (int64_t)i * B >= n)
+            break;
+        if (source_get(src, (int64_t)i * B, B, sb, &err)) {
+            fprintf(stderr, "unpad-train: evaluation data: %s\n", err.msg);
+            exit(EXIT_FAILURE);
+        }
+        bert_batch bb;
+        batch_view(sb, &bb);
+        if (bert_batch_upload(b, &bb, s, &err)) {
+            fprintf(stderr, "unpad-train: evaluation batch: %s\n", err.msg);
+            exit(EXIT_FAILURE);
+        }
+        bert_stats_reset(b, s);
+        bert_forward(b, 0, s);
+        double ml, nl, mc, nc;
+        bert_stats_read(b, &ml, &nl, &mc, &nc, s);
+        tot_l += ml;
+        tot_c += mc;
+        tot_p += bb.P;
+    }
+    bert_set_dropout(b, 1);
+    *acc = tot_p > 0 ? tot_c / tot_p : 0;
+    *loss = tot_p > 0 ? tot_l / tot_p : 0;
+}
+
+int main(int argc, char **argv)
+{
+    train_args a;
+    if (parse_args(argc, argv, &a))
+        return 2;
+    unpad_err err = {0};
+    model_cfg cfg;
+    hw_spec hw;
+    if (model_load(a.model, &cfg, &err))
+        return fail(NULL, &err);
+    if (hw_load(a.hw, &hw, &err))
+        return fail(NULL, &err);
+
+    unpad_dist dist = {0};
+    batch_source *src = NULL, *evsrc = NULL;
+    if (a.synthetic) {
+        if (dist_load(a.dist ? a.dist : dist_default_path(), &dist, &err))
+            return fail(NULL, &err);
+        if (source_synthetic(&cfg, &dist, (uint64_t)a.seed, &src, &err))
+            return fail(NULL, &err);
+    } else if (source_shard(&cfg, a.data, (uint64_t)a.seed, &src, &err)) {
+        return fail("training data", &err);
+    }
+    if (a.eval && source_shard(&cfg, a.eval, 0, &evsrc, &err))
+        return fail("evaluation data", &err);
+
+    int K = a.vranks, B = a.batch;
+    int max_len = source_max_len(src);
+    if (evsrc && source_max_len(evsrc) > max_len)
+        max_len = source_max_len(evsrc);
+    bert_options opt = {.gelu_erf = a.gelu_erf, .dropout = !a.no_dropout, .seed = (uint64_t)a.seed,
+                        .max_tokens = B * max_len, .max_seqs = B,
+                        .max_preds = B * cfg.max_predictions};
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    bert *b = bert_create(&cfg, &opt, &err);
+    if (!b)
+        return fail(NULL, &err);
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s\n", cfg.name, cfg.layers,
+           cfg.hidden, (long long)model_param_count(&cfg), prop.name);
+    printf("  data %s\n", source_describe(src));
+    printf("  batch %d x %d virtual rank%s = %d sequences/step, %d steps, lr %.3g (warm-up %d, poly 1), "
+           "wd %.3g, dropout %s, GELU %s\n",
+           B, K, K == 1 ? "" : "s", B * K, a.steps, a.lr, a.warmup, a.wd, a.no_dropout ? "off" : "on",
+           a.gelu_erf ? "erf" : "tanh");
+    printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch)\n",
+           bert_device_bytes(b) / 1073741824.0, opt.max_tokens);
+
+    ckpt_state st = {.step = 0, .data_pos = 0, .seed = (uint64_t)a.seed, .batch = B, .ranks = K};
+    if (a.resume) {
+        ckpt_state got;
+        if (ckpt_load(a.resume, b, &got, &err))
+            return fail("resume", &err);
+        if (got.seed != (uint64_t)a.seed || got.batch != B || got.ranks != K) {
+            fprintf(stderr, "unpad-train: resume: %s/ckpt.bin was made with --seed %llu --batch %d "
+                            "--virtual-ranks %d; give the same to continue exactly\n",
+                    a.resume, (unsigned long long)got.seed, got.batch, got.ranks);
+            return 1;
+        }
+        st = got;
+        printf("  resumed from %s/ckpt.bin at step %lld (data position %lld)\n", a.resume,
+               (long long)st.step, (long long)st.data_pos);
+    }
+
+    FILE *tcsv = NULL, *tjson = NULL;
+    optrace *tr = NULL;
+    if (a.trace && !(tcsv = fopen(a.trace, "w"))) {
+        perror(a.trace);
+        return 1;
+    }
+    if (a.trace_json && !(tjson = fopen(a.trace_json, "w"))) {
+        perror(a.trace_json);
+        return 1;
+    }
+    if (tcsv || tjson)
+        tr = optrace_create(hw.name, &cfg, tcsv, tjson);
+
+    /* two sets of K micro-batches: the next step's are read while the GPU runs this one's */
+    shard_batch *bufs = calloc(2 * (size_t)K, sizeof *bufs);
+    int *lens = malloc((size_t)B * sizeof *lens);
+    for (int r = 0; r < 2 * K; r++)
+        if (shard_batch_alloc(&bufs[r], B, (long)B * max_len, (long)B * cfg.max_predictions)) {
+            fprintf(stderr, "unpad-train: out of host memory for the batches\n");
+            return 1;
+        }
+    int cur = 0, have_next = 0;
+
+    cudaEvent_t ev0, ev1;
+    cudaCheck(cudaEventCreate(&ev0));
+    cudaCheck(cudaEventCreate(&ev1));
+    double win_t0 = now_s(), win_samples = 0, win_flops = 0, win_loss = 0, win_mlm = 0, win_nsp = 0;
+    double win_acc_c = 0, win_acc_p = 0, tot_time = 0, tot_samples = 0, tot_flops = 0, first_loss = -1;
+    double last_loss = 0, last_acc = 0, *rank_us = calloc((size_t)K, sizeof *rank_us);
+    int win_steps = 0, steps_run = 0;
+    double t_start = now_s();
+
+    for (int step = (int)st.step + 1; step <= a.steps; step++) {
+        double t_step = now_s();
+        int tracing = tr && step >= a.trace_a && step <= a.trace_b;
+        /* the global batch: K micro-batches from the sample stream */
+        shard_batch *mb = bufs + (size_t)cur * K;
+        if (!have_next)
+            for (int r = 0; r < K; r++)
+                if (source_get(src, st.data_pos + (int64_t)r * B, B, &mb[r], &err))
+                    return fail("data", &err);
+        long Ptot = 0, Ntot = 0;
+        double flops = 0;
+        for (int r = 0; r < K; r++) {
+            Ptot += mb[r].P;
+            Ntot += mb[r].n;
+            batch_lengths(&mb[r], lens);
+            flops += ops_model_flops(&cfg, lens, mb[r].n);
+        }
+        bert_set_hooks(b, NULL);
+        if (tracing) {
+            optrace_step_begin(tr, step, s);
+            bert_hooks h = optrace_hooks(tr);
+            bert_set_hooks(b, &h);
+        }
+        cudaCheck(cudaEventRecord(ev0, s));
+        bert_grad_zero(b, s);
+        bert_stats_reset(b, s);
+        for (int r = 0; r < K; r++) {
+            bert_batch bb;
+            batch_view(&mb[r], &bb);
+            if (bert_batch_upload(b, &bb, s, &err))
+                return fail("batch", &err);
+            if (tracing) {
+                batch_lengths(&mb[r], lens);
+                optrace_rank_begin(tr, r, K, lens, mb[r].n);
+            }
+            uint64_t dseed = mix64((uint64_t)a.seed * 0x100000001B3ull ^ mix64((uint64_t)step * 4096 + r));
+            bert_forward(b, dseed, s);
+            bert_backward(b, 1.0f / (float)(Ptot > 0 ? Ptot : 1), 1.0f / (float)Ntot, s);
+        }
+        if (step == (int)st.step + 1 && a.dump_w) {
+            /* the weights the first step saw (before its LAMB update) */
+            dump_file d;
+            if (dump_open(&d, a.dump_w, &err))
+                return fail(NULL, &err);
+            dump_params(&d, b, 0);
+            if (dump_close(&d, &err))
+                return fail(NULL, &err);
+        }
+        if (step == (int)st.step + 1 && a.dump_g) {
+            dump_file d;
+            if (dump_open(&d, a.dump_g, &err))
+                return fail(NULL, &err);
+            dump_params(&d, b, 1);
+            double ml, nl, mc, nc;
+            bert_stats_read(b, &ml, &nl, &mc, &nc, s);
+            float losses[4] = {(float)(ml / (Ptot ? Ptot : 1)), (float)(nl / Ntot), (float)mc, (float)nc};
+            int64_t d4 = 4, dT = mb[0].T, dn = mb[0].n, dn1 = mb[0].n + 1, dP = mb[0].P;
+            dump_add(&d, "loss.mlm,loss.nsp,mlm_correct,nsp_correct", 0, 1, &d4, losses);
+            dump_add(&d, "batch.ids", 1, 1, &dT, mb[0].tokens);
+            dump_add(&d, "batch.types", 1, 1, &dT, mb[0].segments);
+            dump_add(&d, "batch.cu_seqlens", 1, 1, &dn1, mb[0].cu_seqlens);
+            dump_add(&d, "batch.mlm_rows", 1, 1, &dP, mb[0].mpos);
+            dump_add(&d, "batch.mlm_labels", 1, 1, &dP, mb[0].mlabels);
+            dump_add(&d, "batch.nsp_labels", 1, 1, &dn, mb[0].nsp);
+            if (dump_close(&d, &err))
+                return fail(NULL, &err);
+            printf("  dumped the gradients and batch of step %d to %s\n", step, a.dump_g);
+        }
+        bert_lamb_hparams hp = {.lr = lr_at(&a, step), .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-6,
+                                .weight_decay = a.wd, .max_grad_norm = a.max_norm, .step = step};
+        if (tracing)
+            optrace_op_begin(tr, OP_LAMB, s);
+        bert_lamb_step(b, &hp, s);
+        if (tracing)
+            optrace_op_end(tr, OP_LAMB, s);
+        cudaCheck(cudaEventRecord(ev1, s));
+        /* read the next step's batches while this one computes */
+        have_next = 0;
+        if (step < a.steps) {
+            shard_batch *nb = bufs + (size_t)(1 - cur) * K;
+            for (int r = 0; r < K; r++)
+                if (source_get(src, st.data_pos + (int64_t)(K + r) * B, B, &nb[r], &err))
+                    return fail("data", &err);
+            have_next = 1;
+        }
+        double ml, nl, mc, nc;
+        bert_stats_read(b, &ml, &nl, &mc, &nc, s); /* synchronises */
+        if (tracing)
+            optrace_step_end(tr, rank_us, K);
+        double mlm = ml / (Ptot ? Ptot : 1), nsp = nl / Ntot, loss = mlm + nsp;
+        if (!isfinite(loss)) {
+            fprintf(stderr, "unpad-train: step %d: the loss is %g (diverged); stopping\n", step, loss);
+            return 1;
+        }
+        if (first_loss < 0)
+            first_loss = loss;
+        last_loss = loss;
+        last_acc = Ptot ? mc / Ptot : 0;
+        st.step = step;
+        st.data_pos += (int64_t)K * B;
+        cur = have_next ? 1 - cur : cur;
+        steps_run++;
+        /* the first step (plans, warm-up) is left out of the throughput; wall time per step */
+        if (steps_run > 1) {
+            tot_time += now_s() - t_step;
+            tot_samples += Ntot;
+            tot_flops += flops;
+        }
+        win_steps++;
+        win_samples += Ntot;
+        win_flops += flops;
+        win_loss += loss;
+        win_mlm += mlm;
+        win_nsp += nsp;
+        win_acc_c += mc;
+        win_acc_p += Ptot;
+        if (step % a.log_every == 0 || step == a.steps) {
+            double dt = now_s() - win_t0;
+            printf("step %6d | loss %.4f (mlm %.4f nsp %.4f) | mlm acc %.4f | lr %.3e | %8.1f samples/s | "
+                   "%6.1f TFLOP/s | %.1f ms/step",
+                   step, win_loss / win_steps, win_mlm / win_steps, win_nsp / win_steps,
+                   win_acc_p ? win_acc_c / win_acc_p : 0, hp.lr, win_samples / dt, win_flops / dt * 1e-12,
+                   1e3 * dt / win_steps);
+            if (tracing && K > 1) {
+                double mx = 0, mean = 0;
+                for (int r = 0; r < K; r++) {
+                    mean += rank_us[r] / K;
+                    mx = rank_us[r] > mx ? rank_us[r] : mx;
+                }
+                printf(" | rank max/mean %.3f", mean > 0 ? mx / mean : 0);
+            }
+            printf("\n");
+            fflush(stdout);
+            win_t0 = now_s();
+            win_steps = 0;
+            win_samples = win_flops = win_loss = win_mlm = win_nsp = win_acc_c = win_acc_p = 0;
+        }
+        if (evsrc && a.eval_every && step % a.eval_every == 0) {
+            double acc, el;
+            evaluate(b, evsrc, a.eval_batches, B, &bufs[(size_t)(1 - cur) * K], s, &acc, &el);
+            printf("eval  %6d | mlm loss %.4f | mlm acc %.4f\n", step, el, acc);
+        }
+        if (a.save && ((a.save_every && step % a.save_every == 0) || step == a.steps)) {
+            if (ckpt_save(a.save, b, &st, &err))
+                return fail("checkpoint", &err);
+            printf("  checkpoint %s/ckpt.bin at step %d\n", a.save, step);
+            fflush(stdout);
+        }
+    }
+    double wall = now_s() - t_start;
+    if (evsrc && !(a.eval_every && a.steps % a.eval_every == 0)) {
+        double acc, el;
+        evaluate(b, evsrc, a.eval_batches, B, &bufs[0], s, &acc, &el);
+        printf("eval  %6d | mlm loss %.4f | mlm acc %.4f\n", a.steps, el, acc);
+    }
+    size_t fr, tot;
+    cudaCheck(cudaMemGetInfo(&fr, &tot));
+    printf("summary: %d steps in %.1f s | loss %.4f -> %.4f | mlm acc %.4f | %.1f samples/s | %.1f model "
+           "TFLOP/s | device memory in use %.2f GiB\n",
+           steps_run, wall, first_loss, last_loss, last_acc, tot_time > 0 ? tot_samples / tot_time : 0,
+           tot_time > 0 ? tot_flops / tot_time * 1e-12 : 0, (tot - fr) / 1073741824.0);
+
+    optrace_free(tr);
+    if (tcsv)
+        fclose(tcsv);
+    if (tjson)
+        fclose(tjson);
+    for (int r = 0; r < 2 * K; r++)
+        shard_batch_free(&bufs[r]);
+    free(bufs);
+    free(lens);
+    free(rank_us);
+    source_free(src);
+    source_free(evsrc);
+    dist_free(&dist);
+    bert_free(b);
+    cudaCheck(cudaStreamDestroy(s));
+    return 0;
+}
