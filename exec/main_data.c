@@ -1,0 +1,460 @@
+/* main_data.c — `unpad-data`: plain text -> shards of BERT pre-training samples, synthetic shards
+ * from a length distribution, and a look inside a shard. */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "dist.h"
+#include "pretrain.h"
+#include "shard.h"
+#include "wordpiece.h"
+
+static const char *prog = "unpad-data";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: unpad-data --vocab F --input F [F...] --out DIR|FILE [options]   text -> shards\n"
+            "       unpad-data --synthetic --dist F --samples N --out DIR|FILE [options]\n"
+            "       unpad-data --inspect DIR|FILE [--vocab F] [--show N] [--hist CSV]\n"
+            "text:\n"
+            "  --vocab F            WordPiece vocabulary, one token per line (BERT uncased)\n"
+            "  --input F            text file; repeat, or list more files after it. WikiText (first\n"
+            "                       line ' = Title = ') or one sentence per line with blank lines\n"
+            "                       between documents; --format auto|wikitext|lines (default auto)\n"
+            "  --dupe N             passes over the text, fresh pairs and masks each (default 1)\n"
+            "  --short-seq-prob P   share of documents cut to a random shorter target (default 0.1)\n"
+            "  --shuffle-buffer N   samples held to shuffle the output (default 10000; 0 = none)\n"
+            "synthetic:\n"
+            "  --synthetic          random ordinary tokens, lengths drawn from --dist\n"
+            "  --dist F             length,count CSV or one length per line (e.g. models/dists/wiki512.csv)\n"
+            "  --samples N          how many samples\n"
+            "  --vocab-size N       ids in BERT's layout when no --vocab is given (default 30522)\n"
+            "both:\n"
+            "  --out FILE|DIR       one shard file, or a folder of shard-NNNNN.bin files (a folder when\n"
+            "                       it exists, ends in '/', or --samples-per-shard is given)\n"
+            "  --samples-per-shard N  samples per file in a folder (default 65536)\n"
+            "  --force              replace the shard-*.bin files already in the folder\n"
+            "  --max-len N          tokens per sample, [CLS]/[SEP] included (default 512)\n"
+            "  --max-pred N         masked positions per sample at most (default 76)\n"
+            "  --masked-prob P      share of tokens masked (default 0.15)\n"
+            "  --seed S             the same seed makes the same shards (default 12345)\n"
+            "inspect:\n"
+            "  --inspect F          print the header, length statistics and the first samples\n"
+            "  --show N             samples to print (default 3)\n"
+            "  --hist CSV           write the length histogram (length,count; `unpad stats --dist`)\n");
+}
+
+static int bad_flag(const char *flag, const char *val, const char *want)
+{
+    fprintf(stderr, "%s: %s '%s': expected %s\n", prog, flag, val, want);
+    return 2;
+}
+
+static int flag_long(const char *flag, const char *val, long lo, long hi, long *out)
+{
+    long v;
+    char want[96];
+    snprintf(want, sizeof want, "an integer in %ld..%ld", lo, hi);
+    if (unpad_parse_long(val, &v) || v < lo || v > hi)
+        return bad_flag(flag, val, want);
+    *out = v;
+    return 0;
+}
+
+static int flag_prob(const char *flag, const char *val, double *out)
+{
+    double v;
+    if (unpad_parse_double(val, &v) || v < 0 || v > 1)
+        return bad_flag(flag, val, "a probability in [0, 1]");
+    *out = v;
+    return 0;
+}
+
+static int fail(const unpad_err *e)
+{
+    fprintf(stderr, "%s: %s\n", prog, e->msg);
+    return 1;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- output: one file or a folder of shards --------------------------------------------------- */
+
+typedef struct {
+    const char *out;
+    int folder;
+    long per_shard;
+    int max_len, max_pred, vocab_size;
+    uint64_t seed;
+    uint32_t flags;
+    shard_writer *w;
+    int files;
+    long samples, tokens, masked, random_next;
+} sink;
+
+static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
+{
+    sink *k = ctx;
+    int rc;
+    if (!k->w) {
+        char path[4096];
+        if (k->folder)
+            snprintf(path, sizeof path, "%s/shard-%05d.bin", k->out, k->files);
+        else
+            snprintf(path, sizeof path, "%s", k->out);
+        if ((rc = shard_writer_open(path, k->max_len, k->max_pred, k->vocab_size, k->seed, k->flags,
+                                    &k->w, err)))
+            return rc;
+    }
+    if ((rc = shard_writer_add(k->w, s, err)))
+        return rc;
+    k->samples++;
+    k->tokens += s->len;
+    k->masked += s->n_pred;
+    k->random_next += s->nsp;
+    if (k->folder && (long)shard_writer_count(k->w) == k->per_shard) {
+        shard_writer *w = k->w;
+        k->w = NULL;
+        if ((rc = shard_writer_close(w, err)))
+            return rc;
+        k->files++;
+    }
+    return UNPAD_OK;
+}
+
+static int sink_finish(sink *k, int rc, unpad_err *err)
+{
+    if (!k->w)
+        return rc;
+    if (rc) {
+        shard_writer_abort(k->w);
+    } else {
+        rc = shard_writer_close(k->w, err);
+        k->files += rc == UNPAD_OK;
+    }
+    k->w = NULL;
+    return rc;
+}
+
+/* Makes the folder; with force, removes its shard-*.bin files, else refuses a folder that has any. */
+static int prepare_folder(const char *dir, int force, unpad_err *err)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return unpad_fail(err, UNPAD_EIO, dir, 0, "cannot make the folder: %s", strerror(errno));
+    DIR *d = opendir(dir);
+    if (!d)
+        return unpad_fail(err, UNPAD_EIO, dir, 0, "cannot open the folder: %s", strerror(errno));
+    struct dirent *de;
+    int rc = UNPAD_OK;
+    while ((de = readdir(d)) && !rc) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".bin") != 0)
+            continue;
+        if (!force) {
+            rc = unpad_fail(err, UNPAD_EINVAL, dir, 0,
+                            "the folder already holds shards (%s); remove them, choose another "
+                            "folder, or add --force to replace them", de->d_name);
+        } else if (strncmp(de->d_name, "shard-", 6) == 0) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            if (remove(p))
+                rc = unpad_fail(err, UNPAD_EIO, p, 0, "cannot remove: %s", strerror(errno));
+        } else {
+            rc = unpad_fail(err, UNPAD_EINVAL, dir, 0,
+                            "the folder holds %s, which is not ours to replace; a reader would mix "
+                            "it in", de->d_name);
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static void print_summary(const sink *k, double secs)
+{
+    printf("wrote %ld samples, %ld tokens (mean %.1f), %ld masked (%.2f per sample), %.1f%% random "
+           "next, to %s (%d file%s) in %.2f s\n",
+           k->samples, k->tokens, k->samples ? (double)k->tokens / (double)k->samples : 0.0,
+           k->masked, k->samples ? (double)k->masked / (double)k->samples : 0.0,
+           k->samples ? 100.0 * (double)k->random_next / (double)k->samples : 0.0, k->out,
+           k->files, k->files == 1 ? "" : "s", secs);
+}
+
+/* ---- inspect ---------------------------------------------------------------------------------- */
+
+static void print_ids(const wordpiece_vocab *v, const int32_t *ids, int n)
+{
+    if (v) {
+        size_t need = wordpiece_decode(v, ids, n, NULL, 0);
+        char *buf = malloc(need + 1);
+        if (buf) {
+            wordpiece_decode(v, ids, n, buf, need + 1);
+            printf("%s", buf);
+            free(buf);
+        }
+        return;
+    }
+    for (int k = 0; k < n; k++)
+        printf("%s%d", k ? " " : "", (int)ids[k]);
+}
+
+static int inspect(const char *path, const char *vocab_path, long show, const char *hist_path)
+{
+    unpad_err err = {0};
+    wordpiece_vocab *v = NULL;
+    shard *s = NULL;
+    if (vocab_path && wordpiece_vocab_load(vocab_path, &v, &err))
+        return fail(&err);
+    if (shard_open(path, &s, &err)) {
+        wordpiece_vocab_free(v);
+        return fail(&err);
+    }
+    const shard_info *in = shard_get_info(s);
+    long n = shard_count(s);
+    const int *len = shard_lengths(s);
+    int lmin = n ? len[0] : 0, lmax = 0;
+    long nsp1 = 0;
+    shard_sample smp;
+    int rc = shard_sample_alloc(&smp, (int)in->max_len, (int)in->max_pred);
+    for (long i = 0; i < n; i++) {
+        lmin = len[i] < lmin ? len[i] : lmin;
+        lmax = len[i] > lmax ? len[i] : lmax;
+    }
+    printf("shard        %s (%d file%s)\n", path, in->n_files, in->n_files == 1 ? "" : "s");
+    printf("format       version %u, %u-byte token ids, vocabulary %u\n", in->version,
+           in->token_bytes, in->vocab_size);
+    printf("limits       max_len %u, max_pred %u\n", in->max_len, in->max_pred);
+    printf("made         seed %llu, %s\n", (unsigned long long)in->seed,
+           in->flags & SHARD_FLAG_SYNTHETIC ? "synthetic tokens" : "from text");
+    printf("samples      %ld\n", n);
+    printf("tokens       %llu (length mean %.1f, min %d, max %d)\n",
+           (unsigned long long)in->n_tokens, n ? (double)in->n_tokens / (double)n : 0.0, lmin, lmax);
+    printf("masked       %llu (%.2f per sample, %.1f%% of tokens)\n",
+           (unsigned long long)in->n_masked, n ? (double)in->n_masked / (double)n : 0.0,
+           in->n_tokens ? 100.0 * (double)in->n_masked / (double)in->n_tokens : 0.0);
+    if (v && (uint32_t)wordpiece_vocab_size(v) != in->vocab_size)
+        printf("warning      the vocabulary has %d tokens, the shard was made with %u\n",
+               wordpiece_vocab_size(v), in->vocab_size);
+    for (long i = 0; i < n && rc == UNPAD_OK && i < show; i++) {
+        if ((rc = shard_read(s, i, &smp, &err)))
+            break;
+        nsp1 += smp.nsp;
+        int a = 0;
+        while (a < smp.len && smp.segments[a] == 0)
+            a++;
+        printf("\nsample %ld: %d tokens (segment A %d, B %d), nsp %d (%s), %d masked\n  ", i,
+               smp.len, a, smp.len - a, smp.nsp, smp.nsp ? "B is random" : "B follows A",
+               smp.n_pred);
+        print_ids(v, smp.tokens, smp.len);
+        printf("\n  masked:");
+        for (int k = 0; k < smp.n_pred; k++) {
+            printf(" %d=", (int)smp.mpos[k]);
+            print_ids(v, &smp.mlabels[k], 1);
+        }
+        printf("\n");
+    }
+    if (rc == UNPAD_OK && hist_path) {
+        FILE *f = fopen(hist_path, "w");
+        long *count = calloc((size_t)in->max_len + 1, sizeof *count);
+        if (!f || !count) {
+            rc = unpad_fail(&err, UNPAD_EIO, hist_path, 0, "cannot write: %s", strerror(errno));
+        } else {
+            for (long i = 0; i < n; i++)
+                count[len[i]]++;
+            fprintf(f, "# lengths of %s (%ld samples)\nlength,count\n", path, n);
+            for (uint32_t l = 1; l <= in->max_len; l++)
+                fprintf(f, "%u,%ld\n", l, count[l]);
+            if (fclose(f))
+                rc = unpad_fail(&err, UNPAD_EIO, hist_path, 0, "cannot write: %s", strerror(errno));
+            f = NULL;
+            if (!rc)
+                printf("\nlength histogram written to %s\n", hist_path);
+        }
+        if (f)
+            fclose(f);
+        free(count);
+    }
+    shard_sample_free(&smp);
+    shard_close(s);
+    wordpiece_vocab_free(v);
+    return rc ? fail(&err) : 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    enum { O_VOCAB = 1000, O_INPUT, O_OUT, O_MAXLEN, O_MAXPRED, O_SEED, O_PER_SHARD, O_SYNTH,
+           O_DIST, O_SAMPLES, O_INSPECT, O_SHOW, O_HIST, O_PROB, O_SHORT, O_DUPE, O_SHUFFLE,
+           O_FORMAT, O_VOCAB_SIZE, O_FORCE, O_HELP };
+    static const struct option opts[] = {
+        {"vocab", required_argument, 0, O_VOCAB}, {"input", required_argument, 0, O_INPUT},
+        {"out", required_argument, 0, O_OUT}, {"max-len", required_argument, 0, O_MAXLEN},
+        {"max-pred", required_argument, 0, O_MAXPRED}, {"seed", required_argument, 0, O_SEED},
+        {"samples-per-shard", required_argument, 0, O_PER_SHARD},
+        {"synthetic", no_argument, 0, O_SYNTH}, {"dist", required_argument, 0, O_DIST},
+        {"samples", required_argument, 0, O_SAMPLES}, {"inspect", required_argument, 0, O_INSPECT},
+        {"show", required_argument, 0, O_SHOW}, {"hist", required_argument, 0, O_HIST},
+        {"masked-prob", required_argument, 0, O_PROB},
+        {"short-seq-prob", required_argument, 0, O_SHORT}, {"dupe", required_argument, 0, O_DUPE},
+        {"shuffle-buffer", required_argument, 0, O_SHUFFLE},
+        {"format", required_argument, 0, O_FORMAT},
+        {"vocab-size", required_argument, 0, O_VOCAB_SIZE}, {"force", no_argument, 0, O_FORCE},
+        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+    const char *vocab_path = NULL, *out = NULL, *dist_path = NULL, *inspect_path = NULL,
+               *hist = NULL;
+    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    int n_inputs = 0, synthetic = 0, force = 0, format = PRETRAIN_TEXT_AUTO, c;
+    long v, samples = -1, per_shard = 0, show = 3, vocab_size = 30522;
+    pretrain_opts o;
+    pretrain_opts_default(&o);
+    if (!inputs)
+        return 1;
+#define TAKE_LONG(flag, lo, hi, dst)                                                               \
+    do {                                                                                           \
+        if (flag_long(flag, optarg, lo, hi, &v)) {                                                 \
+            free(inputs);                                                                          \
+            return 2;                                                                              \
+        }                                                                                          \
+        dst = v;                                                                                   \
+    } while (0)
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_VOCAB: vocab_path = optarg; break;
+        case O_INPUT: inputs[n_inputs++] = optarg; break;
+        case O_OUT: out = optarg; break;
+        case O_MAXLEN: TAKE_LONG("--max-len", 5, SHARD_MAX_LEN, o.max_len); break;
+        case O_MAXPRED: TAKE_LONG("--max-pred", 0, SHARD_MAX_LEN, o.max_pred); break;
+        case O_SEED: TAKE_LONG("--seed", 0, 4294967295L, o.seed); break;
+        case O_PER_SHARD: TAKE_LONG("--samples-per-shard", 1, 1L << 40, per_shard); break;
+        case O_SYNTH: synthetic = 1; break;
+        case O_DIST: dist_path = optarg; break;
+        case O_SAMPLES: TAKE_LONG("--samples", 1, 1L << 40, samples); break;
+        case O_INSPECT: inspect_path = optarg; break;
+        case O_SHOW: TAKE_LONG("--show", 0, 1L << 40, show); break;
+        case O_HIST: hist = optarg; break;
+        case O_DUPE: TAKE_LONG("--dupe", 1, 1000, o.dupe); break;
+        case O_SHUFFLE: TAKE_LONG("--shuffle-buffer", 0, 10000000, o.shuffle_buffer); break;
+        case O_VOCAB_SIZE: TAKE_LONG("--vocab-size", 1001, 1L << 30, vocab_size); break;
+        case O_FORCE: force = 1; break;
+        case O_PROB:
+            if (flag_prob("--masked-prob", optarg, &o.masked_prob))
+                return free(inputs), 2;
+            break;
+        case O_SHORT:
+            if (flag_prob("--short-seq-prob", optarg, &o.short_seq_prob))
+                return free(inputs), 2;
+            break;
+        case O_FORMAT:
+            if (strcmp(optarg, "auto") == 0)
+                format = PRETRAIN_TEXT_AUTO;
+            else if (strcmp(optarg, "wikitext") == 0)
+                format = PRETRAIN_TEXT_WIKITEXT;
+            else if (strcmp(optarg, "lines") == 0)
+                format = PRETRAIN_TEXT_LINES;
+            else
+                return free(inputs), bad_flag("--format", optarg, "auto, wikitext or lines");
+            break;
+        case O_HELP: usage(stdout); free(inputs); return 0;
+        default: usage(stderr); free(inputs); return 2;
+        }
+    }
+    for (int i = optind; i < argc; i++) /* --input a.txt b.txt: the rest are inputs too */
+        inputs[n_inputs++] = argv[i];
+
+    if (inspect_path) {
+        free(inputs);
+        return inspect(inspect_path, vocab_path, show, hist);
+    }
+    const char *missing = !out ? "--out" : synthetic && !dist_path ? "--dist"
+                          : synthetic && samples < 0               ? "--samples"
+                          : !synthetic && !vocab_path              ? "--vocab"
+                          : !synthetic && !n_inputs                ? "--input"
+                                                                   : NULL;
+    if (missing) {
+        fprintf(stderr, "%s: %s is missing (see --help)\n", prog, missing);
+        free(inputs);
+        return 2;
+    }
+    if (synthetic && n_inputs) {
+        fprintf(stderr, "%s: --synthetic makes its own tokens; drop the input '%s'\n", prog,
+                inputs[0]);
+        free(inputs);
+        return 2;
+    }
+    if (o.max_pred > o.max_len) {
+        fprintf(stderr, "%s: --max-pred %d is more than --max-len %d\n", prog, o.max_pred, o.max_len);
+        free(inputs);
+        return 2;
+    }
+
+    unpad_err err = {0};
+    struct stat st;
+    size_t ol = strlen(out);
+    sink k = {0};
+    k.out = out;
+    k.folder = per_shard > 0 || (ol && out[ol - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+    k.per_shard = per_shard > 0 ? per_shard : 65536;
+    k.max_len = o.max_len;
+    k.max_pred = o.max_pred;
+    k.seed = o.seed;
+    k.flags = synthetic ? SHARD_FLAG_SYNTHETIC : 0;
+    char outbuf[4096];
+    if (k.folder && ol > 1 && out[ol - 1] == '/') { /* "dir/" -> "dir" */
+        snprintf(outbuf, sizeof outbuf, "%.*s", (int)(ol - 1), out);
+        k.out = outbuf;
+    }
+    wordpiece_vocab *vocab = NULL;
+    pretrain_masker m = {0};
+    pretrain_corpus *corpus = NULL;
+    unpad_dist d = {0};
+    int rc = UNPAD_OK, have_dist = 0;
+    double t0 = now_s(), t_read = 0;
+    if (vocab_path)
+        rc = wordpiece_vocab_load(vocab_path, &vocab, &err);
+    if (!rc)
+        rc = vocab ? pretrain_masker_from_vocab(vocab, &m, &err)
+                   : pretrain_masker_bert_ids((int32_t)vocab_size, &m, &err);
+    k.vocab_size = m.vocab_size;
+    if (!rc)
+        rc = pretrain_opts_check(&o, &err);
+    if (!rc && k.folder)
+        rc = prepare_folder(k.out, force, &err);
+    if (!rc && synthetic) {
+        rc = dist_load(dist_path, &d, &err);
+        have_dist = rc == UNPAD_OK;
+        if (!rc)
+            rc = pretrain_synthetic(&d, samples, &o, &m, sink_emit, &k, &err);
+    } else if (!rc) {
+        rc = pretrain_corpus_alloc(&corpus, &err);
+        for (int i = 0; i < n_inputs && !rc; i++)
+            rc = pretrain_corpus_add_file(corpus, vocab, inputs[i], format, &err);
+        t_read = now_s() - t0;
+        if (!rc)
+            printf("read %d file%s: %ld documents, %ld sentences, %ld tokens in %.2f s\n", n_inputs,
+                   n_inputs == 1 ? "" : "s", pretrain_corpus_documents(corpus),
+                   pretrain_corpus_sentences(corpus), pretrain_corpus_tokens(corpus), t_read);
+        if (!rc)
+            rc = pretrain_generate(corpus, &o, &m, sink_emit, &k, &err);
+    }
+    rc = sink_finish(&k, rc, &err);
+    if (!rc)
+        print_summary(&k, now_s() - t0);
+    pretrain_corpus_free(corpus);
+    if (have_dist)
+        dist_free(&d);
+    pretrain_masker_free(&m);
+    wordpiece_vocab_free(vocab);
+    free(inputs);
+    return rc ? fail(&err) : 0;
+}
