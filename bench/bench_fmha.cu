@@ -1,0 +1,282 @@
+/* bench_fmha.cu — times the variable-length FMHA (kernels/fmha.cu) on lengths drawn from the
+ * Wikipedia distribution (models/dists/wiki512.csv, fixed seed), 16 heads: median forward,
+ * backward and forward+backward times over CUDA events, achieved TFLOP/s (forward counts
+ * 4 * sum(len^2) * 64 * NH, backward 2.5x that), for every kernel shape, the default shapes with
+ * attention dropout, and the batch split into 3 groups on 3 streams.
+ * Writes the lengths (one per line) for bench/fmha_peer.py and a one-line CSV result:
+ *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "fmha.h"
+extern "C" {
+#include "dist.h" /* a C header without extern "C" guards */
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int n, T, NH, max_len;
+    int32_t *d_cu;
+    bf16 *qkv, *dout, *out, *dqkv;
+    float *lse;
+    void *ws;
+    int *len;
+} problem;
+
+typedef struct {
+    int fwd_shape, bwd_shape, groups; /* groups: 1, or 3 on 3 streams */
+    float p;
+} setup;
+
+static cudaStream_t streams[3];
+
+static void group_bounds(const problem *P, int groups, int *b)
+{
+    b[0] = 0;
+    for (int g = 1; g < groups; g++)
+        b[g] = P->n * g / groups;
+    b[groups] = P->n;
+}
+
+static int group_max(const problem *P, int s0, int s1)
+{
+    int m = 1;
+    for (int s = s0; s < s1; s++)
+        m = P->len[s] > m ? P->len[s] : m;
+    return m;
+}
+
+static void run(const problem *P, const setup *c, int do_fwd, int do_bwd)
+{
+    int b[4];
+    group_bounds(P, c->groups, b);
+    for (int g = 0; g < c->groups; g++) {
+        const int ml = c->groups == 1 ? P->max_len : group_max(P, b[g], b[g + 1]);
+        cudaStream_t st = streams[g];
+        if (do_fwd)
+            fmha_fwd_shape(c->fwd_shape, P->out, P->lse, P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1],
+                           ml, c->p, 1, 2, st);
+        if (do_bwd)
+            fmha_bwd_shape(c->bwd_shape, P->dqkv, P->ws, P->dout, P->out, P->lse, P->qkv, P->d_cu,
+                           P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
+    }
+}
+
+/* Median milliseconds of `reps` timed runs (events on stream 0; other streams joined to it). */
+static float time_ms(const problem *P, const setup *c, int do_fwd, int do_bwd, int reps)
+{
+    cudaEvent_t e0, e1, join[3];
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    for (int g = 0; g < 3; g++)
+        cudaCheck(cudaEventCreateWithFlags(&join[g], cudaEventDisableTiming));
+    float *t = (float *)malloc(sizeof(float) * reps);
+    for (int r = -5; r < reps; r++) {
+        cudaCheck(cudaEventRecord(e0, streams[0]));
+        for (int g = 1; g < c->groups; g++)
+            cudaCheck(cudaStreamWaitEvent(streams[g], e0, 0));
+        run(P, c, do_fwd, do_bwd);
+        for (int g = 1; g < c->groups; g++) {
+            cudaCheck(cudaEventRecord(join[g], streams[g]));
+            cudaCheck(cudaStreamWaitEvent(streams[0], join[g], 0));
+        }
+        cudaCheck(cudaEventRecord(e1, streams[0]));
+        cudaCheck(cudaEventSynchronize(e1));
+        if (r >= 0)
+            cudaCheck(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    qsort(t, reps, sizeof(float), cmp_float);
+    const float med = t[reps / 2];
+    free(t);
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+    for (int g = 0; g < 3; g++)
+        cudaCheck(cudaEventDestroy(join[g]));
+    return med;
+}
+
+static void fill_random_bf16(bf16 *d, size_t n, float scale, unsigned long long seed)
+{
+    bf16 *h = (bf16 *)malloc(n * sizeof(bf16));
+    unsigned long long s = seed;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = float_to_bf16(scale * ((float)((s >> 40) & 0xffffff) / 8388608.0f - 1.0f));
+    }
+    cudaCheck(cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    int n = 56, NH = 16, reps = 30;
+    unsigned long seed = 1;
+    const char *len_path = "fmha_lengths.txt", *res_path = "fmha_result.csv";
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "bench_fmha: %s needs a value\n", argv[i]);
+            return 1;
+        }
+        if (!strcmp(argv[i], "--n"))
+            n = atoi(v);
+        else if (!strcmp(argv[i], "--heads"))
+            NH = atoi(v);
+        else if (!strcmp(argv[i], "--seed"))
+            seed = strtoul(v, NULL, 10);
+        else if (!strcmp(argv[i], "--reps"))
+            reps = atoi(v);
+        else if (!strcmp(argv[i], "--lengths"))
+            len_path = v;
+        else if (!strcmp(argv[i], "--result"))
+            res_path = v;
+        else {
+            fprintf(stderr, "bench_fmha: unknown flag %s\n", argv[i]);
+            return 1;
+        }
+        i++;
+    }
+    if (n < 1 || NH < 1 || reps < 1) {
+        fprintf(stderr, "bench_fmha: --n, --heads and --reps must be >= 1\n");
+        return 1;
+    }
+
+    unpad_dist dist;
+    unpad_err err;
+    memset(&err, 0, sizeof err);
+    dist_sampler *smp;
+    if (dist_load(dist_default_path(), &dist, &err) != UNPAD_OK ||
+        dist_sampler_alloc(&dist, seed, &smp, &err) != UNPAD_OK) {
+        fprintf(stderr, "bench_fmha: %s\n", err.msg);
+        return 1;
+    }
+    problem P;
+    memset(&P, 0, sizeof P);
+    P.n = n;
+    P.NH = NH;
+    P.len = (int *)malloc(sizeof(int) * n);
+    dist_sample(smp, P.len, n);
+    dist_sampler_free(smp);
+    dist_free(&dist);
+    int32_t *cu = (int32_t *)malloc(sizeof(int32_t) * (n + 1));
+    double sum_len2 = 0;
+    cu[0] = 0;
+    for (int i = 0; i < n; i++) {
+        cu[i + 1] = cu[i] + P.len[i];
+        sum_len2 += (double)P.len[i] * P.len[i];
+        P.max_len = P.len[i] > P.max_len ? P.len[i] : P.max_len;
+    }
+    P.T = cu[n];
+    FILE *lf = fopen(len_path, "w");
+    if (!lf) {
+        fprintf(stderr, "bench_fmha: cannot write %s\n", len_path);
+        return 1;
+    }
+    fprintf(lf, "# %d lengths from models/dists/wiki512.csv, seed %lu (bench_fmha)\n", n, seed);
+    for (int i = 0; i < n; i++)
+        fprintf(lf, "%d\n", P.len[i]);
+    fclose(lf);
+
+    const size_t nqkv = (size_t)P.T * 3 * NH * 64, no = (size_t)P.T * NH * 64;
+    cudaCheck(cudaMalloc(&P.d_cu, sizeof(int32_t) * (n + 1)));
+    cudaCheck(cudaMemcpy(P.d_cu, cu, sizeof(int32_t) * (n + 1), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&P.qkv, nqkv * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P.dqkv, nqkv * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P.dout, no * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P.out, no * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P.lse, (size_t)NH * P.T * sizeof(float)));
+    cudaCheck(cudaMalloc(&P.ws, fmha_bwd_workspace_bytes(P.T, NH)));
+    fill_random_bf16(P.qkv, nqkv, 2.0f, 11);
+    fill_random_bf16(P.dout, no, 1.0f, 12);
+    for (int g = 0; g < 3; g++)
+        cudaCheck(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
+
+    const double fwd_flop = 4.0 * sum_len2 * 64 * NH, bwd_flop = 2.5 * fwd_flop;
+    printf("bench_fmha: %d sequences (seed %lu), T = %d, max_len = %d, sum len^2 = %.0f, NH = %d, "
+           "%d reps (median)\n",
+           n, seed, P.T, P.max_len, sum_len2, NH, reps);
+    printf("%-36s %9s %9s %9s %8s %8s %8s\n", "kernel shape", "fwd ms", "bwd ms", "total ms",
+           "fwd TF/s", "bwd TF/s", "tot TF/s");
+
+    /* Every forward shape with backward shape 0, then every backward shape with forward shape 0. */
+    int best_f = 0, best_b = 0;
+    float best_ft = 1e30f, best_bt = 1e30f;
+    for (int f = 0; f < fmha_fwd_shape_count(); f++) {
+        setup c = {f, 0, 1, 0.0f};
+        run(&P, &c, 1, 0); /* the forward outputs the backward reads */
+        const float tf = time_ms(&P, &c, 1, 0, reps);
+        printf("%-36s %9.4f %9s %9s %8.1f\n", fmha_fwd_shape_name(f), tf, "-", "-", fwd_flop / tf * 1e-9);
+        if (tf < best_ft) {
+            best_ft = tf;
+            best_f = f;
+        }
+    }
+    for (int b = 0; b < fmha_bwd_shape_count(); b++) {
+        setup c = {0, b, 1, 0.0f};
+        const float tb = time_ms(&P, &c, 0, 1, reps);
+        printf("%-36s %9s %9.4f %9s %8s %8.1f\n", fmha_bwd_shape_name(b), "-", tb, "-", "-",
+               bwd_flop / tb * 1e-9);
+        if (tb < best_bt) {
+            best_bt = tb;
+            best_b = b;
+        }
+    }
+
+    const setup rows[] = {
+        {0, 0, 1, 0.0f},           /* the launchers' defaults */
+        {best_f, best_b, 1, 0.0f}, /* the fastest shapes of this run */
+        {0, 0, 3, 0.0f},           /* defaults, 3 groups on 3 streams */
+        {0, 0, 1, 0.1f},           /* defaults with attention dropout 0.1 */
+    };
+    const char *labels[] = {"default shapes", "best shapes", "default, 3 groups/3 streams",
+                            "default, dropout 0.1"};
+    float def_f = 0, def_b = 0, def_t = 0;
+    for (int r = 0; r < 4; r++) {
+        const float tf = time_ms(&P, &rows[r], 1, 0, reps);
+        const float tb = time_ms(&P, &rows[r], 0, 1, reps);
+        const float tt = time_ms(&P, &rows[r], 1, 1, reps);
+        char label[96];
+        snprintf(label, sizeof label, "%s (%d/%d)", labels[r], rows[r].fwd_shape, rows[r].bwd_shape);
+        printf("%-36s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", label, tf, tb, tt, fwd_flop / tf * 1e-9,
+               bwd_flop / tb * 1e-9, (fwd_flop + bwd_flop) / tt * 1e-9);
+        if (r == 0) {
+            def_f = tf;
+            def_b = tb;
+            def_t = tt;
+        }
+    }
+
+    FILE *rf = fopen(res_path, "w");
+    if (!rf) {
+        fprintf(stderr, "bench_fmha: cannot write %s\n", res_path);
+        return 1;
+    }
+    fprintf(rf, "impl,n,heads,T,sum_len2,fwd_ms,bwd_ms,total_ms,fwd_tflops,bwd_tflops,total_tflops\n");
+    fprintf(rf, "unpad fmha,%d,%d,%d,%.0f,%.5f,%.5f,%.5f,%.2f,%.2f,%.2f\n", n, NH, P.T, sum_len2, def_f,
+            def_b, def_t, fwd_flop / def_f * 1e-9, bwd_flop / def_b * 1e-9,
+            (fwd_flop + bwd_flop) / def_t * 1e-9);
+    fclose(rf);
+    printf("bench_fmha: default shapes fwd %.4f ms, bwd %.4f ms, fwd+bwd %.4f ms -> %s\n", def_f,
+           def_b, def_t, res_path);
+
+    for (int g = 0; g < 3; g++)
+        cudaCheck(cudaStreamDestroy(streams[g]));
+    cudaCheck(cudaFree(P.d_cu));
+    cudaCheck(cudaFree(P.qkv));
+    cudaCheck(cudaFree(P.dqkv));
+    cudaCheck(cudaFree(P.dout));
+    cudaCheck(cudaFree(P.out));
+    cudaCheck(cudaFree(P.lse));
+    cudaCheck(cudaFree(P.ws));
+    free(P.len);
+    free(cu);
+    return 0;
+}
