@@ -1,0 +1,855 @@
+/* balance.c — the balancing policies (none, sort-deal, lpt, kk, pack) over integer weights, and
+ * the imbalance metrics. Every decision compares integers and breaks ties by sequence index, GPU
+ * index or node creation order, so the result is the same on every machine. */
+#include "balance.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const POLICY_NAMES[BAL_POLICY_COUNT] = {"none", "sort-deal", "lpt", "kk", "pack"};
+static const char *const COUNT_NAMES[BAL_COUNT_COUNT] = {"equal", "free"};
+
+const char *balance_policy_name(balance_policy p)
+{
+    return (unsigned)p < BAL_POLICY_COUNT ? POLICY_NAMES[p] : "?";
+}
+
+int balance_policy_from_name(const char *s)
+{
+    for (int i = 0; i < BAL_POLICY_COUNT; i++)
+        if (s && !strcmp(s, POLICY_NAMES[i]))
+            return i;
+    return -1;
+}
+
+const char *balance_count_name(balance_count c)
+{
+    return (unsigned)c < BAL_COUNT_COUNT ? COUNT_NAMES[c] : "?";
+}
+
+int balance_count_from_name(const char *s)
+{
+    for (int i = 0; i < BAL_COUNT_COUNT; i++)
+        if (s && !strcmp(s, COUNT_NAMES[i]))
+            return i;
+    return -1;
+}
+
+void balance_weights(const seq_cost *sc, const int *len, int n, int64_t *w)
+{
+    for (int i = 0; i < n; i++) {
+        if (!sc) {
+            w[i] = len[i];
+            continue;
+        }
+        /* Rounded once per sequence from the same three doubles on every rank (IEEE basic
+         * operations, no contraction under -std=c11), so every rank gets the same integers. */
+        double ns = BALANCE_NS_PER_US * seq_cost_us(sc, len[i]);
+        int64_t v = ns < 1.0 ? 1 : ns > 1e15 ? (int64_t)1e15 : (int64_t)(ns + 0.5);
+        w[i] = v;
+    }
+}
+
+/* ---- workspace ------------------------------------------------------------------------------ */
+
+/* One subset of a Karmarkar-Karp partial partition: its weight and its sequences as a linked list
+ * through ws->next (head -1: empty, a padding item of the balanced variant). */
+typedef struct {
+    int64_t sum;
+    int32_t head, tail;
+} kk_entry;
+
+/* A partial partition: m nonzero subsets stored in descending order of sum at arena[off..off+m);
+ * the other k - m subsets are empty. */
+typedef struct {
+    int64_t diff;   /* largest sum - smallest sum (0 for an empty subset) */
+    int32_t off, m;
+    int32_t id;     /* creation order: ties in the heap go to the older node */
+} kk_node;
+
+struct balance_ws {
+    int max_n, max_gpus;
+    uint64_t *key, *key_tmp;  /* (max_n) sort keys */
+    int *order;               /* (max_n) sequence indices, heaviest first */
+    int64_t *wtmp;            /* (max_n) token weights when none are given */
+    /* lpt and pack: per-GPU state */
+    int *heap;                /* (max_gpus) GPU indices, a min-heap on (load, index) */
+    int *cap, *cnt;           /* (max_gpus) slots and sequences placed */
+    int64_t *gload;           /* (max_gpus) */
+    int64_t *tree;            /* (2 * pow2 >= max_gpus) max remaining budget, segment tree */
+    int tree_size;
+    int *trial_gpu;           /* (max_n) pack: the assignment of one FFD trial */
+    /* kk */
+    kk_node *nodes;           /* (max_n + max_gpus) heap of partial partitions */
+    kk_entry *arena[2];       /* (arena_cap) entries of the live nodes, double-buffered */
+    int arena_cap, arena_cur, arena_top;
+    kk_entry *run, *run_tmp;  /* (max_gpus) merge scratch */
+    kk_entry *merged;         /* (max_gpus) */
+    int32_t *next;            /* (max_n) list links of the subsets */
+};
+
+int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
+{
+    if (max_n < 1 || max_gpus < 1 || max_n > (1 << 28) || max_gpus > (1 << 20))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "balance workspace: %d sequences on %d GPUs is out of range", max_n,
+                          max_gpus);
+    balance_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    ws->max_n = max_n;
+    ws->max_gpus = max_gpus;
+    size_t n = (size_t)max_n, k = (size_t)max_gpus;
+    int ts = 1;
+    while (ts < max_gpus)
+        ts <<= 1;
+    ws->tree_size = ts;
+    ws->arena_cap = 2 * (max_n + max_gpus) + max_gpus;
+    ws->key = malloc(n * sizeof *ws->key);
+    ws->key_tmp = malloc(n * sizeof *ws->key_tmp);
+    ws->order = malloc(n * sizeof *ws->order);
+    ws->wtmp = malloc(n * sizeof *ws->wtmp);
+    ws->heap = malloc(k * sizeof *ws->heap);
+    ws->cap = malloc(k * sizeof *ws->cap);
+    ws->cnt = malloc(k * sizeof *ws->cnt);
+    ws->gload = malloc(k * sizeof *ws->gload);
+    ws->tree = malloc(2 * (size_t)ts * sizeof *ws->tree);
+    ws->trial_gpu = malloc(n * sizeof *ws->trial_gpu);
+    ws->nodes = malloc((n + k) * sizeof *ws->nodes);
+    ws->arena[0] = malloc((size_t)ws->arena_cap * sizeof(kk_entry));
+    ws->arena[1] = malloc((size_t)ws->arena_cap * sizeof(kk_entry));
+    ws->run = malloc(k * sizeof(kk_entry));
+    ws->run_tmp = malloc(k * sizeof(kk_entry));
+    ws->merged = malloc(k * sizeof(kk_entry));
+    ws->next = malloc(n * sizeof *ws->next);
+    if (!ws->key || !ws->key_tmp || !ws->order || !ws->wtmp || !ws->heap || !ws->cap || !ws->cnt ||
+        !ws->gload || !ws->tree || !ws->trial_gpu || !ws->nodes || !ws->arena[0] || !ws->arena[1] ||
+        !ws->run || !ws->run_tmp || !ws->merged || !ws->next) {
+        balance_ws_free(ws);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0,
+                          "out of memory for a balance workspace of %d sequences on %d GPUs", max_n,
+                          max_gpus);
+    }
+    *out = ws;
+    return UNPAD_OK;
+}
+
+void balance_ws_free(balance_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->key);
+    free(ws->key_tmp);
+    free(ws->order);
+    free(ws->wtmp);
+    free(ws->heap);
+    free(ws->cap);
+    free(ws->cnt);
+    free(ws->gload);
+    free(ws->tree);
+    free(ws->trial_gpu);
+    free(ws->nodes);
+    free(ws->arena[0]);
+    free(ws->arena[1]);
+    free(ws->run);
+    free(ws->run_tmp);
+    free(ws->merged);
+    free(ws->next);
+    free(ws);
+}
+
+int balance_result_alloc(int max_n, int max_gpus, balance_result *r, unpad_err *err)
+{
+    memset(r, 0, sizeof *r);
+    if (max_n < 1 || max_gpus < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance result: bad size %d x %d", max_n,
+                          max_gpus);
+    r->max_n = max_n;
+    r->max_gpus = max_gpus;
+    r->gpu = malloc((size_t)max_n * sizeof *r->gpu);
+    r->seq = malloc((size_t)max_n * sizeof *r->seq);
+    r->start = malloc(((size_t)max_gpus + 1) * sizeof *r->start);
+    r->load = malloc((size_t)max_gpus * sizeof *r->load);
+    r->tokens = malloc((size_t)max_gpus * sizeof *r->tokens);
+    if (!r->gpu || !r->seq || !r->start || !r->load || !r->tokens) {
+        balance_result_free(r);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    }
+    return UNPAD_OK;
+}
+
+void balance_result_free(balance_result *r)
+{
+    free(r->gpu);
+    free(r->seq);
+    free(r->start);
+    free(r->load);
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- shared steps --------------------------------------------------------------------------- */
+
+static int check_input(const balance_ws *ws, const balance_input *in, const balance_result *out,
+                       unpad_err *err)
+{
+    if (!in || !in->len || in->n < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: empty batch");
+    if (in->gpus < 1 || in->gpus > in->n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "balance: %d GPUs for %d sequences (need 1 <= GPUs <= sequences)", in->gpus,
+                          in->n);
+    if (in->n > ws->max_n || in->gpus > ws->max_gpus)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "balance: %d sequences on %d GPUs exceed the workspace (%d on %d)", in->n,
+                          in->gpus, ws->max_n, ws->max_gpus);
+    if (in->n > out->max_n || in->gpus > out->max_gpus)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "balance: %d sequences on %d GPUs exceed the result (%d on %d)", in->n,
+                          in->gpus, out->max_n, out->max_gpus);
+    if ((unsigned)in->count >= BAL_COUNT_COUNT)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: bad count constraint %d",
+                          (int)in->count);
+    for (int i = 0; i < in->n; i++) {
+        if (in->len[i] < 0)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: sequence %d has length %d", i,
+                              in->len[i]);
+        if (in->w && (in->w[i] < 0 || in->w[i] > ((int64_t)1 << 40)))
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "balance: sequence %d has weight %lld (expected 0 to 2^40)", i,
+                              (long long)in->w[i]);
+    }
+    return UNPAD_OK;
+}
+
+static const int64_t *weights_of(balance_ws *ws, const balance_input *in)
+{
+    if (in->w)
+        return in->w;
+    for (int i = 0; i < in->n; i++)
+        ws->wtmp[i] = in->len[i];
+    return ws->wtmp;
+}
+
+static int bits_for(uint64_t v)
+{
+    int b = 0;
+    while (v) {
+        b++;
+        v >>= 1;
+    }
+    return b;
+}
+
+static int cmp_desc_then_index(const void *a, const void *b, void *ctx)
+{
+    const int64_t *w = ctx;
+    int i = *(const int *)a, j = *(const int *)b;
+    if (w[i] != w[j])
+        return w[i] > w[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* ws->order = indices sorted heaviest first, ties by lower index. LSD radix sort on
+ * (max - w, index) keys, 8 bits a pass, skipping passes where every key shares the byte. */
+static void sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
+{
+    int64_t wmax = 0;
+    for (int i = 0; i < n; i++)
+        if (w[i] > wmax)
+            wmax = w[i];
+    int ib = bits_for((uint64_t)(n - 1)), wb = bits_for((uint64_t)wmax);
+    if (ib + wb > 64) {
+        for (int i = 0; i < n; i++)
+            ws->order[i] = i;
+        qsort_r(ws->order, (size_t)n, sizeof *ws->order, cmp_desc_then_index, (void *)w);
+        return;
+    }
+    uint64_t *k = ws->key, *t = ws->key_tmp;
+    for (int i = 0; i < n; i++)
+        k[i] = ((uint64_t)(wmax - w[i]) << ib) | (uint64_t)i;
+    int bits = ib + wb;
+    for (int shift = 0; shift < bits; shift += 8) {
+        int cnt[257] = {0};
+        for (int i = 0; i < n; i++)
+            cnt[((k[i] >> shift) & 255) + 1]++;
+        if (cnt[((k[0] >> shift) & 255) + 1] == n)
+            continue;
+        for (int d = 0; d < 256; d++)
+            cnt[d + 1] += cnt[d];
+        for (int i = 0; i < n; i++)
+            t[cnt[(k[i] >> shift) & 255]++] = k[i];
+        uint64_t *s = k;
+        k = t;
+        t = s;
+    }
+    uint64_t mask = ib >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << ib) - 1);
+    for (int i = 0; i < n; i++)
+        ws->order[i] = (int)(k[i] & mask);
+}
+
+/* Slots per GPU under the count constraint: equal: floor(n/k) + (g < n mod k); free: n. */
+static void set_caps(balance_ws *ws, int n, int k, balance_count c)
+{
+    for (int g = 0; g < k; g++)
+        ws->cap[g] = c == BAL_EQUAL ? n / k + (g < n % k) : n;
+}
+
+/* Fills out->start/seq/load/tokens from out->gpu. */
+static void finish(const balance_input *in, const int64_t *w, balance_result *out)
+{
+    int n = in->n, k = in->gpus;
+    out->n = n;
+    out->gpus = k;
+    for (int g = 0; g <= k; g++)
+        out->start[g] = 0;
+    for (int g = 0; g < k; g++)
+        out->load[g] = out->tokens[g] = 0;
+    for (int i = 0; i < n; i++) {
+        int g = out->gpu[i];
+        out->start[g + 1]++;
+        out->load[g] += w[i];
+        out->tokens[g] += in->len[i];
+    }
+    for (int g = 0; g < k; g++)
+        out->start[g + 1] += out->start[g];
+    /* Counting placement in index order keeps each GPU's list ascending. */
+    int *fill = out->start; /* reuse: shift back afterwards */
+    for (int i = 0; i < n; i++)
+        out->seq[fill[out->gpu[i]]++] = i;
+    for (int g = k; g > 0; g--)
+        out->start[g] = out->start[g - 1];
+    out->start[0] = 0;
+}
+
+/* ---- none and sort-deal --------------------------------------------------------------------- */
+
+int balance_assign_none(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+{
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    const int64_t *w = weights_of(ws, in);
+    int n = in->n, k = in->gpus, q = n / k, r = n % k;
+    for (int i = 0; i < n; i++)
+        out->gpu[i] = i < r * (q + 1) ? i / (q + 1) : r + (i - r * (q + 1)) / q;
+    out->pack_budget = 0;
+    finish(in, w, out);
+    return UNPAD_OK;
+}
+
+int balance_assign_sort_deal(balance_ws *ws, const balance_input *in, balance_result *out,
+                             unpad_err *err)
+{
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    const int64_t *w = weights_of(ws, in);
+    sort_heaviest_first(ws, w, in->n);
+    for (int i = 0; i < in->n; i++)
+        out->gpu[ws->order[i]] = i % in->gpus;
+    out->pack_budget = 0;
+    finish(in, w, out);
+    return UNPAD_OK;
+}
+
+/* ---- lpt ------------------------------------------------------------------------------------- */
+
+static int gpu_before(const balance_ws *ws, int a, int b)
+{
+    return ws->gload[a] < ws->gload[b] || (ws->gload[a] == ws->gload[b] && a < b);
+}
+
+static void heap_down(balance_ws *ws, int size, int i)
+{
+    int *h = ws->heap;
+    for (;;) {
+        int l = 2 * i + 1, best = i;
+        if (l < size && gpu_before(ws, h[l], h[best]))
+            best = l;
+        if (l + 1 < size && gpu_before(ws, h[l + 1], h[best]))
+            best = l + 1;
+        if (best == i)
+            return;
+        int t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
+}
+
+int balance_assign_lpt(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+{
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    const int64_t *w = weights_of(ws, in);
+    int n = in->n, k = in->gpus, size = k;
+    sort_heaviest_first(ws, w, n);
+    set_caps(ws, n, k, in->count);
+    for (int g = 0; g < k; g++) {
+        ws->gload[g] = 0;
+        ws->cnt[g] = 0;
+        ws->heap[g] = g; /* all loads 0: index order is a valid heap */
+    }
+    for (int i = 0; i < n; i++) {
+        int s = ws->order[i], g = ws->heap[0];
+        out->gpu[s] = g;
+        ws->gload[g] += w[s];
+        if (++ws->cnt[g] == ws->cap[g])
+            ws->heap[0] = ws->heap[--size]; /* full: only GPUs with a free slot stay */
+        if (size > 0)
+            heap_down(ws, size, 0);
+    }
+    out->pack_budget = 0;
+    finish(in, w, out);
+    return UNPAD_OK;
+}
+
+/* ---- kk -------------------------------------------------------------------------------------- */
+
+static int node_before(const kk_node *a, const kk_node *b)
+{
+    return a->diff > b->diff || (a->diff == b->diff && a->id < b->id);
+}
+
+static void node_down(kk_node *h, int size, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, best = i;
+        if (l < size && node_before(&h[l], &h[best]))
+            best = l;
+        if (l + 1 < size && node_before(&h[l + 1], &h[best]))
+            best = l + 1;
+        if (best == i)
+            return;
+        kk_node t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
+}
+
+static void node_up(kk_node *h, int i)
+{
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (!node_before(&h[i], &h[p]))
+            return;
+        kk_node t = h[i];
+        h[i] = h[p];
+        h[p] = t;
+        i = p;
+    }
+}
+
+static kk_node node_pop(kk_node *h, int *size)
+{
+    kk_node top = h[0];
+    h[0] = h[--*size];
+    if (*size > 0)
+        node_down(h, *size, 0);
+    return top;
+}
+
+/* Copies the live nodes' entries to the other arena buffer so the top has room again. */
+static void arena_compact(balance_ws *ws, int live)
+{
+    kk_entry *src = ws->arena[ws->arena_cur], *dst = ws->arena[!ws->arena_cur];
+    int top = 0;
+    for (int i = 0; i < live; i++) {
+        kk_node *nd = &ws->nodes[i];
+        memcpy(dst + top, src + nd->off, (size_t)nd->m * sizeof *dst);
+        nd->off = top;
+        top += nd->m;
+    }
+    ws->arena_cur = !ws->arena_cur;
+    ws->arena_top = top;
+}
+
+/* Stable merge sort of e[0..m) by descending sum. */
+static void entries_sort(kk_entry *e, kk_entry *tmp, int m)
+{
+    if (m < 24) {
+        for (int i = 1; i < m; i++) {
+            kk_entry x = e[i];
+            int j = i;
+            while (j > 0 && e[j - 1].sum < x.sum) {
+                e[j] = e[j - 1];
+                j--;
+            }
+            e[j] = x;
+        }
+        return;
+    }
+    int h = m / 2;
+    entries_sort(e, tmp, h);
+    entries_sort(e + h, tmp, m - h);
+    int i = 0, j = h, o = 0;
+    while (i < h && j < m)
+        tmp[o++] = e[j].sum > e[i].sum ? e[j++] : e[i++];
+    while (i < h)
+        tmp[o++] = e[i++];
+    while (j < m)
+        tmp[o++] = e[j++];
+    memcpy(e, tmp, (size_t)m * sizeof *e);
+}
+
+static void list_concat(int32_t *next, kk_entry *a, const kk_entry *b)
+{
+    if (b->head < 0)
+        return;
+    if (a->head < 0) {
+        a->head = b->head;
+        a->tail = b->tail;
+        return;
+    }
+    next[a->tail] = b->head;
+    a->tail = b->tail;
+}
+
+/* Differencing step: subset i of A (heaviest first) joins subset k-1-i of B, so the heaviest of one
+ * meets the lightest of the other. Result entries are written at the arena top. */
+static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *B, int id)
+{
+    kk_entry *ar = ws->arena[ws->arena_cur];
+    const kk_entry *a = ar + A->off, *b = ar + B->off;
+    int ma = A->m, mb = B->m;
+    int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
+    int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
+    int r2 = ma - o_lo > 0 ? ma - o_lo : 0;
+    int r3 = mb < k - ma ? mb : k - ma;          /* B alone: B[0..r3) */
+    if (r1 < 0)
+        r1 = 0;
+    if (r3 < 0)
+        r3 = 0;
+    kk_entry *run = ws->run;
+    for (int t = 0; t < r2; t++) {
+        int i = o_lo + t;
+        run[t] = a[i];
+        run[t].sum += b[k - 1 - i].sum;
+        list_concat(ws->next, &run[t], &b[k - 1 - i]);
+    }
+    entries_sort(run, ws->run_tmp, r2);
+    /* Three descending runs -> one; ties: A's run, then the combined run, then B's. */
+    kk_entry *dst = ar + ws->arena_top;
+    int i1 = 0, i2 = 0, i3 = 0, o = 0;
+    while (i1 < r1 || i2 < r2 || i3 < r3) {
+        int pick = 0;
+        int64_t best = INT64_MIN;
+        if (i1 < r1 && a[i1].sum > best) {
+            best = a[i1].sum;
+            pick = 1;
+        }
+        if (i2 < r2 && run[i2].sum > best) {
+            best = run[i2].sum;
+            pick = 2;
+        }
+        if (i3 < r3 && b[i3].sum > best) {
+            best = b[i3].sum;
+            pick = 3;
+        }
+        dst[o++] = pick == 1 ? a[i1++] : pick == 2 ? run[i2++] : b[i3++];
+    }
+    kk_node nd = {.off = ws->arena_top, .m = o, .id = id};
+    ws->arena_top += o;
+    nd.diff = o ? dst[0].sum - (o == k ? dst[k - 1].sum : 0) : 0;
+    return nd;
+}
+
+int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+{
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    const int64_t *w = weights_of(ws, in);
+    int n = in->n, k = in->gpus, live = 0, id = 0;
+    kk_node *h = ws->nodes;
+    kk_entry *ar = ws->arena[0];
+    ws->arena_cur = 0;
+    ws->arena_top = 0;
+    for (int i = 0; i < n; i++)
+        ws->next[i] = -1;
+    if (in->count == BAL_FREE) {
+        /* Every sequence starts as its own partial partition: one subset holding it. */
+        for (int i = 0; i < n; i++) {
+            ar[i] = (kk_entry){w[i], i, i};
+            h[live++] = (kk_node){.diff = w[i], .off = i, .m = 1, .id = id++};
+        }
+        ws->arena_top = n;
+    } else {
+        /* Balanced variant: sorted sequences in consecutive k-tuples, one per GPU; every merge keeps
+         * one member of each tuple per subset, so each GPU ends with the same count (+-1). */
+        sort_heaviest_first(ws, w, n);
+        int tuples = (n + k - 1) / k;
+        for (int t = 0; t < tuples; t++) {
+            kk_entry *e = ar + ws->arena_top;
+            for (int j = 0; j < k; j++) {
+                int p = t * k + j;
+                e[j] = p < n ? (kk_entry){w[ws->order[p]], ws->order[p], ws->order[p]}
+                             : (kk_entry){0, -1, -1};
+            }
+            h[live++] = (kk_node){.diff = e[0].sum - e[k - 1].sum, .off = ws->arena_top, .m = k,
+                                  .id = id++};
+            ws->arena_top += k;
+        }
+    }
+    for (int i = live / 2 - 1; i >= 0; i--)
+        node_down(h, live, i);
+    while (live > 1) {
+        if (ws->arena_top + k > ws->arena_cap)
+            arena_compact(ws, live);
+        kk_node A = node_pop(h, &live);
+        kk_node B = node_pop(h, &live);
+        h[live] = kk_merge(ws, k, &A, &B, id++);
+        node_up(h, live++);
+    }
+    /* The last partial partition: subset p (heaviest first) goes to GPU p. */
+    const kk_entry *e = ws->arena[ws->arena_cur] + h[0].off;
+    for (int p = 0; p < h[0].m; p++)
+        for (int s = e[p].head; s >= 0; s = ws->next[s])
+            out->gpu[s] = p;
+    out->pack_budget = 0;
+    finish(in, w, out);
+    return UNPAD_OK;
+}
+
+/* ---- pack ------------------------------------------------------------------------------------ */
+
+static void tree_set(balance_ws *ws, int g, int64_t v)
+{
+    int i = ws->tree_size + g;
+    ws->tree[i] = v;
+    for (i >>= 1; i >= 1; i >>= 1)
+        ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
+}
+
+/* Lowest-index GPU whose remaining budget is >= need, or -1. */
+static int tree_first_fit(const balance_ws *ws, int64_t need)
+{
+    if (ws->tree[1] < need)
+        return -1;
+    int i = 1;
+    while (i < ws->tree_size)
+        i = ws->tree[2 * i] >= need ? 2 * i : 2 * i + 1;
+    return i - ws->tree_size;
+}
+
+/* Tree key of GPU g: remaining budget less the room its other free slots need at `reserve`
+ * tokens each; -1 when it has no free slot. */
+static int64_t ffd_key(const balance_ws *ws, int g, int64_t reserve)
+{
+    int left = ws->cap[g] - ws->cnt[g];
+    return left == 0 ? -1 : ws->gload[g] - (int64_t)(left - 1) * reserve;
+}
+
+static void ffd_rebuild(balance_ws *ws, int k, int64_t reserve)
+{
+    for (int g = 0; g < ws->tree_size; g++)
+        ws->tree[ws->tree_size + g] = g < k ? ffd_key(ws, g, reserve) : -1;
+    for (int i = ws->tree_size - 1; i >= 1; i--)
+        ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
+}
+
+/* First-fit decreasing into k budgets of `budget` tokens (and the slots of the count constraint).
+ * Under equal counts a GPU only takes a sequence if what remains of its budget still holds its
+ * other free slots at the mean length of the sequences not yet placed; without that reservation
+ * the long sequences crowd the first GPUs, the last ones get more sequences than slots, and only a
+ * budget near twice the mean fits. The reservation falls as the sequences get shorter; the tree
+ * is rebuilt when it has fallen by 1/128 (keys built with a larger reservation only ever refuse a
+ * GPU that would fit, never accept one that does not). Integer arithmetic throughout.
+ * Returns 1 and ws->trial_gpu when everything fits. */
+static int ffd_fits(balance_ws *ws, const int *len, int n, int k, int64_t budget, int64_t total,
+                    int equal)
+{
+    for (int g = 0; g < k; g++) {
+        ws->gload[g] = budget; /* remaining budget */
+        ws->cnt[g] = 0;
+    }
+    int64_t left_tokens = total, reserve = equal ? total / n : 0;
+    ffd_rebuild(ws, k, reserve);
+    for (int i = 0; i < n; i++) {
+        int s = ws->order[i];
+        if (equal && i + 1 < n) {
+            int64_t mean = (left_tokens - len[s]) / (n - i - 1);
+            int64_t drop = reserve / 128 > 1 ? reserve / 128 : 1;
+            if (mean <= reserve - drop) {
+                reserve = mean;
+                ffd_rebuild(ws, k, reserve);
+            }
+        }
+        int g = tree_first_fit(ws, len[s]);
+        if (g < 0 && equal && i + 1 < n) {
+            /* Refused under a stale reservation: retry with the current one (with it, a budget
+             * of the whole batch always fits). */
+            int64_t mean = (left_tokens - len[s]) / (n - i - 1);
+            if (mean < reserve) {
+                reserve = mean;
+                ffd_rebuild(ws, k, reserve);
+                g = tree_first_fit(ws, len[s]);
+            }
+        }
+        if (g < 0)
+            return 0;
+        ws->trial_gpu[s] = g;
+        ws->gload[g] -= len[s];
+        ws->cnt[g]++;
+        left_tokens -= len[s];
+        tree_set(ws, g, ffd_key(ws, g, reserve));
+    }
+    return 1;
+}
+
+int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+{
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    const int64_t *w = weights_of(ws, in);
+    int n = in->n, k = in->gpus;
+    /* Budgets are tokens: sort by length (wtmp may be w itself when w is tokens: same values). */
+    int64_t *tok = ws->wtmp, total = 0, longest = 0;
+    for (int i = 0; i < n; i++) {
+        tok[i] = in->len[i];
+        total += tok[i];
+        if (tok[i] > longest)
+            longest = tok[i];
+    }
+    sort_heaviest_first(ws, tok, n);
+    set_caps(ws, n, k, in->count);
+    int equal = in->count == BAL_EQUAL;
+    /* The budget: from the lower bound, grow by steps that double until FFD fits, then bisect
+     * to within 1/1024 of the bound (the exact least budget buys nothing measurable). */
+    int64_t lo = (total + k - 1) / k, hi;
+    if (lo < longest)
+        lo = longest;
+    if (lo < 1)
+        lo = 1;
+    int64_t step = lo / 256 > 1 ? lo / 256 : 1, tol = lo / 1024 > 1 ? lo / 1024 : 1;
+    for (hi = lo;; step *= 2) {
+        if (hi >= total) {
+            hi = total; /* any GPU can hold everything its slots allow */
+            break;
+        }
+        if (ffd_fits(ws, in->len, n, k, hi, total, equal))
+            break;
+        lo = hi + 1;
+        hi += step;
+    }
+    while (hi - lo > tol) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ffd_fits(ws, in->len, n, k, mid, total, equal))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    if (!ffd_fits(ws, in->len, n, k, hi, total, equal))
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "pack: no budget fits (internal error)");
+    memcpy(out->gpu, ws->trial_gpu, (size_t)n * sizeof *out->gpu);
+    out->pack_budget = hi;
+    finish(in, w, out);
+    return UNPAD_OK;
+}
+
+int balance_assign(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+{
+    if (!in)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: no input");
+    switch (in->policy) {
+    case BAL_NONE: return balance_assign_none(ws, in, out, err);
+    case BAL_SORT_DEAL: return balance_assign_sort_deal(ws, in, out, err);
+    case BAL_LPT: return balance_assign_lpt(ws, in, out, err);
+    case BAL_KK: return balance_assign_kk(ws, in, out, err);
+    case BAL_PACK: return balance_assign_pack(ws, in, out, err);
+    default: break;
+    }
+    return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: unknown policy %d", (int)in->policy);
+}
+
+/* ---- metrics --------------------------------------------------------------------------------- */
+
+void balance_metrics_compute(const balance_result *r, const int64_t *cost_ns, double fixed_us,
+                             balance_metrics *m)
+{
+    int64_t tmax = -1, tsum = 0, kmax = 0, ksum = 0;
+    int strag = 0;
+    for (int g = 0; g < r->gpus; g++) {
+        int64_t t = 0;
+        if (cost_ns)
+            for (int p = r->start[g]; p < r->start[g + 1]; p++)
+                t += cost_ns[r->seq[p]];
+        else
+            t = r->load[g];
+        if (t > tmax) {
+            tmax = t;
+            strag = g;
+        }
+        tsum += t;
+        if (r->tokens[g] > kmax)
+            kmax = r->tokens[g];
+        ksum += r->tokens[g];
+    }
+    int k = r->gpus > 0 ? r->gpus : 1;
+    m->max_us = (double)tmax / BALANCE_NS_PER_US + fixed_us;
+    m->mean_us = (double)tsum / BALANCE_NS_PER_US / k + fixed_us;
+    m->imbalance = m->mean_us > 0 ? m->max_us / m->mean_us : 1.0;
+    m->idle = m->max_us > 0 ? 1.0 - m->mean_us / m->max_us : 0.0;
+    m->max_tokens = kmax;
+    m->mean_tokens = (double)ksum / k;
+    m->token_imbalance = m->mean_tokens > 0 ? kmax / m->mean_tokens : 1.0;
+    m->straggler = strag;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double balance_quantile(double *v, int n, double q)
+{
+    if (n < 1)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    long rank = (long)(q * n);
+    if ((double)rank < q * n)
+        rank++;
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
+int balance_mc_summarise(const double *imbalance, const double *idle, const double *max_us,
+                         const double *token_imbalance, int steps, balance_mc *out, unpad_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (steps < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "Monte Carlo summary of %d steps", steps);
+    double *tmp = malloc((size_t)steps * sizeof *tmp);
+    if (!tmp)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    double si = 0, sd = 0, st = 0, sk = 0, imax = 0;
+    for (int i = 0; i < steps; i++) {
+        si += imbalance[i];
+        sd += idle[i];
+        st += max_us[i];
+        sk += token_imbalance[i];
+        if (imbalance[i] > imax)
+            imax = imbalance[i];
+    }
+    out->steps = steps;
+    out->imbalance_mean = si / steps;
+    out->idle_mean = sd / steps;
+    out->step_us_mean = st / steps;
+    out->token_imbalance_mean = sk / steps;
+    out->imbalance_max = imax;
+    memcpy(tmp, imbalance, (size_t)steps * sizeof *tmp);
+    out->imbalance_p99 = balance_quantile(tmp, steps, 0.99);
+    memcpy(tmp, idle, (size_t)steps * sizeof *tmp);
+    out->idle_p99 = balance_quantile(tmp, steps, 0.99);
+    free(tmp);
+    return UNPAD_OK;
+}
