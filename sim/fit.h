@@ -1,0 +1,154 @@
+/* fit.h — calibration: the cost model's coefficients fitted to measured trace rows (GSL least
+ * squares, robust to outliers), and the helpers that predict one trace row from its own batch
+ * description (shared with validate.c).
+ *
+ * A trace row carries flops, bytes, seqs, tokens, sum_len2 and max_len but not the individual
+ * lengths. Every operator except the FMHA is linear in what the row carries, so its op_cost is
+ * rebuilt exactly (ops_step gives the shape: launches, the tensor share of the FLOPs, GEMM rows per
+ * FLOP). The FMHA tile simulation needs lengths: fit_row_lengths rebuilds a list with the row's
+ * count, total and maximum exactly and its sum of squares approximately (as few sequences at
+ * max_len as needed, the others spread uniformly with the remaining mean and variance), and
+ * fit_fmha_us averages the simulation over a few fixed launch orders (the row does not carry the
+ * order). docs/calibration.md states what that approximation costs.
+ *
+ * The fits (each relative: residual = (predicted - measured) / measured):
+ *   joint robust linear fit (gsl_multifit_robust, bisquare) over GEMM, memory-bound and optimizer
+ *   rows with a shared launch overhead:
+ *     GEMM:    dur - scalar/fp32 = tf/peak * (1/gemm_eff) + tf/(peak M) * (m_half/gemm_eff) + launches * launch_us
+ *     memory:  dur = bytes/bw * (1/bw_eff) + launches * launch_us          (normalization, elementwise)
+ *     optim:   dur = bytes/bw * (1/optim_bw_eff) + launches * launch_us
+ *   FMHA: gsl_multifit_nlinear on the tile simulation, unknowns 1/attn_eff and attn_cta_us, with
+ *     bisquare reweighting (launch_us and bw_eff from the joint fit);
+ *   all-reduce / exchange: dur - latency = bytes/link_bw * (1/comm_eff), robust, using per step
+ *     the fastest rank's row (slower ranks' rows include waiting for the slowest);
+ *   step overhead: robust location of (step span - busy time) per step and rank. */
+#ifndef UNPAD_FIT_H
+#define UNPAD_FIT_H
+
+#include <stdio.h>
+
+#include "calib.h"
+#include "cost.h"
+#include "dist.h"
+#include "trace.h"
+
+/* ---- predicting one trace row ------------------------------------------------------------------ */
+
+/* The model config whose name is `name`, or NULL. */
+const model_cfg *fit_model_find(const model_cfg *models, int n_models, const char *name);
+
+/* Rebuilds r->seqs lengths into len[0..r->seqs): sum exactly r->tokens, maximum r->max_len, sum of
+ * squares close to r->sum_len2. EINVAL when the description is impossible (tokens < seqs, ...). */
+int fit_row_lengths(const trace_row *r, int model_max_len, int *len, unpad_err *err);
+
+/* The op_cost of a row: flops and bytes from the row, launches and the tensor/rows shares from
+ * ops_step on the rebuilt batch. The variant (fused or unfused) is the one whose byte count is
+ * nearer the row's. */
+int fit_row_cost(const model_cfg *m, const trace_row *r, op_cost *oc, unpad_err *err);
+
+/* The FMHA tile simulation (cost_fmha_us) averaged over FIT_FMHA_ORDERS fixed pseudo-random
+ * orders of len[0..n): the prediction for a batch whose launch order is unknown. */
+#define FIT_FMHA_ORDERS 8
+double fit_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir);
+
+/* Predicted duration of one row with coefficients c (as cost_predict_step would time it). */
+int fit_row_predict(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const trace_row *r,
+                    double *us, unpad_err *err);
+
+/* FMHA time of several rows' batches launched together on different streams (their tiles share
+ * the multiprocessors): one tile simulation over all their rebuilt lengths, plus the largest
+ * launch overhead. */
+int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_coef *c,
+                           const trace_row *const *rows, int n, double *us, unpad_err *err);
+
+/* ---- checks on input traces ------------------------------------------------------------------- */
+
+/* Appends to models[0..*n) (room for cap) the config of every model a row names that is not there
+ * yet, loaded from <dir>/<name>.cfg; a name that is not a plain file name is refused. */
+int fit_models_resolve(const trace_set *sets, int nsets, const char *dir, model_cfg *models, int *n,
+                       int cap, unpad_err *err);
+
+/* Refuses a trace with no rows, rows of mixed hardware, or hardware other than `hw` (NULL: any). */
+int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpad_err *err);
+
+/* ---- calibration ------------------------------------------------------------------------------ */
+
+typedef enum {
+    FIT_GEMM_EFF,
+    FIT_GEMM_M_HALF,
+    FIT_ATTN_EFF,
+    FIT_ATTN_CTA_US,
+    FIT_BW_EFF,
+    FIT_LAUNCH_US,
+    FIT_OPTIM_BW_EFF,
+    FIT_COMM_EFF,
+    FIT_STEP_OVERHEAD_US,
+    FIT_NPARAM
+} fit_param_id;
+
+typedef struct {
+    double value, se; /* coefficient and its standard error (0 when not fitted) */
+    int fitted;       /* 0: no rows determined it; value kept from the initial coefficients */
+    long rows;        /* rows (or steps) that determined it */
+} fit_param;
+
+/* Residual summary of one group of rows under the fitted coefficients, in % of the measured time. */
+typedef struct {
+    long rows;       /* rows in the group */
+    long rejected;   /* rows the robust fit gave (almost) zero weight: outliers */
+    double median_abs_pct, max_abs_pct, rms_pct, bias_pct; /* rms and bias over kept rows */
+} fit_resid;
+
+enum { FIT_GROUP_STEP = OPC_COUNT, FIT_NGROUP }; /* residual groups: op classes, then step overhead */
+
+typedef struct {
+    calib_coef coef;           /* the fitted coefficients (fitted = 1), others from the initial */
+    fit_param param[FIT_NPARAM];
+    fit_resid resid[FIT_NGROUP];
+    long rows_used, rows_skipped;
+    char notes[1024];          /* what was skipped or kept, for the person reading the output */
+} fit_result;
+
+const char *fit_param_name(fit_param_id p);  /* "gemm_eff", ... as in calib files */
+const char *fit_group_name(int g);           /* op class names, then "step overhead" */
+
+/* Fits the coefficients to the rows of sets[0..nsets) (one set per trace file: steps are numbered
+ * per file). `init` gives the starting values and the coefficients with no rows (attn_ctas_per_sm
+ * is never fitted). models[] must hold every model named by a row. */
+int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int n_models,
+                  const hw_spec *hw, const calib_coef *init, fit_result *out, unpad_err *err);
+
+/* Per-row residuals (set index, row keys, measured, predicted, % error) as CSV, written atomically. */
+int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,
+                        int n_models, const hw_spec *hw, const calib_coef *c, unpad_err *err);
+
+/* Prints the coefficient table (value ± se, initial value) and the residual summary. */
+void fit_print(FILE *f, const fit_result *r, const calib_coef *init);
+
+/* ---- cross-hardware transfer ------------------------------------------------------------------ */
+
+/* Coefficients for hardware `to` from a calibration fitted on `from`: efficiencies (fractions of
+ * peak) carried over, gemm_m_half scaled by the multiprocessor ratio (rows needed to fill the GPU),
+ * attn_cta_us by the clock ratio, launch_us by the ratio of the specs' launch overheads; the
+ * step overhead kept. An estimate, not a measurement: `fitted` stays as in `src`. */
+void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to, calib_coef *out);
+
+/* ---- synthetic traces (tests and demonstrations; never mistaken for measurements) ------------- */
+
+typedef struct {
+    int gpus, steps, batch;      /* ranks, steps and sequences per rank per step */
+    unsigned long seed;
+    double noise;                /* relative Gaussian noise on every duration (e.g. 0.01) */
+    double outlier_frac;         /* fraction of rows multiplied by outlier_scale */
+    double outlier_scale;
+    double overhead_jitter;      /* relative jitter of the step overhead */
+} fit_synth_opts;
+
+/* Writes a trace whose rows are cost_predict_step's times under `truth` for batches drawn from
+ * `dist`, with noise and outliers, laid out in time like a trainer's trace (a gap of the step
+ * overhead before the optimizer; all-reduce rows of faster ranks include their wait). The first
+ * line is a comment saying the trace is synthetic. */
+int fit_synth_write(FILE *f, const model_cfg *m, const hw_spec *hw, const calib_coef *truth,
+                    const unpad_dist *dist, const fit_synth_opts *o, unpad_err *err);
+
+#endif
