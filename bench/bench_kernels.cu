@@ -1,0 +1,379 @@
+/* bench_kernels.cu — times every launcher of kernels/kernels.h on BERT-Large shapes: 56 sequences
+ * drawn from the Wikipedia length distribution (models/dists/wiki512.csv, fixed seed; about 14,300
+ * tokens), H = 1024, FFN 4096, vocabulary 30,522 padded to 30,528, 15% of the tokens masked (at
+ * most 76 per sequence), LAMB over the 336M parameters of BERT-Large.
+ *
+ * Each kernel: 3 warm-up calls, then REPS calls timed one by one with CUDA events; the median is
+ * reported. Inputs and outputs rotate over NSETS copies so that consecutive calls never find
+ * their data in L2 (NSETS times a call's bytes exceed the L2 several times over for the large
+ * kernels). Achieved GB/s = the bytes the launcher must move (inputs read once, outputs written
+ * once, the scratch traffic of its second pass included, as listed per row) / median time, beside
+ * the device-to-device cudaMemcpy bandwidth (read + write counted) measured in the same run.
+ *   bench_kernels [--n 56] [--seed 1] [--reps 30] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <functional>
+
+#include "kernels.h"
+extern "C" {
+#include "dist.h" /* a C header without extern "C" guards */
+}
+
+#define NSETS 4
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median time in microseconds of call(set), set rotating over NSETS. */
+static float time_us(int reps, const std::function<void(int)> &call)
+{
+    cudaEvent_t a, b;
+    cudaCheck(cudaEventCreate(&a));
+    cudaCheck(cudaEventCreate(&b));
+    for (int i = 0; i < 3; i++)
+        call(i % NSETS);
+    float *t = (float *)malloc(reps * sizeof(float));
+    for (int i = 0; i < reps; i++) {
+        cudaCheck(cudaEventRecord(a, 0));
+        call((i + 3) % NSETS);
+        cudaCheck(cudaEventRecord(b, 0));
+        cudaCheck(cudaEventSynchronize(b));
+        cudaCheck(cudaEventElapsedTime(&t[i], a, b));
+    }
+    qsort(t, reps, sizeof(float), cmp_float);
+    float med = 1000.0f * (reps % 2 ? t[reps / 2] : 0.5f * (t[reps / 2 - 1] + t[reps / 2]));
+    free(t);
+    cudaCheck(cudaEventDestroy(a));
+    cudaCheck(cudaEventDestroy(b));
+    return med;
+}
+
+static __global__ void fill_kernel(bf16 *p, size_t n, unsigned long long seed, float scale)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned long long z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+        float u = (float)((z >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+        unsigned int f = __float_as_uint(u * scale);
+        p[i] = (bf16)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+    }
+}
+
+/* NSETS device buffers of `bytes`, filled with small random bf16 values (fp32 buffers: zeroed). */
+typedef struct {
+    void *p[NSETS];
+} sets;
+static unsigned long long fill_seed = 1;
+static sets alloc_sets(size_t bytes, int is_bf16)
+{
+    sets s;
+    for (int i = 0; i < NSETS; i++) {
+        cudaCheck(cudaMalloc(&s.p[i], bytes ? bytes : 16));
+        if (is_bf16)
+            fill_kernel<<<1024, 256>>>((bf16 *)s.p[i], bytes / 2, fill_seed++, 1.0f);
+        else
+            cudaCheck(cudaMemset(s.p[i], 0, bytes));
+        cudaCheck(cudaGetLastError());
+    }
+    return s;
+}
+static void free_sets(sets *s)
+{
+    for (int i = 0; i < NSETS; i++)
+        cudaCheck(cudaFree(s->p[i]));
+}
+#define B(s, i) ((bf16 *)(s).p[i])
+#define F(s, i) ((float *)(s).p[i])
+
+static double copy_gbs;
+static void row(const char *name, const char *shape, double bytes, float us)
+{
+    double gbs = bytes / (us * 1e-6) / 1e9;
+    printf("%-36s %-22s %9.1f %10.1f %9.0f %7.0f%%\n", name, shape, bytes / 1e6, us, gbs,
+           100.0 * gbs / copy_gbs);
+}
+
+/* BERT-Large parameter tensors (BertForPreTraining, tied decoder): sizes and weight-decay flags. */
+static int bert_large_tensors(lamb_tensor *t, int max)
+{
+    const int64_t H = 1024, F = 4096, V = 30528;
+    int n = 0;
+    int64_t off = 0;
+    auto add = [&](int64_t size, int wd) {
+        if (n < max) {
+            t[n].offset = off;
+            t[n].size = size;
+            t[n].weight_decay = wd;
+        }
+        n++;
+        off += (size + 7) / 8 * 8;
+    };
+    add(V * H, 1), add(512 * H, 1), add(2 * H, 1), add(H, 0), add(H, 0); /* embeddings + LN */
+    for (int l = 0; l < 24; l++) {
+        add(3 * H * H, 1), add(3 * H, 0), add(H * H, 1), add(H, 0), add(H, 0), add(H, 0);
+        add(F * H, 1), add(F, 0), add(H * F, 1), add(H, 0), add(H, 0), add(H, 0);
+    }
+    add(H * H, 1), add(H, 0);                     /* pooler */
+    add(H * H, 1), add(H, 0), add(H, 0), add(H, 0); /* MLM transform + LN */
+    add(V, 0);                                    /* decoder bias */
+    add(2 * H, 1), add(2, 0);                     /* NSP */
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    int n = 56, reps = 30;
+    unsigned long seed = 1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--n"))
+            n = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed"))
+            seed = strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--reps"))
+            reps = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: bench_kernels [--n 56] [--seed 1] [--reps 30]\n");
+            return 2;
+        }
+    }
+    if (n < 1 || reps < 1) {
+        fprintf(stderr, "bench_kernels: --n and --reps must be >= 1\n");
+        return 2;
+    }
+
+    /* lengths from the Wikipedia distribution */
+    unpad_dist dist;
+    unpad_err err;
+    memset(&err, 0, sizeof err);
+    dist_sampler *smp;
+    if (dist_load(dist_default_path(), &dist, &err) != UNPAD_OK ||
+        dist_sampler_alloc(&dist, seed, &smp, &err) != UNPAD_OK) {
+        fprintf(stderr, "bench_kernels: %s\n", err.msg);
+        return 1;
+    }
+    int *len = (int *)malloc(n * sizeof(int));
+    dist_sample(smp, len, n);
+    dist_sampler_free(smp);
+    dist_free(&dist);
+    int32_t *cu = (int32_t *)malloc((n + 1) * 4);
+    cu[0] = 0;
+    int P = 0, max_len = 1;
+    for (int s = 0; s < n; s++) {
+        cu[s + 1] = cu[s] + len[s];
+        int pred = (int)lround(0.15 * len[s]);
+        P += pred < 76 ? pred : 76;
+        max_len = len[s] > max_len ? len[s] : max_len;
+    }
+    if (P < 1)
+        P = 1;
+    const int T = cu[n], H = 1024, F = 4096, V = 30522, VP = 30528, TV = 2;
+
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+
+    /* device copy bandwidth: 1 GiB D2D, read + write counted */
+    {
+        size_t bytes = (size_t)1 << 30;
+        void *a, *b;
+        cudaCheck(cudaMalloc(&a, bytes));
+        cudaCheck(cudaMalloc(&b, bytes));
+        cudaCheck(cudaMemset(a, 1, bytes));
+        float us = time_us(10, [&](int) { cudaCheck(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0)); });
+        copy_gbs = 2.0 * bytes / (us * 1e-6) / 1e9;
+        cudaCheck(cudaFree(a));
+        cudaCheck(cudaFree(b));
+    }
+    printf("bench_kernels on %s (%d SMs, L2 %d MB): %d sequences (seed %lu), T = %d tokens, max len %d, "
+           "P = %d masked, H = %d, median of %d reps, %d rotating buffer sets\n",
+           prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, n, seed, T, max_len, P, H,
+           reps, NSETS);
+    printf("device-to-device cudaMemcpy (1 GiB, read + write): %.0f GB/s\n\n", copy_gbs);
+    printf("%-36s %-22s %9s %10s %9s %8s\n", "kernel", "shape", "MB moved", "median us", "GB/s",
+           "of copy");
+
+    size_t TH = (size_t)T * H, TF = (size_t)T * F, PV = (size_t)P * VP;
+    int32_t *ids = (int32_t *)malloc(T * 4), *types = (int32_t *)malloc(T * 4), *rows = (int32_t *)malloc(P * 4);
+    int32_t *labels = (int32_t *)malloc(P * 4), *nsp_labels = (int32_t *)malloc(n * 4);
+    for (int t = 0; t < T; t++)
+        ids[t] = (int)((t * 2654435761u) % V), types[t] = (t / 37) % 2;
+    for (int i = 0; i < P; i++)
+        rows[i] = (int)((size_t)i * T / P), labels[i] = (i * 7919) % V;
+    for (int s = 0; s < n; s++)
+        nsp_labels[s] = s % 2;
+    int32_t *d_cu, *d_ids, *d_types, *d_rows, *d_labels, *d_nsp;
+    cudaCheck(cudaMalloc(&d_cu, (n + 1) * 4));
+    cudaCheck(cudaMalloc(&d_ids, T * 4));
+    cudaCheck(cudaMalloc(&d_types, T * 4));
+    cudaCheck(cudaMalloc(&d_rows, P * 4));
+    cudaCheck(cudaMalloc(&d_labels, P * 4));
+    cudaCheck(cudaMalloc(&d_nsp, n * 4));
+    cudaCheck(cudaMemcpy(d_cu, cu, (n + 1) * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_ids, ids, T * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_types, types, T * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_rows, rows, P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_labels, labels, P * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_nsp, nsp_labels, n * 4, cudaMemcpyHostToDevice));
+
+    /* parameters (one copy: small or gathered) and gradients */
+    sets word = alloc_sets((size_t)VP * H * 2, 1), pos = alloc_sets(512 * H * 2, 1), type = alloc_sets(TV * H * 2, 1);
+    sets gam = alloc_sets(F * 2, 1), bet = alloc_sets(F * 2, 1), bias = alloc_sets(F * 2, 1);
+    float *dword, *dpos, *dtype, *dg, *db, *dbias, *scratch;
+    cudaCheck(cudaMalloc(&dword, (size_t)VP * H * 4));
+    cudaCheck(cudaMalloc(&dpos, 512 * H * 4));
+    cudaCheck(cudaMalloc(&dtype, TV * H * 4));
+    cudaCheck(cudaMalloc(&dg, F * 4));
+    cudaCheck(cudaMalloc(&db, F * 4));
+    cudaCheck(cudaMalloc(&dbias, (size_t)VP * 4));
+    size_t sb = embedding_bwd_scratch_bytes(T, H, TV);
+    size_t s2 = layernorm_bwd_scratch_bytes(H), s3 = bias_bwd_scratch_bytes(VP);
+    sb = sb > s2 ? sb : s2;
+    sb = sb > s3 ? sb : s3;
+    cudaCheck(cudaMalloc(&scratch, sb));
+    cudaCheck(cudaMemset(dword, 0, (size_t)VP * H * 4));
+
+    /* activations, NSETS each */
+    sets x = alloc_sets(TH * 2, 1), res = alloc_sets(TH * 2, 1), out = alloc_sets(TH * 2, 1);
+    sets lnin = alloc_sets(TH * 2, 1), dout = alloc_sets(TH * 2, 1), dadd = alloc_sets(TH * 2, 1);
+    sets dx = alloc_sets(TH * 2, 1), mean = alloc_sets(T * 4, 0), rstd = alloc_sets(T * 4, 0);
+    char shape[64];
+    const float eps = 1e-12f, p = 0.1f;
+
+    snprintf(shape, sizeof shape, "T%d H%d", T, H);
+    float us = time_us(reps, [&](int s) {
+        embedding_fwd(B(out, s), F(mean, s), F(rstd, s), d_ids, d_types, d_cu, n, B(word, 0), B(pos, 0),
+                      B(type, 0), B(gam, 0), B(bet, 0), T, H, eps, p, 1, 0, 0);
+    });
+    row("embedding_fwd (+LN, dropout)", shape, 4.0 * TH * 2 + T * 16.0, us);
+    us = time_us(reps, [&](int s) {
+        embedding_bwd(dword, dpos, dtype, dg, db, B(dout, s), B(dadd, s), d_ids, d_types, d_cu, n,
+                      max_len, B(word, 0), B(pos, 0), B(type, 0), B(gam, 0), F(mean, s), F(rstd, s),
+                      T, H, TV, p, 1, 0, scratch, 0);
+    });
+    /* dout, dout_add, 3 table rows, dsum written and read twice, word-table atomics (read+write) */
+    row("embedding_bwd (3 tables, gamma/beta)", shape, 5.0 * TH * 2 + 3.0 * TH * 4 + 2.0 * TH * 4, us);
+
+    us = time_us(reps, [&](int s) {
+        layernorm_fwd(B(out, s), F(mean, s), F(rstd, s), B(x, s), B(gam, 0), B(bet, 0), T, H, eps, 0);
+    });
+    row("layernorm_fwd", shape, 2.0 * TH * 2 + T * 8.0, us);
+    us = time_us(reps, [&](int s) {
+        layernorm_bwd(B(dx, s), dg, db, B(dout, s), B(x, s), F(mean, s), F(rstd, s), B(gam, 0), T, H,
+                      scratch, 0);
+    });
+    row("layernorm_bwd", shape, 3.0 * TH * 2 + T * 8.0, us);
+    us = time_us(reps, [&](int s) {
+        bias_dropout_residual_layernorm_fwd(B(out, s), B(lnin, s), F(mean, s), F(rstd, s), B(x, s),
+                                            B(bias, 0), B(res, s), B(gam, 0), B(bet, 0), T, H, eps, p,
+                                            1, 2, 0);
+    });
+    row("bias_dropout_residual_layernorm_fwd", shape, 4.0 * TH * 2 + T * 8.0, us);
+    us = time_us(reps, [&](int s) {
+        bias_dropout_residual_layernorm_bwd(B(dx, s), B(res, s), dbias, dg, db, B(dout, s), B(dadd, s),
+                                            B(lnin, s), F(mean, s), F(rstd, s), B(gam, 0), T, H, p,
+                                            1, 2, scratch, 0);
+    });
+    row("bias_dropout_residual_layernorm_bwd", shape, 5.0 * TH * 2 + T * 8.0, us);
+    us = time_us(reps, [&](int s) {
+        bias_dropout_residual_layernorm_fwd(B(out, s), B(lnin, s), F(mean, s), F(rstd, s), B(x, s),
+                                            B(bias, 0), B(res, s), B(gam, 0), B(bet, 0), T, H, eps,
+                                            0.0f, 1, 2, 0);
+    });
+    row("  same, p = 0 (no dropout)", shape, 4.0 * TH * 2 + T * 8.0, us);
+    free_sets(&x), free_sets(&res), free_sets(&lnin), free_sets(&dadd);
+
+    /* FFN-wide tensors */
+    sets fx = alloc_sets(TF * 2, 1), fo = alloc_sets(TF * 2, 1), fd = alloc_sets(TF * 2, 1);
+    snprintf(shape, sizeof shape, "T%d N%d", T, F);
+    us = time_us(reps, [&](int s) { bias_gelu_fwd(B(fo, s), B(fx, s), B(bias, 0), T, F, 0); });
+    row("bias_gelu_fwd", shape, 2.0 * TF * 2, us);
+    us = time_us(reps, [&](int s) {
+        bias_gelu_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), B(bias, 0), T, F, scratch, 0);
+    });
+    row("bias_gelu_bwd (+dbias)", shape, 3.0 * TF * 2, us);
+    snprintf(shape, sizeof shape, "T%d N%d", T, 3 * H);
+    us = time_us(reps, [&](int s) { bias_bwd(dbias, B(fd, s), T, 3 * H, scratch, 0); });
+    row("bias_bwd (QKV bias)", shape, (double)T * 3 * H * 2, us);
+    snprintf(shape, sizeof shape, "n%d N%d", n, H);
+    us = time_us(reps, [&](int s) { bias_tanh_fwd(B(fo, s), B(fx, s), B(bias, 0), n, H, 0); });
+    row("bias_tanh_fwd (pooler)", shape, 2.0 * n * H * 2, us);
+    us = time_us(reps, [&](int s) { bias_tanh_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), n, H, scratch, 0); });
+    row("bias_tanh_bwd (pooler)", shape, 3.0 * n * H * 2, us);
+
+    /* MLM head rows and losses */
+    snprintf(shape, sizeof shape, "P%d H%d", P, H);
+    us = time_us(reps, [&](int s) { rows_gather(B(fo, s), B(out, s), d_rows, P, H, 0); });
+    row("rows_gather", shape, 2.0 * P * H * 2, us);
+    us = time_us(reps, [&](int s) { rows_scatter_add(B(dx, s), B(fo, s), d_rows, P, H, 0); });
+    row("rows_scatter_add", shape, 3.0 * P * H * 2, us);
+    free_sets(&fx), free_sets(&fo), free_sets(&fd), free_sets(&out), free_sets(&dout), free_sets(&dx);
+    sets logits = alloc_sets(PV * 2, 1), dlog = alloc_sets(PV * 2, 1), loss = alloc_sets(P * 4, 0),
+         lse = alloc_sets(P * 4, 0);
+    snprintf(shape, sizeof shape, "P%d V%d", P, VP);
+    us = time_us(reps, [&](int s) { mlm_xent_fwd(F(loss, s), F(lse, s), B(logits, s), d_labels, P, V, VP, 0); });
+    row("mlm_xent_fwd", shape, (double)PV * 2, us);
+    us = time_us(reps, [&](int s) {
+        mlm_xent_bwd(B(dlog, s), B(logits, s), F(lse, s), d_labels, 1.0f / P, P, V, VP, 0);
+    });
+    row("mlm_xent_bwd", shape, 2.0 * PV * 2, us);
+    us = time_us(reps, [&](int s) { bias_bwd(dbias, B(dlog, s), P, VP, scratch, 0); });
+    row("bias_bwd (decoder bias)", shape, (double)PV * 2, us);
+    snprintf(shape, sizeof shape, "n%d", n);
+    us = time_us(reps, [&](int s) {
+        nsp_xent_fwd_bwd(F(loss, s), B(dlog, s), B(logits, s), d_nsp, 1.0f / n, n, 0);
+    });
+    row("nsp_xent_fwd_bwd", shape, n * 12.0, us);
+    us = time_us(reps, [&](int s) { reduce_sum_f32(F(lse, s), F(loss, s), P, 0); });
+    snprintf(shape, sizeof shape, "n%d", P);
+    row("reduce_sum_f32", shape, P * 4.0, us);
+    free_sets(&logits), free_sets(&dlog), free_sets(&loss), free_sets(&lse);
+    free_sets(&mean), free_sets(&rstd);
+
+    /* LAMB over BERT-Large (one set: 18 bytes per parameter ~ 6 GB, far beyond L2) */
+    {
+        int nt = bert_large_tensors(NULL, 0);
+        lamb_tensor *t = (lamb_tensor *)malloc(nt * sizeof *t);
+        bert_large_tensors(t, nt);
+        int nchunks = lamb_tensors_chunk(t, nt);
+        int64_t N = t[nt - 1].offset + t[nt - 1].size, params = 0;
+        for (int i = 0; i < nt; i++)
+            params += t[i].size;
+        lamb_tensor *d_t;
+        float *w, *m, *v, *g, *gn, *ls;
+        bf16 *work;
+        cudaCheck(cudaMalloc(&d_t, nt * sizeof *t));
+        cudaCheck(cudaMemcpy(d_t, t, nt * sizeof *t, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMalloc(&w, N * 4));
+        cudaCheck(cudaMalloc(&m, N * 4));
+        cudaCheck(cudaMalloc(&v, N * 4));
+        cudaCheck(cudaMalloc(&g, N * 4));
+        cudaCheck(cudaMalloc(&work, N * 2));
+        cudaCheck(cudaMalloc(&gn, 4));
+        cudaCheck(cudaMalloc(&ls, lamb_scratch_bytes(nchunks)));
+        cudaCheck(cudaMemset(w, 0, N * 4));
+        cudaCheck(cudaMemset(m, 0, N * 4));
+        cudaCheck(cudaMemset(v, 0, N * 4));
+        cudaCheck(cudaMemset(g, 0, N * 4));
+        lamb_hparams hp = {4e-3f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, 1};
+        int lreps = reps < 10 ? reps : 10;
+        us = time_us(lreps, [&](int) { lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, ls, 0); });
+        snprintf(shape, sizeof shape, "%.1fM params, %d tensors", params / 1e6, nt);
+        row("lamb_update (4 passes)", shape, 46.0 * params, us);
+        us = time_us(lreps, [&](int) { convert_f32_to_bf16(work, w, N, 0); });
+        snprintf(shape, sizeof shape, "%.1fM", N / 1e6);
+        row("convert_f32_to_bf16", shape, 6.0 * N, us);
+        void *bufs[] = {d_t, w, m, v, g, work, gn, ls};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            cudaCheck(cudaFree(bufs[i]));
+        free(t);
+    }
+    printf("\nMB moved: each input read once and each output written once (bf16 activations, fp32 "
+           "statistics); embedding_bwd also counts its fp32 (T, H) scratch and word-table atomics, "
+           "lamb_update its 4 passes (46 bytes per parameter).\n");
+    return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test-gpu.sh — runs every GPU test: each bin/test_* binary, then each tests/gpu/*.py comparison
+# (python3, from the project root). Output of each goes to the terminal and to build/test-gpu/<name>.log.
+# Ends with a summary table; exits nonzero if anything failed. Run from the project root
+# (`make test-gpu` builds the binaries first).
+set -u
+cd "$(dirname "$0")/.."
+logdir=build/test-gpu
+mkdir -p "$logdir"
+
+names=() results=() times=()
+run() { # name, command...
+    local name=$1; shift
+    echo "=== $name"
+    local t0=$SECONDS
+    "$@" 2>&1 | tee "$logdir/$name.log"
+    local rc=${PIPESTATUS[0]}
+    names+=("$name") times+=("$((SECONDS - t0))")
+    if [ "$rc" -eq 0 ]; then results+=("PASS"); else results+=("FAIL (exit $rc)"); fi
+}
+
+for b in bin/test_*; do
+    [ -x "$b" ] || continue
+    run "$(basename "$b")" "./$b"
+done
+for p in tests/gpu/*.py; do
+    [ -f "$p" ] || continue
+    run "$(basename "$p" .py)" python3 "$p"
+done
+
+echo
+printf '%-32s %8s  %s\n' "GPU test" "seconds" "result"
+failed=0
+for i in "${!names[@]}"; do
+    printf '%-32s %8s  %s\n' "${names[$i]}" "${times[$i]}" "${results[$i]}"
+    [ "${results[$i]}" = PASS ] || failed=$((failed + 1))
+done
+if [ "${#names[@]}" -eq 0 ]; then
+    echo "no GPU tests found (bin/test_* or tests/gpu/*.py): run 'make gpu' first"
+    exit 1
+fi
+echo "logs in $logdir/; $failed of ${#names[@]} failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,670 @@
+/* test_kernels.cu — every launcher of kernels/kernels.h against its plain-C reference
+ * (kernels/ref/ref.h) on fresh random inputs. The token batch is unpadded and ragged: lengths
+ * 1, 2, 63, 64, 65, 127, 128, 129, 511, 512 in one batch (T = 1602), described by cu_seqlens.
+ * Outputs are poisoned (all bits set: NaN in bf16 and fp32) before each run, so an element the
+ * kernel fails to write fails the check; accumulated (+=) gradients start from random values.
+ * Each output must satisfy |got - ref| <= atol + rtol |ref| element-wise, bounds stated per row.
+ * Also checked: determinism (two runs bitwise equal) of the column reductions and of LAMB.
+ * Prints one table row per kernel output and exits nonzero on any FAIL. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "dropout.h"
+#include "ref/ref.h"
+
+static unsigned long long rng_state = 0x9e3779b97f4a7c15ull;
+static float urand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+static int irand(int n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (int)((rng_state >> 33) % (unsigned long long)n);
+}
+
+static float *hmalloc(size_t n)
+{
+    float *p = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+/* Random values rounded to bf16: host mirror h (float) and a device copy. */
+static bf16 *dev_bf16_rand(float *h, size_t n, float scale, float offset)
+{
+    bf16 *b = (bf16 *)malloc((n ? n : 1) * 2), *d;
+    for (size_t i = 0; i < n; i++) {
+        b[i] = float_to_bf16(offset + urand() * scale);
+        h[i] = bf16_to_float(b[i]);
+    }
+    cudaCheck(cudaMalloc(&d, (n ? n : 1) * 2));
+    cudaCheck(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice));
+    free(b);
+    return d;
+}
+static bf16 *dev_bf16_from(const float *h, size_t n) /* h must already hold bf16 values */
+{
+    bf16 *b = (bf16 *)malloc((n ? n : 1) * 2), *d;
+    for (size_t i = 0; i < n; i++)
+        b[i] = float_to_bf16(h[i]);
+    cudaCheck(cudaMalloc(&d, (n ? n : 1) * 2));
+    cudaCheck(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice));
+    free(b);
+    return d;
+}
+static float *dev_f32_from(const float *h, size_t n)
+{
+    float *d;
+    cudaCheck(cudaMalloc(&d, (n ? n : 1) * 4));
+    cudaCheck(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static float *dev_f32_rand(float *h, size_t n, float scale, float offset)
+{
+    for (size_t i = 0; i < n; i++)
+        h[i] = offset + urand() * scale;
+    return dev_f32_from(h, n);
+}
+static int32_t *dev_i32_from(const int32_t *h, size_t n)
+{
+    int32_t *d;
+    cudaCheck(cudaMalloc(&d, (n ? n : 1) * 4));
+    cudaCheck(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static void *dev_poisoned(size_t bytes)
+{
+    void *d;
+    cudaCheck(cudaMalloc(&d, bytes ? bytes : 1));
+    cudaCheck(cudaMemset(d, 0xff, bytes));
+    return d;
+}
+static void dfree(void *d)
+{
+    cudaCheck(cudaFree(d));
+}
+static void get_bf16(float *h, const bf16 *d, size_t n)
+{
+    bf16 *b = (bf16 *)malloc((n ? n : 1) * 2);
+    cudaCheck(cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++)
+        h[i] = bf16_to_float(b[i]);
+    free(b);
+}
+static void get_f32(float *h, const float *d, size_t n)
+{
+    cudaCheck(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
+}
+
+static int failures, rows_printed;
+
+/* One table row: element-wise |got - ref| <= atol + rtol |ref|; NaN (e.g. poison) fails. */
+static void check(const char *name, const float *got, const float *ref, size_t n, double atol,
+                  double rtol)
+{
+    double max_abs = 0, max_rel = 0, worst = 0;
+    size_t bad = 0, first_bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        double bound = atol + rtol * fabs(ref[i]);
+        if (!(e <= bound)) { /* also NaN */
+            if (!bad)
+                first_bad = i;
+            bad++;
+        }
+        if (e == e) {
+            max_abs = e > max_abs ? e : max_abs;
+            if (fabs(ref[i]) > atol && e / fabs(ref[i]) > max_rel)
+                max_rel = e / fabs(ref[i]);
+            worst = e / bound > worst ? e / bound : worst;
+        }
+    }
+    int ok = bad == 0;
+    failures += !ok;
+    if (rows_printed++ % 40 == 0)
+        printf("%-34s %9s %11s %11s %20s %s\n", "kernel: output", "elements", "max abs err",
+               "max rel err", "bound atol+rtol|ref|", "result");
+    char bound[48];
+    snprintf(bound, sizeof bound, "%.0e + %.0e|ref|", atol, rtol);
+    printf("%-34s %9zu %11.3e %11.3e %20s %s", name, n, max_abs, max_rel, bound, ok ? "PASS" : "FAIL");
+    if (!ok)
+        printf("  (%zu bad, first [%zu] got %g ref %g)", bad, first_bad, got[first_bad], ref[first_bad]);
+    printf("\n");
+}
+
+/* Bitwise equality of two runs (deterministic reductions). */
+static void check_same(const char *name, const float *a, const float *b, size_t n)
+{
+    int ok = memcmp(a, b, n * sizeof(float)) == 0;
+    failures += !ok;
+    printf("%-34s %9zu %11s %11s %20s %s\n", name, n, "-", "-", "bitwise equal", ok ? "PASS" : "FAIL");
+    rows_printed++;
+}
+
+/* ---- the ragged batch ---------------------------------------------------------------------------- */
+static const int LENS[] = {129, 1, 512, 63, 2, 128, 65, 511, 64, 127};
+enum { NSEQ = sizeof LENS / sizeof *LENS, MAXPOS = 512, TYPES = 2, VOCAB = 1000 };
+
+typedef struct {
+    int n, T;
+    int32_t cu[NSEQ + 1], *ids, *types;
+    int32_t *d_cu, *d_ids, *d_types;
+} batch;
+
+static void batch_make(batch *b)
+{
+    b->n = NSEQ;
+    b->cu[0] = 0;
+    for (int s = 0; s < NSEQ; s++)
+        b->cu[s + 1] = b->cu[s] + LENS[s];
+    b->T = b->cu[NSEQ];
+    b->ids = (int32_t *)malloc(b->T * 4);
+    b->types = (int32_t *)malloc(b->T * 4);
+    for (int t = 0; t < b->T; t++) {
+        b->ids[t] = irand(8) == 0 ? 3 : irand(VOCAB); /* a frequent id, like [MASK] */
+        b->types[t] = irand(TYPES);
+    }
+    b->d_cu = dev_i32_from(b->cu, NSEQ + 1);
+    b->d_ids = dev_i32_from(b->ids, b->T);
+    b->d_types = dev_i32_from(b->types, b->T);
+}
+
+/* ---- embedding ----------------------------------------------------------------------------------- */
+static void test_embedding(const batch *b, int H, float p)
+{
+    int T = b->T;
+    const uint64_t seed = 0xabcdef12ull, sid = 7;
+    float *hw = hmalloc((size_t)VOCAB * H), *hp = hmalloc((size_t)MAXPOS * H), *hy = hmalloc(TYPES * H);
+    float *hg = hmalloc(H), *hb = hmalloc(H);
+    bf16 *w = dev_bf16_rand(hw, (size_t)VOCAB * H, 0.5f, 0), *ps = dev_bf16_rand(hp, (size_t)MAXPOS * H, 0.5f, 0);
+    bf16 *ty = dev_bf16_rand(hy, TYPES * H, 0.5f, 0);
+    bf16 *g = dev_bf16_rand(hg, H, 0.5f, 1.0f), *be = dev_bf16_rand(hb, H, 0.5f, 0);
+    size_t TH = (size_t)T * H;
+    bf16 *out = (bf16 *)dev_poisoned(TH * 2);
+    float *mean = (float *)dev_poisoned(T * 4), *rstd = (float *)dev_poisoned(T * 4);
+    embedding_fwd(out, mean, rstd, b->d_ids, b->d_types, b->d_cu, b->n, w, ps, ty, g, be, T, H,
+                  1e-12f, p, seed, sid, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *rout = hmalloc(TH), *rmean = hmalloc(T), *rrstd = hmalloc(T), *got = hmalloc(TH);
+    embedding_fwd_ref(rout, rmean, rrstd, b->ids, b->types, b->cu, b->n, hw, hp, hy, hg, hb, T, H,
+                      1e-12f, p, seed, sid);
+    char name[64];
+    get_bf16(got, out, TH);
+    snprintf(name, sizeof name, "embedding_fwd H%d: out", H);
+    check(name, got, rout, TH, 1e-2, 1e-2);
+    float *gmean = hmalloc(T), *grstd = hmalloc(T);
+    get_f32(gmean, mean, T);
+    get_f32(grstd, rstd, T);
+    snprintf(name, sizeof name, "embedding_fwd H%d: mean", H);
+    check(name, gmean, rmean, T, 1e-6, 1e-4);
+    snprintf(name, sizeof name, "embedding_fwd H%d: rstd", H);
+    check(name, grstd, rrstd, T, 1e-6, 1e-4);
+
+    /* backward: accumulate into random gradients; the reference uses the GPU's statistics */
+    float *hdo = hmalloc(TH), *hda = hmalloc(TH);
+    bf16 *dout = dev_bf16_rand(hdo, TH, 1.0f, 0), *dadd = dev_bf16_rand(hda, TH, 1.0f, 0);
+    size_t nw = (size_t)VOCAB * H, np = (size_t)MAXPOS * H, nt = (size_t)TYPES * H;
+    float *rdw = hmalloc(nw), *rdp = hmalloc(np), *rdt = hmalloc(nt), *rdg = hmalloc(H), *rdb = hmalloc(H);
+    float *dw = dev_f32_rand(rdw, nw, 1, 0), *dp = dev_f32_rand(rdp, np, 1, 0), *dt = dev_f32_rand(rdt, nt, 1, 0);
+    float *dg = dev_f32_rand(rdg, H, 1, 0), *db = dev_f32_rand(rdb, H, 1, 0);
+    float *scratch;
+    cudaCheck(cudaMalloc(&scratch, embedding_bwd_scratch_bytes(T, H, TYPES)));
+    /* run twice from the same start to check determinism of dpos / dtype / dgamma / dbeta */
+    float *run1[4];
+    float *dsts[4] = {dp, dt, dg, db};
+    size_t ns[4] = {np, nt, (size_t)H, (size_t)H};
+    float *starts[4] = {rdp, rdt, rdg, rdb};
+    for (int rep = 0; rep < 2; rep++) {
+        for (int k = 0; k < 4; k++)
+            cudaCheck(cudaMemcpy(dsts[k], starts[k], ns[k] * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(dw, rdw, nw * 4, cudaMemcpyHostToDevice));
+        embedding_bwd(dw, dp, dt, dg, db, dout, dadd, b->d_ids, b->d_types, b->d_cu, b->n, MAXPOS,
+                      w, ps, ty, g, mean, rstd, T, H, TYPES, p, seed, sid, scratch, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        if (rep == 0)
+            for (int k = 0; k < 4; k++) {
+                run1[k] = hmalloc(ns[k]);
+                get_f32(run1[k], dsts[k], ns[k]);
+            }
+    }
+    embedding_bwd_ref(rdw, rdp, rdt, rdg, rdb, hdo, hda, b->ids, b->types, b->cu, b->n, MAXPOS, hw,
+                      hp, hy, hg, gmean, grstd, T, H, TYPES, p, seed, sid);
+    const char *names[5] = {"dword", "dpos", "dtype", "dgamma", "dbeta"};
+    float *devs[5] = {dw, dp, dt, dg, db}, *refs[5] = {rdw, rdp, rdt, rdg, rdb};
+    size_t cnt[5] = {nw, np, nt, (size_t)H, (size_t)H};
+    for (int k = 0; k < 5; k++) {
+        float *h = hmalloc(cnt[k]);
+        get_f32(h, devs[k], cnt[k]);
+        snprintf(name, sizeof name, "embedding_bwd H%d: %s", H, names[k]);
+        check(name, h, refs[k], cnt[k], 2e-3, 1e-3);
+        if (k >= 1) {
+            snprintf(name, sizeof name, "embedding_bwd H%d: %s rerun", H, names[k]);
+            check_same(name, h, run1[k - 1], cnt[k]);
+            free(run1[k - 1]);
+        }
+        free(h);
+    }
+    dfree(w), dfree(ps), dfree(ty), dfree(g);
+    dfree(be), dfree(out), dfree(mean), dfree(rstd);
+    dfree(dout), dfree(dadd), dfree(dw), dfree(dp);
+    dfree(dt), dfree(dg), dfree(db), dfree(scratch);
+    free(hw), free(hp), free(hy), free(hg), free(hb), free(rout), free(rmean), free(rrstd), free(got);
+    free(gmean), free(grstd), free(hdo), free(hda), free(rdw), free(rdp), free(rdt), free(rdg), free(rdb);
+}
+
+/* ---- LayerNorm, plain and fused ------------------------------------------------------------------ */
+static void test_layernorm(int T, int H, int fused, float p)
+{
+    const uint64_t seed = 4242, sid = 13;
+    size_t TH = (size_t)T * H;
+    float *hx = hmalloc(TH), *hbias = hmalloc(H), *hres = hmalloc(TH), *hg = hmalloc(H), *hb = hmalloc(H);
+    bf16 *x = dev_bf16_rand(hx, TH, 2.0f, 0.3f), *bias = dev_bf16_rand(hbias, H, 0.5f, 0);
+    bf16 *res = dev_bf16_rand(hres, TH, 1.0f, 0);
+    bf16 *g = dev_bf16_rand(hg, H, 0.5f, 1.0f), *be = dev_bf16_rand(hb, H, 0.5f, 0);
+    bf16 *out = (bf16 *)dev_poisoned(TH * 2), *lnin = (bf16 *)dev_poisoned(TH * 2);
+    float *mean = (float *)dev_poisoned(T * 4), *rstd = (float *)dev_poisoned(T * 4);
+    float *rout = hmalloc(TH), *rln = hmalloc(TH), *rmean = hmalloc(T), *rrstd = hmalloc(T);
+    float *got = hmalloc(TH), *gmean = hmalloc(T), *grstd = hmalloc(T), *gln = hmalloc(TH);
+    const char *kn = fused ? "bias_dropout_residual_layernorm" : "layernorm";
+    char name[96];
+    if (fused) {
+        bias_dropout_residual_layernorm_fwd(out, lnin, mean, rstd, x, bias, res, g, be, T, H, 1e-12f,
+                                            p, seed, sid, 0);
+        bias_dropout_residual_layernorm_fwd_ref(rout, rln, rmean, rrstd, hx, hbias, hres, hg, hb, T,
+                                                H, 1e-12f, p, seed, sid);
+    } else {
+        layernorm_fwd(out, mean, rstd, x, g, be, T, H, 1e-12f, 0);
+        layernorm_fwd_ref(rout, rmean, rrstd, hx, hg, hb, T, H, 1e-12f);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    get_bf16(got, out, TH);
+    get_f32(gmean, mean, T);
+    get_f32(grstd, rstd, T);
+    snprintf(name, sizeof name, "%s_fwd T%d H%d: out", fused ? "bdr_layernorm" : kn, T, H);
+    check(name, got, rout, TH, 2e-2, 1e-2);
+    snprintf(name, sizeof name, "%s_fwd T%d H%d: mean", fused ? "bdr_layernorm" : kn, T, H);
+    check(name, gmean, rmean, T, 1e-3, 1e-3); /* fused: stats of the bf16-rounded r */
+    snprintf(name, sizeof name, "%s_fwd T%d H%d: rstd", fused ? "bdr_layernorm" : kn, T, H);
+    check(name, grstd, rrstd, T, 1e-5, fused ? 2e-3 : 1e-4);
+    if (fused) {
+        get_bf16(gln, lnin, TH);
+        snprintf(name, sizeof name, "bdr_layernorm_fwd T%d H%d: ln_in", T, H);
+        check(name, gln, rln, TH, 1e-2, 8e-3);
+    } else {
+        memcpy(gln, hx, TH * 4);
+    }
+
+    /* backward from the GPU's saved tensors */
+    float *hdo = hmalloc(TH), *hda = hmalloc(TH);
+    bf16 *dout = dev_bf16_rand(hdo, TH, 1.0f, 0), *dadd = dev_bf16_rand(hda, TH, 1.0f, 0);
+    bf16 *dx = (bf16 *)dev_poisoned(TH * 2), *dres = (bf16 *)dev_poisoned(TH * 2);
+    float *rdg = hmalloc(H), *rdb = hmalloc(H), *rdbias = hmalloc(H);
+    float *dg = dev_f32_rand(rdg, H, 1, 0), *db = dev_f32_rand(rdb, H, 1, 0);
+    float *dbias = dev_f32_rand(rdbias, H, 1, 0);
+    float *start[3] = {hmalloc(H), hmalloc(H), hmalloc(H)};
+    memcpy(start[0], rdg, H * 4), memcpy(start[1], rdb, H * 4), memcpy(start[2], rdbias, H * 4);
+    float *scratch;
+    cudaCheck(cudaMalloc(&scratch, layernorm_bwd_scratch_bytes(H)));
+    float *run1[3] = {hmalloc(H), hmalloc(H), hmalloc(H)};
+    float *devs[3] = {dg, db, dbias};
+    for (int rep = 0; rep < 2; rep++) {
+        for (int k = 0; k < 3; k++)
+            cudaCheck(cudaMemcpy(devs[k], start[k], H * 4, cudaMemcpyHostToDevice));
+        if (fused)
+            bias_dropout_residual_layernorm_bwd(dx, dres, dbias, dg, db, dout, dadd, lnin, mean, rstd,
+                                                g, T, H, p, seed, sid, scratch, 0);
+        else
+            layernorm_bwd(dres, dg, db, dout, x, mean, rstd, g, T, H, scratch, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        if (rep == 0)
+            for (int k = 0; k < 3; k++)
+                get_f32(run1[k], devs[k], H);
+    }
+    float *rdx = hmalloc(TH), *rdres = hmalloc(TH);
+    if (fused)
+        bias_dropout_residual_layernorm_bwd_ref(rdx, rdres, rdbias, rdg, rdb, hdo, hda, gln, gmean,
+                                                grstd, hg, T, H, p, seed, sid);
+    else
+        layernorm_bwd_ref(rdres, rdg, rdb, hdo, gln, gmean, grstd, hg, T, H);
+    const char *pre = fused ? "bdr_layernorm_bwd" : "layernorm_bwd";
+    get_bf16(got, dres, TH);
+    snprintf(name, sizeof name, "%s T%d H%d: %s", pre, T, H, fused ? "dresidual" : "dx");
+    check(name, got, rdres, TH, 1e-2, 1e-2);
+    if (fused) {
+        get_bf16(got, dx, TH);
+        snprintf(name, sizeof name, "%s T%d H%d: dx", pre, T, H);
+        check(name, got, rdx, TH, 1e-2, 1e-2);
+    }
+    const char *pn[3] = {"dgamma", "dbeta", "dbias"};
+    float *prefs[3] = {rdg, rdb, rdbias};
+    for (int k = 0; k < (fused ? 3 : 2); k++) {
+        float *h = hmalloc(H);
+        get_f32(h, devs[k], H);
+        snprintf(name, sizeof name, "%s T%d H%d: %s", pre, T, H, pn[k]);
+        check(name, h, prefs[k], H, 2e-3, 1e-3);
+        snprintf(name, sizeof name, "%s T%d H%d: %s rerun", pre, T, H, pn[k]);
+        check_same(name, h, run1[k], H);
+        free(h);
+    }
+    dfree(x), dfree(bias), dfree(res), dfree(g);
+    dfree(be), dfree(out), dfree(lnin), dfree(mean);
+    dfree(rstd), dfree(dout), dfree(dadd), dfree(dx);
+    dfree(dres), dfree(dg), dfree(db), dfree(dbias);
+    dfree(scratch);
+    free(hx), free(hbias), free(hres), free(hg), free(hb), free(rout), free(rln), free(rmean), free(rrstd);
+    free(got), free(gmean), free(grstd), free(gln), free(hdo), free(hda), free(rdg), free(rdb), free(rdbias);
+    free(rdx), free(rdres);
+    for (int k = 0; k < 3; k++)
+        free(start[k]), free(run1[k]);
+}
+
+/* ---- bias + activation --------------------------------------------------------------------------- */
+static void test_activation(int T, int N, int tanh_act)
+{
+    size_t TN = (size_t)T * N;
+    float *hx = hmalloc(TN), *hb = hmalloc(N), *hdo = hmalloc(TN);
+    bf16 *x = dev_bf16_rand(hx, TN, 3.0f, 0), *bias = dev_bf16_rand(hb, N, 0.5f, 0);
+    bf16 *dout = dev_bf16_rand(hdo, TN, 1.0f, 0);
+    bf16 *out = (bf16 *)dev_poisoned(TN * 2), *dx = (bf16 *)dev_poisoned(TN * 2);
+    float *rout = hmalloc(TN), *rdx = hmalloc(TN), *got = hmalloc(TN), *rdb = hmalloc(N), *gdb = hmalloc(N);
+    float *db = dev_f32_rand(rdb, N, 1, 0);
+    float *scratch;
+    cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes(N)));
+    const char *kn = tanh_act ? "bias_tanh" : "bias_gelu";
+    char name[96];
+    if (tanh_act) {
+        bias_tanh_fwd(out, x, bias, T, N, 0);
+        bias_tanh_fwd_ref(rout, hx, hb, T, N);
+    } else {
+        bias_gelu_fwd(out, x, bias, T, N, 0);
+        bias_gelu_fwd_ref(rout, hx, hb, T, N);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    get_bf16(got, out, TN);
+    snprintf(name, sizeof name, "%s_fwd T%d N%d: out", kn, T, N);
+    check(name, got, rout, TN, 1e-3, 8e-3);
+    float *hout = hmalloc(TN);
+    memcpy(hout, got, TN * 4); /* tanh backward reads the GPU's bf16 output */
+    if (tanh_act) {
+        bias_tanh_bwd(dx, db, dout, out, T, N, scratch, 0);
+        bias_tanh_bwd_ref(rdx, rdb, hdo, hout, T, N);
+    } else {
+        bias_gelu_bwd(dx, db, dout, x, bias, T, N, scratch, 0);
+        bias_gelu_bwd_ref(rdx, rdb, hdo, hx, hb, T, N);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    get_bf16(got, dx, TN);
+    snprintf(name, sizeof name, "%s_bwd T%d N%d: dx", kn, T, N);
+    check(name, got, rdx, TN, 1e-3, 8e-3);
+    get_f32(gdb, db, N);
+    snprintf(name, sizeof name, "%s_bwd T%d N%d: dbias", kn, T, N);
+    check(name, gdb, rdb, N, 2e-3, 1e-3);
+    dfree(x), dfree(bias), dfree(dout), dfree(out);
+    dfree(dx), dfree(db), dfree(scratch);
+    free(hx), free(hb), free(hdo), free(rout), free(rdx), free(got), free(rdb), free(gdb), free(hout);
+}
+
+static void test_bias_bwd(int T, int N)
+{
+    size_t TN = (size_t)T * N;
+    float *hdo = hmalloc(TN), *rdb = hmalloc(N), *gdb = hmalloc(N), *run1 = hmalloc(N), *start = hmalloc(N);
+    bf16 *dout = dev_bf16_rand(hdo, TN, 1.0f, 0);
+    float *db = dev_f32_rand(rdb, N, 1, 0);
+    memcpy(start, rdb, N * 4);
+    float *scratch;
+    cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes(N)));
+    for (int rep = 0; rep < 2; rep++) {
+        cudaCheck(cudaMemcpy(db, start, N * 4, cudaMemcpyHostToDevice));
+        bias_bwd(db, dout, T, N, scratch, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        get_f32(rep ? gdb : run1, db, N);
+    }
+    bias_bwd_ref(rdb, hdo, T, N);
+    char name[96];
+    snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias", T, N);
+    check(name, gdb, rdb, N, 2e-3, 1e-3);
+    snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias rerun", T, N);
+    check_same(name, gdb, run1, N);
+    dfree(dout), dfree(db), dfree(scratch);
+    free(hdo), free(rdb), free(gdb), free(run1), free(start);
+}
+
+/* ---- gather / scatter, losses -------------------------------------------------------------------- */
+static void test_rows(const batch *b, int H)
+{
+    int T = b->T;
+    int32_t *rows = (int32_t *)malloc(T * 4);
+    int P = 0;
+    for (int t = 0; t < T; t++) /* about 15% of the tokens, each at most once, in order */
+        if (irand(100) < 15)
+            rows[P++] = t;
+    rows[P++] = T - 1;
+    size_t TH = (size_t)T * H, PH = (size_t)P * H;
+    float *hin = hmalloc(TH), *hdst = hmalloc(TH), *ref = hmalloc(PH > TH ? PH : TH), *got = hmalloc(TH);
+    bf16 *in = dev_bf16_rand(hin, TH, 2.0f, 0), *dst = dev_bf16_rand(hdst, TH, 2.0f, 0);
+    bf16 *out = (bf16 *)dev_poisoned(PH * 2);
+    int32_t *drows = dev_i32_from(rows, P);
+    rows_gather(out, in, drows, P, H, 0);
+    rows_scatter_add(dst, in, drows, P, H, 0); /* src: the first P rows of `in` */
+    cudaCheck(cudaDeviceSynchronize());
+    rows_gather_ref(ref, hin, rows, P, H);
+    get_bf16(got, out, PH);
+    char name[96];
+    snprintf(name, sizeof name, "rows_gather P%d H%d: out", P, H);
+    check(name, got, ref, PH, 0, 0);
+    rows_scatter_add_ref(hdst, hin, rows, P, H);
+    get_bf16(got, dst, TH);
+    snprintf(name, sizeof name, "rows_scatter_add P%d H%d: dst", P, H);
+    check(name, got, hdst, TH, 1e-6, 4e-3); /* one bf16 rounding of the sum */
+    dfree(in), dfree(dst), dfree(out), dfree(drows);
+    free(rows), free(hin), free(hdst), free(ref), free(got);
+}
+
+static void test_mlm_xent(int P, int V, int Vpad)
+{
+    size_t PV = (size_t)P * Vpad;
+    float *hz = hmalloc(PV);
+    for (size_t i = 0; i < PV; i++) {
+        int c = (int)(i % Vpad);
+        hz[i] = bf16_to_float(float_to_bf16(c < V ? 4.0f * urand() : 1000.0f)); /* padded: huge */
+    }
+    int32_t *labels = (int32_t *)malloc(P * 4);
+    for (int i = 0; i < P; i++)
+        labels[i] = i % 17 == 5 ? -1 : (i == 0 ? V - 1 : irand(V));
+    bf16 *z = dev_bf16_from(hz, PV);
+    int32_t *dl = dev_i32_from(labels, P);
+    float *loss = (float *)dev_poisoned(P * 4), *lse = (float *)dev_poisoned(P * 4);
+    bf16 *dz = (bf16 *)dev_poisoned(PV * 2);
+    const float scale = 1.0f / 1234.0f;
+    mlm_xent_fwd(loss, lse, z, dl, P, V, Vpad, 0);
+    mlm_xent_bwd(dz, z, lse, dl, scale, P, V, Vpad, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *rloss = hmalloc(P), *rlse = hmalloc(P), *gl = hmalloc(P), *rdz = hmalloc(PV), *got = hmalloc(PV);
+    mlm_xent_fwd_ref(rloss, rlse, hz, labels, P, V, Vpad);
+    char name[96];
+    get_f32(gl, loss, P);
+    snprintf(name, sizeof name, "mlm_xent_fwd P%d V%d: loss", P, V);
+    check(name, gl, rloss, P, 1e-4, 1e-5);
+    get_f32(gl, lse, P);
+    snprintf(name, sizeof name, "mlm_xent_fwd P%d V%d: lse", P, V);
+    check(name, gl, rlse, P, 1e-4, 1e-5);
+    mlm_xent_bwd_ref(rdz, hz, gl, labels, scale, P, V, Vpad); /* from the GPU's lse */
+    get_bf16(got, dz, PV);
+    snprintf(name, sizeof name, "mlm_xent_bwd P%d V%d: dlogits", P, V);
+    check(name, got, rdz, PV, 1e-10, 8e-3);
+    /* in place: dlogits written over the logits */
+    mlm_xent_bwd(z, z, lse, dl, scale, P, V, Vpad, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_bf16(got, z, PV);
+    snprintf(name, sizeof name, "mlm_xent_bwd P%d V%d: in place", P, V);
+    check(name, got, rdz, PV, 1e-10, 8e-3);
+    dfree(z), dfree(dl), dfree(loss), dfree(lse);
+    dfree(dz);
+    free(hz), free(labels), free(rloss), free(rlse), free(gl), free(rdz), free(got);
+}
+
+static void test_nsp_and_sum(int n)
+{
+    float *hz = hmalloc(2 * n);
+    int32_t *labels = (int32_t *)malloc(n * 4);
+    for (int i = 0; i < n; i++)
+        labels[i] = irand(2);
+    bf16 *z = dev_bf16_rand(hz, 2 * n, 5.0f, 0);
+    int32_t *dl = dev_i32_from(labels, n);
+    float *loss = (float *)dev_poisoned(n * 4);
+    bf16 *dz = (bf16 *)dev_poisoned(4 * n);
+    nsp_xent_fwd_bwd(loss, dz, z, dl, 1.0f / n, n, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *rl = hmalloc(n), *rd = hmalloc(2 * n), *gl = hmalloc(n), *gd = hmalloc(2 * n);
+    nsp_xent_fwd_bwd_ref(rl, rd, hz, labels, 1.0f / n, n);
+    get_f32(gl, loss, n);
+    get_bf16(gd, dz, 2 * n);
+    char name[96];
+    snprintf(name, sizeof name, "nsp_xent n%d: loss", n);
+    check(name, gl, rl, n, 1e-5, 1e-5);
+    snprintf(name, sizeof name, "nsp_xent n%d: dlogits", n);
+    check(name, gd, rd, 2 * n, 1e-7, 8e-3);
+
+    const int m = 100003;
+    float *hs = hmalloc(m), ref, got;
+    float *ds = dev_f32_rand(hs, m, 1.0f, 0.5f), *dout = (float *)dev_poisoned(4);
+    reduce_sum_f32(dout, ds, m, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_f32(&got, dout, 1);
+    reduce_sum_f32_ref(&ref, hs, m);
+    check("reduce_sum_f32 n100003: sum", &got, &ref, 1, 1e-3, 1e-6);
+    dfree(z), dfree(dl), dfree(loss), dfree(dz);
+    dfree(ds), dfree(dout);
+    free(hz), free(labels), free(rl), free(rd), free(gl), free(gd), free(hs);
+}
+
+/* ---- LAMB ---------------------------------------------------------------------------------------- */
+static void test_lamb(float grad_scale, int step)
+{
+    const int64_t sizes[] = {1, 2, 7, 16384, 16385, 40000, 1024, 100003, 0, 33};
+    const int n = sizeof sizes / sizeof *sizes;
+    lamb_tensor t[sizeof sizes / sizeof *sizes];
+    int64_t off = 3; /* unaligned offsets, gaps between tensors that must stay untouched */
+    for (int i = 0; i < n; i++) {
+        t[i].offset = off;
+        t[i].size = sizes[i];
+        t[i].weight_decay = i % 3 != 1;
+        off += sizes[i] + (i % 2);
+    }
+    int nchunks = lamb_tensors_chunk(t, n);
+    size_t N = (size_t)off + 5;
+    float *hw = hmalloc(N), *hm = hmalloc(N), *hv = hmalloc(N), *hg = hmalloc(N);
+    for (size_t i = 0; i < N; i++) {
+        hw[i] = urand() * 0.05f;
+        hm[i] = urand() * 1e-3f;
+        hv[i] = (urand() + 1.0f) * 1e-6f;
+        hg[i] = urand() * grad_scale;
+    }
+    for (int64_t i = 0; i < sizes[6]; i++) /* a tensor of zero weights: trust ratio 1 */
+        hw[t[6].offset + i] = 0.0f;
+    lamb_hparams hp = {.lr = 4e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
+                       .weight_decay = 0.01f, .max_grad_norm = 1.0f, .step = step};
+    lamb_tensor *dt;
+    cudaCheck(cudaMalloc(&dt, sizeof t));
+    cudaCheck(cudaMemcpy(dt, t, sizeof t, cudaMemcpyHostToDevice));
+    float *w = dev_f32_from(hw, N), *m = dev_f32_from(hm, N), *v = dev_f32_from(hv, N), *g = dev_f32_from(hg, N);
+    bf16 *work = (bf16 *)dev_poisoned(N * 2);
+    float *norm = (float *)dev_poisoned(4), *scratch;
+    cudaCheck(cudaMalloc(&scratch, lamb_scratch_bytes(nchunks)));
+    float *run1 = hmalloc(N), *gw = hmalloc(N), *gm = hmalloc(N), *gv = hmalloc(N), *gwork = hmalloc(N);
+    for (int rep = 0; rep < 2; rep++) {
+        cudaCheck(cudaMemcpy(w, hw, N * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(m, hm, N * 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(v, hv, N * 4, cudaMemcpyHostToDevice));
+        lamb_update(w, work, m, v, g, dt, n, nchunks, hp, norm, scratch, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        get_f32(rep ? gw : run1, w, N);
+    }
+    get_f32(gm, m, N);
+    get_f32(gv, v, N);
+    get_bf16(gwork, work, N);
+    float gnorm, rnorm;
+    get_f32(&gnorm, norm, 1);
+    lamb_update_ref(hw, hm, hv, hg, t, n, hp, &rnorm);
+    char name[96];
+    snprintf(name, sizeof name, "lamb_update step%d |g|~%.0e: master", step, grad_scale);
+    check(name, gw, hw, N, 1e-7, 1e-5);
+    snprintf(name, sizeof name, "lamb_update step%d: m", step);
+    check(name, gm, hm, N, 1e-9, 1e-5);
+    snprintf(name, sizeof name, "lamb_update step%d: v", step);
+    check(name, gv, hv, N, 1e-12, 1e-5);
+    snprintf(name, sizeof name, "lamb_update step%d: grad norm %.3g", step, rnorm);
+    check(name, &gnorm, &rnorm, 1, 1e-6, 1e-5);
+    /* the working copy is bf16(master) wherever a tensor lives (gaps: never written) */
+    float *want = hmalloc(N);
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < t[i].size; j++, k++) {
+            want[k] = bf16_to_float(float_to_bf16(gw[t[i].offset + j]));
+            gwork[k] = gwork[t[i].offset + j];
+        }
+    snprintf(name, sizeof name, "lamb_update step%d: work=bf16(w)", step);
+    check(name, gwork, want, k, 0, 0);
+    snprintf(name, sizeof name, "lamb_update step%d: master rerun", step);
+    check_same(name, gw, run1, N);
+
+    /* convert_f32_to_bf16 on the same buffer */
+    bf16 *cb = (bf16 *)dev_poisoned(N * 2);
+    convert_f32_to_bf16(cb, w, (int64_t)N, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_bf16(gwork, cb, N);
+    for (size_t i = 0; i < N; i++)
+        want[i] = bf16_to_float(float_to_bf16(gw[i]));
+    snprintf(name, sizeof name, "convert_f32_to_bf16 n%zu: out", N);
+    check(name, gwork, want, N, 0, 0);
+    dfree(dt), dfree(w), dfree(m), dfree(v);
+    dfree(g), dfree(work), dfree(norm), dfree(scratch);
+    dfree(cb);
+    free(hw), free(hm), free(hv), free(hg), free(run1), free(gw), free(gm), free(gv), free(gwork), free(want);
+}
+
+int main(void)
+{
+    int dev;
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    batch b;
+    batch_make(&b);
+    printf("test_kernels on %s: ragged batch of %d sequences, T = %d tokens (lengths", prop.name, b.n, b.T);
+    for (int s = 0; s < b.n; s++)
+        printf(" %d", LENS[s]);
+    printf(")\n");
+
+    test_embedding(&b, 1024, 0.1f);
+    test_embedding(&b, 200, 0.0f);
+    test_layernorm(b.T, 1024, 0, 0.0f);
+    test_layernorm(b.T, 1024, 1, 0.1f);
+    test_layernorm(b.T, 768, 1, 0.1f);
+    test_layernorm(b.T, 200, 0, 0.0f);
+    test_layernorm(65, 4096, 1, 0.25f);
+    test_layernorm(1, 64, 1, 0.1f);
+    test_activation(b.T, 4096, 0);
+    test_activation(129, 72, 0);
+    test_activation(b.n, 1024, 1);
+    test_bias_bwd(b.T, 1024);
+    test_bias_bwd(b.n, 2);
+    test_bias_bwd(300, 30528);
+    test_rows(&b, 1024);
+    test_mlm_xent(241, 30522, 30528);
+    test_mlm_xent(3, 61, 64);
+    test_nsp_and_sum(b.n);
+    test_lamb(1e-2f, 1);  /* global norm > 1: clipped */
+    test_lamb(1e-5f, 7);  /* norm < 1: not clipped */
+
+    printf("test_kernels: %d checks, %d failed\n", rows_printed, failures);
+    return failures ? 1 : 0;
+}
