@@ -16,7 +16,8 @@
  * with t_i = cu_seqlens[s] + i the query's row in the batch and j the key's position (0-based)
  * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored.
  * No [L, L] matrix is ever stored: forward uses an online softmax over 64-key tiles, backward
- * recomputes P from lse (flash-attention 2 style: one CTA per key tile, dQ accumulated in fp32).
+ * recomputes P from lse (flash-attention 2 style: one CTA per key tile, dQ accumulated in fp32
+ * with atomics in the workspace, then converted to bf16).
  *
  * Limits (checked by the launchers, which stop with file:line on a violation): 1 <= NH <= 65535,
  * 0 <= seq_begin <= seq_end, seq_end - seq_begin <= 65535, 1 <= max_len <= 512, 0 <= p < 1,
@@ -38,9 +39,10 @@ typedef struct CUstream_st *cudaStream_t;
 #define FMHA_HEAD_DIM 64
 #define FMHA_MAX_LEN 512
 
-/* Bytes of fp32 workspace fmha_bwd needs for a batch of T tokens: the dQ accumulator (T, NH, 64)
- * and the row dot products D = rowsum(dout .* out) (NH, T). Groups running at once on different
- * streams may share one workspace: each touches only its own tokens' rows. */
+/* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (T, NH, 64),
+ * the fp32 row dot products D = rowsum(dout .* out) (NH, T) and int32 completion counters (NH, T).
+ * No initial contents needed. Groups running at once on different streams may share one
+ * workspace: each touches only its own tokens' rows. */
 UNPAD_EXTERN_C
 size_t fmha_bwd_workspace_bytes(int T, int NH);
 

@@ -7,9 +7,11 @@
  *
  * Bounds, per element e of a (token, head) row r of 64 values:
  *   |gpu - ref| <= atol_frac * rms(ref row r) + rtol * |ref e| + 1e-6
- *   out:        atol_frac 1e-2, rtol 1e-2   (bf16 output and bf16 P in P V)
- *   dq, dk, dv: atol_frac 2e-2, rtol 2e-2   (bf16 P and dS as tensor-core inputs)
- *   lse:        |gpu - ref| <= 1e-3 + 1e-4 |ref|  (fp32 throughout)
+ *   out, dq, dk, dv: atol_frac 2e-2, rtol 2e-2  (bf16 outputs; bf16 P and dS as tensor-core inputs)
+ *   lse:             |gpu - ref| <= 1e-3 + 1e-4 |ref|  (fp32 throughout)
+ * The forward is compared with the reference forward. The backward is compared with the reference
+ * backward given the GPU's own out and lse (what the kernel is given): D = rowsum(dout .* out) then
+ * agrees, and rows whose exact gradient vanishes (a length-1 sequence with dropout) stay comparable.
  * --small: lengths 1, 2, 63, 65, 130 and NH = 2, for compute-sanitizer. */
 #include <math.h>
 #include <stdio.h>
@@ -60,7 +62,7 @@ static void report(const char *what, const char *tensor, double max_abs, double 
     const int ok = w <= 1.0;
     checks++;
     failures += !ok;
-    printf("%-34s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
+    printf("%-40s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
 }
 
 typedef struct {
@@ -147,7 +149,10 @@ static void batch_free(batch *b)
 }
 
 typedef struct {
-    float *out, *lse, *dqkv; /* reference results, host */
+    float *out, *lse;             /* reference forward, host */
+    float *bwd_out, *bwd_lse;     /* the GPU forward results the cached backward was computed from */
+    float *dqkv;                  /* reference backward for them */
+    int have_bwd;
 } expected;
 
 static const uint64_t SEED = 0xfeedbeefull, SID = 7;
@@ -158,9 +163,25 @@ static void expected_make(expected *x, const batch *b, float p)
     x->out = (float *)malloc(no * sizeof(float));
     x->lse = (float *)malloc((size_t)b->NH * b->T * sizeof(float));
     x->dqkv = (float *)malloc(nqkv * sizeof(float));
+    x->bwd_out = (float *)malloc(no * sizeof(float));
+    x->bwd_lse = (float *)malloc((size_t)b->NH * b->T * sizeof(float));
+    x->have_bwd = 0;
     fmha_fwd_ref(x->out, x->lse, b->qkv, b->cu, b->T, b->NH, 0, b->n, b->max_len, p, SEED, SID);
-    fmha_bwd_ref(x->dqkv, b->dout, x->out, x->lse, b->qkv, b->cu, b->T, b->NH, 0, b->n, b->max_len,
-                 p, SEED, SID);
+}
+
+/* The reference backward for the GPU forward results out, lse (recomputed only when they change). */
+static const float *expected_bwd(expected *x, const batch *b, float p, const float *out, const float *lse)
+{
+    const size_t no = (size_t)b->T * b->NH * 64, nl = (size_t)b->NH * b->T;
+    if (x->have_bwd && !memcmp(out, x->bwd_out, no * sizeof(float)) &&
+        !memcmp(lse, x->bwd_lse, nl * sizeof(float)))
+        return x->dqkv;
+    memcpy(x->bwd_out, out, no * sizeof(float));
+    memcpy(x->bwd_lse, lse, nl * sizeof(float));
+    fmha_bwd_ref(x->dqkv, b->dout, out, lse, b->qkv, b->cu, b->T, b->NH, 0, b->n, b->max_len, p,
+                 SEED, SID);
+    x->have_bwd = 1;
+    return x->dqkv;
 }
 
 static void expected_free(expected *x)
@@ -168,6 +189,8 @@ static void expected_free(expected *x)
     free(x->out);
     free(x->lse);
     free(x->dqkv);
+    free(x->bwd_out);
+    free(x->bwd_lse);
 }
 
 static void poison_all(const batch *b)
@@ -190,7 +213,7 @@ static int group_max_len(const batch *b, int s0, int s1)
 
 /* Runs forward (shape fs) and backward (shape bs) on ngroups groups (each on its own stream) and
  * compares everything against x. */
-static void run_and_check(const batch *b, const expected *x, float p, int fs, int bs, int ngroups)
+static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, int ngroups)
 {
     const int NH = b->NH;
     const size_t nqkv = (size_t)b->T * 3 * NH * 64, no = (size_t)b->T * NH * 64;
@@ -225,7 +248,7 @@ static void run_and_check(const batch *b, const expected *x, float p, int fs, in
     snprintf(what, sizeof what, "%s|%s p=%.2f g=%d", fmha_fwd_shape_name(fs) + 4,
              fmha_bwd_shape_name(bs) + 4, p, ngroups);
     double ma, w;
-    w = worst_rows(out, x->out, (size_t)b->T * NH, 64, 0, 1e-2, 1e-2, &ma);
+    w = worst_rows(out, x->out, (size_t)b->T * NH, 64, 0, 2e-2, 2e-2, &ma);
     report(what, "out", ma, w);
     w = 0;
     ma = 0;
@@ -241,12 +264,13 @@ static void run_and_check(const batch *b, const expected *x, float p, int fs, in
     }
     report(what, "lse", ma, w);
     static const char *names[3] = {"dq", "dk", "dv"};
+    const float *ref_dqkv = expected_bwd(x, b, p, out, lse);
     for (int part = 0; part < 3; part++) {
         /* rows of (T, 3, NH, 64) as (T * 3 * NH) rows of 64; pick the part's NH rows per token */
         double wp = 0, mp = 0;
         for (int h = 0; h < NH; h++) {
             double m1;
-            const double w1 = worst_rows(dqkv, x->dqkv, (size_t)b->T, (size_t)3 * NH * 64,
+            const double w1 = worst_rows(dqkv, ref_dqkv, (size_t)b->T, (size_t)3 * NH * 64,
                                          (size_t)(part * NH + h) * 64, 2e-2, 2e-2, &m1);
             wp = w1 > wp ? w1 : wp;
             mp = m1 > mp ? m1 : mp;
@@ -270,7 +294,7 @@ int main(int argc, char **argv)
     batch b;
     batch_make(&b, len, n, NH);
     printf("fmha test: %d sequences, T = %d, NH = %d, max_len = %d\n", n, b.T, NH, b.max_len);
-    printf("%-34s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "out", "max|err|",
+    printf("%-40s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "what", "max|err|",
            "err/bound");
     const float ps[2] = {0.0f, 0.15f};
     for (int pi = 0; pi < 2; pi++) {
