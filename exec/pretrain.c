@@ -599,7 +599,7 @@ int pretrain_synthetic(const unpad_dist *d, long n, const pretrain_opts *o, cons
         return rc;
     dist_sampler *ds = NULL;
     /* Lengths and tokens come from two generators (seeded apart), so the lengths for a seed do not
-     * depend on the masking: they are the lengths `unpad` samples from the same file and seed. */
+     * depend on the masking: they are what dist_sample gives for the same file and seed. */
     rc = dist_sampler_alloc(d, o->seed, &ds, err);
     gsl_rng_set(g.rng, (unsigned long)((o->seed + 0x5bd1e995u) & 0xffffffffu) | 1u);
     shard_sample *s = &g.s;

@@ -117,11 +117,14 @@ int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err
         int line = id + 1;
         size_t n = (size_t)(tend - p);
         const char *why = NULL;
-        if (n == 0)
-            why = "empty line: a WordPiece vocabulary has one token per line";
-        else if (memchr(p, ' ', n) || memchr(p, '\t', n) || memchr(p, '\r', n))
-            why = "a token with blanks: a WordPiece vocabulary has one token per line (is this a "
-                  "text corpus?)";
+        size_t blanks = 0;
+        for (size_t k = 0; k < n; k++)
+            blanks += p[k] == ' ' || p[k] == '\t' || p[k] == '\r';
+        if (blanks == n)
+            why = "not a WordPiece vocabulary: an empty line (expected one token per line)";
+        else if (blanks)
+            why = "not a WordPiece vocabulary: a token with blanks (expected one token per line; "
+                  "is this a text corpus?)";
         int32_t dup = why ? -1 : vocab_find_piece(v, 0, p, n);
         if (why || dup >= 0) {
             char shown[160];
@@ -129,8 +132,8 @@ int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err
             if (why)
                 unpad_fail(err, UNPAD_EINVAL, path, line, "%s", why);
             else
-                unpad_fail(err, UNPAD_EINVAL, path, line, "token '%s' already on line %d", shown,
-                           dup + 1);
+                unpad_fail(err, UNPAD_EINVAL, path, line,
+                           "not a WordPiece vocabulary: token '%s' already on line %d", shown, dup + 1);
             unpad_err_show_line(err, line, shown);
             wordpiece_vocab_free(v);
             return UNPAD_EINVAL;

@@ -274,11 +274,13 @@ START_TEST(test_wrong_vocab_refused)
     m = vocab_error("the\ncat\n", &code);
     ck_assert_msg(strstr(m, "no [PAD] [UNK] [CLS] [SEP] [MASK]"), "%s", m);
     m = vocab_error("[PAD]\n[UNK]\nthe\n[CLS]\nthe\n", &code);
-    ck_assert_msg(strstr(m, ":5: token 'the' already on line 3"), "%s", m);
+    ck_assert_msg(strstr(m, ":5: not a WordPiece vocabulary: token 'the' already on line 3"), "%s", m);
     m = vocab_error("[PAD]\n\n[UNK]\n", &code);
-    ck_assert_msg(strstr(m, ":2: empty line"), "%s", m);
+    ck_assert_msg(strstr(m, ":2: not a WordPiece vocabulary: an empty line"), "%s", m);
+    m = vocab_error(" \n = Homarus gammarus = \n", &code); /* WikiText starts with a blank line */
+    ck_assert_msg(strstr(m, ":1: not a WordPiece vocabulary: an empty line"), "%s", m);
     m = vocab_error(" = Homarus gammarus = \n\n The lobster . \n", &code);
-    ck_assert_msg(strstr(m, ":1: a token with blanks"), "%s", m);
+    ck_assert_msg(strstr(m, ":1: not a WordPiece vocabulary: a token with blanks"), "%s", m);
     ck_assert_msg(strstr(m, "1 |  = Homarus gammarus ="), "shows the line: %s", m);
     m = vocab_error("", &code);
     ck_assert_msg(strstr(m, "empty file"), "%s", m);
