@@ -1,0 +1,630 @@
+/* validate.c — predicted against measured trace rows: join, error tables, imbalance, CSV. */
+#include "validate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- predictions ------------------------------------------------------------------------------ */
+
+static int cmp_fmha_batch(const void *a, const void *b)
+{
+    const trace_row *x = *(const trace_row *const *)a, *y = *(const trace_row *const *)b;
+    int s = strcmp(x->model, y->model);
+    if (s)
+        return s;
+#define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
+    CMP(op);
+    CMP(seqs);
+    CMP(tokens);
+    CMP(sum_len2);
+    CMP(max_len);
+#undef CMP
+    return 0;
+}
+
+int validate_predict_set(const trace_set *meas, const model_cfg *models, int n_models,
+                         const hw_spec *hw, const calib_coef *c, trace_set *pred, unpad_err *err)
+{
+    /* The FMHA simulation is the costly part and every layer of a step has the same batch: each
+     * distinct batch is simulated once. */
+    size_t nf = 0;
+    for (size_t i = 0; i < meas->n; i++)
+        nf += meas->rows[i].op == OP_FMHA_FWD || meas->rows[i].op == OP_FMHA_BWD;
+    const trace_row **fr = malloc((nf ? nf : 1) * sizeof *fr);
+    double *sim = malloc((nf ? nf : 1) * sizeof *sim);
+    int rc = UNPAD_OK;
+    if (!fr || !sim) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < meas->n; i++)
+        if (meas->rows[i].op == OP_FMHA_FWD || meas->rows[i].op == OP_FMHA_BWD)
+            fr[k++] = &meas->rows[i];
+    qsort(fr, nf, sizeof *fr, cmp_fmha_batch);
+    for (size_t i = 0; i < nf; i++) {
+        if (i > 0 && !cmp_fmha_batch(&fr[i - 1], &fr[i])) {
+            sim[i] = sim[i - 1];
+            continue;
+        }
+        const model_cfg *m = fit_model_find(models, n_models, fr[i]->model);
+        if (!m) {
+            rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no model config for '%s'", fr[i]->model);
+            goto out;
+        }
+        int *len = malloc(sizeof *len * (size_t)(fr[i]->seqs > 0 ? fr[i]->seqs : 1));
+        if (!len) {
+            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+            goto out;
+        }
+        rc = fit_row_lengths(fr[i], m->max_len, len, err);
+        if (!rc)
+            sim[i] = fit_fmha_us(hw, c, m->heads, len, (int)fr[i]->seqs, fr[i]->op == OP_FMHA_BWD);
+        free(len);
+        if (rc)
+            goto out;
+    }
+    double t = 0;
+    for (size_t i = 0; i < meas->n; i++) {
+        const trace_row *r = &meas->rows[i];
+        const model_cfg *m = fit_model_find(models, n_models, r->model);
+        if (!m) {
+            rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                            "no model config for '%s' (pass --model models/%s.cfg)", r->model, r->model);
+            goto out;
+        }
+        trace_row p = *r;
+        if (r->op == OP_FMHA_FWD || r->op == OP_FMHA_BWD) {
+            const trace_row *key = r, **hit = bsearch(&key, fr, nf, sizeof *fr, cmp_fmha_batch);
+            op_cost oc;
+            if ((rc = fit_row_cost(m, r, &oc, err)))
+                goto out;
+            double tiles = sim[hit - fr];
+            double mem = oc.bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
+            p.dur_us = (tiles > mem ? tiles : mem) + oc.launches * c->launch_us;
+        } else if ((rc = fit_row_predict(m, hw, c, r, &p.dur_us, err))) {
+            goto out;
+        }
+        snprintf(p.hw, sizeof p.hw, "%.63s", c->hw);
+        p.start_us = t;
+        t += p.dur_us;
+        if (trace_append(pred, &p)) {
+            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+            goto out;
+        }
+    }
+out:
+    free(fr);
+    free(sim);
+    return rc;
+}
+
+/* ---- join and aggregation --------------------------------------------------------------------- */
+
+static int cmp_key(const void *a, const void *b)
+{
+    const trace_row *x = *(const trace_row *const *)a, *y = *(const trace_row *const *)b;
+#define CMP(f) if (x->f != y->f) return x->f < y->f ? -1 : 1
+    CMP(step);
+    CMP(rank);
+    CMP(op);
+    CMP(layer);
+    CMP(group);
+    CMP(stream);
+#undef CMP
+    return 0;
+}
+
+static const trace_row **sorted_rows(const trace_set *s)
+{
+    const trace_row **v = malloc((s->n ? s->n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        v[i] = &s->rows[i];
+    qsort(v, s->n, sizeof *v, cmp_key);
+    return v;
+}
+
+#define GROW(arr, n, cap)                                                                          \
+    do {                                                                                           \
+        if ((n) == (cap)) {                                                                        \
+            size_t nc = (cap) ? (size_t)(cap) * 2 : 256;                                           \
+            void *p = realloc((arr), nc * sizeof *(arr));                                          \
+            if (!p)                                                                                \
+                goto oom;                                                                          \
+            (arr) = p;                                                                             \
+            (cap) = nc;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+typedef struct {
+    double start, end;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static double union_time(span *s, size_t n)
+{
+    qsort(s, n, sizeof *s, cmp_span);
+    double busy = 0, a = s[0].start, b = s[0].end;
+    for (size_t i = 1; i < n; i++) {
+        if (s[i].start > b) {
+            busy += b - a;
+            a = s[i].start;
+            b = s[i].end;
+        } else if (s[i].end > b) {
+            b = s[i].end;
+        }
+    }
+    return busy + (b - a);
+}
+
+/* Measured and predicted time of the rows m[0..n) / p[0..n) of one (step, rank, op, layer). */
+static int set_time(const trace_row **m, const trace_row **p, size_t n, const validate_ctx *ctx,
+                    span *scratch, double *meas, double *pred, unpad_err *err)
+{
+    int streams = 0;
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= m[j]->stream == m[i]->stream;
+        streams += !seen;
+    }
+    double sm = 0, sp = 0;
+    for (size_t i = 0; i < n; i++) {
+        sm += m[i]->dur_us;
+        sp += p[i]->dur_us;
+    }
+    if (streams <= 1) {
+        *meas = sm;
+        *pred = sp;
+        return UNPAD_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        scratch[i].start = m[i]->start_us;
+        scratch[i].end = m[i]->start_us + m[i]->dur_us;
+    }
+    *meas = union_time(scratch, n);
+    *pred = sp;
+    int fmha = m[0]->op == OP_FMHA_FWD || m[0]->op == OP_FMHA_BWD;
+    if (fmha && ctx) {
+        const model_cfg *mc = fit_model_find(ctx->models, ctx->n_models, m[0]->model);
+        if (!mc)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no model config for '%s'", m[0]->model);
+        return fit_rows_fmha_together(mc, ctx->hw, ctx->calib, (const trace_row *const *)m, (int)n,
+                                      pred, err);
+    }
+    return UNPAD_OK;
+}
+
+int validate_add_run(validate_report *rep, const char *name, const trace_set *pred,
+                     const trace_set *meas, const validate_ctx *ctx, unpad_err *err)
+{
+    const trace_row **ms = sorted_rows(meas), **ps = sorted_rows(pred);
+    size_t cap = meas->n < pred->n ? meas->n : pred->n;
+    const trace_row **jm = malloc((cap ? cap : 1) * sizeof *jm), **jp = malloc((cap ? cap : 1) * sizeof *jp);
+    span *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
+    int rc = UNPAD_OK;
+    if (!ms || !ps || !jm || !jp || !scratch) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    /* Merge join on the key; duplicates pair in order. */
+    size_t i = 0, j = 0, n = 0;
+    while (i < meas->n && j < pred->n) {
+        int c = cmp_key(&ms[i], &ps[j]);
+        if (c < 0) {
+            rep->unmatched_meas++;
+            i++;
+        } else if (c > 0) {
+            rep->unmatched_pred++;
+            j++;
+        } else {
+            jm[n] = ms[i++];
+            jp[n++] = ps[j++];
+        }
+    }
+    rep->unmatched_meas += meas->n - i;
+    rep->unmatched_pred += pred->n - j;
+    int run = rep->nruns;
+    GROW(rep->runs, rep->nruns, rep->cap_runs);
+    validate_run *R = &rep->runs[rep->nruns++];
+    memset(R, 0, sizeof *R);
+    snprintf(R->name, sizeof R->name, "%s", name);
+    if (meas->n) {
+        snprintf(R->model, sizeof R->model, "%s", meas->rows[0].model);
+        R->gpus = meas->rows[0].gpus;
+    }
+    double seqs = 0;
+    long nseqs = 0;
+    for (size_t q = 0; q < n; q++) {
+        GROW(rep->pairs, rep->npairs, rep->cap_pairs);
+        validate_pair *P = &rep->pairs[rep->npairs++];
+        P->run = run;
+        P->step = jm[q]->step;
+        P->rank = jm[q]->rank;
+        P->op = jm[q]->op;
+        P->layer = jm[q]->layer;
+        P->group = jm[q]->group;
+        P->stream = jm[q]->stream;
+        P->start_us = jm[q]->start_us;
+        P->meas_us = jm[q]->dur_us;
+        P->pred_us = jp[q]->dur_us;
+        if (jm[q]->op == OP_EMBED_FWD) {
+            seqs += (double)jm[q]->seqs;
+            nseqs++;
+        }
+    }
+    R->seqs_per_rank = nseqs ? seqs / nseqs : 0;
+    /* Per (step, rank): load, time. The join order groups rows by step, rank, op, layer. */
+    double overhead = ctx ? ctx->calib->step_overhead_us : 0;
+    size_t first_load = rep->nloads;
+    for (size_t a = 0; a < n;) {
+        size_t b = a;
+        while (b < n && jm[b]->step == jm[a]->step && jm[b]->rank == jm[a]->rank)
+            b++;
+        double load_m = 0, load_p = 0, time_p = 0, first = jm[a]->start_us, last = first;
+        for (size_t q = a; q < b; q++) {
+            if (jm[q]->start_us < first)
+                first = jm[q]->start_us;
+            if (jm[q]->start_us + jm[q]->dur_us > last)
+                last = jm[q]->start_us + jm[q]->dur_us;
+        }
+        for (size_t s = a; s < b;) {
+            size_t e = s;
+            while (e < b && jm[e]->op == jm[s]->op && jm[e]->layer == jm[s]->layer)
+                e++;
+            double tm, tp;
+            if ((rc = set_time(jm + s, jp + s, e - s, ctx, scratch, &tm, &tp, err)))
+                goto out;
+            if (op_class_of((op_id)jm[s]->op) != OPC_COMM) {
+                load_m += tm;
+                load_p += tp;
+            }
+            time_p += tp;
+            s = e;
+        }
+        GROW(rep->loads, rep->nloads, rep->cap_loads);
+        validate_load *L = &rep->loads[rep->nloads++];
+        L->run = run;
+        L->step = jm[a]->step;
+        L->rank = jm[a]->rank;
+        L->meas_load_us = load_m;
+        L->pred_load_us = load_p;
+        L->meas_time_us = last - first;
+        L->pred_time_us = time_p + overhead;
+        a = b;
+    }
+    /* Per step: the slowest rank; imbalance when every rank is there. */
+    for (size_t a = first_load; a < rep->nloads;) {
+        size_t b = a;
+        while (b < rep->nloads && rep->loads[b].step == rep->loads[a].step)
+            b++;
+        GROW(rep->steps, rep->nsteps, rep->cap_steps);
+        validate_step *S = &rep->steps[rep->nsteps++];
+        memset(S, 0, sizeof *S);
+        S->run = run;
+        S->step = rep->loads[a].step;
+        S->ranks = (int)(b - a);
+        double mm = 0, mp = 0, sum_m = 0, sum_p = 0, max_m = 0, max_p = 0;
+        for (size_t q = a; q < b; q++) {
+            const validate_load *L = &rep->loads[q];
+            if (L->meas_time_us > mm)
+                mm = L->meas_time_us;
+            if (L->pred_time_us > mp)
+                mp = L->pred_time_us;
+            sum_m += L->meas_load_us;
+            sum_p += L->pred_load_us;
+            if (L->meas_load_us > max_m)
+                max_m = L->meas_load_us;
+            if (L->pred_load_us > max_p)
+                max_p = L->pred_load_us;
+        }
+        S->meas_us = mm;
+        S->pred_us = mp;
+        if (R->gpus > 1 && S->ranks == R->gpus && sum_m > 0 && sum_p > 0) {
+            S->meas_imb = max_m / (sum_m / S->ranks);
+            S->pred_imb = max_p / (sum_p / S->ranks);
+        }
+        a = b;
+    }
+    goto out;
+oom:
+    rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+out:
+    free(ms);
+    free(ps);
+    free(jm);
+    free(jp);
+    free(scratch);
+    return rc;
+}
+
+/* ---- tables ----------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Statistics of errors e[0..n) in % (n may be 0); sorts a copy in scratch. */
+static void stat_of(validate_stat *s, const double *e, size_t n, double *scratch)
+{
+    memset(s, 0, sizeof *s);
+    s->n = (long)n;
+    if (!n)
+        return;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        scratch[i] = fabs(e[i]);
+        sum += e[i];
+    }
+    qsort(scratch, n, sizeof *scratch, cmp_double);
+    s->median_abs_pct = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+    s->max_abs_pct = scratch[n - 1];
+    s->bias_pct = sum / (double)n;
+}
+
+static double pct(double pred, double meas) { return 100 * (pred - meas) / meas; }
+
+int validate_finish(validate_report *rep, unpad_err *err)
+{
+    size_t cap = rep->npairs;
+    if (rep->nloads > cap)
+        cap = rep->nloads;
+    if (rep->nsteps > cap)
+        cap = rep->nsteps;
+    double *e = malloc((cap ? cap : 1) * sizeof *e), *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
+    if (!e || !scratch) {
+        free(e);
+        free(scratch);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    }
+    size_t k;
+    for (int op = 0; op < OP_COUNT; op++) {
+        k = 0;
+        for (size_t i = 0; i < rep->npairs; i++)
+            if (rep->pairs[i].op == op && rep->pairs[i].meas_us > 0)
+                e[k++] = pct(rep->pairs[i].pred_us, rep->pairs[i].meas_us);
+        stat_of(&rep->op[op], e, k, scratch);
+    }
+    k = 0;
+    for (size_t i = 0; i < rep->npairs; i++)
+        if (rep->pairs[i].meas_us > 0)
+            e[k++] = pct(rep->pairs[i].pred_us, rep->pairs[i].meas_us);
+    stat_of(&rep->all_rows, e, k, scratch);
+
+    int nrank = 0;
+    for (size_t i = 0; i < rep->nloads; i++)
+        if (rep->loads[i].rank + 1 > nrank)
+            nrank = rep->loads[i].rank + 1;
+    free(rep->rank);
+    rep->rank = calloc((size_t)(nrank ? nrank : 1), sizeof *rep->rank);
+    if (!rep->rank) {
+        free(e);
+        free(scratch);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    }
+    rep->nrank = nrank;
+    for (int r = 0; r < nrank; r++) {
+        k = 0;
+        for (size_t i = 0; i < rep->nloads; i++)
+            if (rep->loads[i].rank == r && rep->loads[i].meas_load_us > 0)
+                e[k++] = pct(rep->loads[i].pred_load_us, rep->loads[i].meas_load_us);
+        stat_of(&rep->rank[r], e, k, scratch);
+    }
+    k = 0;
+    for (size_t i = 0; i < rep->nloads; i++)
+        if (rep->loads[i].meas_load_us > 0)
+            e[k++] = pct(rep->loads[i].pred_load_us, rep->loads[i].meas_load_us);
+    stat_of(&rep->rank_load, e, k, scratch);
+    k = 0;
+    for (size_t i = 0; i < rep->nsteps; i++)
+        if (rep->steps[i].meas_us > 0)
+            e[k++] = pct(rep->steps[i].pred_us, rep->steps[i].meas_us);
+    stat_of(&rep->step_time, e, k, scratch);
+    /* Imbalance: absolute differences, not % (the target is +-0.01). */
+    k = 0;
+    rep->imb_max_diff = 0;
+    for (size_t i = 0; i < rep->nsteps; i++)
+        if (rep->steps[i].meas_imb > 0) {
+            double d = rep->steps[i].pred_imb - rep->steps[i].meas_imb;
+            e[k++] = d;
+            if (fabs(d) > rep->imb_max_diff)
+                rep->imb_max_diff = fabs(d);
+        }
+    rep->imb_steps = (long)k;
+    {
+        validate_stat s;
+        stat_of(&s, e, k, scratch);
+        rep->imb_median_diff = s.median_abs_pct;
+    }
+    /* Per run. */
+    for (int r = 0; r < rep->nruns; r++) {
+        validate_run *R = &rep->runs[r];
+        double sm = 0, sp = 0, im = 0, ip = 0;
+        long ns = 0;
+        k = 0;
+        R->imb_max_diff = 0;
+        R->imb_steps = 0;
+        for (size_t i = 0; i < rep->nsteps; i++) {
+            const validate_step *S = &rep->steps[i];
+            if (S->run != r)
+                continue;
+            sm += S->meas_us;
+            sp += S->pred_us;
+            ns++;
+            if (S->meas_us > 0)
+                e[k++] = pct(S->pred_us, S->meas_us);
+            if (S->meas_imb > 0) {
+                im += S->meas_imb;
+                ip += S->pred_imb;
+                R->imb_steps++;
+                double d = fabs(S->pred_imb - S->meas_imb);
+                if (d > R->imb_max_diff)
+                    R->imb_max_diff = d;
+            }
+        }
+        stat_of(&R->step_time, e, k, scratch);
+        R->meas_step_us = ns ? sm / ns : 0;
+        R->pred_step_us = ns ? sp / ns : 0;
+        R->meas_imb = R->imb_steps ? im / R->imb_steps : 0;
+        R->pred_imb = R->imb_steps ? ip / R->imb_steps : 0;
+        k = 0;
+        for (size_t i = 0; i < rep->nloads; i++)
+            if (rep->loads[i].run == r && rep->loads[i].meas_load_us > 0)
+                e[k++] = pct(rep->loads[i].pred_load_us, rep->loads[i].meas_load_us);
+        stat_of(&R->rank_load, e, k, scratch);
+    }
+    free(e);
+    free(scratch);
+    return UNPAD_OK;
+}
+
+static const char *met(int ok) { return ok ? "met" : "NOT met"; }
+
+void validate_print(FILE *f, const validate_report *rep)
+{
+    fprintf(f, "joined %zu rows of %d run%s (unmatched: %zu measured, %zu predicted)\n\n", rep->npairs,
+            rep->nruns, rep->nruns == 1 ? "" : "s", rep->unmatched_meas, rep->unmatched_pred);
+    fprintf(f, "per operator: (predicted - measured) / measured\n");
+    fprintf(f, "%-14s %8s %9s %9s %9s\n", "operator", "rows", "median|%|", "max|%|", "bias%");
+    for (int op = 0; op < OP_COUNT; op++) {
+        const validate_stat *s = &rep->op[op];
+        if (s->n)
+            fprintf(f, "%-14s %8ld %9.2f %9.2f %+9.2f\n", op_name((op_id)op), s->n, s->median_abs_pct,
+                    s->max_abs_pct, s->bias_pct);
+    }
+    fprintf(f, "%-14s %8ld %9.2f %9.2f %+9.2f\n", "all rows", rep->all_rows.n,
+            rep->all_rows.median_abs_pct, rep->all_rows.max_abs_pct, rep->all_rows.bias_pct);
+    if (rep->op[OP_ALLREDUCE].n)
+        fprintf(f, "(a faster rank's all-reduce row includes its wait for the slowest rank; the model\n"
+                   " times the transfer alone, and the step time below accounts for the wait)\n");
+    fprintf(f, "\n");
+
+    fprintf(f, "per rank: load (compute time of one rank in one step)\n");
+    fprintf(f, "%-14s %8s %9s %9s %9s\n", "rank", "steps", "median|%|", "max|%|", "bias%");
+    for (int r = 0; r < rep->nrank; r++) {
+        const validate_stat *s = &rep->rank[r];
+        if (s->n)
+            fprintf(f, "%-14d %8ld %9.2f %9.2f %+9.2f\n", r, s->n, s->median_abs_pct, s->max_abs_pct,
+                    s->bias_pct);
+    }
+    fprintf(f, "%-14s %8ld %9.2f %9.2f %+9.2f\n\n", "all", rep->rank_load.n,
+            rep->rank_load.median_abs_pct, rep->rank_load.max_abs_pct, rep->rank_load.bias_pct);
+
+    fprintf(f, "per run: step time (the slowest rank) and imbalance (max / mean rank load)\n");
+    fprintf(f, "%-34s %4s %6s %9s %9s %9s %9s %8s %8s %9s\n", "run", "gpus", "steps", "meas_ms",
+            "pred_ms", "median|%|", "max|%|", "imb_meas", "imb_pred", "max|dimb|");
+    for (int r = 0; r < rep->nruns; r++) {
+        const validate_run *R = &rep->runs[r];
+        const char *nm = R->name;
+        size_t L = strlen(nm);
+        if (L > 34)
+            nm += L - 34;
+        fprintf(f, "%-34s %4d %6ld %9.3f %9.3f %9.2f %9.2f", nm, R->gpus, R->step_time.n,
+                R->meas_step_us / 1e3, R->pred_step_us / 1e3, R->step_time.median_abs_pct,
+                R->step_time.max_abs_pct);
+        if (R->imb_steps)
+            fprintf(f, " %8.4f %8.4f %9.4f\n", R->meas_imb, R->pred_imb, R->imb_max_diff);
+        else
+            fprintf(f, " %8s %8s %9s\n", "-", "-", "-");
+    }
+    fprintf(f, "%-34s %4s %6ld %9s %9s %9.2f %9.2f\n\n", "all steps", "", rep->step_time.n, "", "",
+            rep->step_time.median_abs_pct, rep->step_time.max_abs_pct);
+
+    fprintf(f, "targets (issue 7, meant for held-out traces):\n");
+    if (rep->step_time.n)
+        fprintf(f, "  per-step time error   median %.2f%% (<= 2%%: %s), max %.2f%% (<= 5%%: %s)\n",
+                rep->step_time.median_abs_pct, met(rep->step_time.median_abs_pct <= 2),
+                rep->step_time.max_abs_pct, met(rep->step_time.max_abs_pct <= 5));
+    if (rep->rank_load.n)
+        fprintf(f, "  per-rank load error   median %.2f%% (<= 3%%: %s)\n", rep->rank_load.median_abs_pct,
+                met(rep->rank_load.median_abs_pct <= 3));
+    if (rep->imb_steps)
+        fprintf(f, "  imbalance             max |predicted - measured| %.4f over %ld steps (<= 0.01: %s)\n",
+                rep->imb_max_diff, rep->imb_steps, met(rep->imb_max_diff <= 0.01));
+    else
+        fprintf(f, "  imbalance             no multi-GPU step with every rank present\n");
+    /* Fastest option as predicted against as measured, among comparable runs. */
+    int compared = 0;
+    for (int a = 0; a < rep->nruns; a++) {
+        const validate_run *A = &rep->runs[a];
+        int first = 1, nb = 0, best_m = a, best_p = a;
+        for (int b = 0; b < rep->nruns; b++) {
+            const validate_run *B = &rep->runs[b];
+            if (strcmp(A->model, B->model) || A->gpus != B->gpus ||
+                fabs(A->seqs_per_rank - B->seqs_per_rank) > 0.5)
+                continue;
+            if (b < a)
+                first = 0;
+            nb++;
+            if (B->meas_step_us < rep->runs[best_m].meas_step_us)
+                best_m = b;
+            if (B->pred_step_us < rep->runs[best_p].pred_step_us)
+                best_p = b;
+        }
+        if (!first || nb < 2)
+            continue;
+        compared = 1;
+        fprintf(f, "  fastest of %d comparable runs (%s, %d GPUs, %.0f seqs/rank): measured %s, "
+                   "predicted %s: %s\n", nb, A->model, A->gpus, A->seqs_per_rank,
+                rep->runs[best_m].name, rep->runs[best_p].name, best_m == best_p ? "agree" : "DISAGREE");
+    }
+    if (!compared)
+        fprintf(f, "  fastest option        no comparable runs (same model, GPUs and batch) to rank\n");
+}
+
+int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write");
+    fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
+    for (size_t i = 0; i < rep->npairs; i++) {
+        const validate_pair *p = &rep->pairs[i];
+        fprintf(f, "op,%d,%d,%d,%s,%d,%d,%d,%.3f,%.3f,%.3f\n", p->run + 1, p->step, p->rank,
+                op_name((op_id)p->op), p->layer, p->group, p->stream, p->meas_us, p->pred_us,
+                p->meas_us > 0 ? pct(p->pred_us, p->meas_us) : 0.0);
+    }
+    for (size_t i = 0; i < rep->nloads; i++) {
+        const validate_load *l = &rep->loads[i];
+        fprintf(f, "rank,%d,%d,%d,load,-1,-1,-1,%.3f,%.3f,%.3f\n", l->run + 1, l->step, l->rank,
+                l->meas_load_us, l->pred_load_us,
+                l->meas_load_us > 0 ? pct(l->pred_load_us, l->meas_load_us) : 0.0);
+    }
+    for (size_t i = 0; i < rep->nsteps; i++) {
+        const validate_step *s = &rep->steps[i];
+        fprintf(f, "step,%d,%d,-1,step,-1,-1,-1,%.3f,%.3f,%.3f\n", s->run + 1, s->step, s->meas_us,
+                s->pred_us, s->meas_us > 0 ? pct(s->pred_us, s->meas_us) : 0.0);
+    }
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        remove(tmp);
+        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
+    }
+    if (rename(tmp, path)) {
+        remove(tmp);
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot rename %s", tmp);
+    }
+    return UNPAD_OK;
+}
+
+void validate_report_free(validate_report *rep)
+{
+    free(rep->pairs);
+    free(rep->loads);
+    free(rep->steps);
+    free(rep->runs);
+    free(rep->rank);
+    memset(rep, 0, sizeof *rep);
+}
