@@ -245,10 +245,13 @@ static int inspect(const char *path, const char *vocab_path, long show, const ch
     if (v && (uint32_t)wordpiece_vocab_size(v) != in->vocab_size)
         printf("warning      the vocabulary has %d tokens, the shard was made with %u\n",
                wordpiece_vocab_size(v), in->vocab_size);
-    for (long i = 0; i < n && rc == UNPAD_OK && i < show; i++) {
+    /* Every sample is read, so its ids, segments and positions are checked too. */
+    for (long i = 0; i < n && rc == UNPAD_OK; i++) {
         if ((rc = shard_read(s, i, &smp, &err)))
             break;
         nsp1 += smp.nsp;
+        if (i >= show)
+            continue;
         int a = 0;
         while (a < smp.len && smp.segments[a] == 0)
             a++;
@@ -263,6 +266,9 @@ static int inspect(const char *path, const char *vocab_path, long show, const ch
         }
         printf("\n");
     }
+    if (rc == UNPAD_OK)
+        printf("\nchecked      all %ld samples: ids, segments and masked positions valid; %.1f%% with "
+               "a random B\n", n, n ? 100.0 * (double)nsp1 / (double)n : 0.0);
     if (rc == UNPAD_OK && hist_path) {
         FILE *f = fopen(hist_path, "w");
         long *count = calloc((size_t)in->max_len + 1, sizeof *count);
