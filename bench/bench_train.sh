@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# bench_train.sh — the trainer's checks and measurements on a machine with an NVIDIA GPU.
+#   bench/bench_train.sh [STAGES] [OUTDIR]
+# STAGES: comma-separated from
+#   gemm     bin/test_gemm (cuBLASLt wrapper vs its C reference)
+#   peer     tests/gpu/compare_hf.py: loss and every gradient vs transformers' BertForPreTraining
+#            (bert-tiny, and bert-base shapes with 2 layers)
+#   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
+#   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
+#   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56: samples/s, TFLOP/s, trace
+#   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
+#   torch    bench/peer_torch.py beside it (HF padded, unpadded eager, unpadded compiled)
+# Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last.
+set -u
+STAGES=${1:-gemm,peer,learn,resume,large,torch}
+OUT=${2:-out/bench}
+mkdir -p "$OUT"
+export UNPAD_HOME=$PWD
+if [ -d .deps/usr/lib/x86_64-linux-gnu ]; then
+    export LD_LIBRARY_PATH=$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+T=bin/unpad-train
+
+if has gemm; then
+    timeout 120 bin/test_gemm >"$OUT/gemm.log" 2>&1
+    say "gemm     rc=$? $(tail -1 "$OUT/gemm.log")"
+fi
+
+if has peer; then
+    for m in tiny base2; do
+        cfg=models/bert-$m.cfg
+        if [ $m = base2 ]; then
+            cfg=$OUT/bert-base2.cfg
+            sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg >"$cfg"
+        fi
+        timeout 120 $T --model "$cfg" --synthetic --batch 8 --steps 1 --no-dropout --seed 7 \
+            --dump-weights "$OUT/w-$m.bin" --dump-grads "$OUT/g-$m.bin" >"$OUT/peer-$m-train.log" 2>&1
+        rc=$?
+        timeout 180 python3 tests/gpu/compare_hf.py --model "$cfg" --weights "$OUT/w-$m.bin" \
+            --grads "$OUT/g-$m.bin" >"$OUT/peer-$m.log" 2>&1
+        say "peer $m train rc=$rc compare rc=$? $(tail -1 "$OUT/peer-$m.log")"
+        rm -f "$OUT/w-$m.bin" "$OUT/g-$m.bin"
+    done
+fi
+
+if has learn; then
+    WT2=${WT2:-out/wt2}
+    timeout 200 $T --model models/bert-tiny.cfg --data "$WT2/train.bin" --eval "$WT2/eval.bin" \
+        --batch 64 --steps ${LEARN_STEPS:-3000} --lr 2e-3 --warmup-steps 300 --log-every 250 \
+        --eval-every 1000 --eval-batches 40 --seed 1 >"$OUT/learn.log" 2>&1
+    say "learn    rc=$? $(grep -E '^step' "$OUT/learn.log" | head -1 | cut -c1-80)"
+    say "         $(grep -E '^eval' "$OUT/learn.log" | tr '\n' ' ' | cut -c1-200)"
+    say "         $(tail -1 "$OUT/learn.log" | cut -c1-160)"
+fi
+
+if has resume; then
+    R=$OUT/resume
+    rm -rf "$R" && mkdir -p "$R"
+    args="--model models/bert-tiny.cfg --synthetic --batch 16 --steps 30 --log-every 1 --seed 5"
+    timeout 60 $T $args >"$R/full.log" 2>&1
+    $T $args --save "$R/ck" --save-every 10 >"$R/killed.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q '^step     23' "$R/killed.log" && break; sleep 0.05; done
+    kill -9 $pid 2>/dev/null
+    wait $pid 2>/dev/null
+    timeout 60 $T $args --save "$R/ck" --save-every 10 --resume "$R/ck" >"$R/resumed.log" 2>&1
+    grep -E '^step' "$R/full.log" | awk '$2 > 20 {print $2, $5}' >"$R/a.txt"
+    grep -E '^step' "$R/resumed.log" | awk '$2 > 20 {print $2, $5}' >"$R/b.txt"
+    last_killed=$(grep -E '^step' "$R/killed.log" | tail -1 | awk '{print $2}')
+    if [ -s "$R/a.txt" ] && cmp -s "$R/a.txt" "$R/b.txt"; then v=identical; else v=DIFFERENT; fi
+    say "resume   killed after step $last_killed, resumed from $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
+fi
+
+if has large; then
+    timeout 240 $T --model models/bert-large.cfg --synthetic --batch 56 --steps 30 --log-every 10 \
+        --trace "$OUT/large-trace.csv" --trace-json "$OUT/large-trace.json" --trace-steps 25:25 --seed 1 \
+        >"$OUT/large.log" 2>&1
+    say "large    rc=$? $(tail -1 "$OUT/large.log" | cut -c1-200)"
+fi
+
+if has vranks; then
+    timeout 120 $T --model models/bert-large.cfg --synthetic --batch 56 --virtual-ranks 8 --steps 4 \
+        --log-every 1 --trace "$OUT/vranks-trace.csv" --trace-steps 2:4 --seed 1 >"$OUT/vranks.log" 2>&1
+    say "vranks   rc=$? $(grep -E '^step' "$OUT/vranks.log" | tail -1 | cut -c1-200)"
+fi
+
+if has torch; then
+    timeout 420 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+        >"$OUT/torch.log" 2>&1
+    say "torch    rc=$?"
+    grep -A4 '^peer ' "$OUT/torch.log" | tee -a "$SUMMARY"
+fi
+echo "---- summary"
+cat "$SUMMARY"
