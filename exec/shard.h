@@ -31,7 +31,8 @@
  * (record offsets follow from the lengths, their sums match the header's totals, the file size is
  * exact); reading a sample checks its ids and positions. Each refusal names the file and the
  * byte offset or the sample. A shard is written under a temporary name and renamed when complete,
- * so a file with the final name is whole. */
+ * so a file with the final name is whole. The reader memory-maps the files: do not truncate or
+ * rewrite a shard while a reader has it open (replace it by renaming, as the writer does). */
 #ifndef UNPAD_SHARD_H
 #define UNPAD_SHARD_H
 
