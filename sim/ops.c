@@ -58,7 +58,7 @@ int op_from_name(const char *name)
 
 int ops_predictions(int len, int max_pred)
 {
-    int p = (int)lround(0.15 * len);
+    int p = (int)lrint(0.15 * len); /* round half to even, as BERT's Python and unpad-data do */
     if (p < 1)
         p = 1;
     return p < max_pred ? p : max_pred;

@@ -82,7 +82,8 @@ typedef struct {
     int max_len;
 } op_cost;
 
-/* Masked positions of a sequence of length len: 15% rounded, at least 1, at most max_pred. */
+/* Masked positions of a sequence of length len: 15% rounded half to even (as unpad-data and
+ * BERT's create_pretraining_data do), at least 1, at most max_pred. */
 int ops_predictions(int len, int max_pred);
 
 /* Fills out[0..OP_COUNT) for one training step. Returns UNPAD_EINVAL on an empty or bad batch. */
