@@ -130,12 +130,13 @@ static int row_cost_lens(const model_cfg *m, const trace_row *r, op_cost *oc, in
         }
         o = all[r->op];
     }
-    /* The row's own counts win; a row without them (0) keeps the model's. GEMM rows per FLOP and
-     * the tensor share are properties of the operator's shape, so they scale with the FLOPs. */
+    /* The row's own counts win; a row without them (0) keeps the model's. Rows (GEMM M, tokens,
+     * predictions) per FLOP and the tensor share are properties of the operator's shape, so they
+     * scale with the FLOPs (the FMHA's FLOPs grow with the squares instead: its rows stay). */
     if (r->flops > 0 && o.flops > 0) {
         double k = r->flops / o.flops;
         o.tensor_flops *= k;
-        if (op_class_of(o.op) == OPC_GEMM)
+        if (op_class_of(o.op) != OPC_ATTN)
             o.rows *= k;
         o.flops = r->flops;
     }

@@ -525,7 +525,7 @@ void validate_print(FILE *f, const validate_report *rep)
             "pred_ms", "median|%|", "max|%|", "imb_meas", "imb_pred", "max|dimb|");
     for (int r = 0; r < rep->nruns; r++) {
         const validate_run *R = &rep->runs[r];
-        const char *nm = R->name;
+        const char *nm = strrchr(R->name, '/') ? strrchr(R->name, '/') + 1 : R->name;
         size_t L = strlen(nm);
         if (L > 34)
             nm += L - 34;

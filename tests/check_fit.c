@@ -1,0 +1,342 @@
+/* check_fit.c — calibration: lengths rebuilt from a row, rows rebuilt exactly, coefficients
+ * recovered from synthetic traces with known coefficients (noise, outliers), bad traces refused. */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "fit.h"
+#include "testutil.h"
+
+static model_cfg base, large;
+static hw_spec h200, a100;
+static unpad_dist wiki;
+
+static void setup(void)
+{
+    char p[512];
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-base.cfg"), &base, NULL), UNPAD_OK);
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-large.cfg"), &large, NULL), UNPAD_OK);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &h200, NULL), UNPAD_OK);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/a100-sxm4-40g.cfg"), &a100, NULL), UNPAD_OK);
+    ck_assert_int_eq(dist_load(tu_path(p, sizeof p, "models/dists/wiki512.csv"), &wiki, NULL), UNPAD_OK);
+}
+
+static void teardown(void) { dist_free(&wiki); }
+
+/* The coefficients the synthetic "measurements" are made with. */
+static void truth_coef(calib_coef *c)
+{
+    calib_default(&h200, c);
+    c->gemm_eff = 0.62;
+    c->gemm_m_half = 400;
+    c->attn_eff = 0.38;
+    c->attn_cta_us = 1.5;
+    c->bw_eff = 0.71;
+    c->launch_us = 4;
+    c->optim_bw_eff = 0.75;
+    c->comm_eff = 0.85;
+    c->step_overhead_us = 150;
+}
+
+static void synth_read(const model_cfg *m, const calib_coef *truth, const fit_synth_opts *o,
+                       trace_set *set)
+{
+    char path[] = "/tmp/unpad-test-synth-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    unpad_err e = {0};
+    ck_assert_msg(fit_synth_write(f, m, &h200, truth, &wiki, o, &e) == UNPAD_OK, "%s", e.msg);
+    fclose(f);
+    ck_assert_msg(trace_read(path, set, &e) == UNPAD_OK, "%s", e.msg);
+    unlink(path);
+}
+
+START_TEST(test_lengths_rebuilt)
+{
+    /* Rows from real batches: count, total and maximum exact, sum of squares within 3%. */
+    dist_sampler *s;
+    ck_assert_int_eq(dist_sampler_alloc(&wiki, 5, &s, NULL), UNPAD_OK);
+    int ns[] = {1, 2, 3, 16, 56, 96};
+    for (size_t t = 0; t < sizeof ns / sizeof *ns; t++) {
+        int len[96], rb[96], n = ns[t];
+        dist_sample(s, len, n);
+        trace_row r = {.op = OP_FMHA_FWD, .seqs = n};
+        for (int i = 0; i < n; i++) {
+            r.tokens += len[i];
+            r.sum_len2 += (double)len[i] * len[i];
+            if (len[i] > r.max_len)
+                r.max_len = len[i];
+        }
+        ck_assert_int_eq(fit_row_lengths(&r, 512, rb, NULL), UNPAD_OK);
+        long sum = 0;
+        double s2 = 0;
+        int mx = 0;
+        for (int i = 0; i < n; i++) {
+            ck_assert_int_ge(rb[i], 1);
+            ck_assert_int_le(rb[i], r.max_len);
+            sum += rb[i];
+            s2 += (double)rb[i] * rb[i];
+            if (rb[i] > mx)
+                mx = rb[i];
+        }
+        ck_assert_int_eq(sum, r.tokens);
+        ck_assert_int_eq(mx, r.max_len);
+        ck_assert_msg(fabs(s2 - r.sum_len2) <= 0.03 * r.sum_len2, "n=%d: sum_len2 %.0f rebuilt %.0f", n,
+                      r.sum_len2, s2);
+    }
+    dist_sampler_free(s);
+    /* Equal lengths come back equal. */
+    trace_row eq = {.op = OP_FMHA_FWD, .seqs = 5, .tokens = 5 * 200, .sum_len2 = 5 * 200.0 * 200, .max_len = 200};
+    int rb[5];
+    ck_assert_int_eq(fit_row_lengths(&eq, 512, rb, NULL), UNPAD_OK);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(rb[i], 200);
+    /* Impossible descriptions are refused with the row named. */
+    unpad_err e = {0};
+    trace_row bad = {.op = OP_FMHA_FWD, .step = 3, .seqs = 4, .tokens = 3, .sum_len2 = 3, .max_len = 1};
+    ck_assert_int_eq(fit_row_lengths(&bad, 512, rb, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "fmha_fwd row (step 3, rank 0)") && strstr(e.msg, "cannot describe a batch"),
+                  "%s", e.msg);
+    trace_row longer = eq;
+    longer.max_len = 600;
+    ck_assert_int_eq(fit_row_lengths(&longer, 512, rb, &e), UNPAD_EINVAL);
+}
+END_TEST
+
+START_TEST(test_row_cost_exact)
+{
+    /* Non-FMHA rows are linear in what the row carries: the rebuilt op_cost equals ops_step's. */
+    int len[] = {17, 128, 300, 512, 45, 77};
+    op_batch b = {.len = len, .n = 6, .fused = 1, .gpus = 4, .dropout = 1};
+    op_cost ref[OP_COUNT];
+    ck_assert_int_eq(ops_step(&large, &b, ref, NULL), UNPAD_OK);
+    for (int op = 0; op < OP_COUNT; op++) {
+        trace_row r = {.gpus = 4, .op = op, .seqs = 6, .tokens = ref[op].tokens,
+                       .sum_len2 = ref[op].sum_len2, .max_len = ref[op].max_len,
+                       .flops = ref[op].flops, .bytes = ref[op].bytes};
+        op_cost oc;
+        ck_assert_int_eq(fit_row_cost(&large, &r, &oc, NULL), UNPAD_OK);
+        ck_assert_int_eq(oc.launches, ref[op].launches);
+        ck_assert_double_eq_tol(oc.tensor_flops, ref[op].tensor_flops, 1e-9 * (ref[op].tensor_flops + 1));
+        if (op_class_of((op_id)op) != OPC_ATTN)
+            ck_assert_double_eq_tol(oc.rows, ref[op].rows, 1e-9 * (ref[op].rows + 1));
+        ck_assert_double_eq_tol(oc.bytes, ref[op].bytes, 1e-9 * ref[op].bytes + 1e-9);
+        /* and so is its predicted time, except the FMHA (rebuilt lengths, averaged orders) */
+        if (op != OP_FMHA_FWD && op != OP_FMHA_BWD) {
+            calib_coef c;
+            calib_default(&h200, &c);
+            double us;
+            ck_assert_int_eq(fit_row_predict(&large, &h200, &c, &r, &us, NULL), UNPAD_OK);
+            double want = op == OP_ALLREDUCE ? cost_allreduce_us(&h200, &c, ref[op].bytes, 4)
+                                             : cost_op_us(&h200, &c, &ref[op]);
+            ck_assert_double_eq_tol(us, want, 1e-9 * want + 1e-12);
+        }
+    }
+    /* The unfused variant is recognised from the byte count (more launches). */
+    b.fused = 0;
+    op_cost unf[OP_COUNT];
+    ck_assert_int_eq(ops_step(&large, &b, unf, NULL), UNPAD_OK);
+    trace_row r = {.gpus = 4, .op = OP_ATTN_LN_FWD, .seqs = 6, .tokens = unf[0].tokens,
+                   .sum_len2 = unf[0].sum_len2, .max_len = 512, .flops = unf[OP_ATTN_LN_FWD].flops,
+                   .bytes = unf[OP_ATTN_LN_FWD].bytes};
+    op_cost oc;
+    ck_assert_int_eq(fit_row_cost(&large, &r, &oc, NULL), UNPAD_OK);
+    ck_assert_int_eq(oc.launches, 3);
+}
+END_TEST
+
+/* Recovered against true, with the tolerance each coefficient is held to. */
+static void check_coef(const fit_result *res, fit_param_id p, double truth, double rel_tol)
+{
+    const fit_param *q = &res->param[p];
+    ck_assert_msg(q->fitted, "%s not fitted", fit_param_name(p));
+    ck_assert_msg(fabs(q->value - truth) <= rel_tol * truth, "%s = %.6g (true %.6g, tolerance %.1f%%)",
+                  fit_param_name(p), q->value, truth, 100 * rel_tol);
+    ck_assert_msg(q->se > 0 && q->se < 0.1 * truth, "%s standard error %.3g", fit_param_name(p), q->se);
+}
+
+START_TEST(test_recover_coefficients)
+{
+    /* Batches of 16..96 sequences on two model sizes, 1% noise, 2% of rows slowed 3x. A plain
+     * least-squares fit would move every efficiency by ~4% (2% of rows at +200%); the bisquare fit
+     * must set them aside. */
+    calib_coef truth, init;
+    truth_coef(&truth);
+    calib_default(&h200, &init);
+    int batches[] = {16, 32, 56, 96};
+    trace_set sets[5];
+    memset(sets, 0, sizeof sets);
+    for (int i = 0; i < 4; i++) {
+        fit_synth_opts o = {.gpus = 2, .steps = 3, .batch = batches[i], .seed = 100 + i, .noise = 0.01,
+                            .outlier_frac = 0.02, .outlier_scale = 3, .overhead_jitter = 0.05};
+        synth_read(&base, &truth, &o, &sets[i]);
+    }
+    fit_synth_opts o = {.gpus = 2, .steps = 2, .batch = 56, .seed = 200, .noise = 0.01,
+                        .outlier_frac = 0.02, .outlier_scale = 3, .overhead_jitter = 0.05};
+    synth_read(&large, &truth, &o, &sets[4]);
+    model_cfg models[2] = {base, large};
+    fit_result res;
+    unpad_err e = {0};
+    ck_assert_msg(fit_calibrate(sets, 5, models, 2, &h200, &init, &res, &e) == UNPAD_OK, "%s", e.msg);
+    check_coef(&res, FIT_GEMM_EFF, 0.62, 0.01);
+    check_coef(&res, FIT_GEMM_M_HALF, 400, 0.05);
+    check_coef(&res, FIT_ATTN_EFF, 0.38, 0.03);
+    check_coef(&res, FIT_ATTN_CTA_US, 1.5, 0.20);
+    check_coef(&res, FIT_BW_EFF, 0.71, 0.01);
+    check_coef(&res, FIT_LAUNCH_US, 4, 0.03);
+    check_coef(&res, FIT_OPTIM_BW_EFF, 0.75, 0.03);
+    check_coef(&res, FIT_COMM_EFF, 0.85, 0.02);
+    check_coef(&res, FIT_STEP_OVERHEAD_US, 150, 0.03);
+    ck_assert(res.coef.fitted);
+    ck_assert_str_eq(res.coef.hw, "h200-sxm");
+    /* The injected outliers (2% of ~10k GEMM and memory rows) are the ones set aside. */
+    long out = res.resid[OPC_GEMM].rejected + res.resid[OPC_NORM].rejected;
+    long rows = res.resid[OPC_GEMM].rows + res.resid[OPC_NORM].rows;
+    ck_assert_msg(out > 0.012 * rows && out < 0.03 * rows, "%ld outliers of %ld rows", out, rows);
+    /* Kept rows: 1% noise gives a median |error| near 0.67%. */
+    ck_assert_double_lt(res.resid[OPC_GEMM].median_abs_pct, 1.0);
+    ck_assert_double_lt(res.resid[OPC_NORM].median_abs_pct, 1.0);
+    ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
+    for (int i = 0; i < 5; i++)
+        trace_set_free(&sets[i]);
+}
+END_TEST
+
+START_TEST(test_recover_exact_without_noise)
+{
+    /* No noise, no outliers: every coefficient but the FMHA pair (rebuilt lengths) comes back to
+     * rounding; the FMHA pair to its approximation. */
+    calib_coef truth, init;
+    truth_coef(&truth);
+    calib_default(&h200, &init);
+    trace_set sets[2];
+    memset(sets, 0, sizeof sets);
+    for (int i = 0; i < 2; i++) {
+        fit_synth_opts o = {.gpus = 4, .steps = 2, .batch = i ? 48 : 20, .seed = 7 + i};
+        synth_read(&base, &truth, &o, &sets[i]);
+    }
+    fit_result res;
+    unpad_err e = {0};
+    ck_assert_msg(fit_calibrate(sets, 2, &base, 1, &h200, &init, &res, &e) == UNPAD_OK, "%s", e.msg);
+    /* Durations are written with 3 decimals (ns): relative rounding ~1e-5 on the shortest rows. */
+    ck_assert_double_eq_tol(res.param[FIT_GEMM_EFF].value, 0.62, 1e-4);
+    ck_assert_double_eq_tol(res.param[FIT_GEMM_M_HALF].value, 400, 0.5);
+    ck_assert_double_eq_tol(res.param[FIT_BW_EFF].value, 0.71, 1e-4);
+    ck_assert_double_eq_tol(res.param[FIT_LAUNCH_US].value, 4, 1e-3);
+    ck_assert_double_eq_tol(res.param[FIT_OPTIM_BW_EFF].value, 0.75, 1e-4);
+    ck_assert_double_eq_tol(res.param[FIT_COMM_EFF].value, 0.85, 1e-4);
+    ck_assert_double_eq_tol(res.param[FIT_STEP_OVERHEAD_US].value, 150, 0.1); /* 3-decimal starts */
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_EFF].value, 0.38, 0.03 * 0.38);
+    /* (With no noise the robust scale is the rounding itself, so a few rows count as outliers.) */
+    ck_assert_double_lt(res.resid[OPC_GEMM].max_abs_pct, 0.01);
+    ck_assert_double_lt(res.resid[OPC_NORM].max_abs_pct, 0.01);
+    for (int i = 0; i < 2; i++)
+        trace_set_free(&sets[i]);
+}
+END_TEST
+
+static const char *check_file(const char *text, const char *hw, int *rc)
+{
+    static unpad_err e;
+    char p[512];
+    tu_write_tmp(p, sizeof p, ".csv", text);
+    trace_set set = {0};
+    memset(&e, 0, sizeof e);
+    *rc = trace_read(p, &set, &e);
+    if (!*rc)
+        *rc = fit_check_trace(&set, p, hw, &e);
+    trace_set_free(&set);
+    unlink(p);
+    return e.msg;
+}
+
+START_TEST(test_bad_traces)
+{
+    int rc;
+    const char *row_h200 = "h200-sxm,bert-base,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n";
+    const char *row_a100 = "a100-sxm4-40g,bert-base,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n";
+    char text[2048];
+    /* wrong header */
+    const char *m = check_file("hw,model,gpus\nh200-sxm,bert-base,1\n", "h200-sxm", &rc);
+    ck_assert_int_eq(rc, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, ":1: not a trace: expected the header"), "%s", m);
+    /* empty file, header only */
+    m = check_file("", "h200-sxm", &rc);
+    ck_assert_msg(rc && strstr(m, "empty file"), "%s", m);
+    snprintf(text, sizeof text, "# synthetic\n%s\n", TRACE_HEADER);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_msg(rc == UNPAD_EINVAL && strstr(m, "no rows (only the header)"), "%s", m);
+    /* mixed hardware */
+    snprintf(text, sizeof text, "%s\n%s%s", TRACE_HEADER, row_h200, row_a100);
+    m = check_file(text, NULL, &rc);
+    ck_assert_msg(rc == UNPAD_EINVAL && strstr(m, "mixed hardware in one trace: rows of 'h200-sxm' and "
+                                                 "'a100-sxm4-40g'"), "%s", m);
+    /* other hardware than --hw */
+    snprintf(text, sizeof text, "%s\n%s", TRACE_HEADER, row_a100);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_msg(rc == UNPAD_EINVAL && strstr(m, "measured on 'a100-sxm4-40g' but --hw is 'h200-sxm'"), "%s", m);
+    snprintf(text, sizeof text, "%s\n%s", TRACE_HEADER, row_h200);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_int_eq(rc, UNPAD_OK);
+    /* a model nobody configured */
+    trace_set set = {0};
+    trace_row r = {.hw = "h200-sxm", .model = "bert-huge", .gpus = 1, .op = OP_QKV_FWD, .seqs = 1,
+                   .tokens = 10, .sum_len2 = 100, .max_len = 10, .flops = 1e6, .bytes = 1e3, .dur_us = 3};
+    trace_append(&set, &r);
+    calib_coef init;
+    calib_default(&h200, &init);
+    fit_result res;
+    unpad_err e = {0};
+    ck_assert_int_eq(fit_calibrate(&set, 1, &base, 1, &h200, &init, &res, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "model 'bert-huge'") && strstr(e.msg, "--model"), "%s", e.msg);
+    int n = 1;
+    model_cfg ms[2] = {base};
+    char dir[512];
+    ck_assert_int_ne(fit_models_resolve(&set, 1, tu_path(dir, sizeof dir, "models"), ms, &n, 2, &e), UNPAD_OK);
+    ck_assert_msg(strstr(e.msg, "bert-huge"), "%s", e.msg);
+    strcpy(set.rows[0].model, "bert-large");
+    ck_assert_int_eq(fit_models_resolve(&set, 1, dir, ms, &n, 2, &e), UNPAD_OK);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(ms[1].name, "bert-large");
+    /* too few rows to fit */
+    strcpy(set.rows[0].model, "bert-base");
+    ck_assert_int_eq(fit_calibrate(&set, 1, &base, 1, &h200, &init, &res, &e), UNPAD_ERANGE);
+    ck_assert_msg(strstr(e.msg, "too few"), "%s", e.msg);
+    trace_set_free(&set);
+}
+END_TEST
+
+START_TEST(test_transfer)
+{
+    calib_coef src, dst;
+    truth_coef(&src);
+    src.fitted = 1;
+    fit_transfer(&src, &h200, &a100, &dst);
+    ck_assert_str_eq(dst.hw, "a100-sxm4-40g");
+    ck_assert_double_eq(dst.gemm_eff, 0.62);
+    ck_assert_double_eq(dst.attn_eff, 0.38);
+    ck_assert_double_eq(dst.bw_eff, 0.71);
+    ck_assert_double_eq(dst.comm_eff, 0.85);
+    ck_assert_double_eq_tol(dst.gemm_m_half, 400.0 * 108 / 132, 1e-9);
+    ck_assert_double_eq_tol(dst.attn_cta_us, 1.5 * 1.98 / 1.41, 1e-9);
+    ck_assert_double_eq_tol(dst.launch_us, 4 * 3.0 / 2.5, 1e-9);
+    ck_assert_double_eq(dst.step_overhead_us, 150);
+}
+END_TEST
+
+Suite *fit_suite(void)
+{
+    Suite *s = suite_create("fit");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_lengths_rebuilt);
+    tcase_add_test(tc, test_row_cost_exact);
+    tcase_add_test(tc, test_recover_coefficients);
+    tcase_add_test(tc, test_recover_exact_without_noise);
+    tcase_add_test(tc, test_bad_traces);
+    tcase_add_test(tc, test_transfer);
+    suite_add_tcase(s, tc);
+    return s;
+}
