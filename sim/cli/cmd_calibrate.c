@@ -94,7 +94,8 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
 {
     unpad_err err = {0};
     calib_coef src, dst;
-    /* Read without a hardware check: the whole point is another GPU. */
+    /* Read without a hardware check (the whole point is another GPU): once for its hardware
+     * name, then again over the defaults of that hardware. */
     calib_default(NULL, &src);
     if (cfg_load(src_path, calib_schema, calib_schema_len, &src, &err))
         return cli_error("calibrate", &err);
@@ -112,6 +113,9 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
                 src.hw, from_hw_path, from.name);
         return 1;
     }
+    calib_default(&from, &src);
+    if (cfg_load(src_path, calib_schema, calib_schema_len, &src, &err))
+        return cli_error("calibrate", &err);
     fit_transfer(&src, &from, to, &dst);
     char comment[2048];
     snprintf(comment, sizeof comment,
