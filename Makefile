@@ -85,7 +85,7 @@ KERNLIB  := $(BUILD)/libunpad_kernels.a
 CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train)
 
-.PHONY: all cpu gpu kernels probe demo test test-run test-asan test-gpu bench bench-kernels \
+.PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
         bench-cpu deps clean
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
@@ -209,6 +209,10 @@ test-asan: deps
 demo: deps
 	@$(MAKE) --no-print-directory cpu
 	@bash scripts/demo.sh
+
+# Calibration report (issue 7): calibrate, validate on held-out traces, plot, cross-hardware.
+report: cpu
+	@bash scripts/report.sh $(REPORT_ARGS)
 
 deps:
 	@bash scripts/ensure-deps.sh
