@@ -66,12 +66,19 @@ typedef struct {
     int64_t diff;   /* largest sum - smallest sum (0 for an empty subset) */
     int32_t off, m;
     int32_t id;     /* creation order: ties in the heap go to the older node */
+    int32_t single; /* 1: a lone sequence, its entry at ws->single[off] */
 } kk_node;
 
 struct balance_ws {
     int max_n, max_gpus;
     uint64_t *key, *key_tmp;  /* (max_n) sort keys */
     int *order;               /* (max_n) sequence indices, heaviest first */
+    /* The last two sorts (weights and their order): policies run one after another on the same
+     * batch (a sweep, or a trainer comparing plans) sort once. Matched by content, not pointer. */
+    int64_t *memo_w[2];       /* (max_n) */
+    int *memo_order[2];       /* (max_n) */
+    int memo_n[2];            /* 0: empty */
+    int memo_next;            /* slot to replace */
     int64_t *wtmp;            /* (max_n) token weights when none are given */
     /* lpt and pack: per-GPU state */
     int *heap;                /* (max_gpus) GPU indices, a min-heap on (load, index) */
@@ -79,13 +86,14 @@ struct balance_ws {
     int64_t *gload;           /* (max_gpus) */
     int64_t *tree;            /* (2 * pow2 >= max_gpus) max remaining budget, segment tree */
     int tree_size;
+    int tree_k, tree_linear;  /* GPUs in use; 1: few GPUs, scan the leaves instead */
     int *trial_gpu;           /* (max_n) pack: the assignment of one FFD trial */
     /* kk */
     kk_node *nodes;           /* (max_n + max_gpus) heap of partial partitions */
     kk_entry *arena[2];       /* (arena_cap) entries of the live nodes, double-buffered */
     int arena_cap, arena_cur, arena_top;
     kk_entry *run, *run_tmp;  /* (max_gpus) merge scratch */
-    kk_entry *merged;         /* (max_gpus) */
+    kk_entry *single;         /* (max_n) lone sequences, heaviest first (free counts) */
     int32_t *next;            /* (max_n) list links of the subsets */
 };
 
@@ -109,6 +117,10 @@ int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
     ws->key = malloc(n * sizeof *ws->key);
     ws->key_tmp = malloc(n * sizeof *ws->key_tmp);
     ws->order = malloc(n * sizeof *ws->order);
+    for (int m = 0; m < 2; m++) {
+        ws->memo_w[m] = malloc(n * sizeof *ws->memo_w[m]);
+        ws->memo_order[m] = malloc(n * sizeof *ws->memo_order[m]);
+    }
     ws->wtmp = malloc(n * sizeof *ws->wtmp);
     ws->heap = malloc(k * sizeof *ws->heap);
     ws->cap = malloc(k * sizeof *ws->cap);
@@ -121,11 +133,12 @@ int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
     ws->arena[1] = malloc((size_t)ws->arena_cap * sizeof(kk_entry));
     ws->run = malloc(k * sizeof(kk_entry));
     ws->run_tmp = malloc(k * sizeof(kk_entry));
-    ws->merged = malloc(k * sizeof(kk_entry));
+    ws->single = malloc(n * sizeof(kk_entry));
     ws->next = malloc(n * sizeof *ws->next);
-    if (!ws->key || !ws->key_tmp || !ws->order || !ws->wtmp || !ws->heap || !ws->cap || !ws->cnt ||
+    if (!ws->key || !ws->key_tmp || !ws->order || !ws->memo_w[0] || !ws->memo_w[1] ||
+        !ws->memo_order[0] || !ws->memo_order[1] || !ws->wtmp || !ws->heap || !ws->cap || !ws->cnt ||
         !ws->gload || !ws->tree || !ws->trial_gpu || !ws->nodes || !ws->arena[0] || !ws->arena[1] ||
-        !ws->run || !ws->run_tmp || !ws->merged || !ws->next) {
+        !ws->run || !ws->run_tmp || !ws->single || !ws->next) {
         balance_ws_free(ws);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0,
                           "out of memory for a balance workspace of %d sequences on %d GPUs", max_n,
@@ -142,6 +155,10 @@ void balance_ws_free(balance_ws *ws)
     free(ws->key);
     free(ws->key_tmp);
     free(ws->order);
+    for (int m = 0; m < 2; m++) {
+        free(ws->memo_w[m]);
+        free(ws->memo_order[m]);
+    }
     free(ws->wtmp);
     free(ws->heap);
     free(ws->cap);
@@ -154,7 +171,7 @@ void balance_ws_free(balance_ws *ws)
     free(ws->arena[1]);
     free(ws->run);
     free(ws->run_tmp);
-    free(ws->merged);
+    free(ws->single);
     free(ws->next);
     free(ws);
 }
@@ -253,7 +270,24 @@ static int cmp_desc_then_index(const void *a, const void *b, void *ctx)
 
 /* ws->order = indices sorted heaviest first, ties by lower index. LSD radix sort on
  * (max - w, index) keys, 8 bits a pass, skipping passes where every key shares the byte. */
+static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n);
+
 static void sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
+{
+    for (int m = 0; m < 2; m++)
+        if (ws->memo_n[m] == n && !memcmp(ws->memo_w[m], w, (size_t)n * sizeof *w)) {
+            memcpy(ws->order, ws->memo_order[m], (size_t)n * sizeof *ws->order);
+            return;
+        }
+    radix_sort_heaviest_first(ws, w, n);
+    int m = ws->memo_next;
+    ws->memo_next = !m;
+    memcpy(ws->memo_w[m], w, (size_t)n * sizeof *w);
+    memcpy(ws->memo_order[m], ws->order, (size_t)n * sizeof *ws->order);
+    ws->memo_n[m] = n;
+}
+
+static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
 {
     int64_t wmax = 0;
     for (int i = 0; i < n; i++)
@@ -460,6 +494,8 @@ static void arena_compact(balance_ws *ws, int live)
     int top = 0;
     for (int i = 0; i < live; i++) {
         kk_node *nd = &ws->nodes[i];
+        if (nd->single)
+            continue;
         memcpy(dst + top, src + nd->off, (size_t)nd->m * sizeof *dst);
         nd->off = top;
         top += nd->m;
@@ -514,7 +550,8 @@ static void list_concat(int32_t *next, kk_entry *a, const kk_entry *b)
 static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *B, int id)
 {
     kk_entry *ar = ws->arena[ws->arena_cur];
-    const kk_entry *a = ar + A->off, *b = ar + B->off;
+    const kk_entry *a = (A->single ? ws->single : ar) + A->off;
+    const kk_entry *b = (B->single ? ws->single : ar) + B->off;
     int ma = A->m, mb = B->m;
     int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
     int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
@@ -558,30 +595,46 @@ static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *
     return nd;
 }
 
+/* The next node to difference: the queue of lone sequences (heaviest first, which is also the
+ * heap's order among them) or the heap of merged nodes, whichever comes first. */
+static kk_node kk_take(balance_ws *ws, const int64_t *w, int *qh, int n, int *live)
+{
+    if (*qh < n) {
+        int s = ws->order[*qh];
+        kk_node q = {.diff = w[s], .off = *qh, .m = 1, .id = s, .single = 1};
+        if (*live == 0 || node_before(&q, &ws->nodes[0])) {
+            ++*qh;
+            return q;
+        }
+    }
+    return node_pop(ws->nodes, live);
+}
+
 int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {
     int rc = check_input(ws, in, out, err);
     if (rc)
         return rc;
     const int64_t *w = weights_of(ws, in);
-    int n = in->n, k = in->gpus, live = 0, id = 0;
+    int n = in->n, k = in->gpus, live = 0, id = 0, qh = n;
     kk_node *h = ws->nodes;
     kk_entry *ar = ws->arena[0];
     ws->arena_cur = 0;
     ws->arena_top = 0;
     for (int i = 0; i < n; i++)
         ws->next[i] = -1;
+    sort_heaviest_first(ws, w, n);
     if (in->count == BAL_FREE) {
-        /* Every sequence starts as its own partial partition: one subset holding it. */
-        for (int i = 0; i < n; i++) {
-            ar[i] = (kk_entry){w[i], i, i};
-            h[live++] = (kk_node){.diff = w[i], .off = i, .m = 1, .id = id++};
-        }
-        ws->arena_top = n;
+        /* Every sequence starts as its own partial partition: one subset holding it. They wait in
+         * a sorted queue (ids = sequence indices, as if they were in the heap); only merged
+         * partitions (ids n, n+1, ...) go through the heap. */
+        for (int p = 0; p < n; p++)
+            ws->single[p] = (kk_entry){w[ws->order[p]], ws->order[p], ws->order[p]};
+        qh = 0;
+        id = n;
     } else {
         /* Balanced variant: sorted sequences in consecutive k-tuples, one per GPU; every merge keeps
          * one member of each tuple per subset, so each GPU ends with the same count (+-1). */
-        sort_heaviest_first(ws, w, n);
         int tuples = (n + k - 1) / k;
         for (int t = 0; t < tuples; t++) {
             kk_entry *e = ar + ws->arena_top;
@@ -594,20 +647,21 @@ int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *o
                                   .id = id++};
             ws->arena_top += k;
         }
+        for (int i = live / 2 - 1; i >= 0; i--)
+            node_down(h, live, i);
     }
-    for (int i = live / 2 - 1; i >= 0; i--)
-        node_down(h, live, i);
-    while (live > 1) {
+    while (live + (n - qh) > 1) {
         if (ws->arena_top + k > ws->arena_cap)
             arena_compact(ws, live);
-        kk_node A = node_pop(h, &live);
-        kk_node B = node_pop(h, &live);
+        kk_node A = kk_take(ws, w, &qh, n, &live);
+        kk_node B = kk_take(ws, w, &qh, n, &live);
         h[live] = kk_merge(ws, k, &A, &B, id++);
         node_up(h, live++);
     }
     /* The last partial partition: subset p (heaviest first) goes to GPU p. */
-    const kk_entry *e = ws->arena[ws->arena_cur] + h[0].off;
-    for (int p = 0; p < h[0].m; p++)
+    kk_node last = live ? h[0] : (kk_node){.off = 0, .m = 1, .single = 1}; /* n == 1 */
+    const kk_entry *e = (last.single ? ws->single : ws->arena[ws->arena_cur]) + last.off;
+    for (int p = 0; p < last.m; p++)
         for (int s = e[p].head; s >= 0; s = ws->next[s])
             out->gpu[s] = p;
     out->pack_budget = 0;
@@ -621,6 +675,8 @@ static void tree_set(balance_ws *ws, int g, int64_t v)
 {
     int i = ws->tree_size + g;
     ws->tree[i] = v;
+    if (ws->tree_linear)
+        return;
     for (i >>= 1; i >= 1; i >>= 1)
         ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
 }
@@ -628,6 +684,13 @@ static void tree_set(balance_ws *ws, int g, int64_t v)
 /* Lowest-index GPU whose remaining budget is >= need, or -1. */
 static int tree_first_fit(const balance_ws *ws, int64_t need)
 {
+    const int64_t *leaf = ws->tree + ws->tree_size;
+    if (ws->tree_linear) {
+        for (int g = 0; g < ws->tree_k; g++)
+            if (leaf[g] >= need)
+                return g;
+        return -1;
+    }
     if (ws->tree[1] < need)
         return -1;
     int i = 1;
@@ -646,8 +709,12 @@ static int64_t ffd_key(const balance_ws *ws, int g, int64_t reserve)
 
 static void ffd_rebuild(balance_ws *ws, int k, int64_t reserve)
 {
-    for (int g = 0; g < ws->tree_size; g++)
+    ws->tree_k = k;
+    ws->tree_linear = k <= 32;
+    for (int g = 0; g < (ws->tree_linear ? k : ws->tree_size); g++)
         ws->tree[ws->tree_size + g] = g < k ? ffd_key(ws, g, reserve) : -1;
+    if (ws->tree_linear)
+        return;
     for (int i = ws->tree_size - 1; i >= 1; i--)
         ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
 }
@@ -720,13 +787,15 @@ int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result 
     set_caps(ws, n, k, in->count);
     int equal = in->count == BAL_EQUAL;
     /* The budget: from the lower bound, grow by steps that double until FFD fits, then bisect
-     * to within 1/1024 of the bound (the exact least budget buys nothing measurable). */
+     * to within 1/512 of the bound (the exact least budget buys nothing measurable). */
     int64_t lo = (total + k - 1) / k, hi;
     if (lo < longest)
         lo = longest;
     if (lo < 1)
         lo = 1;
-    int64_t step = lo / 256 > 1 ? lo / 256 : 1, tol = lo / 1024 > 1 ? lo / 1024 : 1;
+    int64_t step = lo / (equal ? 64 : 256), tol = lo / 512;
+    step = step > 1 ? step : 1;
+    tol = tol > 1 ? tol : 1;
     for (hi = lo;; step *= 2) {
         if (hi >= total) {
             hi = total; /* any GPU can hold everything its slots allow */
