@@ -220,6 +220,83 @@ START_TEST(test_true_coefficients_reproduce)
 }
 END_TEST
 
+START_TEST(test_streams_simulated_together)
+{
+    /* With a context, two FMHA groups of one layer on two streams are predicted as one tile
+     * simulation over both groups' sequences: shorter than the two alone, one after the other. */
+    char p[512];
+    model_cfg base;
+    hw_spec hw;
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-base.cfg"), &base, NULL), UNPAD_OK);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &hw, NULL), UNPAD_OK);
+    calib_coef c;
+    calib_default(&hw, &c);
+    c.step_overhead_us = 0;
+    trace_set meas = {0}, pred = {0};
+    trace_row a = row(0, 0, OP_FMHA_FWD, 0, 0, 60), b = row(0, 0, OP_FMHA_FWD, 0, 20, 50);
+    a.gpus = b.gpus = 1;
+    a.group = a.stream = 0;
+    b.group = b.stream = 1;
+    a.seqs = 8, a.tokens = 8 * 64, a.sum_len2 = 8 * 64.0 * 64, a.max_len = 64;
+    b.seqs = 2, b.tokens = 2 * 512, b.sum_len2 = 2 * 512.0 * 512, b.max_len = 512;
+    trace_append(&meas, &a);
+    trace_append(&meas, &b);
+    unpad_err e = {0};
+    ck_assert_int_eq(validate_predict_set(&meas, &base, 1, &hw, &c, &pred, &e), UNPAD_OK);
+    double together;
+    const trace_row *both[2] = {&meas.rows[0], &meas.rows[1]};
+    ck_assert_int_eq(fit_rows_fmha_together(&base, &hw, &c, both, 2, &together, &e), UNPAD_OK);
+    ck_assert_double_lt(together, pred.rows[0].dur_us + pred.rows[1].dur_us);
+    validate_ctx ctx = {.models = &base, .n_models = 1, .hw = &hw, .calib = &c};
+    validate_report rep;
+    memset(&rep, 0, sizeof rep);
+    ck_assert_int_eq(validate_add_run(&rep, "streams", &pred, &meas, &ctx, &e), UNPAD_OK);
+    ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
+    ck_assert_double_eq_tol(rep.loads[0].pred_load_us, together, 1e-9);
+    ck_assert_double_eq_tol(rep.loads[0].meas_load_us, 70, 1e-9);
+    validate_report_free(&rep);
+    trace_set_free(&meas);
+    trace_set_free(&pred);
+}
+END_TEST
+
+START_TEST(test_fastest_run_agreement)
+{
+    /* Two runs of the same model, GPUs and batch (e.g. two grouping options): run "b" is faster
+     * measured and predicted, run "c" (another batch) is not comparable. */
+    validate_report rep;
+    memset(&rep, 0, sizeof rep);
+    unpad_err e = {0};
+    double mdur[3] = {100, 90, 50}, pdur[3] = {104, 93, 40};
+    const char *names[3] = {"a", "b", "c"};
+    for (int k = 0; k < 3; k++) {
+        trace_set meas = {0}, pred = {0};
+        trace_row r = row(0, 0, OP_EMBED_FWD, -1, 0, mdur[k]);
+        r.gpus = 1;
+        if (k == 2)
+            r.seqs = 9;
+        trace_append(&meas, &r);
+        r.dur_us = pdur[k];
+        trace_append(&pred, &r);
+        ck_assert_int_eq(validate_add_run(&rep, names[k], &pred, &meas, NULL, &e), UNPAD_OK);
+        trace_set_free(&meas);
+        trace_set_free(&pred);
+    }
+    ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    validate_print(f, &rep);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "fastest of 2 comparable runs (bert-base, 1 GPUs, 4 seqs/rank): measured b, "
+                              "predicted b: agree"), "%s", buf);
+    ck_assert_msg(strstr(buf, "per-step time error   median 4.00% (<= 2%: NOT met), max 20.00% (<= 5%: NOT met)"),
+                  "%s", buf);
+    free(buf);
+    validate_report_free(&rep);
+}
+END_TEST
+
 Suite *validate_suite(void)
 {
     Suite *s = suite_create("validate");
@@ -227,6 +304,8 @@ Suite *validate_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_three_rows_by_hand);
     tcase_add_test(tc, test_streams_overlap);
+    tcase_add_test(tc, test_streams_simulated_together);
+    tcase_add_test(tc, test_fastest_run_agreement);
     tcase_add_test(tc, test_committed_synthetic_traces);
     tcase_add_test(tc, test_true_coefficients_reproduce);
     suite_add_tcase(s, tc);
