@@ -5,6 +5,7 @@
 #   gemm     bin/test_gemm (cuBLASLt wrapper vs its C reference)
 #   peer     tests/gpu/compare_hf.py: loss and every gradient vs transformers' BertForPreTraining
 #            (bert-tiny, and bert-base shapes with 2 layers)
+#   vgrad    gradients of 4 virtual ranks x 4 sequences = those of one micro-batch of 16
 #   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
 #   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
 #   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56: samples/s, TFLOP/s, trace
@@ -47,6 +48,17 @@ if has peer; then
     done
 fi
 
+if has vgrad; then
+    # one micro-batch of 16 sequences against 4 virtual ranks of 4: the same global batch
+    base="--model models/bert-tiny.cfg --synthetic --steps 1 --no-dropout --seed 9"
+    timeout 60 $T $base --batch 16 --dump-grads "$OUT/vg1.bin" >"$OUT/vgrad.log" 2>&1
+    timeout 60 $T $base --batch 4 --virtual-ranks 4 --dump-grads "$OUT/vg4.bin" >>"$OUT/vgrad.log" 2>&1
+    timeout 60 python3 tests/gpu/compare_hf.py --grads "$OUT/vg4.bin" --against "$OUT/vg1.bin" \
+        --grad-bound 1e-2 >>"$OUT/vgrad.log" 2>&1
+    say "vgrad    rc=$? $(tail -1 "$OUT/vgrad.log")"
+    rm -f "$OUT/vg1.bin" "$OUT/vg4.bin"
+fi
+
 if has learn; then
     WT2=${WT2:-out/wt2}
     timeout 200 $T --model models/bert-tiny.cfg --data "$WT2/train.bin" --eval "$WT2/eval.bin" \
@@ -72,6 +84,12 @@ if has resume; then
     grep -E '^step' "$R/resumed.log" | awk '$2 > 20 {print $2, $5}' >"$R/b.txt"
     last_killed=$(grep -E '^step' "$R/killed.log" | tail -1 | awk '{print $2}')
     if [ -s "$R/a.txt" ] && cmp -s "$R/a.txt" "$R/b.txt"; then v=identical; else v=DIFFERENT; fi
+    mkdir -p "$R/bad"
+    head -c -1000 "$R/ck/ckpt.bin" >"$R/bad/ckpt.bin"
+    $T $args --resume "$R/bad" >"$R/bad.log" 2>&1
+    say "badckpt  truncated: rc=$? $(tail -1 "$R/bad.log" | cut -c1-150)"
+    $T ${args/bert-tiny/bert-base} --resume "$R/ck" >"$R/other.log" 2>&1
+    say "badckpt  other model: rc=$? $(tail -1 "$R/other.log" | cut -c1-200)"
     say "resume   killed after step $last_killed, resumed from $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
 fi
 
@@ -89,7 +107,7 @@ if has vranks; then
 fi
 
 if has torch; then
-    timeout 420 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+    timeout 240 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
         >"$OUT/torch.log" 2>&1
     say "torch    rc=$?"
     grep -A4 '^peer ' "$OUT/torch.log" | tee -a "$SUMMARY"

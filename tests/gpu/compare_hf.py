@@ -16,6 +16,9 @@ key bias gets no gradient in exact arithmetic (softmax is shift-invariant per ro
 measured against the norm of the same layer's query-bias gradient. Prints a table; exits 1 if any bound is exceeded.
 
 usage: compare_hf.py --model models/bert-tiny.cfg --weights W --grads G [--gelu tanh|erf]
+       compare_hf.py --grads G --against G2 [--grad-bound 1e-2]
+The second form compares two trainer dumps of the same global batch, e.g. one micro-batch of 2B
+sequences against --virtual-ranks 2 of B each: the accumulated gradients must agree (1e-2).
 """
 import argparse
 import struct
@@ -54,16 +57,52 @@ def read_dump(path):
     return out
 
 
+def compare_dumps(args):
+    A, B = read_dump(args.grads), read_dump(args.against)
+    fails, worst, n = 0, 0.0, 0
+    la, lb = A["loss.mlm,loss.nsp,mlm_correct,nsp_correct"], B["loss.mlm,loss.nsp,mlm_correct,nsp_correct"]
+    for i, name in enumerate(("loss.mlm", "loss.nsp")):
+        err = abs(la[i] - lb[i]) / max(abs(lb[i]), 1e-12)
+        ok = err <= args.loss_bound
+        fails += not ok
+        n += 1
+        print(f"{name:<60} {la[i]:>12.6g} {lb[i]:>12.6g} {err:>9.2e} {'yes' if ok else 'NO'}")
+    for name, g in A.items():
+        if name.startswith("batch.") or name.startswith("loss."):
+            continue
+        h = B[name].astype(np.float64)
+        g = g.astype(np.float64)
+        scale = np.linalg.norm(h)
+        if name.endswith("attention.self.key.bias"):
+            scale = np.linalg.norm(B[name.replace("key.bias", "query.bias")])
+        err = np.linalg.norm(g - h) / max(scale, 1e-30)
+        ok = err <= args.grad_bound
+        fails += not ok
+        worst = max(worst, err)
+        n += 1
+        if not ok or "layer.0." in name or not name.startswith("bert.encoder"):
+            print(f"{name:<60} {np.linalg.norm(g):>12.4g} {np.linalg.norm(h):>12.4g} {err:>9.2e} "
+                  f"{'yes' if ok else 'NO'}")
+    print(f"compare dumps: {n - fails}/{n} within bounds (losses {args.loss_bound:g}, gradients "
+          f"{args.grad_bound:g}); worst gradient rel err {worst:.3e}")
+    return 1 if fails else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--weights", required=True)
+    ap.add_argument("--model")
+    ap.add_argument("--weights")
+    ap.add_argument("--against", help="a second trainer dump to compare G with (no peer)")
     ap.add_argument("--grads", required=True)
     ap.add_argument("--gelu", default="tanh", choices=["tanh", "erf"])
     ap.add_argument("--attn", default="eager", choices=["eager", "sdpa"])
     ap.add_argument("--grad-bound", type=float, default=5e-2)
     ap.add_argument("--loss-bound", type=float, default=1e-2)
     args = ap.parse_args()
+    if args.against:
+        return compare_dumps(args)
+    if not args.model or not args.weights:
+        ap.error("--model and --weights are needed (or --against)")
 
     from transformers import BertConfig, BertForPreTraining
 
