@@ -3,10 +3,10 @@
  * tokens), H = 1024, FFN 4096, vocabulary 30,522 padded to 30,528, 15% of the tokens masked (at
  * most 76 per sequence), LAMB over the 336M parameters of BERT-Large.
  *
- * Each kernel: 3 warm-up calls, then REPS calls timed one by one with CUDA events; the median is
- * reported. Inputs and outputs rotate over NSETS copies so that consecutive calls never find
- * their data in L2 (NSETS times a call's bytes exceed the L2 several times over for the large
- * kernels). Achieved GB/s = the bytes the launcher must move (inputs read once, outputs written
+ * Each kernel: 3 warm-up calls, then REPS samples, each timing NSETS back-to-back calls with
+ * CUDA events; the median per-call time is reported. Inputs and outputs rotate over the NSETS
+ * copies so that consecutive calls do not find their data in L2 (for the large kernels one call's
+ * bytes alone exceed the L2). Achieved GB/s = the bytes the launcher must move (inputs read once, outputs written
  * once, the scratch traffic of its second pass included, as listed per row) / median time, beside
  * the device-to-device cudaMemcpy bandwidth (read + write counted) measured in the same run.
  *   bench_kernels [--n 56] [--seed 1] [--reps 30] */
@@ -30,7 +30,8 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median time in microseconds of call(set), set rotating over NSETS. */
+/* Median time in microseconds of one call(set): each sample times NSETS calls launched back to
+ * back (one per buffer set, as kernels run in a training step) and divides by NSETS. */
 static float time_us(int reps, const std::function<void(int)> &call)
 {
     cudaEvent_t a, b;
@@ -41,10 +42,12 @@ static float time_us(int reps, const std::function<void(int)> &call)
     float *t = (float *)malloc(reps * sizeof(float));
     for (int i = 0; i < reps; i++) {
         cudaCheck(cudaEventRecord(a, 0));
-        call((i + 3) % NSETS);
+        for (int s = 0; s < NSETS; s++)
+            call(s);
         cudaCheck(cudaEventRecord(b, 0));
         cudaCheck(cudaEventSynchronize(b));
         cudaCheck(cudaEventElapsedTime(&t[i], a, b));
+        t[i] /= NSETS;
     }
     qsort(t, reps, sizeof(float), cmp_float);
     float med = 1000.0f * (reps % 2 ? t[reps / 2] : 0.5f * (t[reps / 2 - 1] + t[reps / 2]));

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(EMB_WARPS * 32)
 /* Row pass of the backward: dsum (T, H) fp32 = LayerNorm backward of dropout(dout + dout_add);
  * dword += dsum by atomics; partials (2, gridDim.x, H) of dgamma and dbeta. */
 template <int K>
-__global__ void __launch_bounds__(EMB_WARPS * 32)
+__global__ void __launch_bounds__(UNPAD_ACC_WARPS(K) * 32)
     embedding_bwd_rows_kernel(float *dsum, float *dword, float *partials, const bf16 *dout,
                               const bf16 *dout_add, const int32_t *ids, const int32_t *types,
                               const int32_t *cu_seqlens, int n, const bf16 *word, const bf16 *pos,
@@ -110,18 +110,15 @@ __global__ void __launch_bounds__(EMB_WARPS * 32)
                               const float *rstd, int T, int H, float p, uint64_t seed,
                               uint64_t stream_id)
 {
-    extern __shared__ float sh[]; /* (H) */
+    extern __shared__ float sh[]; /* (warps, 2, K, 8, 32): see warp_acc */
+    constexpr int W = UNPAD_ACC_WARPS(K);
     int lane = threadIdx.x & 31;
     int nvec = H / 8;
     float scale = 1.0f / (1.0f - p);
-    float acc_g[K][8], acc_b[K][8];
-#pragma unroll
-    for (int k = 0; k < K; k++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            acc_g[k][j] = acc_b[k][j] = 0.0f;
+    warp_acc_zero<K>(sh, 2);
+    float *acc_g = warp_acc<K>(sh, 2, 0), *acc_b = warp_acc<K>(sh, 2, 1);
 
-    for (int t = blockIdx.x * EMB_WARPS + (threadIdx.x >> 5); t < T; t += gridDim.x * EMB_WARPS) {
+    for (int t = blockIdx.x * W + (threadIdx.x >> 5); t < T; t += gridDim.x * W) {
         size_t base = (size_t)t * H;
         float mu = mean[t], rs = rstd[t];
         float xh[K][8], dyg[K][8];
@@ -146,8 +143,8 @@ __global__ void __launch_bounds__(EMB_WARPS * 32)
                 if (p > 0.0f)
                     dy[j] = dropout_keep(seed, stream_id, base + vi * 8 + j, p) ? dy[j] * scale : 0.0f;
                 xh[k][j] = (xh[k][j] - mu) * rs;
-                acc_b[k][j] += dy[j];
-                acc_g[k][j] += dy[j] * xh[k][j];
+                WARP_ACC(acc_b, k, j) += dy[j];
+                WARP_ACC(acc_g, k, j) += dy[j] * xh[k][j];
                 dyg[k][j] = dy[j] * g[j];
                 a += dyg[k][j];
                 b += dyg[k][j] * xh[k][j];
@@ -168,15 +165,14 @@ __global__ void __launch_bounds__(EMB_WARPS * 32)
             float4 *ds = reinterpret_cast<float4 *>(dsum + base + vi * 8);
             ds[0] = make_float4(d[0], d[1], d[2], d[3]);
             ds[1] = make_float4(d[4], d[5], d[6], d[7]);
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                atomicAdd(dw + vi * 8 + j, d[j]);
+            /* sm_90 has 16-byte float atomics: two per vector instead of eight */
+            float4 *w4 = reinterpret_cast<float4 *>(dw + vi * 8);
+            atomicAdd(w4, make_float4(d[0], d[1], d[2], d[3]));
+            atomicAdd(w4 + 1, make_float4(d[4], d[5], d[6], d[7]));
         }
     }
-    size_t stride = (size_t)gridDim.x * H;
-    float *dst = partials + (size_t)blockIdx.x * H;
-    block_colsum_store<K>(acc_g, sh, dst, nvec, H);
-    block_colsum_store<K>(acc_b, sh, dst + stride, nvec, H);
+    __syncthreads();
+    block_acc_store<K>(sh, 2, partials + (size_t)blockIdx.x * H, (size_t)gridDim.x * H, nvec);
 }
 
 /* dpos[p, c] += sum over sequences s (in order) longer than p of dsum[cu_seqlens[s] + p, c].
@@ -272,13 +268,19 @@ void embedding_bwd(float *dword, float *dpos, float *dtype, float *dgamma, float
         return;
     float *dsum = scratch;                       /* (T, H) */
     float *partials = scratch + (size_t)T * H;   /* (2 or type_vocab, blocks, H) */
-    int grid = (T + EMB_WARPS - 1) / EMB_WARPS;
-    if (grid > EMB_BWD_BLOCKS)
-        grid = EMB_BWD_BLOCKS;
-    size_t smem = (size_t)H * sizeof(float);
-    UNPAD_ROW_DISPATCH(H, (embedding_bwd_rows_kernel<K><<<grid, EMB_WARPS * 32, smem, stream>>>(
-                              dsum, dword, partials, dout, dout_add, ids, types, cu_seqlens, n,
-                              word, pos, type, gamma, mean, rstd, T, H, p_drop, seed, stream_id)));
+    int grid = 0;
+    UNPAD_ROW_DISPATCH(H, {
+        constexpr int W = UNPAD_ACC_WARPS(K);
+        int smem = W * 2 * K * 256 * (int)sizeof(float);
+        cudaCheck(cudaFuncSetAttribute(embedding_bwd_rows_kernel<K>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        grid = (T + W - 1) / W;
+        if (grid > EMB_BWD_BLOCKS)
+            grid = EMB_BWD_BLOCKS;
+        embedding_bwd_rows_kernel<K><<<grid, W * 32, smem, stream>>>(
+            dsum, dword, partials, dout, dout_add, ids, types, cu_seqlens, n, word, pos, type, gamma,
+            mean, rstd, T, H, p_drop, seed, stream_id);
+    });
     cudaCheck(cudaGetLastError());
     colsum_finalize(dgamma, partials, grid, H, stream);
     colsum_finalize(dbeta, partials + (size_t)grid * H, grid, H, stream);

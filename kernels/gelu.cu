@@ -3,10 +3,10 @@
  * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it.
  * Reference: kernels/ref/gelu_ref.c.
  *
- * Forward: one 16-byte vector (8 columns) per thread. Backward: a fixed number of blocks, each
- * owning a contiguous range of rows; a block is (tx, ty) threads, tx over column vectors, ty over
- * rows, so loads stay coalesced for any N; the block's column sums go to partials in a fixed order,
- * then colsum_finalize adds the blocks in order: deterministic. */
+ * Forward: one 16-byte vector (8 columns) per thread. Backward: a grid of row blocks x column
+ * chunks fixed by the shape; a block is (tx, ty) threads, tx over column vectors, ty over rows, so
+ * loads stay coalesced for any N; each row block's column sums go to partials, then
+ * colsum_finalize adds the row blocks in order: deterministic. */
 #include "kernels.h"
 #include "rowops.cuh"
 
@@ -30,19 +30,19 @@ __device__ __forceinline__ float gelu_erf_grad(float z)
 
 /* out = act(x + bias), 8 columns per thread. cvn = N / 8 vectors per row. */
 template <int ACT>
-__global__ void bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, size_t nvec,
-                                    int cvn)
+__global__ void bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, unsigned nvec,
+                                    unsigned cvn)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec)
         return;
     float v[8], b[8];
-    load8(v, x + i * 8);
+    load8(v, x + (size_t)i * 8);
     load8(b, bias + (i % cvn) * 8);
 #pragma unroll
     for (int j = 0; j < 8; j++)
         v[j] = ACT == ACT_GELU ? gelu_erf(v[j] + b[j]) : tanhf(v[j] + b[j]);
-    store8(out + i * 8, v);
+    store8(out + (size_t)i * 8, v);
 }
 
 /* Loads VEC bf16 (VEC = 8: one 16-byte vector; VEC = 1: one element). */
@@ -65,7 +65,9 @@ __device__ __forceinline__ void storev(bf16 *p, const float f[VEC])
 }
 
 /* d = dout * act'(...): GELU uses aux = x (pre-bias) and bias; tanh uses aux = out; NONE: d = dout.
- * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums. */
+ * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums.
+ * Block (x, y) of the grid takes rows [x * rows_per_block, ...) and column vectors
+ * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
 template <int ACT, int VEC>
 __global__ void __launch_bounds__(ACT_THREADS)
     bias_act_bwd_kernel(bf16 *dx, float *partials, const bf16 *dout, const bf16 *aux,
@@ -76,55 +78,52 @@ __global__ void __launch_bounds__(ACT_THREADS)
     int cvn = N / VEC;
     int r0 = blockIdx.x * rows_per_block, r1 = min(T, r0 + rows_per_block);
     int tid = threadIdx.y * tx + threadIdx.x;
-    for (int cv0 = 0; cv0 < cvn; cv0 += tx) {
-        int cv = cv0 + threadIdx.x;
-        float acc[VEC];
+    int cv = blockIdx.y * tx + threadIdx.x;
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        acc[j] = 0.0f;
+    if (cv < cvn) {
+        float b[VEC];
+        if (ACT == ACT_GELU)
+            loadv<VEC>(b, bias + cv * VEC);
+#pragma unroll 4
+        for (int r = r0 + threadIdx.y; r < r1; r += ty) {
+            size_t off = (size_t)r * N + (size_t)cv * VEC;
+            float d[VEC], a[VEC];
+            loadv<VEC>(d, dout + off);
+            if (ACT != ACT_NONE)
+                loadv<VEC>(a, aux + off);
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                if (ACT == ACT_GELU)
+                    d[j] *= gelu_erf_grad(a[j] + b[j]);
+                else if (ACT == ACT_TANH)
+                    d[j] *= 1.0f - a[j] * a[j];
+                acc[j] += d[j];
+            }
+            if (dx)
+                storev<VEC>(dx + off, d);
+        }
+    }
+    if (!partials)
+        return;
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+        sh[tid * VEC + j] = acc[j];
+    __syncthreads();
+    if (threadIdx.y == 0 && cv < cvn) {
+        float s[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; j++)
-            acc[j] = 0.0f;
-        if (cv < cvn) {
-            float b[VEC];
-            if (ACT == ACT_GELU)
-                loadv<VEC>(b, bias + cv * VEC);
-#pragma unroll 4
-            for (int r = r0 + threadIdx.y; r < r1; r += ty) {
-                size_t off = (size_t)r * N + (size_t)cv * VEC;
-                float d[VEC], a[VEC];
-                loadv<VEC>(d, dout + off);
-                if (ACT != ACT_NONE)
-                    loadv<VEC>(a, aux + off);
-#pragma unroll
-                for (int j = 0; j < VEC; j++) {
-                    if (ACT == ACT_GELU)
-                        d[j] *= gelu_erf_grad(a[j] + b[j]);
-                    else if (ACT == ACT_TANH)
-                        d[j] *= 1.0f - a[j] * a[j];
-                    acc[j] += d[j];
-                }
-                if (dx)
-                    storev<VEC>(dx + off, d);
-            }
-        }
-        if (partials) {
+            s[j] = 0.0f;
+        for (int y = 0; y < ty; y++)
 #pragma unroll
             for (int j = 0; j < VEC; j++)
-                sh[tid * VEC + j] = acc[j];
-            __syncthreads();
-            if (threadIdx.y == 0 && cv < cvn) {
-                float s[VEC];
+                s[j] += sh[(y * tx + threadIdx.x) * VEC + j];
 #pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    s[j] = 0.0f;
-                for (int y = 0; y < ty; y++)
-#pragma unroll
-                    for (int j = 0; j < VEC; j++)
-                        s[j] += sh[(y * tx + threadIdx.x) * VEC + j];
-#pragma unroll
-                for (int j = 0; j < VEC; j++)
-                    partials[(size_t)blockIdx.x * N + (size_t)cv * VEC + j] = s[j];
-            }
-            __syncthreads();
-        }
+        for (int j = 0; j < VEC; j++)
+            partials[(size_t)blockIdx.x * N + (size_t)cv * VEC + j] = s[j];
     }
 }
 
@@ -141,14 +140,17 @@ static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int 
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % 8 == 0);
     size_t nvec = (size_t)T * N / 8;
+    UNPAD_REQUIRE(nvec < 0xffffffffu);
     if (nvec == 0)
         return;
     unsigned grid = (unsigned)((nvec + ACT_THREADS - 1) / ACT_THREADS);
-    bias_act_fwd_kernel<ACT><<<grid, ACT_THREADS, 0, stream>>>(out, x, bias, nvec, N / 8);
+    bias_act_fwd_kernel<ACT><<<grid, ACT_THREADS, 0, stream>>>(out, x, bias, (unsigned)nvec, N / 8);
     cudaCheck(cudaGetLastError());
 }
 
-/* Block shape and row split of the backward, then the optional bias-gradient finalize. */
+/* Block shape and grid of the backward: column chunks of at most ACT_THREADS vectors, then as
+ * many row blocks as keep about ACT_BWD_BLOCKS blocks in all (so partials stay small against the
+ * input); then the optional bias-gradient finalize. The split depends only on (T, N). */
 template <int ACT, int VEC>
 static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *aux,
                          const bf16 *bias, int T, int N, float *scratch, cudaStream_t stream)
@@ -158,14 +160,21 @@ static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *a
     if (T == 0)
         return;
     int cvn = N / VEC;
-    int tx = cvn < ACT_THREADS ? cvn : ACT_THREADS;
+    int col_chunks = (cvn + ACT_THREADS - 1) / ACT_THREADS;
+    int tx = (cvn + col_chunks - 1) / col_chunks;
+    if (tx > 32)
+        tx = (tx + 31) / 32 * 32;
     int ty = ACT_THREADS / tx;
-    int blocks = T < ACT_BWD_BLOCKS ? T : ACT_BWD_BLOCKS;
+    int blocks = ACT_BWD_BLOCKS / col_chunks;
+    if (blocks < 1)
+        blocks = 1;
+    if (blocks > T)
+        blocks = T;
     int rows_per_block = (T + blocks - 1) / blocks;
     blocks = (T + rows_per_block - 1) / rows_per_block;
     float *partials = dbias ? scratch : NULL;
-    bias_act_bwd_kernel<ACT, VEC><<<blocks, dim3(tx, ty), 0, stream>>>(dx, partials, dout, aux,
-                                                                       bias, T, N, rows_per_block);
+    bias_act_bwd_kernel<ACT, VEC><<<dim3(blocks, col_chunks), dim3(tx, ty), 0, stream>>>(
+        dx, partials, dout, aux, bias, T, N, rows_per_block);
     cudaCheck(cudaGetLastError());
     if (dbias)
         colsum_finalize(dbias, scratch, blocks, N, stream);

@@ -66,7 +66,8 @@ void embedding_fwd(bf16 *out,                 /* (T, H) */
                    cudaStream_t stream);
 
 /* Backward of embedding_fwd. dy = dout (+ dout_add) is the gradient of `out`.
- * dword += (scatter by ids; fp32 atomicAdd: NOT bitwise deterministic run to run),
+ * dword += (scatter by ids; 16-byte fp32 atomicAdd, so dword must be 16-byte aligned;
+ *   NOT bitwise deterministic run to run),
  * dpos += and dtype += (deterministic: fixed-order sums over sequences / row blocks),
  * dgamma += and dbeta += (deterministic). The sum is recomputed from the tables. */
 UNPAD_EXTERN_C

@@ -10,8 +10,8 @@
  *   3. moments m, v updated; per-chunk sums of w^2 and u^2;
  *   4. each block adds its tensor's chunk sums in a fixed order (the trust ratio), recomputes u
  *      from the new m, v and applies it; writes master and the bf16 working copy.
- * No float atomics: the step is bitwise reproducible. Scalar (4-byte) coalesced accesses, since
- * tensor offsets need not be aligned. */
+ * No float atomics: the step is bitwise reproducible. Chunks whose start is a multiple of 4
+ * elements use 16-byte accesses; tensor offsets need not be aligned (others fall back to 4 bytes). */
 #include <math.h>
 
 #include "kernels.h"
@@ -58,6 +58,41 @@ __device__ __forceinline__ float lamb_u(float m, float v, float w, int decay, co
     return decay ? u + c.weight_decay * w : u;
 }
 
+/* Calls f(j, 4) for 4-element groups of [start, start + len) when the chunk is 16-byte aligned
+ * (f then uses float4 accesses at j), and f(j, 1) for the rest, threads striding by LAMB_THREADS. */
+template <typename Fn>
+__device__ __forceinline__ void lamb_for_each(int64_t start, int len, Fn f)
+{
+    int i0 = 0;
+    if ((start & 3) == 0) {
+        int n4 = len >> 2;
+#pragma unroll 2
+        for (int i = threadIdx.x; i < n4; i += LAMB_THREADS)
+            f(start + 4 * (int64_t)i, 4);
+        i0 = n4 * 4;
+    }
+    for (int i = i0 + threadIdx.x; i < len; i += LAMB_THREADS)
+        f(start + i, 1);
+}
+
+/* Loads / stores n (1 or 4) consecutive floats at p + j. */
+__device__ __forceinline__ void ld(float v[4], const float *p, int64_t j, int n)
+{
+    if (n == 4) {
+        float4 t = *reinterpret_cast<const float4 *>(p + j);
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+        v[0] = p[j];
+    }
+}
+__device__ __forceinline__ void st(float *p, int64_t j, const float v[4], int n)
+{
+    if (n == 4)
+        *reinterpret_cast<float4 *>(p + j) = make_float4(v[0], v[1], v[2], v[3]);
+    else
+        p[j] = v[0];
+}
+
 __global__ void __launch_bounds__(LAMB_THREADS)
     lamb_grad_sq_kernel(float *scratch, const float *grad, const lamb_tensor *t, int n)
 {
@@ -66,11 +101,12 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     int len;
     lamb_chunk(t, n, blockIdx.x, &start, &len);
     float s = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
-        float g = grad[start + i];
-        s += g * g;
-    }
+    lamb_for_each(start, len, [&](int64_t j, int cnt) {
+        float g[4];
+        ld(g, grad, j, cnt);
+        for (int q = 0; q < cnt; q++)
+            s += g[q] * g[q];
+    });
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
         scratch[LAMB_G2(gridDim.x) + blockIdx.x] = s;
@@ -104,18 +140,23 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     int decay = t[k].weight_decay;
     float clip = scratch[LAMB_CLIP];
     float w2 = 0.0f, u2 = 0.0f;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
-        int64_t j = start + i;
-        float g = grad[j] * clip, w = master[j];
-        float mj = c.beta1 * m[j] + (1.0f - c.beta1) * g;
-        float vj = c.beta2 * v[j] + (1.0f - c.beta2) * g * g;
-        m[j] = mj;
-        v[j] = vj;
-        float u = lamb_u(mj, vj, w, decay, c);
-        w2 += w * w;
-        u2 += u * u;
-    }
+    lamb_for_each(start, len, [&](int64_t j, int cnt) {
+        float g[4], w[4], mj[4], vj[4];
+        ld(g, grad, j, cnt);
+        ld(w, master, j, cnt);
+        ld(mj, m, j, cnt);
+        ld(vj, v, j, cnt);
+        for (int q = 0; q < cnt; q++) {
+            float gq = g[q] * clip;
+            mj[q] = c.beta1 * mj[q] + (1.0f - c.beta1) * gq;
+            vj[q] = c.beta2 * vj[q] + (1.0f - c.beta2) * gq * gq;
+            float u = lamb_u(mj[q], vj[q], w[q], decay, c);
+            w2 += w[q] * w[q];
+            u2 += u * u;
+        }
+        st(m, j, mj, cnt);
+        st(v, j, vj, cnt);
+    });
     w2 = block_sum(w2, sh);
     u2 = block_sum(u2, sh);
     if (threadIdx.x == 0) {
@@ -145,14 +186,24 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     float ratio = (w2 > 0.0f && u2 > 0.0f) ? sqrtf(w2) / sqrtf(u2) : 1.0f;
     float step = c.lr * ratio;
     int decay = t[k].weight_decay;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < len; i += LAMB_THREADS) {
-        int64_t j = start + i;
-        float w = master[j];
-        w -= step * lamb_u(m[j], v[j], w, decay, c);
-        master[j] = w;
-        bf16_store(work + j, w);
-    }
+    lamb_for_each(start, len, [&](int64_t j, int cnt) {
+        float w[4], mj[4], vj[4];
+        ld(w, master, j, cnt);
+        ld(mj, m, j, cnt);
+        ld(vj, v, j, cnt);
+        for (int q = 0; q < cnt; q++)
+            w[q] -= step * lamb_u(mj[q], vj[q], w[q], decay, c);
+        st(master, j, w, cnt);
+        if (cnt == 4) {
+            __nv_bfloat162 lo = __floats2bfloat162_rn(w[0], w[1]), hi = __floats2bfloat162_rn(w[2], w[3]);
+            uint2 u;
+            u.x = *reinterpret_cast<uint32_t *>(&lo);
+            u.y = *reinterpret_cast<uint32_t *>(&hi);
+            *reinterpret_cast<uint2 *>(work + j) = u;
+        } else {
+            bf16_store(work + j, w[0]);
+        }
+    });
 }
 
 __global__ void convert_f32_to_bf16_kernel(bf16 *out, const float *in, int64_t n)

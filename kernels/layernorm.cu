@@ -5,14 +5,15 @@
  * One warp per row, the row in registers (8 columns per 16-byte vector, K vectors per lane), fp32
  * statistics. The fused forward rounds r = dropout(x + bias) + residual to bf16 before normalizing,
  * so the saved ln_in reproduces the forward's x-hat exactly in backward. Backward: dgamma, dbeta,
- * dbias accumulate per warp in registers over a grid-stride row loop, then per block in shared
- * memory, then over the blocks in a fixed order (colsum_finalize): deterministic. */
+ * dbias accumulate per warp in shared memory over a grid-stride row loop (registers would cap the
+ * occupancy at 8 warps per SM), then per block in warp order, then over the blocks in a fixed
+ * order (colsum_finalize): deterministic. */
 #include "kernels.h"
 #include "dropout.h"
 #include "rowops.cuh"
 
-/* Blocks of the backward kernel (at most UNPAD_COLSUM_BLOCKS): about one 8-warp block per SM at
- * the backward's register use; fixed, so the reduction order depends only on T. */
+/* Blocks of the backward kernel (at most UNPAD_COLSUM_BLOCKS): two 8-warp blocks per SM (96 KiB
+ * of shared accumulators each at H = 1024); fixed, so the reduction order depends only on T. */
 #define LN_BWD_BLOCKS 264
 #define LN_WARPS 8
 
@@ -87,26 +88,23 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
 
 /* Backward of ln_fwd_kernel. dy = dout (+ dout_add); dr = LayerNorm backward of dy;
  * dresid = dr; dx = dropout(dr). partials: (nparts, gridDim.x, H) block column sums of
- * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias). */
+ * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias), accumulated per warp in
+ * shared memory (see warp_acc) over a grid-stride loop of rows. */
 template <int K>
-__global__ void __launch_bounds__(LN_WARPS * 32)
+__global__ void __launch_bounds__(UNPAD_ACC_WARPS(K) * 32)
     ln_bwd_kernel(bf16 *dx, bf16 *dresid, float *partials, int nparts, const bf16 *dout,
                   const bf16 *dout_add, const bf16 *ln_in, const float *mean, const float *rstd,
                   const bf16 *gamma, int T, int H, float p, uint64_t seed, uint64_t stream_id)
 {
-    extern __shared__ float sh[]; /* (H) */
+    extern __shared__ float sh[]; /* (warps, 3, K, 8, 32) */
+    constexpr int W = UNPAD_ACC_WARPS(K);
     int lane = threadIdx.x & 31;
     int nvec = H / 8;
     float scale = 1.0f / (1.0f - p);
-    float acc_g[K][8], acc_b[K][8], acc_bias[K][8];
-#pragma unroll
-    for (int k = 0; k < K; k++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            acc_g[k][j] = acc_b[k][j] = acc_bias[k][j] = 0.0f;
+    warp_acc_zero<K>(sh, 3);
+    float *acc_g = warp_acc<K>(sh, 3, 0), *acc_b = warp_acc<K>(sh, 3, 1), *acc_bias = warp_acc<K>(sh, 3, 2);
 
-    for (int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5); row < T;
-         row += gridDim.x * LN_WARPS) {
+    for (int row = blockIdx.x * W + (threadIdx.x >> 5); row < T; row += gridDim.x * W) {
         size_t base = (size_t)row * H;
         float mu = mean[row], rs = rstd[row];
         float xh[K][8], dyg[K][8];
@@ -129,8 +127,8 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 xh[k][j] = (xh[k][j] - mu) * rs;
-                acc_b[k][j] += dy[j];
-                acc_g[k][j] += dy[j] * xh[k][j];
+                WARP_ACC(acc_b, k, j) += dy[j];
+                WARP_ACC(acc_g, k, j) += dy[j] * xh[k][j];
                 dyg[k][j] = dy[j] * g[j];
                 a += dyg[k][j];
                 b += dyg[k][j] * xh[k][j];
@@ -156,17 +154,15 @@ __global__ void __launch_bounds__(LN_WARPS * 32)
             }
             if (dx)
                 store8(dx + base + vi * 8, dr);
+            if (nparts == 3)
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                acc_bias[k][j] += dr[j];
+                for (int j = 0; j < 8; j++)
+                    WARP_ACC(acc_bias, k, j) += dr[j];
         }
     }
-    size_t stride = (size_t)gridDim.x * H;
-    float *dst = partials + (size_t)blockIdx.x * H;
-    block_colsum_store<K>(acc_g, sh, dst, nvec, H);
-    block_colsum_store<K>(acc_b, sh, dst + stride, nvec, H);
-    if (nparts == 3)
-        block_colsum_store<K>(acc_bias, sh, dst + 2 * stride, nvec, H);
+    __syncthreads();
+    block_acc_store<K>(sh, 3 /* layout */, partials + (size_t)blockIdx.x * H, (size_t)gridDim.x * H,
+                       nvec);
 }
 
 /* ---- launchers ---------------------------------------------------------------------------------- */
@@ -209,14 +205,19 @@ static void ln_bwd_launch(bf16 *dx, bf16 *dresid, float *dbias, float *dgamma, f
     UNPAD_REQUIRE(scratch != NULL);
     if (T == 0)
         return;
-    int grid = (T + LN_WARPS - 1) / LN_WARPS;
-    if (grid > LN_BWD_BLOCKS)
-        grid = LN_BWD_BLOCKS;
     int nparts = dbias ? 3 : 2;
-    size_t smem = (size_t)H * sizeof(float);
-    UNPAD_ROW_DISPATCH(H, (ln_bwd_kernel<K><<<grid, LN_WARPS * 32, smem, stream>>>(
-                              dx, dresid, scratch, nparts, dout, dout_add, ln_in, mean, rstd, gamma,
-                              T, H, p, seed, stream_id)));
+    int grid = 0;
+    UNPAD_ROW_DISPATCH(H, {
+        constexpr int W = UNPAD_ACC_WARPS(K);
+        int smem = W * 3 * K * 256 * (int)sizeof(float);
+        cudaCheck(cudaFuncSetAttribute(ln_bwd_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        grid = (T + W - 1) / W;
+        if (grid > LN_BWD_BLOCKS)
+            grid = LN_BWD_BLOCKS;
+        ln_bwd_kernel<K><<<grid, W * 32, smem, stream>>>(dx, dresid, scratch, nparts, dout, dout_add,
+                                                         ln_in, mean, rstd, gamma, T, H, p, seed,
+                                                         stream_id);
+    });
     cudaCheck(cudaGetLastError());
     size_t stride = (size_t)grid * H;
     colsum_finalize(dgamma, scratch, grid, H, stream);

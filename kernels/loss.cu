@@ -12,14 +12,15 @@
 #include "rowops.cuh"
 
 #define XENT_THREADS 256
+#define XENT_UNROLL 4
 #define SUM_THREADS 1024
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
-__global__ void rows_gather_kernel(bf16 *out, const bf16 *in, const int32_t *rows, size_t nvec,
-                                   int cvn, int H)
+__global__ void rows_gather_kernel(bf16 *out, const bf16 *in, const int32_t *rows, unsigned nvec,
+                                   unsigned cvn, int H)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec)
         return;
     size_t r = i / cvn, cv = i % cvn;
@@ -28,9 +29,9 @@ __global__ void rows_gather_kernel(bf16 *out, const bf16 *in, const int32_t *row
 }
 
 __global__ void rows_scatter_add_kernel(bf16 *dst, const bf16 *src, const int32_t *rows,
-                                        size_t nvec, int cvn, int H)
+                                        unsigned nvec, unsigned cvn, int H)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec)
         return;
     size_t r = i / cvn, cv = i % cvn;
@@ -62,22 +63,34 @@ __global__ void __launch_bounds__(XENT_THREADS)
     int row = blockIdx.x;
     const bf16 *z = logits + (size_t)row * Vpad;
     float m = -INFINITY, s = 0.0f;
-    for (int cv = threadIdx.x; cv * 8 < V; cv += blockDim.x) {
-        float v[8];
-        load8(v, z + cv * 8);
-        float vm = -INFINITY;
+    /* XENT_UNROLL vectors loaded before any is used, so several loads are in flight per thread */
+    for (int cv0 = threadIdx.x; cv0 * 8 < V; cv0 += XENT_UNROLL * blockDim.x) {
+        float v[XENT_UNROLL][8];
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (cv * 8 + j < V)
-                vm = fmaxf(vm, v[j]);
-        if (vm > m) {
-            s *= expf(m - vm);
-            m = vm;
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int cv = cv0 + u * blockDim.x;
+            if (cv * 8 < V)
+                load8(v[u], z + cv * 8);
         }
 #pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (cv * 8 + j < V)
-                s += expf(v[j] - m);
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int cv = cv0 + u * blockDim.x;
+            if (cv * 8 >= V)
+                break;
+            float vm = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (cv * 8 + j < V)
+                    vm = fmaxf(vm, v[u][j]);
+            if (vm > m) {
+                s *= __expf(m - vm);
+                m = vm;
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (cv * 8 + j < V)
+                    s += __expf(v[u][j] - m);
+        }
     }
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -119,7 +132,7 @@ __global__ void __launch_bounds__(XENT_THREADS)
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             int c = cv * 8 + j;
-            v[j] = (y < 0 || c >= V) ? 0.0f : scale * (expf(v[j] - l) - (c == y ? 1.0f : 0.0f));
+            v[j] = (y < 0 || c >= V) ? 0.0f : scale * (__expf(v[j] - l) - (c == y ? 1.0f : 0.0f));
         }
         store8(dlogits + base + cv * 8, v);
     }
@@ -159,9 +172,10 @@ void rows_gather(bf16 *out, const bf16 *in, const int32_t *rows, int P, int H, c
 {
     UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
     size_t nvec = (size_t)P * (H / 8);
+    UNPAD_REQUIRE(nvec < 0xffffffffu);
     if (nvec == 0)
         return;
-    rows_gather_kernel<<<(unsigned)((nvec + 255) / 256), 256, 0, stream>>>(out, in, rows, nvec,
+    rows_gather_kernel<<<(unsigned)((nvec + 255) / 256), 256, 0, stream>>>(out, in, rows, (unsigned)nvec,
                                                                             H / 8, H);
     cudaCheck(cudaGetLastError());
 }
@@ -171,10 +185,11 @@ void rows_scatter_add(bf16 *dst, const bf16 *src, const int32_t *rows, int P, in
 {
     UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
     size_t nvec = (size_t)P * (H / 8);
+    UNPAD_REQUIRE(nvec < 0xffffffffu);
     if (nvec == 0)
         return;
     rows_scatter_add_kernel<<<(unsigned)((nvec + 255) / 256), 256, 0, stream>>>(dst, src, rows,
-                                                                                 nvec, H / 8, H);
+                                                                                 (unsigned)nvec, H / 8, H);
     cudaCheck(cudaGetLastError());
 }
 

@@ -114,41 +114,59 @@ __device__ __forceinline__ void warp_row_stats(const float v[K][8], int lane, in
     *rstd = rsqrtf(warp_sum(s2) / H + eps);
 }
 
-/* Writes the block's column sums of a per-warp register accumulator (K x 8 per lane, layout as
- * above) to dst (H): warps add into shared memory one after another (fixed order). `sh` holds H
- * floats; all threads of the block must call it. */
+/* Per-warp column accumulators in shared memory, for the backward kernels' parameter gradients:
+ * `parts` accumulators per warp, each K x 8 x 32 floats, lane-contiguous (slot (k, j) of lane l
+ * holds column (l + 32 k) * 8 + j), so every lane updates only its own slots without bank
+ * conflicts and without atomics. The block needs blockDim.x / 32 * parts * K * 256 floats. */
 template <int K>
-__device__ __forceinline__ void block_colsum_store(const float acc[K][8], float *sh, float *dst,
-                                                   int nvec, int H)
+__device__ __forceinline__ float *warp_acc(float *sh, int parts, int part)
 {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int w = 0; w < nw; w++) {
-        if (warp == w) {
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                int vi = lane + 32 * k;
-                if (vi < nvec)
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        sh[vi * 8 + j] = (w == 0 ? 0.0f : sh[vi * 8 + j]) + acc[k][j];
-            }
-        }
-        __syncthreads();
-    }
-    for (int c = threadIdx.x; c < H; c += blockDim.x)
-        dst[c] = sh[c];
-    __syncthreads();
+    return sh + ((threadIdx.x >> 5) * parts + part) * (K * 256) + (threadIdx.x & 31);
+}
+/* The slot of (k, j) in a warp_acc() pointer. */
+#define WARP_ACC(p, k, j) (p)[((k) * 8 + (j)) * 32]
+
+template <int K>
+__device__ __forceinline__ void warp_acc_zero(float *sh, int parts)
+{
+    float *a = warp_acc<K>(sh, parts, 0);
+    for (int i = 0; i < parts * K * 8; i++)
+        a[i * 32] = 0.0f;
 }
 
-/* Calls KERNEL<K><<<...>>>(args) with K = vectors per lane for a row of H (H % 8 == 0, H <= 4096). */
-#define UNPAD_ROW_DISPATCH(H, LAUNCH)                                                             \
+/* After a __syncthreads(): dst[part * part_stride + c] = the sum over the block's warps, in warp
+ * order, of accumulator `part` at column c (c < 8 nvec). */
+template <int K>
+__device__ __forceinline__ void block_acc_store(const float *sh, int parts, float *dst,
+                                                size_t part_stride, int nvec)
+{
+    int nw = blockDim.x >> 5, per = K * 256;
+    for (int idx = threadIdx.x; idx < parts * per; idx += blockDim.x) {
+        int part = idx / per, rem = idx % per;
+        int k = rem >> 8, j = (rem >> 5) & 7, l = rem & 31;
+        int vi = l + 32 * k;
+        if (vi >= nvec)
+            continue;
+        float s = 0.0f;
+        for (int w = 0; w < nw; w++)
+            s += sh[(w * parts + part) * per + rem];
+        dst[part * part_stride + vi * 8 + j] = s;
+    }
+}
+
+/* Warps per block of a backward kernel holding `parts` (<= 3) shared accumulators of a row with K
+ * vectors per lane: 8 while they fit in 96 KiB, fewer for very wide rows (correct, not tuned). */
+#define UNPAD_ACC_WARPS(K) ((K) <= 4 ? 8 : (K) == 8 ? 2 : 1)
+
+/* Runs the statement(s) given with constexpr K = vectors per lane for a row of H (H % 8 == 0, H <= 4096). */
+#define UNPAD_ROW_DISPATCH(H, ...)                                                                \
     do {                                                                                          \
         int per_lane_ = ((H) / 8 + 31) / 32;                                                      \
-        if (per_lane_ <= 1) { constexpr int K = 1; LAUNCH; }                                      \
-        else if (per_lane_ <= 2) { constexpr int K = 2; LAUNCH; }                                 \
-        else if (per_lane_ <= 4) { constexpr int K = 4; LAUNCH; }                                 \
-        else if (per_lane_ <= 8) { constexpr int K = 8; LAUNCH; }                                 \
-        else { constexpr int K = 16; LAUNCH; }                                                    \
+        if (per_lane_ <= 1) { constexpr int K = 1; __VA_ARGS__; }                                 \
+        else if (per_lane_ <= 2) { constexpr int K = 2; __VA_ARGS__; }                            \
+        else if (per_lane_ <= 4) { constexpr int K = 4; __VA_ARGS__; }                            \
+        else if (per_lane_ <= 8) { constexpr int K = 8; __VA_ARGS__; }                            \
+        else { constexpr int K = 16; __VA_ARGS__; }                                               \
     } while (0)
 
 /* dst[c] += sum over b < nblocks of partials[b * stride + c]: the second half of every

@@ -280,6 +280,10 @@ static void test_layernorm(int T, int H, int fused, float p)
                                             p, seed, sid, 0);
         bias_dropout_residual_layernorm_fwd_ref(rout, rln, rmean, rrstd, hx, hbias, hres, hg, hb, T,
                                                 H, 1e-12f, p, seed, sid);
+        /* the kernel normalizes r rounded to bf16 (what it saves in ln_in): so does the check */
+        for (size_t i = 0; i < TH; i++)
+            rln[i] = bf16_to_float(float_to_bf16(rln[i]));
+        layernorm_fwd_ref(rout, rmean, rrstd, rln, hg, hb, T, H, 1e-12f);
     } else {
         layernorm_fwd(out, mean, rstd, x, g, be, T, H, 1e-12f, 0);
         layernorm_fwd_ref(rout, rmean, rrstd, hx, hg, hb, T, H, 1e-12f);
@@ -291,9 +295,9 @@ static void test_layernorm(int T, int H, int fused, float p)
     snprintf(name, sizeof name, "%s_fwd T%d H%d: out", fused ? "bdr_layernorm" : kn, T, H);
     check(name, got, rout, TH, 2e-2, 1e-2);
     snprintf(name, sizeof name, "%s_fwd T%d H%d: mean", fused ? "bdr_layernorm" : kn, T, H);
-    check(name, gmean, rmean, T, 1e-3, 1e-3); /* fused: stats of the bf16-rounded r */
+    check(name, gmean, rmean, T, 1e-4, 1e-4);
     snprintf(name, sizeof name, "%s_fwd T%d H%d: rstd", fused ? "bdr_layernorm" : kn, T, H);
-    check(name, grstd, rrstd, T, 1e-5, fused ? 2e-3 : 1e-4);
+    check(name, grstd, rrstd, T, 1e-5, fused ? 1e-3 : 1e-4);
     if (fused) {
         get_bf16(gln, lnin, TH);
         snprintf(name, sizeof name, "bdr_layernorm_fwd T%d H%d: ln_in", T, H);
@@ -552,8 +556,11 @@ static void test_lamb(float grad_scale, int step)
     const int64_t sizes[] = {1, 2, 7, 16384, 16385, 40000, 1024, 100003, 0, 33};
     const int n = sizeof sizes / sizeof *sizes;
     lamb_tensor t[sizeof sizes / sizeof *sizes];
-    int64_t off = 3; /* unaligned offsets, gaps between tensors that must stay untouched */
+    int64_t off = 3; /* gaps between tensors that must stay untouched; even tensors start 16-byte
+                        aligned (the kernels' float4 path), odd ones where they fall */
     for (int i = 0; i < n; i++) {
+        if (i % 2 == 0)
+            off = (off + 3) / 4 * 4;
         t[i].offset = off;
         t[i].size = sizes[i];
         t[i].weight_decay = i % 3 != 1;
