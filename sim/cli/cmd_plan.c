@@ -1,0 +1,161 @@
+/* cmd_plan.c — `unpad plan`: choose the balancing policy (or evaluate the one given) and the FMHA
+ * grouping for a run, print what it buys against loader order, and write the plan file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "inputs.h"
+#include "plan.h"
+
+const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan file";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
+            "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
+            "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
+            "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
+            "  --model F        model config (default models/bert-large.cfg)\n"
+            "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
+            "  --calib F        fitted coefficients (default: uncalibrated defaults)\n"
+            "  --gpus N         data-parallel GPUs, 1..65536 (default 8)\n"
+            "  --batch B        sequences per GPU, 1..65536 (default 56)\n"
+            "  --policy P       none, sort-deal, lpt, kk, pack, or auto: the lowest predicted step\n"
+            "                   time (default auto)\n"
+            "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
+            "  --steps K        sampled steps behind the predictions, 1..10000000 (default 1000)\n"
+            "  --seed S         seed (default 1)\n"
+            "  --tokens         balance tokens instead of the predicted per-sequence cost\n"
+            "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
+            "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
+            "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
+            "  --out F          write the plan file (for unpad-train --plan)\n",
+            GROUP_MAX_STREAMS);
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"dist", required_argument, 0, 'd'},   {"model", required_argument, 0, 'm'},
+        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'},
+        {"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
+        {"policy", required_argument, 0, 'p'}, {"count", required_argument, 0, 'n'},
+        {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
+        {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
+        {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
+        {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    cli_inputs in;
+    memset(&in, 0, sizeof in);
+    whatif_setup s;
+    whatif_setup_default(&s);
+    int gpus = 8, batch = 56, policy = -1, seed = 1, c;
+    balance_count count = BAL_EQUAL;
+    const char *out = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': in.dist_path = optarg; break;
+        case 'm': in.model_path = optarg; break;
+        case 'w': in.hw_path = optarg; break;
+        case 'c': in.calib_path = optarg; break;
+        case 'g': if (cli_int("plan", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
+        case 'b': if (cli_int("plan", "--batch", optarg, 1, 65536, &batch)) return 2; break;
+        case 'p':
+            if (!strcmp(optarg, "auto"))
+                policy = -1;
+            else if ((policy = balance_policy_from_name(optarg)) < 0) {
+                fprintf(stderr, "unpad plan: --policy: unknown '%s' (expected none, sort-deal, "
+                                "lpt, kk, pack or auto)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'n': {
+            int v = balance_count_from_name(optarg);
+            if (v < 0) {
+                fprintf(stderr, "unpad plan: --count: unknown '%s' (expected equal or free)\n",
+                        optarg);
+                return 2;
+            }
+            count = v;
+            break;
+        }
+        case 'k': if (cli_int("plan", "--steps", optarg, 1, 10000000, &s.steps)) return 2; break;
+        case 's': if (cli_int("plan", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
+        case 'T': s.weights_tokens = 1; break;
+        case 'S':
+            if (cli_int("plan", "--streams", optarg, 1, GROUP_MAX_STREAMS, &s.max_streams))
+                return 2;
+            break;
+        case 'G':
+            if (cli_int("plan", "--granularity", optarg, 1, 65536, &s.granularity))
+                return 2;
+            break;
+        case 't': if (cli_int("plan", "--threads", optarg, 0, 256, &s.threads)) return 2; break;
+        case 'o': out = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "unpad plan: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if ((long)gpus * batch > (1L << 24)) {
+        fprintf(stderr, "unpad plan: %d GPUs x %d sequences is over 16,777,216 sequences a step\n",
+                gpus, batch);
+        return 2;
+    }
+    if (cli_inputs_load("plan", &in, 1))
+        return 1;
+    s.seed = (uint64_t)seed;
+    s.dist = &in.dist;
+    s.model = &in.model;
+    s.hw = &in.hw;
+    s.calib = &in.calib;
+    unpad_plan p;
+    whatif_row rows[BAL_POLICY_COUNT + 1];
+    int n = 0, rc = 1;
+    unpad_err err = {0};
+    printf("unpad plan: %s on %d x %s (%s), %d sequences per GPU, lengths from %s\n",
+           in.model.name, gpus, in.hw.name, in.calib.fitted ? "calibrated" : "uncalibrated defaults",
+           batch, in.dist_path);
+    printf("  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
+           s.steps, seed, s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
+    if (plan_make(&s, gpus, batch, policy, count, &p, rows, &n, &err)) {
+        cli_error("plan", &err);
+        goto out;
+    }
+    whatif_print_table(stdout, rows, n);
+    char groups[CFG_STR_LEN];
+    group_bounds_format(p.fmha_bounds, p.fmha_nb, groups, sizeof groups);
+    printf("\nplan: policy %s (%s), %s counts\n", balance_policy_name(p.policy),
+           policy < 0 ? "auto: lowest predicted step time" : "as asked",
+           balance_count_name(p.count));
+    printf("  predicted step %.2f ms, %.0f samples/s, imbalance %.4f (p99 %.4f), idle %.2f%%\n",
+           p.pred_step_us / 1e3, p.pred_samples_per_s, p.pred_imbalance, p.pred_imbalance_p99,
+           100 * p.pred_idle);
+    printf("  against none (loader order): step %.2f ms, imbalance %.4f -> %.3fx the throughput\n",
+           p.none_step_us / 1e3, p.none_imbalance,
+           p.pred_step_us > 0 ? p.none_step_us / p.pred_step_us : 0);
+    printf("  FMHA groups %s on %d stream%s: slowest GPU's attention %.2f -> %.2f ms per step "
+           "(%.1f%% less)\n",
+           groups, p.streams, p.streams > 1 ? "s" : "", p.pred_attn_us / 1e3,
+           p.pred_attn_grouped_us / 1e3,
+           p.pred_attn_us > 0 ? 100 * (1 - p.pred_attn_grouped_us / p.pred_attn_us) : 0);
+    if (out) {
+        if (plan_write(out, &p, &err)) {
+            cli_error("plan", &err);
+            goto out;
+        }
+        printf("  wrote %s\n", out);
+    } else {
+        printf("  (no --out: plan not written)\n");
+    }
+    rc = 0;
+out:
+    cli_inputs_free(&in);
+    return rc;
+}

@@ -1,0 +1,194 @@
+/* cmd_plot.c — `unpad plot KIND`: PNG and SVG pictures with gnuplot (plots/<kind>.gp). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "group.h"
+#include "inputs.h"
+#include "plot.h"
+
+const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: unpad plot KIND [options] [--out PREFIX]\n"
+            "  hist       length histogram           [--dist F]\n"
+            "  load       per-GPU predicted step time on one sampled step, one bar per policy\n"
+            "             [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
+            "             [--count equal|free] [--seed S] [--tokens]\n"
+            "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
+            "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
+            "             value with the most points)\n"
+            "  groups     FMHA grouping of one GPU's batch as a timeline over streams, against one\n"
+            "             launch and the 128/256/384/512 buckets\n"
+            "             [--dist F] [--model F] [--hw F] [--calib F] [--batch B] [--seed S]\n"
+            "             [--lengths L1,L2,...] [--streams S] [--granularity G]\n"
+            "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
+            "                (default unpad-KIND)\n"
+            "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
+            "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
+            "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
+            "Needs the gnuplot program (sudo apt-get install gnuplot-nox).\n");
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"dist", required_argument, 0, 'd'},    {"model", required_argument, 0, 'm'},
+        {"hw", required_argument, 0, 'w'},      {"calib", required_argument, 0, 'c'},
+        {"gpus", required_argument, 0, 'g'},    {"batch", required_argument, 0, 'b'},
+        {"count", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
+        {"tokens", no_argument, 0, 'T'},        {"csv", required_argument, 0, 'v'},
+        {"lengths", required_argument, 0, 'l'}, {"streams", required_argument, 0, 'S'},
+        {"granularity", required_argument, 0, 'G'}, {"out", required_argument, 0, 'o'},
+        {"plots", required_argument, 0, 'P'},   {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *kind = argv[1];
+    int k = !strcmp(kind, "hist") ? 0 : !strcmp(kind, "load") ? 1 : !strcmp(kind, "imbalance") ? 2
+          : !strcmp(kind, "groups") ? 3 : -1;
+    if (k < 0) {
+        fprintf(stderr, "unpad plot: unknown kind '%s' (expected hist, load, imbalance or groups)\n",
+                kind);
+        return 2;
+    }
+    cli_inputs in;
+    memset(&in, 0, sizeof in);
+    int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
+        nl = 0;
+    balance_count count = BAL_EQUAL;
+    const char *csv = NULL, *out = NULL, *plots = NULL;
+    char obuf[256], pbuf[4096];
+    optind = 2;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': in.dist_path = optarg; break;
+        case 'm': in.model_path = optarg; break;
+        case 'w': in.hw_path = optarg; break;
+        case 'c': in.calib_path = optarg; break;
+        case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
+        case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
+        case 'n': {
+            int v = balance_count_from_name(optarg);
+            if (v < 0) {
+                fprintf(stderr, "unpad plot: --count: unknown '%s' (expected equal or free)\n",
+                        optarg);
+                goto out;
+            }
+            count = v;
+            break;
+        }
+        case 's': if (cli_int("plot", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
+        case 'T': tokens = 1; break;
+        case 'v': csv = optarg; break;
+        case 'l':
+            free(lens);
+            if (cli_int_list("plot", "--lengths", optarg, 1, 1 << 20, &lens, &nl))
+                goto out;
+            break;
+        case 'S':
+            if (cli_int("plot", "--streams", optarg, 1, GROUP_MAX_STREAMS, &streams))
+                goto out;
+            break;
+        case 'G': if (cli_int("plot", "--granularity", optarg, 1, 65536, &gran)) goto out; break;
+        case 'o': out = optarg; break;
+        case 'P': plots = optarg; break;
+        case 'h': usage(stdout); rc = 0; goto out;
+        default: usage(stderr); goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "unpad plot: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if (k == 2 && !csv) {
+        fprintf(stderr, "unpad plot imbalance: --csv F is required (a CSV from `unpad whatif --csv F`)\n");
+        goto out;
+    }
+    if (k != 2 && csv) {
+        fprintf(stderr, "unpad plot %s: --csv is for the imbalance plot\n", kind);
+        goto out;
+    }
+    if (k != 3 && lens) {
+        fprintf(stderr, "unpad plot %s: --lengths is for the groups plot\n", kind);
+        goto out;
+    }
+    if (k == 1 && gpus && batch && (long)gpus * batch > (1L << 22)) {
+        fprintf(stderr, "unpad plot load: %d GPUs x %d sequences is over 4,194,304\n", gpus, batch);
+        goto out;
+    }
+    rc = 1;
+    unpad_err err = {0};
+    char gp[4096];
+    if (plot_gnuplot_find(gp, sizeof gp, &err)) {
+        cli_error("plot", &err);
+        goto out;
+    }
+    if (!out) {
+        snprintf(obuf, sizeof obuf, "unpad-%s", kind);
+        out = obuf;
+    }
+    if (!plots)
+        plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    if (k == 2) {
+        if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
+            cli_error("plot", &err);
+            goto out;
+        }
+    } else {
+        if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
+            goto out;
+        if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
+            cli_error("plot", &err);
+            goto out;
+        }
+        if (k == 1) {
+            plot_load_setup ls = {&in.dist, &in.model, &in.hw, &in.calib, gpus ? gpus : 8,
+                                  batch ? batch : 56, count, (uint64_t)seed, tokens};
+            if (plot_load(plots, &ls, out, &err)) {
+                cli_error("plot", &err);
+                goto out;
+            }
+        }
+        if (k == 3) {
+            char what[128];
+            if (!lens) {
+                nl = batch ? batch : 56;
+                dist_sampler *smp;
+                if (!(lens = malloc((size_t)nl * sizeof *lens)) ||
+                    dist_sampler_alloc(&in.dist, (uint64_t)seed, &smp, &err)) {
+                    fprintf(stderr, "unpad plot: %s\n", lens ? err.msg : "out of memory");
+                    goto out;
+                }
+                dist_sample(smp, lens, nl);
+                dist_sampler_free(smp);
+                snprintf(what, sizeof what, "sampled, seed %d", seed);
+            } else {
+                snprintf(what, sizeof what, "given lengths");
+            }
+            for (int i = 0; i < nl; i++)
+                if (lens[i] > in.model.max_len) {
+                    fprintf(stderr, "unpad plot groups: --lengths: %d is over the model's max_len %d\n",
+                            lens[i], in.model.max_len);
+                    goto out;
+                }
+            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what};
+            if (plot_groups(plots, &gs, out, &err)) {
+                cli_error("plot", &err);
+                goto out;
+            }
+        }
+    }
+    printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", kind, out, out, out,
+           k == 2 ? "-gpus.csv, -batch.csv" : ".csv");
+    rc = 0;
+out:
+    free(lens);
+    cli_inputs_free(&in);
+    return rc;
+}

@@ -1,0 +1,288 @@
+/* plan.c — the plan file (read, check, write) and making a plan from a what-if. */
+#include "plan.h"
+
+#include <ctype.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The file's form: strings where the plan has enums and lists; checked after parsing. */
+typedef struct {
+    char policy[CFG_STR_LEN], count[CFG_STR_LEN], weights[CFG_STR_LEN];
+    int gpus, batch;
+    char fmha_groups[CFG_STR_LEN];
+    int fmha_granularity, streams, seed;
+    double cost_c0, cost_c1, cost_c2;
+    char model[CFG_STR_LEN], hw[CFG_STR_LEN], dist[CFG_STR_LEN];
+    int steps;
+    double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
+    double none_step_us, none_imbalance, pred_attn_us, pred_attn_grouped_us;
+} plan_file;
+
+#define PF(k, t, f, lo, hi, req, h) {k, t, offsetof(plan_file, f), lo, hi, req, h}
+static const cfg_field plan_schema[] = {
+    PF("policy", CFG_STRING, policy, 0, 0, CFG_REQUIRED,
+       "balancing policy: none, sort-deal, lpt, kk or pack"),
+    PF("count", CFG_STRING, count, 0, 0, CFG_REQUIRED, "sequences per GPU: equal or free"),
+    PF("weights", CFG_STRING, weights, 0, 0, CFG_OPTIONAL,
+       "what is balanced: cost (c0 + c1 len + c2 len^2) or tokens"),
+    PF("gpus", CFG_INT, gpus, 1, 1 << 20, CFG_REQUIRED, "data-parallel GPUs"),
+    PF("batch", CFG_INT, batch, 1, 1 << 16, CFG_REQUIRED, "sequences per GPU (global batch gpus x batch)"),
+    PF("fmha_groups", CFG_STRING, fmha_groups, 0, 0, CFG_OPTIONAL,
+       "FMHA group upper lengths, ascending (128,384), auto (plan each step) or none (one launch)"),
+    PF("fmha_granularity", CFG_INT, fmha_granularity, 1, 1 << 16, CFG_OPTIONAL,
+       "auto grouping: cut only between lengths in different bins this wide"),
+    PF("streams", CFG_INT, streams, 1, GROUP_MAX_STREAMS, CFG_OPTIONAL, "CUDA streams for the FMHA groups"),
+    PF("seed", CFG_INT, seed, 0, 2147483647, CFG_OPTIONAL, "seed of the Monte Carlo and of the run"),
+    PF("cost_c0", CFG_DOUBLE, cost_c0, 0, 1e9, CFG_OPTIONAL, "per-sequence cost: constant, us"),
+    PF("cost_c1", CFG_DOUBLE, cost_c1, 0, 1e9, CFG_OPTIONAL, "per-sequence cost: per token, us"),
+    PF("cost_c2", CFG_DOUBLE, cost_c2, 0, 1e9, CFG_OPTIONAL, "per-sequence cost: per token squared, us"),
+    PF("model", CFG_STRING, model, 0, 0, CFG_OPTIONAL, "model the plan was made for"),
+    PF("hw", CFG_STRING, hw, 0, 0, CFG_OPTIONAL, "hardware the plan was made for"),
+    PF("dist", CFG_STRING, dist, 0, 0, CFG_OPTIONAL, "length distribution the plan was made for"),
+    PF("steps", CFG_INT, steps, 0, 1000000000, CFG_OPTIONAL, "Monte Carlo steps behind the predictions"),
+    PF("pred_step_us", CFG_DOUBLE, pred_step_us, 0, 1e12, CFG_OPTIONAL, "predicted mean step time, us"),
+    PF("pred_samples_per_s", CFG_DOUBLE, pred_samples_per_s, 0, 1e12, CFG_OPTIONAL, "predicted samples/s"),
+    PF("pred_imbalance", CFG_DOUBLE, pred_imbalance, 0, 1e6, CFG_OPTIONAL, "predicted mean max/mean GPU time"),
+    PF("pred_imbalance_p99", CFG_DOUBLE, pred_imbalance_p99, 0, 1e6, CFG_OPTIONAL, "its 99th percentile"),
+    PF("pred_idle", CFG_DOUBLE, pred_idle, 0, 1, CFG_OPTIONAL, "predicted straggler idle fraction"),
+    PF("none_step_us", CFG_DOUBLE, none_step_us, 0, 1e12, CFG_OPTIONAL, "step time with policy none, us"),
+    PF("none_imbalance", CFG_DOUBLE, none_imbalance, 0, 1e6, CFG_OPTIONAL, "imbalance with policy none"),
+    PF("pred_attn_us", CFG_DOUBLE, pred_attn_us, 0, 1e12, CFG_OPTIONAL,
+       "slowest GPU's FMHA per step, one launch, us"),
+    PF("pred_attn_grouped_us", CFG_DOUBLE, pred_attn_grouped_us, 0, 1e12, CFG_OPTIONAL,
+       "the same with the FMHA groups, us"),
+};
+static const size_t plan_schema_len = sizeof plan_schema / sizeof plan_schema[0];
+
+void plan_default(unpad_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->policy = BAL_KK;
+    p->count = BAL_EQUAL;
+    p->gpus = 1;
+    p->batch = 1;
+    p->fmha_nb = 0;
+    p->fmha_granularity = 1;
+    p->streams = 1;
+    p->seed = 1;
+    strcpy(p->model, "unknown");
+    strcpy(p->hw, "unknown");
+    strcpy(p->dist, "unknown");
+}
+
+const seq_cost *plan_seq_cost(const unpad_plan *p)
+{
+    return p->weights_tokens ? NULL : &p->cost;
+}
+
+/* Line number and text of `key = ...` in text (0 when absent), for errors found after parsing. */
+static int key_line(const char *text, const char *key, char *raw, size_t rawn)
+{
+    int lineno = 0;
+    size_t kl = strlen(key);
+    for (const char *s = text; *s;) {
+        const char *e = strchr(s, '\n');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        lineno++;
+        const char *t = s;
+        while (t < s + len && isspace((unsigned char)*t))
+            t++;
+        if ((size_t)(s + len - t) > kl && !strncmp(t, key, kl)) {
+            const char *u = t + kl;
+            while (u < s + len && isspace((unsigned char)*u))
+                u++;
+            if (u < s + len && *u == '=') {
+                snprintf(raw, rawn, "%.*s", (int)len, s);
+                return lineno;
+            }
+        }
+        s = e ? e + 1 : s + len;
+    }
+    raw[0] = '\0';
+    return 0;
+}
+
+static int bad_value(const char *name, const char *text, const char *key, unpad_err *err,
+                     const char *fmt, const char *val)
+{
+    char raw[1024];
+    int line = key_line(text, key, raw, sizeof raw);
+    char why[512];
+    snprintf(why, sizeof why, fmt, val);
+    unpad_fail(err, UNPAD_EINVAL, name, line, "%s", why);
+    if (line)
+        unpad_err_show_line(err, line, raw);
+    return UNPAD_EINVAL;
+}
+
+int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err)
+{
+    plan_file f;
+    memset(&f, 0, sizeof f);
+    strcpy(f.weights, "cost");
+    strcpy(f.fmha_groups, "none");
+    strcpy(f.model, "unknown");
+    strcpy(f.hw, "unknown");
+    strcpy(f.dist, "unknown");
+    f.fmha_granularity = 1;
+    f.streams = 1;
+    f.seed = 1;
+    f.cost_c0 = f.cost_c1 = f.cost_c2 = -1; /* absent */
+    int rc = cfg_parse(name, text, plan_schema, plan_schema_len, &f, err);
+    if (rc)
+        return rc;
+    unpad_plan q;
+    plan_default(&q);
+    int v = balance_policy_from_name(f.policy);
+    if (v < 0)
+        return bad_value(name, text, "policy", err,
+                         "unknown policy '%s' (expected none, sort-deal, lpt, kk or pack)", f.policy);
+    q.policy = v;
+    if ((v = balance_count_from_name(f.count)) < 0)
+        return bad_value(name, text, "count", err, "unknown count '%s' (expected equal or free)",
+                         f.count);
+    q.count = v;
+    if (!strcmp(f.weights, "tokens"))
+        q.weights_tokens = 1;
+    else if (strcmp(f.weights, "cost"))
+        return bad_value(name, text, "weights", err, "unknown weights '%s' (expected cost or tokens)",
+                         f.weights);
+    unpad_err ge = {0};
+    if (group_bounds_parse(f.fmha_groups, q.fmha_bounds, &q.fmha_nb, &ge))
+        return bad_value(name, text, "fmha_groups", err, "%s", ge.msg);
+    if (!q.weights_tokens && (f.cost_c0 < 0 || f.cost_c1 < 0 || f.cost_c2 < 0)) {
+        const char *miss = f.cost_c0 < 0 ? "cost_c0" : f.cost_c1 < 0 ? "cost_c1" : "cost_c2";
+        return unpad_fail(err, UNPAD_EINVAL, name, 0,
+                          "missing key '%s' (weights = cost needs cost_c0, cost_c1 and cost_c2; "
+                          "write them with `unpad plan`, or set weights = tokens)", miss);
+    }
+    q.gpus = f.gpus;
+    q.batch = f.batch;
+    q.fmha_granularity = f.fmha_granularity;
+    q.streams = f.streams;
+    q.seed = f.seed;
+    q.cost = (seq_cost){f.cost_c0 < 0 ? 0 : f.cost_c0, f.cost_c1 < 0 ? 0 : f.cost_c1,
+                        f.cost_c2 < 0 ? 0 : f.cost_c2};
+    memcpy(q.model, f.model, sizeof q.model);
+    memcpy(q.hw, f.hw, sizeof q.hw);
+    memcpy(q.dist, f.dist, sizeof q.dist);
+    q.steps = f.steps;
+    q.pred_step_us = f.pred_step_us;
+    q.pred_samples_per_s = f.pred_samples_per_s;
+    q.pred_imbalance = f.pred_imbalance;
+    q.pred_imbalance_p99 = f.pred_imbalance_p99;
+    q.pred_idle = f.pred_idle;
+    q.none_step_us = f.none_step_us;
+    q.none_imbalance = f.none_imbalance;
+    q.pred_attn_us = f.pred_attn_us;
+    q.pred_attn_grouped_us = f.pred_attn_grouped_us;
+    *p = q;
+    return UNPAD_OK;
+}
+
+int plan_load(const char *path, unpad_plan *p, unpad_err *err)
+{
+    char *text;
+    int rc = unpad_read_file(path, &text, NULL, err);
+    if (rc)
+        return rc;
+    rc = plan_parse(path, text, p, err);
+    free(text);
+    return rc;
+}
+
+int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
+{
+    if ((unsigned)p->policy >= BAL_POLICY_COUNT || (unsigned)p->count >= BAL_COUNT_COUNT)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0, "plan with a bad policy or count");
+    plan_file f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.policy, sizeof f.policy, "%s", balance_policy_name(p->policy));
+    snprintf(f.count, sizeof f.count, "%s", balance_count_name(p->count));
+    snprintf(f.weights, sizeof f.weights, "%s", p->weights_tokens ? "tokens" : "cost");
+    f.gpus = p->gpus;
+    f.batch = p->batch;
+    group_bounds_format(p->fmha_bounds, p->fmha_nb, f.fmha_groups, sizeof f.fmha_groups);
+    f.fmha_granularity = p->fmha_granularity;
+    f.streams = p->streams;
+    f.seed = (int)p->seed;
+    f.cost_c0 = p->cost.c0;
+    f.cost_c1 = p->cost.c1;
+    f.cost_c2 = p->cost.c2;
+    snprintf(f.model, sizeof f.model, "%s", p->model[0] ? p->model : "unknown");
+    snprintf(f.hw, sizeof f.hw, "%s", p->hw[0] ? p->hw : "unknown");
+    snprintf(f.dist, sizeof f.dist, "%s", p->dist[0] ? p->dist : "unknown");
+    f.steps = p->steps;
+    f.pred_step_us = p->pred_step_us;
+    f.pred_samples_per_s = p->pred_samples_per_s;
+    f.pred_imbalance = p->pred_imbalance;
+    f.pred_imbalance_p99 = p->pred_imbalance_p99;
+    f.pred_idle = p->pred_idle;
+    f.none_step_us = p->none_step_us;
+    f.none_imbalance = p->none_imbalance;
+    f.pred_attn_us = p->pred_attn_us;
+    f.pred_attn_grouped_us = p->pred_attn_grouped_us;
+    return cfg_write(path,
+                     "unpad plan: balancing and FMHA grouping for unpad-train --plan (written by "
+                     "`unpad plan`; the pred_* lines are the simulator's predictions)",
+                     plan_schema, plan_schema_len, &f, err);
+}
+
+int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,
+              unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err)
+{
+    if (policy >= BAL_POLICY_COUNT || (unsigned)count >= BAL_COUNT_COUNT)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "plan: bad policy %d or count %d", policy,
+                          (int)count);
+    whatif_setup ws = *s;
+    if (ws.attn_steps < 1)
+        ws.attn_steps = 32;
+    int n = 0;
+    rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = BAL_NONE, .count = count};
+    for (int p = BAL_SORT_DEAL; p < BAL_POLICY_COUNT; p++)
+        if (policy < 0 || policy == p)
+            rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = p, .count = count};
+    int rc = whatif_run(&ws, rows, n, err);
+    if (rc)
+        return rc;
+    int best = 0;
+    if (policy >= 0)
+        best = policy == BAL_NONE ? 0 : 1;
+    else
+        for (int i = 1; i < n; i++)
+            if (rows[i].step_us < rows[best].step_us)
+                best = i;
+    const whatif_row *r = &rows[best];
+    unpad_plan p;
+    plan_default(&p);
+    p.policy = r->policy;
+    p.count = count;
+    p.weights_tokens = s->weights_tokens;
+    p.gpus = gpus;
+    p.batch = batch;
+    if ((rc = group_bounds_parse(r->bounds, p.fmha_bounds, &p.fmha_nb, err)))
+        return rc;
+    p.fmha_granularity = s->granularity > 0 ? s->granularity : 1;
+    p.streams = r->streams > 0 ? r->streams : 1;
+    p.seed = (long)(s->seed & 0x7fffffff);
+    if ((rc = cost_seq_model(s->model, s->hw, s->calib, &p.cost, err)))
+        return rc;
+    snprintf(p.model, sizeof p.model, "%s", s->model->name);
+    snprintf(p.hw, sizeof p.hw, "%s", s->hw->name);
+    snprintf(p.dist, sizeof p.dist, "%s", s->dist->source);
+    p.steps = r->steps;
+    p.pred_step_us = r->step_us;
+    p.pred_samples_per_s = r->samples_per_s;
+    p.pred_imbalance = r->imbalance_mean;
+    p.pred_imbalance_p99 = r->imbalance_p99;
+    p.pred_idle = r->idle_mean;
+    p.none_step_us = rows[0].step_us;
+    p.none_imbalance = rows[0].imbalance_mean;
+    p.pred_attn_us = r->attn_us;
+    p.pred_attn_grouped_us = r->attn_grouped_us;
+    *out = p;
+    *nrows = n;
+    return UNPAD_OK;
+}

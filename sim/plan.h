@@ -1,0 +1,64 @@
+/* plan.h — the plan file: how a training run balances its steps and groups its FMHA, and what the
+ * simulator predicted for it. `unpad plan` writes it; `unpad-train --plan` reads it and, at every
+ * step, calls balance_assign with the plan's policy, count and weights (plan_seq_cost) and groups
+ * each GPU's attention with the plan's boundaries (or group_plan_dp when `fmha_groups = auto`).
+ *
+ *   policy = kk                 # none | sort-deal | lpt | kk | pack
+ *   count = equal               # equal | free
+ *   weights = cost              # cost: c0 + c1 len + c2 len^2 (below) | tokens
+ *   gpus = 8
+ *   batch = 56                  # sequences per GPU; the global batch is gpus x batch
+ *   fmha_groups = 128,384       # ascending upper lengths of every group but the longest | auto | none
+ *   fmha_granularity = 1        # auto: cut only between lengths in different bins this wide
+ *   streams = 2                 # CUDA streams for the FMHA groups
+ *   seed = 1
+ *   cost_c0 = ... cost_c1 = ... cost_c2 = ...   # per-sequence cost, microseconds
+ *   model = ..., hw = ..., dist = ...           # what the plan was made for (informational)
+ *   steps = 1000                # Monte Carlo steps behind the predictions
+ *   pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle,
+ *   none_step_us, none_imbalance, pred_attn_us, pred_attn_grouped_us   # predictions
+ */
+#ifndef UNPAD_PLAN_H
+#define UNPAD_PLAN_H
+
+#include "balance.h"
+#include "cfg.h"
+#include "group.h"
+#include "whatif.h"
+
+typedef struct {
+    balance_policy policy;
+    balance_count count;
+    int weights_tokens;         /* 1: balance tokens; 0: the per-sequence cost below */
+    int gpus, batch;
+    int fmha_nb;                /* -1: auto (plan each step), 0: one launch, else boundaries */
+    int fmha_bounds[GROUP_MAX]; /* (fmha_nb) ascending */
+    int fmha_granularity;
+    int streams;                /* 1..GROUP_MAX_STREAMS */
+    long seed;
+    seq_cost cost;              /* per-sequence cost the balancer uses (weights = cost) */
+    char model[CFG_STR_LEN], hw[CFG_STR_LEN], dist[CFG_STR_LEN];
+    int steps;
+    double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
+    double none_step_us, none_imbalance;
+    double pred_attn_us, pred_attn_grouped_us;
+} unpad_plan;
+
+void plan_default(unpad_plan *p);
+
+/* Reads and checks a plan file; errors name the file, the line and what was expected. */
+int plan_load(const char *path, unpad_plan *p, unpad_err *err);
+int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err);
+int plan_write(const char *path, const unpad_plan *p, unpad_err *err);
+
+/* The per-sequence cost to balance with (NULL when the plan balances tokens). */
+const seq_cost *plan_seq_cost(const unpad_plan *p);
+
+/* Makes a plan: runs the what-if for `policy` (or every policy when policy < 0: "auto", choosing
+ * the lowest predicted step time, ties to the simpler policy) under `count`, with the `none`
+ * baseline, and plans the FMHA grouping on the distribution's typical batch. rows (>= 6) receive
+ * the what-if rows run (*nrows of them, the baseline first). */
+int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,
+              unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err);
+
+#endif

@@ -1,0 +1,64 @@
+/* plot.h — pictures with gnuplot: each kind writes its data as CSV next to the images, then runs
+ * the `gnuplot` program on plots/<kind>.gp twice (PNG, then SVG). The scripts read the CSV
+ * directly, so a person can re-render or restyle them without unpad.
+ *
+ *   hist       length histogram of a distribution
+ *   load       predicted per-GPU step time of one sampled step under each policy (bars)
+ *   imbalance  imbalance (mean, p99) against GPU count and against batch size, from a what-if CSV
+ *   groups     FMHA grouping of one GPU's batch as a timeline over streams, against one launch and
+ *              the fixed 128/256/384/512 buckets
+ *
+ * Outputs: <out>.png, <out>.svg and <out>.csv (imbalance: <out>-gpus.csv and <out>-batch.csv). */
+#ifndef UNPAD_PLOT_H
+#define UNPAD_PLOT_H
+
+#include "balance.h"
+#include "calib.h"
+#include "dist.h"
+#include "model.h"
+
+/* The gnuplot program: $UNPAD_GNUPLOT, else `gnuplot` on the PATH. UNPAD_EIO with the install
+ * command when it cannot be run. */
+int plot_gnuplot_find(char *path, size_t n, unpad_err *err);
+
+/* Runs plots/<kind>.gp (found in plot_dir) with `vars` (gnuplot assignments, `;`-separated) for
+ * PNG and SVG, writing <out>.png and <out>.svg; checks both exist and are not empty. */
+int plot_render(const char *plot_dir, const char *kind, const char *vars, const char *out,
+                unpad_err *err);
+
+/* Quotes s as a gnuplot single-quoted string into buf. */
+void plot_quote(const char *s, char *buf, size_t n);
+
+int plot_hist(const char *plot_dir, const unpad_dist *d, const char *out, unpad_err *err);
+
+typedef struct {
+    const unpad_dist *dist;
+    const model_cfg *model;
+    const hw_spec *hw;
+    const calib_coef *calib;
+    int gpus, batch;
+    balance_count count;
+    uint64_t seed;
+    int weights_tokens;
+} plot_load_setup;
+
+int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err);
+
+/* batch / gpus: the fixed value of each panel (0: the value with the most points). */
+int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
+                   const char *out, unpad_err *err);
+
+typedef struct {
+    const model_cfg *model;
+    const hw_spec *hw;
+    const calib_coef *calib;
+    const int *len;     /* (n) one GPU's lengths */
+    int n;
+    int max_streams;
+    int granularity;
+    const char *what;   /* where the lengths came from, for the title */
+} plot_groups_setup;
+
+int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *out, unpad_err *err);
+
+#endif
