@@ -1,0 +1,176 @@
+/* check_plot.c — every plot kind renders a non-empty PNG and SVG with gnuplot (skipped, and said
+ * so, only when gnuplot is missing); a missing gnuplot is an error that says how to install it. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "plot.h"
+#include "testutil.h"
+#include "whatif.h"
+
+static int have_gnuplot(void)
+{
+    char p[4096];
+    unpad_err e = {0};
+    if (plot_gnuplot_find(p, sizeof p, &e) == UNPAD_OK)
+        return 1;
+    printf("check_plot: skipped: gnuplot missing (%s)\n", e.msg);
+    return 0;
+}
+
+/* A fresh folder for one test's pictures. */
+static const char *tmpdir(char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/unpad-plot-XXXXXX");
+    return mkdtemp(buf);
+}
+
+/* <out>.png starts with the PNG signature and <out>.svg holds an <svg element; both non-empty. */
+static void check_images(const char *out)
+{
+    char path[4200];
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    unsigned char head[8] = {0};
+    snprintf(path, sizeof path, "%s.png", out);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "no %s", path);
+    ck_assert_int_eq(fread(head, 1, 8, f), 8);
+    fclose(f);
+    ck_assert(!memcmp(head, sig, 8));
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_gt(st.st_size, 2000);
+    snprintf(path, sizeof path, "%s.svg", out);
+    char *text;
+    unpad_err e = {0};
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_ptr_nonnull(strstr(text, "<svg"));
+    ck_assert_int_gt(strlen(text), 2000);
+    free(text);
+}
+
+static void cleanup(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+typedef struct {
+    unpad_dist d;
+    model_cfg m;
+    hw_spec hw;
+    calib_coef c;
+    char plots[512];
+} inputs;
+
+static void load_inputs(inputs *in)
+{
+    char p[512];
+    unpad_err e = {0};
+    ck_assert_int_eq(dist_load(tu_path(p, sizeof p, "models/dists/wiki512.csv"), &in->d, &e), 0);
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-large.cfg"), &in->m, &e), 0);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &in->hw, &e), 0);
+    calib_default(&in->hw, &in->c);
+    tu_path(in->plots, sizeof in->plots, "plots");
+}
+
+START_TEST(test_every_kind)
+{
+    if (!have_gnuplot())
+        return;
+    inputs in;
+    load_inputs(&in);
+    char dir[64], out[256], csv[256];
+    ck_assert_ptr_nonnull(tmpdir(dir, sizeof dir));
+    unpad_err e = {0};
+
+    snprintf(out, sizeof out, "%s/hist", dir);
+    ck_assert_msg(plot_hist(in.plots, &in.d, out, &e) == UNPAD_OK, "%s", e.msg);
+    check_images(out);
+
+    snprintf(out, sizeof out, "%s/load", dir);
+    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0};
+    ck_assert_msg(plot_load(in.plots, &ls, out, &e) == UNPAD_OK, "%s", e.msg);
+    check_images(out);
+
+    whatif_setup s;
+    whatif_setup_default(&s);
+    s.dist = &in.d;
+    s.model = &in.m;
+    s.hw = &in.hw;
+    s.calib = &in.c;
+    s.steps = 30;
+    s.attn_steps = 2;
+    whatif_row rows[12];
+    int n = 0;
+    const int gs[] = {4, 8, 16}, bs[] = {8, 16};
+    for (int g = 0; g < 3; g++)
+        for (int b = 0; b < 2; b++)
+            for (int p = BAL_NONE; p <= BAL_KK; p += BAL_KK)
+                rows[n++] = (whatif_row){.gpus = gs[g], .batch = bs[b], .policy = p, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&s, rows, n, &e), UNPAD_OK);
+    snprintf(csv, sizeof csv, "%s/whatif.csv", dir);
+    ck_assert_int_eq(whatif_write_csv(csv, rows, n, &e), UNPAD_OK);
+    snprintf(out, sizeof out, "%s/imbalance", dir);
+    ck_assert_msg(plot_imbalance(in.plots, csv, 0, 0, out, &e) == UNPAD_OK, "%s", e.msg);
+    check_images(out);
+
+    snprintf(out, sizeof out, "%s/groups", dir);
+    int len[] = {512, 512, 511, 400, 300, 200, 128, 100, 64, 30, 12, 512, 256};
+    plot_groups_setup gs2 = {&in.m, &in.hw, &in.c, len, 13, 3, 1, "test lengths"};
+    ck_assert_msg(plot_groups(in.plots, &gs2, out, &e) == UNPAD_OK, "%s", e.msg);
+    check_images(out);
+    cleanup(dir);
+    dist_free(&in.d);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+    inputs in;
+    load_inputs(&in);
+    char dir[64], out[256], bad[512];
+    ck_assert_ptr_nonnull(tmpdir(dir, sizeof dir));
+    snprintf(out, sizeof out, "%s/hist", dir);
+    unpad_err e = {0};
+    /* gnuplot missing: an error with the install command, and no pictures. */
+    setenv("UNPAD_GNUPLOT", "/nonexistent/gnuplot", 1);
+    ck_assert_int_eq(plot_hist(in.plots, &in.d, out, &e), UNPAD_EIO);
+    ck_assert_ptr_nonnull(strstr(e.msg, "apt-get install gnuplot-nox"));
+    unsetenv("UNPAD_GNUPLOT");
+    char png[300];
+    snprintf(png, sizeof png, "%s.png", out);
+    struct stat st;
+    ck_assert_int_ne(stat(png, &st), 0);
+    /* A what-if CSV without the columns, and one with a bad row: file, line, reason. */
+    tu_write_tmp(bad, sizeof bad, ".csv", "gpus,batch,policy\n8,56,kk\n");
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, out, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, ":1: header has no column 'count'"));
+    unlink(bad);
+    tu_write_tmp(bad, sizeof bad, ".csv",
+                 "gpus,batch,policy,count,imbalance_mean,imbalance_p99\n8,56,kk,equal,1.0,1.0\n"
+                 "8,x,kk,equal,1,1\n");
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, out, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, ":3: bad what-if row"));
+    unlink(bad);
+    char q[64];
+    plot_quote("it's", q, sizeof q);
+    ck_assert_str_eq(q, "'it''s'");
+    cleanup(dir);
+    dist_free(&in.d);
+}
+END_TEST
+
+Suite *plot_suite(void)
+{
+    Suite *s = suite_create("plot");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_every_kind);
+    tcase_add_test(tc, test_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,184 @@
+/* check_whatif.c — Monte Carlo sweeps: reproducible and independent of threads and of the other
+ * rows, consistent metrics, the fixed per-step part, typical batches, CSV output. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "whatif.h"
+
+static unpad_dist D;
+static model_cfg M;
+static hw_spec HW;
+static calib_coef CAL;
+
+static void setup(void)
+{
+    char p[512];
+    unpad_err e = {0};
+    ck_assert_int_eq(dist_load(tu_path(p, sizeof p, "models/dists/wiki512.csv"), &D, &e), 0);
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-large.cfg"), &M, &e), 0);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &HW, &e), 0);
+    calib_default(&HW, &CAL);
+}
+
+static void teardown(void)
+{
+    dist_free(&D);
+}
+
+static whatif_setup setup_of(int steps, int threads)
+{
+    whatif_setup s;
+    whatif_setup_default(&s);
+    s.dist = &D;
+    s.model = &M;
+    s.hw = &HW;
+    s.calib = &CAL;
+    s.steps = steps;
+    s.threads = threads;
+    s.attn_steps = 3;
+    s.seed = 42;
+    return s;
+}
+
+static void same_row(const whatif_row *a, const whatif_row *b)
+{
+    ck_assert_int_eq(a->gpus, b->gpus);
+    ck_assert_int_eq(a->policy, b->policy);
+    ck_assert_double_eq(a->step_us, b->step_us);
+    ck_assert_double_eq(a->imbalance_mean, b->imbalance_mean);
+    ck_assert_double_eq(a->imbalance_p99, b->imbalance_p99);
+    ck_assert_double_eq(a->idle_mean, b->idle_mean);
+    ck_assert_double_eq(a->attn_us, b->attn_us);
+    ck_assert_double_eq(a->attn_grouped_us, b->attn_grouped_us);
+    ck_assert_str_eq(a->bounds, b->bounds);
+}
+
+START_TEST(test_reproducible)
+{
+    unpad_err e = {0};
+    whatif_row a[4] = {
+        {.gpus = 8, .batch = 16, .policy = BAL_KK, .count = BAL_EQUAL},
+        {.gpus = 8, .batch = 16, .policy = BAL_NONE, .count = BAL_EQUAL},
+        {.gpus = 4, .batch = 8, .policy = BAL_LPT, .count = BAL_FREE},
+        {.gpus = 16, .batch = 4, .policy = BAL_PACK, .count = BAL_FREE},
+    };
+    whatif_row b[4], one[1];
+    memcpy(b, a, sizeof a);
+    whatif_setup s1 = setup_of(200, 1), s3 = setup_of(200, 3);
+    ck_assert_int_eq(whatif_run(&s1, a, 4, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_run(&s3, b, 4, &e), UNPAD_OK);
+    for (int i = 0; i < 4; i++)
+        same_row(&a[i], &b[i]);
+    /* A row alone gives what it gave among others. */
+    one[0] = (whatif_row){.gpus = 4, .batch = 8, .policy = BAL_LPT, .count = BAL_FREE};
+    ck_assert_int_eq(whatif_run(&s1, one, 1, &e), UNPAD_OK);
+    same_row(&one[0], &a[2]);
+    /* Another seed, other steps. */
+    s1.seed = 43;
+    ck_assert_int_eq(whatif_run(&s1, one, 1, &e), UNPAD_OK);
+    ck_assert(one[0].step_us != a[2].step_us);
+}
+END_TEST
+
+START_TEST(test_metrics_consistent)
+{
+    unpad_err e = {0};
+    whatif_row r[BAL_POLICY_COUNT];
+    for (int p = 0; p < BAL_POLICY_COUNT; p++)
+        r[p] = (whatif_row){.gpus = 8, .batch = 32, .policy = p, .count = BAL_EQUAL};
+    whatif_setup s = setup_of(300, 0);
+    ck_assert_int_eq(whatif_run(&s, r, BAL_POLICY_COUNT, &e), UNPAD_OK);
+    for (int p = 0; p < BAL_POLICY_COUNT; p++) {
+        ck_assert_int_eq(r[p].steps, 300);
+        ck_assert(r[p].imbalance_mean >= 1.0);
+        ck_assert(r[p].imbalance_p99 >= r[p].imbalance_mean - 1e-12);
+        ck_assert(r[p].imbalance_max >= r[p].imbalance_p99);
+        ck_assert(r[p].idle_mean >= 0 && r[p].idle_mean < 1);
+        ck_assert_double_eq_tol(r[p].samples_per_s, 8 * 32 / (r[p].step_us * 1e-6),
+                                1e-9 * r[p].samples_per_s);
+        ck_assert(r[p].step_us > r[p].fixed_us);
+        ck_assert(r[p].attn_us > 0 && r[p].attn_grouped_us > 0);
+        ck_assert(r[p].groups >= 1 && r[p].streams >= 1);
+    }
+    /* Balancing beats loader order by a clear margin on the Wikipedia lengths at 8 x 32. */
+    ck_assert(r[BAL_KK].imbalance_mean < 1.001);
+    ck_assert(r[BAL_LPT].imbalance_mean < 1.01);
+    ck_assert(r[BAL_NONE].imbalance_mean > 1.05);
+    ck_assert(r[BAL_KK].step_us < r[BAL_NONE].step_us);
+    /* The balancers pay the sample exchange, loader order does not. */
+    ck_assert(r[BAL_KK].fixed_us > r[BAL_NONE].fixed_us);
+    ck_assert_double_eq(r[BAL_KK].fixed_us, r[BAL_LPT].fixed_us);
+}
+END_TEST
+
+START_TEST(test_fixed_and_typical)
+{
+    unpad_err e = {0};
+    double f1, f8, f64, fk;
+    ck_assert_int_eq(whatif_fixed_us(&M, &HW, &CAL, 255.8, 1, 56, BAL_NONE, &f1, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_fixed_us(&M, &HW, &CAL, 255.8, 8, 56, BAL_NONE, &f8, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_fixed_us(&M, &HW, &CAL, 255.8, 64, 56, BAL_NONE, &f64, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_fixed_us(&M, &HW, &CAL, 255.8, 8, 56, BAL_KK, &fk, &e), UNPAD_OK);
+    ck_assert(f1 > CAL.step_overhead_us); /* optimizer + overhead, no all-reduce on one GPU */
+    ck_assert(f8 > f1);                   /* the all-reduce */
+    ck_assert(f64 >= f8);
+    ck_assert(fk > f8);                   /* the exchange */
+    int len[10];
+    whatif_typical_batch(&D, 10, len);
+    for (int i = 1; i < 10; i++)
+        ck_assert_int_ge(len[i], len[i - 1]);
+    /* 23.4% of sequences are 512 long: quantiles 0.85 and 0.95 are 512, 0.75 is not. */
+    ck_assert_int_eq(len[9], 512);
+    ck_assert_int_eq(len[8], 512);
+    ck_assert_int_lt(len[7], 512);
+    ck_assert_int_eq(len[4], dist_percentile(&D, 0.45));
+}
+END_TEST
+
+START_TEST(test_csv_and_errors)
+{
+    unpad_err e = {0};
+    whatif_row r[2] = {{.gpus = 2, .batch = 4, .policy = BAL_SORT_DEAL, .count = BAL_EQUAL},
+                       {.gpus = 2, .batch = 4, .policy = BAL_PACK, .count = BAL_FREE}};
+    whatif_setup s = setup_of(20, 1);
+    ck_assert_int_eq(whatif_run(&s, r, 2, &e), UNPAD_OK);
+    char path[512];
+    tu_write_tmp(path, sizeof path, ".csv", "");
+    ck_assert_int_eq(whatif_write_csv(path, r, 2, &e), UNPAD_OK);
+    char *text;
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert(!strncmp(text, whatif_csv_header, strlen(whatif_csv_header)));
+    ck_assert_ptr_nonnull(strstr(text, "\n2,4,sort-deal,equal,20,"));
+    ck_assert_ptr_nonnull(strstr(text, "\n2,4,pack,free,20,"));
+    int lines = 0;
+    for (char *p = text; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, 3);
+    free(text);
+    unlink(path);
+    ck_assert_int_eq(whatif_write_csv("/nonexistent/x.csv", r, 2, &e), UNPAD_EIO);
+    s.steps = 0;
+    ck_assert_int_eq(whatif_run(&s, r, 2, &e), UNPAD_EINVAL);
+    s.steps = 10;
+    r[1].gpus = 0;
+    ck_assert_int_eq(whatif_run(&s, r, 2, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "row 1"));
+}
+END_TEST
+
+Suite *whatif_suite(void)
+{
+    Suite *s = suite_create("whatif");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_reproducible);
+    tcase_add_test(tc, test_metrics_consistent);
+    tcase_add_test(tc, test_fixed_and_typical);
+    tcase_add_test(tc, test_csv_and_errors);
+    suite_add_tcase(s, tc);
+    return s;
+}
