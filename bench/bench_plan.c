@@ -1,0 +1,295 @@
+/* bench_plan.c — CPU benchmark of the planning library against its targets (issue 3):
+ *   assigning 448 sequences to 8 GPUs with kk or lpt (the trainer does it every step): <= 50 us;
+ *   planning 4,096 GPUs x 64 sequences: works (time reported);
+ *   a what-if of 10,000 steps x 100 configurations: <= 10 s on 2 cores.
+ * Peers measured in the same run: a textbook LPT (qsort, linear scan for the least-loaded GPU) and
+ * a textbook k-way Karmarkar-Karp (every partial partition a dense k-tuple in one heap). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "balance.h"
+#include "cost.h"
+#include "whatif.h"
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+/* ---- peers ----------------------------------------------------------------------------------- */
+
+static const int64_t *peer_w;
+static int cmp_idx_desc(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    if (peer_w[i] != peer_w[j])
+        return peer_w[i] > peer_w[j] ? -1 : 1;
+    return i - j;
+}
+
+static int64_t peer_lpt(const int64_t *w, int n, int k, int *idx, int64_t *load)
+{
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    peer_w = w;
+    qsort(idx, (size_t)n, sizeof *idx, cmp_idx_desc);
+    for (int g = 0; g < k; g++)
+        load[g] = 0;
+    for (int i = 0; i < n; i++) {
+        int best = 0;
+        for (int g = 1; g < k; g++)
+            if (load[g] < load[best])
+                best = g;
+        load[best] += w[idx[i]];
+    }
+    int64_t mx = 0;
+    for (int g = 0; g < k; g++)
+        mx = load[g] > mx ? load[g] : mx;
+    return mx;
+}
+
+/* Dense k-way KK: nodes of k sums (descending) in a max-heap on max - min; merging pairs the
+ * largest of one with the smallest of the other and re-sorts (loads only, as a timing peer). */
+typedef struct {
+    int64_t *s;
+} dnode;
+
+static int64_t dspread(const dnode *a, int k) { return a->s[0] - a->s[k - 1]; }
+
+static void dsift(dnode *h, int n, int i, int k)
+{
+    for (;;) {
+        int l = 2 * i + 1, b = i;
+        if (l < n && dspread(&h[l], k) > dspread(&h[b], k))
+            b = l;
+        if (l + 1 < n && dspread(&h[l + 1], k) > dspread(&h[b], k))
+            b = l + 1;
+        if (b == i)
+            return;
+        dnode t = h[i];
+        h[i] = h[b];
+        h[b] = t;
+        i = b;
+    }
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+static int64_t peer_kk(const int64_t *w, int n, int k, int64_t *pool, dnode *h)
+{
+    for (int i = 0; i < n; i++) {
+        h[i].s = pool + (size_t)i * k;
+        memset(h[i].s, 0, sizeof(int64_t) * (size_t)k);
+        h[i].s[0] = w[i];
+    }
+    for (int i = n / 2 - 1; i >= 0; i--)
+        dsift(h, n, i, k);
+    int live = n;
+    while (live > 1) {
+        dnode a = h[0];
+        h[0] = h[--live];
+        dsift(h, live, 0, k);
+        dnode b = h[0];
+        for (int j = 0; j < k; j++)
+            a.s[j] += b.s[k - 1 - j];
+        qsort(a.s, (size_t)k, sizeof *a.s, cmp_i64_desc);
+        h[0] = a;
+        dsift(h, live, 0, k);
+    }
+    return h[0].s[0];
+}
+
+/* ---- benches --------------------------------------------------------------------------------- */
+
+static int row(const char *what, double value, const char *unit, const char *target, int ok,
+               const char *peer, double peer_value)
+{
+    char pv[64] = "";
+    if (peer)
+        snprintf(pv, sizeof pv, "%.1f %s  %.1fx", peer_value, unit, peer_value / value);
+    printf("%-50s %10.1f %-3s %-9s %-4s %-28s %s\n", what, value, unit, target,
+           target[0] ? (ok ? "yes" : "NO") : "", peer ? peer : "", pv);
+    return target[0] && !ok;
+}
+
+int main(void)
+{
+    const char *home = getenv("UNPAD_HOME");
+    char p[4096];
+    unpad_err e = {0};
+    unpad_dist d;
+    model_cfg m;
+    hw_spec hw;
+    calib_coef c;
+#define PATH(rel) (snprintf(p, sizeof p, "%s/%s", home && *home ? home : ".", rel), p)
+    if (dist_load(PATH("models/dists/wiki512.csv"), &d, &e) ||
+        model_load(PATH("models/bert-large.cfg"), &m, &e) ||
+        hw_load(PATH("models/hw/h200-sxm.cfg"), &hw, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    calib_default(&hw, &c);
+    seq_cost sc;
+    if (cost_seq_model(&m, &hw, &c, &sc, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("unpad bench_plan: BERT-Large per-sequence cost on the H200, Wikipedia lengths; %ld CPUs "
+           "online\n\n", cpus);
+    printf("%-50s %14s %-9s %-4s %-28s %s\n", "measurement", "median    ", "target", "met", "peer",
+           "peer time, peer / ours");
+    int missed = 0;
+
+    /* 1. One step's assignment, 448 -> 8 (fresh sampled batch each repetition). */
+    enum { K = 8, B = 56, N = K * B, REPS = 2001 };
+    dist_sampler *smp;
+    dist_sampler_alloc(&d, 1, &smp, &e);
+    balance_ws *ws;
+    balance_result r;
+    if (balance_ws_alloc(4096 * 64, 4096, &ws, &e) || balance_result_alloc(4096 * 64, 4096, &r, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    int (*lens)[N] = malloc(sizeof(int[REPS][N]));
+    int64_t (*ws_w)[N] = malloc(sizeof(int64_t[REPS][N]));
+    double *t = malloc(REPS * sizeof *t), *tp = malloc(REPS * sizeof *tp);
+    int *idx = malloc(N * sizeof *idx);
+    int64_t *load = malloc(K * sizeof *load), *pool = malloc((size_t)N * K * sizeof *pool);
+    dnode *dh = malloc(N * sizeof *dh);
+    for (int i = 0; i < REPS; i++) {
+        dist_sample(smp, lens[i], N);
+        balance_weights(&sc, lens[i], N, ws_w[i]);
+    }
+    for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
+        for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++) {
+            for (int i = 0; i < REPS; i++) {
+                balance_input in = {lens[i], ws_w[i], N, K, pol, cnt};
+                double t0 = now_us();
+                balance_assign(ws, &in, &r, &e);
+                t[i] = now_us() - t0; /* each batch new to the workspace's sort memo */
+            }
+            char what[96];
+            snprintf(what, sizeof what, "assign 448 -> 8 GPUs: %s, %s counts",
+                     balance_policy_name(pol), balance_count_name(cnt));
+            const char *peer = NULL;
+            double pm = 0;
+            if (pol == BAL_LPT && cnt == BAL_FREE) {
+                for (int i = 0; i < REPS; i++) {
+                    double t0 = now_us();
+                    peer_lpt(ws_w[i], N, K, idx, load);
+                    tp[i] = now_us() - t0;
+                }
+                peer = "textbook LPT (qsort, scan)";
+                pm = median(tp, REPS);
+            }
+            if (pol == BAL_KK && cnt == BAL_FREE) {
+                for (int i = 0; i < REPS; i++) {
+                    double t0 = now_us();
+                    peer_kk(ws_w[i], N, K, pool, dh);
+                    tp[i] = now_us() - t0;
+                }
+                peer = "textbook dense k-way KK";
+                pm = median(tp, REPS);
+            }
+            double med = median(t, REPS);
+            int targeted = pol == BAL_KK || pol == BAL_LPT;
+            missed += row(what, med, "us", targeted ? "<= 50 us" : "", med <= 50, peer, pm);
+        }
+
+    /* 2. Planning 4,096 GPUs x 64 sequences: one assignment each. */
+    {
+        int k = 4096, n = k * 64;
+        int *len = malloc((size_t)n * sizeof *len);
+        int64_t *w = malloc((size_t)n * sizeof *w);
+        dist_sample(smp, len, n);
+        balance_weights(&sc, len, n, w);
+        for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
+            for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++) {
+                balance_input in = {len, w, n, k, pol, cnt};
+                w[0]++; /* a batch new to the sort memo */
+                double t0 = now_us();
+                int rc = balance_assign(ws, &in, &r, &e);
+                double dt = (now_us() - t0) / 1e3;
+                balance_metrics mt;
+                balance_metrics_compute(&r, NULL, 0, &mt);
+                char what[96];
+                snprintf(what, sizeof what, "plan 4096 x 64: %s, %s (imb %.4f)",
+                         balance_policy_name(pol), balance_count_name(cnt), mt.imbalance);
+                missed += row(what, dt, "ms", "works", rc == UNPAD_OK, NULL, 0);
+            }
+        free(len);
+        free(w);
+    }
+
+    /* 3. What-if: 10,000 steps x 100 configurations (8 GPUs x batch 8..80 x 5 policies x 2
+     * counts), on 2 threads, then on 1 for the ratio. */
+    {
+        whatif_row rows[100];
+        int n = 0;
+        for (int b = 8; b <= 80; b += 8)
+            for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
+                for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++)
+                    rows[n++] = (whatif_row){.gpus = 8, .batch = b, .policy = pol, .count = cnt};
+        whatif_setup s;
+        whatif_setup_default(&s);
+        s.dist = &d;
+        s.model = &m;
+        s.hw = &hw;
+        s.calib = &c;
+        s.steps = 10000;
+        s.threads = 2;
+        double t0 = now_us();
+        int rc = whatif_run(&s, rows, n, &e);
+        double t2 = (now_us() - t0) / 1e6;
+        if (rc) {
+            fprintf(stderr, "bench_plan: %s\n", e.msg);
+            return 1;
+        }
+        s.threads = 1;
+        t0 = now_us();
+        whatif_run(&s, rows, n, &e);
+        double t1 = (now_us() - t0) / 1e6;
+        missed += row("whatif 10,000 steps x 100 configs, 2 threads", t2, "s", "<= 10 s", t2 <= 10,
+                      "the same on 1 thread", t1);
+        printf("  (configurations: 8 GPUs x batch 8, 16, ..., 80 x 5 policies x 2 counts; %d "
+               "steps' attention timed each)\n", s.attn_steps);
+    }
+    printf("\n%s\n", missed ? "bench_plan: some targets missed (see NO above)"
+                            : "bench_plan: every target met");
+    dist_sampler_free(smp);
+    balance_ws_free(ws);
+    balance_result_free(&r);
+    dist_free(&d);
+    free(lens);
+    free(ws_w);
+    free(t);
+    free(tp);
+    free(idx);
+    free(load);
+    free(pool);
+    free(dh);
+    return 0;
+}
