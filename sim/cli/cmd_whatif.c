@@ -193,9 +193,12 @@ int cmd_whatif(int argc, char **argv)
     }
     whatif_print_table(stdout, rows, n);
     printf("\n  imb = slowest / mean GPU step time (mean and 99th percentile over the steps); idle = "
-           "1 - mean/max.\n  attn = slowest GPU's FMHA per step (all layers, fwd + bwd; mean of %d "
-           "steps): one launch vs grouped.\n",
-           s.attn_steps < s.steps ? s.attn_steps : s.steps);
+           "1 - mean/max.\n");
+    if (s.attn_steps > 0)
+        printf("  attn = slowest GPU's FMHA per step (all layers, fwd + bwd; mean of %d steps): one "
+               "launch vs grouped.\n", s.attn_steps < s.steps ? s.attn_steps : s.steps);
+    else
+        printf("  attention not timed (--attn-steps 0).\n");
     if (csv) {
         if (whatif_write_csv(csv, rows, n, &err)) {
             cli_error("whatif", &err);
