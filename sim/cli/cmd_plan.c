@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "inputs.h"
+#include "group.h"
 #include "plan.h"
 
 const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan file";
@@ -145,6 +146,38 @@ int cmd_plan(int argc, char **argv)
            groups, p.streams, p.streams > 1 ? "s" : "", p.pred_attn_us / 1e3,
            p.pred_attn_grouped_us / 1e3,
            p.pred_attn_us > 0 ? 100 * (1 - p.pred_attn_grouped_us / p.pred_attn_us) : 0);
+    /* The grouping on a typical GPU batch, against one launch and the fixed buckets. */
+    int *tl = malloc((size_t)batch * sizeof *tl);
+    if (!tl) {
+        fprintf(stderr, "unpad plan: out of memory\n");
+        goto out;
+    }
+    whatif_typical_batch(&in.dist, batch, tl);
+    static const int buckets[] = {128, 256, 384, 512};
+    group_plan g1, gs, gp;
+    int L = in.model.layers, H = in.model.heads;
+    if (group_plan_bounds(&in.hw, &in.calib, H, tl, batch, buckets, 4, 1, &g1, &err) ||
+        group_plan_bounds(&in.hw, &in.calib, H, tl, batch, buckets, 4, s.max_streams, &gs, &err) ||
+        group_plan_bounds(&in.hw, &in.calib, H, tl, batch, p.fmha_bounds,
+                          p.fmha_nb > 0 ? p.fmha_nb : 0, p.streams, &gp, &err)) {
+        free(tl);
+        cli_error("plan", &err);
+        goto out;
+    }
+    double one_up = group_one_launch_us(&in.hw, &in.calib, H, tl, batch);
+    for (int i = 0, j = batch - 1; i < j; i++, j--) { /* longest first */
+        int t = tl[i];
+        tl[i] = tl[j];
+        tl[j] = t;
+    }
+    double one_down = group_one_launch_us(&in.hw, &in.calib, H, tl, batch);
+    free(tl);
+    printf("  FMHA on a typical GPU batch (the distribution's %d quantiles), per step (%d layers, "
+           "fwd + bwd):\n", batch, L);
+    printf("    one launch %.2f ms shortest first, %.2f ms longest first | buckets 128/256/384/512 "
+           "on 1 stream %.2f ms, on %d stream%s %.2f ms | plan %.2f ms\n",
+           L * one_up / 1e3, L * one_down / 1e3, L * g1.total_us / 1e3, gs.streams, gs.streams > 1 ? "s" : "",
+           L * gs.total_us / 1e3, L * gp.total_us / 1e3);
     if (out) {
         if (plan_write(out, &p, &err)) {
             cli_error("plan", &err);
