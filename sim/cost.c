@@ -79,7 +79,7 @@ double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int
     if (!h)
         return 0;
     memset(h, 0, sizeof(double) * (size_t)slots);
-    const int tile = 128;
+    const int tile = COST_FMHA_TILE;
     double end = 0;
     /* Launch order: sequence-major, heads, then query tiles (blockIdx.x fastest). Each tile goes to
      * the slot that frees first, as the hardware block scheduler does. */

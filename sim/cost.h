@@ -26,8 +26,11 @@ int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c
 /* Predicted time of one operator instance. */
 double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
 
-/* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd).
- * Every launch in `streams` > 1 overlapping launches shares the multiprocessors. */
+/* Query rows per FMHA tile (one CTA per sequence, head and tile), as the kernels launch them. */
+#define COST_FMHA_TILE 128
+
+/* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd):
+ * tiles go in launch order to the multiprocessor slot that frees first. */
 double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir);
 
 /* Time of one FMHA tile (CTA) with q_rows query rows against kv_len keys, dir 0 fwd / 1 bwd. */

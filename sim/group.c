@@ -10,7 +10,7 @@
 #include "cost.h"
 
 /* Query rows per FMHA tile: the same tile cost.c's simulation dispatches. */
-#define GROUP_FMHA_TILE 128
+#define GROUP_FMHA_TILE COST_FMHA_TILE
 
 void group_opts_default(group_opts *o)
 {
