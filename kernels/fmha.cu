@@ -14,9 +14,9 @@
  * registers. dS^T goes through shared memory once so that the CTA can add dS K into an fp32 dQ
  * accumulator in the workspace (float2 atomics: several key tiles add to the same rows). A small
  * kernel first computes D = rowsum(dout .* out) and zeroes the group's dQ rows and completion
- * counters; the last CTA of each (sequence, head) to finish converts its dQ rows to bf16 (the
- * "+cvt" shapes use a separate pass instead). Every kernel touches only its group's tokens, so
- * groups may run concurrently on different streams with one workspace. */
+ * counters; a last pass converts dQ to bf16 (the "fused-cvt" shapes instead let the last CTA of
+ * each (sequence, head) convert its rows: slower, kept for comparison). Every kernel touches only
+ * its group's tokens, so groups may run concurrently on different streams with one workspace. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -780,8 +780,12 @@ typedef void (*FwdFn)(bf16 *, float *, const bf16 *, const int32_t *, const Args
 typedef void (*BwdFn)(bf16 *, float *, int *, const float *, const bf16 *, const float *,
                       const bf16 *, const int32_t *, const Args &, cudaStream_t);
 
-/* Shape 0 is the launchers' default (fastest in bench_fmha on the H200). Names: query rows (q) /
- * keys (k) per CTA, warps; "+cvt": dQ converted by a separate pass instead of the last CTA. */
+/* Measured on the H200 (bench_fmha, 56 Wikipedia-distributed lengths, 16 heads): forward shape 0
+ * is fastest without dropout (0.131 ms); with dropout its 8-warp CTAs hold too many registers for
+ * two per SM, so the launcher uses shape 1 then. Backward shape 0 is fastest (0.403 ms). The
+ * "fused-cvt" shapes (last CTA per (sequence, head) converts dQ) measured 25-50% slower: the
+ * conversion runs latency-bound in one CTA; they stay for comparison. Names: query rows (q) /
+ * keys (k) per CTA, warps (w). */
 const struct {
     FwdFn fn;
     const char *name;
@@ -790,17 +794,18 @@ const struct {
     {launch_fwd<4, 1>, "fwd q64 w4"},
     {launch_fwd<4, 2>, "fwd q128 w4"},
 };
+constexpr int FWD_SHAPE_DROPOUT = 1;
 const struct {
     BwdFn fn;
     const char *name;
     bool fused;
 } bwd_shapes[] = {
-    {launch_bwd_main<4, 32, true>, "bwd k64 q32 w4", true},
-    {launch_bwd_main<4, 64, true>, "bwd k64 q64 w4", true},
-    {launch_bwd_main<8, 64, true>, "bwd k128 q64 w8", true},
-    {launch_bwd_main<4, 32, false>, "bwd k64 q32 w4 +cvt", false},
-    {launch_bwd_main<4, 64, false>, "bwd k64 q64 w4 +cvt", false},
-    {launch_bwd_main<8, 64, false>, "bwd k128 q64 w8 +cvt", false},
+    {launch_bwd_main<4, 32, false>, "bwd k64 q32 w4", false},
+    {launch_bwd_main<8, 64, false>, "bwd k128 q64 w8", false},
+    {launch_bwd_main<4, 64, false>, "bwd k64 q64 w4", false},
+    {launch_bwd_main<4, 32, true>, "bwd k64 q32 w4 fused-cvt", true},
+    {launch_bwd_main<4, 64, true>, "bwd k64 q64 w4 fused-cvt", true},
+    {launch_bwd_main<8, 64, true>, "bwd k128 q64 w8 fused-cvt", true},
 };
 constexpr int N_FWD = (int)(sizeof fwd_shapes / sizeof fwd_shapes[0]);
 constexpr int N_BWD = (int)(sizeof bwd_shapes / sizeof bwd_shapes[0]);
@@ -874,8 +879,8 @@ extern "C" void fmha_fwd(bf16 *out, float *lse, const bf16 *qkv, const int32_t *
                          int NH, int seq_begin, int seq_end, int max_len, float p_drop,
                          uint64_t seed, uint64_t stream_id, cudaStream_t stream)
 {
-    fmha_fwd_shape(0, out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end, max_len, p_drop, seed,
-                   stream_id, stream);
+    fmha_fwd_shape(p_drop > 0.0f ? FWD_SHAPE_DROPOUT : 0, out, lse, qkv, cu_seqlens, T, NH,
+                   seq_begin, seq_end, max_len, p_drop, seed, stream_id, stream);
 }
 
 extern "C" void fmha_bwd(bf16 *dqkv, void *workspace, const bf16 *dout, const bf16 *out,
