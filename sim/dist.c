@@ -383,6 +383,11 @@ void dist_sample(dist_sampler *s, int *len, int n)
         len[i] = (int)gsl_ran_discrete(s->rng, s->table);
 }
 
+void dist_sampler_seed(dist_sampler *s, uint64_t seed)
+{
+    gsl_rng_set(s->rng, (unsigned long)(seed ? seed : 1));
+}
+
 unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n)
 {
     return gsl_rng_uniform_int(s->rng, n);
