@@ -145,13 +145,17 @@ static int get_synthetic(batch_source *s, int64_t pos, int n, shard_batch *b, un
     int rc = dist_sampler_alloc(s->dist, s->seed * 1000003ull + (uint64_t)pos + 1, &ds, err);
     if (rc)
         return rc;
-    uint64_t x = s->seed ^ ((uint64_t)pos * 0x9E3779B97F4A7C15ull);
     b->n = n;
     b->T = 0;
     b->P = 0;
     b->max_seqlen = 0;
     b->cu_seqlens[0] = 0;
     for (int k = 0; k < n; k++) {
+        /* Each sample is a function of (seed, its own position) alone, so any selection of
+         * positions (balanced micro-batches, another rank count) sees the same samples. */
+        uint64_t p = (uint64_t)pos + (uint64_t)k;
+        dist_sampler_seed(ds, s->seed * 1000003ull + p + 1);
+        uint64_t x = s->seed ^ (p * 0x9E3779B97F4A7C15ull);
         int len;
         dist_sample(ds, &len, 1);
         if (len > maxl)
