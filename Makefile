@@ -42,6 +42,14 @@ GSL_CFLAGS  := $(shell pkg-config --cflags gsl 2>/dev/null) $(DEPS_INC)
 GSL_LIBS    := $(or $(shell pkg-config --libs gsl 2>/dev/null),-lgsl -lgslcblas -lm) $(DEPS_LIB)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS  := $(or $(shell pkg-config --libs check 2>/dev/null),-lcheck -lsubunit -lrt -lpthread -lm)
+ifneq ($(DEPS),)
+ifeq ($(shell pkg-config --exists gsl 2>/dev/null && echo 1),)
+# Unpacked packages travel without their symbolic links: link their static archives instead.
+DEPS_A     := $(DEPS)/usr/lib/x86_64-linux-gnu
+GSL_LIBS   := $(DEPS_A)/libgsl.a $(DEPS_A)/libgslcblas.a -lm
+CHECK_LIBS := $(DEPS_A)/libcheck.a $(DEPS_A)/libsubunit.a -lrt -lpthread -lm
+endif
+endif
 
 WARN    := -Wall -Wextra -Wshadow -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
