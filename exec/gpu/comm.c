@@ -27,13 +27,37 @@ static const char *env_first(const char *const *names)
     return NULL;
 }
 
+static int comm_has_nccl(const comm_t *c)
+{
+#ifdef UNPAD_HAVE_NCCL
+    return c->nccl != NULL;
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
+int comm_uses_nccl(const comm_t *c) { return comm_has_nccl(c); }
+
 static volatile sig_atomic_t g_stop;
+
 static void on_signal(int sig) { g_stop = sig; }
 
 int comm_spawn(int nproc, int *is_parent)
 {
     *is_parent = 0;
-    if (nproc <= 1 || getenv("UNPAD_RANK"))
+    if (getenv("UNPAD_RANK"))
+        return 0;
+    if (nproc == 1) { /* one rank, but through the multi-process path: a real NCCL communicator */
+        char id_path[256];
+        snprintf(id_path, sizeof id_path, "/tmp/unpad-nccl-id-%d-%ld", (int)getpid(), (long)time(NULL));
+        setenv("UNPAD_RANK", "0", 1);
+        setenv("UNPAD_LOCAL_RANK", "0", 1);
+        setenv("UNPAD_WORLD", "1", 1);
+        setenv("UNPAD_NCCL_ID_FILE", id_path, 1);
+        return 0;
+    }
+    if (nproc < 1)
         return 0;
     *is_parent = 1;
     char id_path[256];
@@ -180,8 +204,8 @@ int comm_init(comm_t *c)
     }
     c->device = c->local_rank % ndev;
     cudaCheck(cudaSetDevice(c->device));
-    if (c->size == 1)
-        return 0;
+    if (c->size == 1 && c->launcher == COMM_SINGLE)
+        return 0; /* a plain single-GPU run needs no communicator */
 #ifdef UNPAD_HAVE_NCCL
     ncclUniqueId id;
     if (c->rank == 0)
@@ -200,6 +224,8 @@ int comm_init(comm_t *c)
         }
         if (id_through_file(path, c->rank, &id))
             return 1;
+        if (c->rank == 0 && c->size == 1)
+            unlink(path);
     }
     ncclCheck(ncclCommInitRank(&c->nccl, c->size, id, c->rank));
     return 0;
@@ -226,7 +252,7 @@ void comm_free(comm_t *c)
 void comm_allreduce_sum_f32(comm_t *c, float *buf, size_t n, cudaStream_t stream)
 {
 #ifdef UNPAD_HAVE_NCCL
-    if (c->size > 1)
+    if (c->nccl)
         ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c->nccl, stream));
 #else
     (void)c; (void)buf; (void)n; (void)stream;
@@ -235,7 +261,7 @@ void comm_allreduce_sum_f32(comm_t *c, float *buf, size_t n, cudaStream_t stream
 
 void comm_allgather_i32(comm_t *c, const int32_t *send, int32_t *recv, size_t count, cudaStream_t stream)
 {
-    if (c->size == 1) {
+    if (c->size == 1 && !comm_has_nccl(c)) {
         if (send != recv)
             cudaCheck(cudaMemcpyAsync(recv, send, count * sizeof *send, cudaMemcpyDeviceToDevice, stream));
         return;
@@ -248,7 +274,7 @@ void comm_allgather_i32(comm_t *c, const int32_t *send, int32_t *recv, size_t co
 void comm_exchange_i32(comm_t *c, int32_t *const *send, const int64_t *send_words,
                        int32_t *const *recv, const int64_t *recv_words, cudaStream_t stream)
 {
-    if (c->size == 1)
+    if (!comm_has_nccl(c))
         return;
 #ifdef UNPAD_HAVE_NCCL
     ncclCheck(ncclGroupStart());

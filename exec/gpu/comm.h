@@ -7,6 +7,8 @@
  *                                      with MPI, else through a file on the (single) host.
  *   bin/unpad-train --nproc N ...      the process forks N ranks and supervises them; the NCCL id
  *                                      goes through a unique-id file.
+ *   bin/unpad-train --nproc 1 ...      one rank through the multi-process path (a real NCCL
+ *                                      communicator of one rank: the path tested on one GPU).
  *   (neither)                          one rank, no NCCL communicator needed.
  * A rank that fails makes all ranks stop: under --nproc the supervisor kills the others and says
  * which rank failed and how; under mpirun the launcher does (a rank exits non-zero). */
@@ -51,8 +53,10 @@ int comm_spawn(int nproc, int *is_parent);
  * when size > 1. Returns 0, or prints the reason and returns 1. */
 int comm_init(comm_t *c);
 void comm_free(comm_t *c);
+/* 1 when collectives go through an NCCL communicator (several ranks, or one under a launcher). */
+int comm_uses_nccl(const comm_t *c);
 
-/* Collectives on `stream` (no-ops with one rank). */
+/* Collectives on `stream` (NCCL calls whenever a communicator exists, also of one rank). */
 void comm_allreduce_sum_f32(comm_t *c, float *buf, size_t n, cudaStream_t stream);
 void comm_allgather_i32(comm_t *c, const int32_t *send, int32_t *recv, size_t count_per_rank,
                         cudaStream_t stream);

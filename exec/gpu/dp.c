@@ -123,6 +123,19 @@ void dp_free(dp *d)
 
 int dp_rank_count(const dp *d, int v) { return d->count[v]; }
 
+long dp_global_predictions(const dp *d)
+{
+    long p = 0;
+    for (int i = 0; i < d->n; i++)
+        p += d->npred[i];
+    return p;
+}
+
+void dp_after(dp *d, cudaEvent_t ev)
+{
+    cudaCheck(cudaStreamWaitEvent(d->s, ev, 0));
+}
+
 typedef struct {
     dp *d;
     int base; /* global index of own[0] */
@@ -222,7 +235,7 @@ int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred
         d->pairs[2 * (base + k) + 1] = s->npred;
     }
     /* 2. all-gather the (length, predictions) of every sample */
-    if (P > 1) {
+    if (P > 1 || comm_uses_nccl(c)) { /* one rank under a launcher goes through NCCL too */
         cudaCheck(cudaMemcpyAsync(d->d_pairs + 2 * base, d->pairs + 2 * base, sizeof(int32_t) * 2 * own,
                                   cudaMemcpyHostToDevice, d->s));
         comm_allgather_i32(c, d->d_pairs + 2 * base, d->d_pairs, 2 * (size_t)own, d->s);

@@ -38,7 +38,12 @@ void dp_free(dp *d);
  * compute (the balanced weights in microseconds), or NULL. */
 int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred_us, unpad_err *err);
 
-/* Global index range of the last step's samples on virtual rank v (for traces): count. */
+/* Samples on local virtual rank v in the last dp_step. */
 int dp_rank_count(const dp *d, int v);
+/* Masked predictions in the whole global batch of the last dp_step (the MLM loss normaliser). */
+long dp_global_predictions(const dp *d);
+/* Orders the next step's collectives after `ev` (recorded after the gradient all-reduce was
+ * enqueued): NCCL calls on one communicator must not run concurrently from two streams. */
+void dp_after(dp *d, cudaEvent_t ev);
 
 #endif

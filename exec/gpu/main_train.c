@@ -13,12 +13,18 @@
 #include "common.h"
 #include "dist.h"
 #include "gpu/bert.h"
+#include "balance.h"
+#include "calib.h"
+#include "cost.h"
 #include "gpu/ckpt.h"
+#include "gpu/comm.h"
+#include "gpu/dp.h"
 #include "gpu/dump.h"
 #include "gpu/optrace.h"
 #include "gpu/source.h"
 #include "model.h"
 #include "ops.h"
+#include "plan.h"
 
 static void usage(FILE *f)
 {
@@ -38,6 +44,13 @@ static void usage(FILE *f)
             "  --no-dropout       no dropout (the peer comparison)\n"
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
+            "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
+            "                     none | sort-deal | lpt | kk | pack (default: no balancing, loader order)\n"
+            "  --count C          equal | free sequence counts per rank (equal)\n"
+            "  --plan F           take policy and count from a plan written by 'unpad plan'\n"
+            "  --calib F          cost-model coefficients for the balanced per-sequence cost\n"
+            "  --nproc N          start N ranks (one GPU each) and supervise them; with N = 1 the\n"
+            "                     single rank still goes through NCCL (or launch with mpirun -np N)\n"
             "  --log-every k      progress line every k steps (10)\n"
             "  --eval F           held-out shard; --eval-every k (0: at the end only), --eval-batches n (20)\n"
             "  --save DIR         checkpoint every --save-every k steps (0: at the end only) and at the end\n"
@@ -52,7 +65,8 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *model, *data, *dist, *eval, *save, *resume, *trace, *trace_json, *hw;
-    const char *dump_w, *dump_g;
+    const char *dump_w, *dump_g, *policy, *count, *plan, *calib;
+    int nproc;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
     int no_dropout, gelu_erf, trace_a, trace_b;
     double lr, wd, max_norm;
@@ -85,7 +99,8 @@ static int parse_args(int argc, char **argv, train_args *a)
 {
     enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
            O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
-           O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_HELP };
+           O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
+           O_NPROC, O_HELP };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
@@ -96,7 +111,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"save-every", 1, 0, O_SEVERY}, {"resume", 1, 0, O_RESUME}, {"trace", 1, 0, O_TRACE},
         {"trace-json", 1, 0, O_TJSON}, {"trace-steps", 1, 0, O_TSTEPS}, {"hw", 1, 0, O_HW},
         {"dump-weights", 1, 0, O_DW}, {"dump-grads", 1, 0, O_DG}, {"fp32", 0, 0, O_FP32},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"policy", 1, 0, O_POLICY}, {"count", 1, 0, O_COUNT}, {"plan", 1, 0, O_PLAN},
+        {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->lr = 4.25e-4;
     a->wd = 0.01;
@@ -161,6 +177,23 @@ static int parse_args(int argc, char **argv, train_args *a)
             fprintf(stderr, "unpad-train: --fp32 is not available: the FMHA and the memory-bound kernels "
                             "are bf16 only (the peer comparison uses bf16 bounds)\n");
             return 1;
+        case O_POLICY:
+            if (balance_policy_from_name(optarg) < 0) {
+                fprintf(stderr, "unpad-train: --policy: '%s' is not none, sort-deal, lpt, kk or pack\n", optarg);
+                bad = 1;
+            }
+            a->policy = optarg;
+            break;
+        case O_COUNT:
+            if (balance_count_from_name(optarg) < 0) {
+                fprintf(stderr, "unpad-train: --count: '%s' is not equal or free\n", optarg);
+                bad = 1;
+            }
+            a->count = optarg;
+            break;
+        case O_PLAN: a->plan = optarg; break;
+        case O_CALIB: a->calib = optarg; break;
+        case O_NPROC: bad |= arg_int("--nproc", optarg, 1, 4096, &a->nproc); break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return 1;
         }
@@ -268,6 +301,14 @@ int main(int argc, char **argv)
     train_args a;
     if (parse_args(argc, argv, &a))
         return 2;
+    /* Ranks are started (or found) before anything touches the GPU: fork after CUDA is unsafe. */
+    int is_parent = 0, spawn_rc = comm_spawn(a.nproc, &is_parent);
+    if (is_parent)
+        return spawn_rc;
+    comm_t comm;
+    if (comm_init(&comm))
+        return 1;
+    int rank0 = comm.rank == 0;
     unpad_err err = {0};
     model_cfg cfg;
     hw_spec hw;
@@ -289,12 +330,41 @@ int main(int argc, char **argv)
     if (a.eval && source_shard(&cfg, a.eval, 0, &evsrc, &err))
         return fail("evaluation data", &err);
 
-    int K = a.vranks, B = a.batch;
+    int K = a.vranks, B = a.batch, R = comm.size * K;
+    int64_t step_samples = (int64_t)R * B;
+    int balanced = a.policy || a.plan || comm.launcher != COMM_SINGLE;
+    balance_policy policy = BAL_NONE;
+    balance_count count = BAL_EQUAL;
+    seq_cost scost;
+    int weights_tokens = 0;
+    if (balanced) {
+        if (a.plan) {
+            unpad_plan plan;
+            if (plan_load(a.plan, &plan, &err))
+                return fail("plan", &err);
+            policy = plan.policy;
+            count = plan.count;
+            scost = plan.cost;
+            weights_tokens = plan.weights_tokens;
+        } else {
+            calib_coef cc;
+            if (a.calib ? calib_load(a.calib, &hw, &cc, &err) : (calib_default(&hw, &cc), 0))
+                return fail("calibration", &err);
+            if (cost_seq_model(&cfg, &hw, &cc, &scost, &err))
+                return fail(NULL, &err);
+        }
+        if (a.policy)
+            policy = (balance_policy)balance_policy_from_name(a.policy);
+        if (a.count)
+            count = (balance_count)balance_count_from_name(a.count);
+    }
+    /* with free counts a rank may take more, shorter sequences than B */
+    int seq_cap = balanced && count == BAL_FREE ? (4 * B < R * B ? 4 * B : R * B) : B;
     int max_len = source_max_len(src);
     if (evsrc && source_max_len(evsrc) > max_len)
         max_len = source_max_len(evsrc);
     bert_options opt = {.gelu_erf = a.gelu_erf, .dropout = !a.no_dropout, .seed = (uint64_t)a.seed,
-                        .max_tokens = B * max_len, .max_seqs = B,
+                        .max_tokens = B * max_len, .max_seqs = seq_cap,
                         .max_preds = B * cfg.max_predictions};
     int dev = 0;
     struct cudaDeviceProp prop;
@@ -305,7 +375,17 @@ int main(int argc, char **argv)
         return fail(NULL, &err);
     cudaStream_t s;
     cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dp *dpp = NULL;
+    if (balanced) {
+        dp_options o = {.K = K, .B = B, .max_len = max_len, .max_pred = cfg.max_predictions,
+                        .policy = policy, .count = count, .cost = weights_tokens ? NULL : &scost};
+        if (!(dpp = dp_create(&comm, &o, opt.max_tokens, &err)))
+            return fail(NULL, &err);
+    }
 
+    if (!rank0) /* one voice: rank 0 reports for all */
+        if (!freopen("/dev/null", "w", stdout))
+            perror("stdout");
     printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s\n", cfg.name, cfg.layers,
            cfg.hidden, (long long)model_param_count(&cfg), prop.name);
     printf("  data %s\n", source_describe(src));
@@ -315,6 +395,12 @@ int main(int argc, char **argv)
            a.gelu_erf ? "erf" : "tanh");
     printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch)\n",
            bert_device_bytes(b) / 1073741824.0, opt.max_tokens);
+    if (balanced)
+        printf("  %d rank%s x %d virtual = %d ranks; every step balanced with %s, %s counts, on %s "
+               "(cost %.3g + %.3g len + %.3g len^2 us)%s\n", comm.size, comm.size == 1 ? "" : "s", K, R,
+               balance_policy_name(policy), balance_count_name(count), weights_tokens ? "tokens" : "predicted cost",
+               scost.c0, scost.c1, scost.c2,
+               comm.launcher == COMM_SINGLE ? "" : ", NCCL all-reduce of the gradients");
 
     ckpt_state st = {.step = 0, .data_pos = 0, .seed = (uint64_t)a.seed, .batch = B, .ranks = K};
     if (a.resume) {
@@ -347,9 +433,18 @@ int main(int argc, char **argv)
 
     /* two sets of K micro-batches: the next step's are read while the GPU runs this one's */
     shard_batch *bufs = calloc(2 * (size_t)K, sizeof *bufs);
-    int *lens = malloc((size_t)B * sizeof *lens);
+    int *lens = malloc((size_t)seq_cap * sizeof *lens);
+    /* predicted cost per rank of the current and the prefetched global batch, like bufs */
+    double *pred_buf = calloc(2 * (size_t)R, sizeof *pred_buf), *meas_us = calloc((size_t)K, sizeof *meas_us);
+    cudaEvent_t ev_ar;
+    cudaCheck(cudaEventCreateWithFlags(&ev_ar, cudaEventDisableTiming));
+    cudaEvent_t *evr = calloc(2 * (size_t)K, sizeof *evr);
     for (int r = 0; r < 2 * K; r++)
-        if (shard_batch_alloc(&bufs[r], B, (long)B * max_len, (long)B * cfg.max_predictions)) {
+        cudaCheck(cudaEventCreate(&evr[r]));
+    double imb_meas_sum = 0, imb_pred_sum = 0;
+    int imb_steps = 0;
+    for (int r = 0; r < 2 * K; r++)
+        if (shard_batch_alloc(&bufs[r], seq_cap, (long)B * max_len, (long)B * cfg.max_predictions)) {
             fprintf(stderr, "unpad-train: out of host memory for the batches\n");
             return 1;
         }
@@ -369,10 +464,17 @@ int main(int argc, char **argv)
         int tracing = tr && step >= a.trace_a && step <= a.trace_b;
         /* the global batch: K micro-batches from the sample stream */
         shard_batch *mb = bufs + (size_t)cur * K;
-        if (!have_next)
-            for (int r = 0; r < K; r++)
-                if (source_get(src, st.data_pos + (int64_t)r * B, B, &mb[r], &err))
+        if (!have_next) {
+            if (dpp) {
+                if (dp_step(dpp, src, st.data_pos, mb, pred_buf + (size_t)cur * R, &err))
                     return fail("data", &err);
+            } else {
+                for (int r = 0; r < K; r++)
+                    if (source_get(src, st.data_pos + (int64_t)r * B, B, &mb[r], &err))
+                        return fail("data", &err);
+            }
+        }
+        const double *pred_us = pred_buf + (size_t)cur * R;
         long Ptot = 0, Ntot = 0;
         double flops = 0;
         for (int r = 0; r < K; r++) {
@@ -380,6 +482,11 @@ int main(int argc, char **argv)
             Ntot += mb[r].n;
             batch_lengths(&mb[r], lens);
             flops += ops_model_flops(&cfg, lens, mb[r].n);
+        }
+        if (dpp) { /* the loss is normalised over the GLOBAL batch, whatever each rank holds */
+            Ptot = dp_global_predictions(dpp);
+            Ntot = (long)step_samples;
+            flops *= comm.size; /* throughput is reported for all ranks */
         }
         bert_set_hooks(b, NULL);
         if (tracing) {
@@ -399,9 +506,21 @@ int main(int argc, char **argv)
                 batch_lengths(&mb[r], lens);
                 optrace_rank_begin(tr, r, K, lens, mb[r].n);
             }
-            uint64_t dseed = mix64((uint64_t)a.seed * 0x100000001B3ull ^ mix64((uint64_t)step * 4096 + r));
+            uint64_t dseed = mix64((uint64_t)a.seed * 0x100000001B3ull ^
+                                   mix64((uint64_t)step * 4096 + (uint64_t)(comm.rank * K + r)));
+            cudaCheck(cudaEventRecord(evr[2 * r], s));
             bert_forward(b, dseed, s);
             bert_backward(b, 1.0f / (float)(Ptot > 0 ? Ptot : 1), 1.0f / (float)Ntot, s);
+            cudaCheck(cudaEventRecord(evr[2 * r + 1], s));
+        }
+        if (comm.launcher != COMM_SINGLE) {
+            if (tracing)
+                optrace_op_begin(tr, OP_ALLREDUCE, s);
+            comm_allreduce_sum_f32(&comm, bert_grad(b), (size_t)bert_param_count(b), s);
+            if (tracing)
+                optrace_op_end(tr, OP_ALLREDUCE, s);
+            cudaCheck(cudaEventRecord(ev_ar, s));
+            dp_after(dpp, ev_ar);
         }
         if (step == (int)st.step + 1 && a.dump_w) {
             /* the weights the first step saw (before its LAMB update) */
@@ -446,9 +565,14 @@ int main(int argc, char **argv)
         have_next = 0;
         if (step < a.steps) {
             shard_batch *nb = bufs + (size_t)(1 - cur) * K;
-            for (int r = 0; r < K; r++)
-                if (source_get(src, st.data_pos + (int64_t)(K + r) * B, B, &nb[r], &err))
+            if (dpp) {
+                if (dp_step(dpp, src, st.data_pos + step_samples, nb, pred_buf + (size_t)(1 - cur) * R, &err))
                     return fail("data", &err);
+            } else {
+                for (int r = 0; r < K; r++)
+                    if (source_get(src, st.data_pos + (int64_t)(K + r) * B, B, &nb[r], &err))
+                        return fail("data", &err);
+            }
             have_next = 1;
         }
         double ml, nl, mc, nc;
@@ -464,8 +588,27 @@ int main(int argc, char **argv)
             first_loss = loss;
         last_loss = loss;
         last_acc = Ptot ? mc / Ptot : 0;
+        /* each virtual rank's compute, measured, beside its predicted cost */
+        double mmax = 0, mmean = 0;
+        for (int r = 0; r < K; r++) {
+            float ms;
+            cudaCheck(cudaEventElapsedTime(&ms, evr[2 * r], evr[2 * r + 1]));
+            meas_us[r] = 1e3 * ms;
+            mmean += meas_us[r] / K;
+            mmax = meas_us[r] > mmax ? meas_us[r] : mmax;
+        }
+        double pmax = 0, pmean = 0;
+        for (int g = 0; g < R; g++) {
+            pmean += pred_us[g] / R;
+            pmax = pred_us[g] > pmax ? pred_us[g] : pmax;
+        }
+        if (dpp && K > 1 && steps_run > 0) { /* step 1 warms up: left out */
+            imb_meas_sum += mmean > 0 ? mmax / mmean : 0;
+            imb_pred_sum += pmean > 0 ? pmax / pmean : 0;
+            imb_steps++;
+        }
         st.step = step;
-        st.data_pos += (int64_t)K * B;
+        st.data_pos += step_samples;
         cur = have_next ? 1 - cur : cur;
         steps_run++;
         /* the first step (plans, warm-up) is left out of the throughput; wall time per step */
@@ -489,7 +632,10 @@ int main(int argc, char **argv)
                    step, win_loss / win_steps, win_mlm / win_steps, win_nsp / win_steps,
                    win_acc_p ? win_acc_c / win_acc_p : 0, hp.lr, win_samples / dt, win_flops / dt * 1e-12,
                    1e3 * dt / win_steps);
-            if (tracing && K > 1) {
+            if (dpp && K > 1) {
+                printf(" | rank max/mean %.3f (predicted %.3f)", mmean > 0 ? mmax / mmean : 0,
+                       pmean > 0 ? pmax / pmean : 0);
+            } else if (tracing && K > 1) {
                 double mx = 0, mean = 0;
                 for (int r = 0; r < K; r++) {
                     mean += rank_us[r] / K;
@@ -508,7 +654,7 @@ int main(int argc, char **argv)
             evaluate(b, evsrc, a.eval_batches, B, &bufs[(size_t)(1 - cur) * K], s, &acc, &el);
             printf("eval  %6d | mlm loss %.4f | mlm acc %.4f\n", step, el, acc);
         }
-        if (a.save && ((a.save_every && step % a.save_every == 0) || step == a.steps)) {
+        if (rank0 && a.save && ((a.save_every && step % a.save_every == 0) || step == a.steps)) {
             if (ckpt_save(a.save, b, &st, &err))
                 return fail("checkpoint", &err);
             printf("  checkpoint %s/ckpt.bin at step %d\n", a.save, step);
@@ -528,7 +674,20 @@ int main(int argc, char **argv)
            steps_run, wall, first_loss, last_loss, last_acc, tot_time > 0 ? tot_samples / tot_time : 0,
            tot_time > 0 ? tot_flops / tot_time * 1e-12 : 0, (tot - fr) / 1073741824.0);
 
+    if (imb_steps)
+        printf("balance: %s, %s counts, %d ranks: measured rank max/mean %.4f, predicted %.4f (mean over %d "
+               "steps)\n", balance_policy_name(policy), balance_count_name(count), R, imb_meas_sum / imb_steps,
+               imb_pred_sum / imb_steps, imb_steps);
+
     optrace_free(tr);
+    dp_free(dpp);
+    for (int r = 0; r < 2 * K; r++)
+        cudaCheck(cudaEventDestroy(evr[r]));
+    free(evr);
+    free(pred_buf);
+    cudaCheck(cudaEventDestroy(ev_ar));
+    free(meas_us);
+    comm_free(&comm);
     if (tcsv)
         fclose(tcsv);
     if (tjson)
