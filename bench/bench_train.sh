@@ -87,9 +87,9 @@ if has resume; then
     mkdir -p "$R/bad"
     head -c -1000 "$R/ck/ckpt.bin" >"$R/bad/ckpt.bin"
     $T $args --resume "$R/bad" >"$R/bad.log" 2>&1
-    say "badckpt  truncated: rc=$? $(tail -1 "$R/bad.log" | cut -c1-150)"
+    say "badckpt  truncated: rc=$? $(grep 'unpad-train:' "$R/bad.log" | tail -1 | cut -c1-200)"
     $T ${args/bert-tiny/bert-base} --resume "$R/ck" >"$R/other.log" 2>&1
-    say "badckpt  other model: rc=$? $(tail -1 "$R/other.log" | cut -c1-200)"
+    say "badckpt  other model: rc=$? $(grep 'unpad-train:' "$R/other.log" | tail -1 | cut -c1-260)"
     say "resume   killed after step $last_killed, resumed from $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
 fi
 
@@ -112,5 +112,6 @@ if has torch; then
     say "torch    rc=$?"
     grep -A4 '^peer ' "$OUT/torch.log" | tee -a "$SUMMARY"
 fi
+tar czf "$OUT/logs.tgz" -C "$OUT" --exclude='*.bin' --exclude=logs.tgz . 2>/dev/null
 echo "---- summary"
 cat "$SUMMARY"

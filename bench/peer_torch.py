@@ -123,7 +123,7 @@ def build_unpadded(cfg, torch):
             super().__init__()
             self.word = nn.Embedding(V, H)
             self.pos = nn.Embedding(P, H)
-            self.type = nn.Embedding(TV, H)
+            self.tok_type = nn.Embedding(TV, H)
             self.ln = nn.LayerNorm(H, eps=eps)
             self.layers = nn.ModuleList([Layer() for _ in range(L)])
             self.pool = nn.Linear(H, H)
@@ -133,7 +133,7 @@ def build_unpadded(cfg, torch):
             self.dec_bias = nn.Parameter(torch.zeros(V))
 
         def forward(self, ids, types, positions, cu, maxlen, mpos, mlabels, cls_rows, nsp):
-            x = self.word(ids) + self.pos(positions) + self.type(types)
+            x = self.word(ids) + self.pos(positions) + self.tok_type(types)
             x = F.dropout(self.ln(x), pdrop, self.training)
             for layer in self.layers:
                 x = layer(x, cu, maxlen)
@@ -262,7 +262,7 @@ def main():
             f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
             ("model", "dist", "batch", "pad", "steps", "warmup", "seed")]
         # the compiled variant gets the compile limit on top of a generous run time
-        limit = 600 if v != "unpad-compile" else args.compile_limit + 120
+        limit = 100 if v != "unpad-compile" else args.compile_limit + 25
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
             sys.stdout.write(p.stdout)

@@ -21,6 +21,7 @@ struct gemm_ctx {
     void *workspace; /* GEMM_WORKSPACE_BYTES on the device */
     int fp32_exact;
     int nplans;
+    int fallbacks;    /* calls whose bucket plan did not take the exact shape */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
 };
 
@@ -230,6 +231,47 @@ int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *
 
 
 
+/* Dimensions are bucketed for the plan cache (8 buckets per octave above 64), so the token count
+ * changing every step does not ask the heuristic again every step: the algorithm is chosen for
+ * the bucket's largest shape and runs on the exact one. The choice depends on the bucket only,
+ * never on which shapes came first, so a run and its resumed continuation compute alike. */
+static int bucket(int x)
+{
+    if (x <= 64)
+        return x;
+    int l = 0;
+    while ((2 << l) <= x)
+        l++;
+    int gran = 1 << (l - 3);
+    return (x + gran - 1) / gran * gran;
+}
+
+static void layout_dims(cublasLtMatrixLayout_t lay, uint64_t rows, uint64_t cols, int64_t ldim)
+{
+    cublasCheck(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows));
+    cublasCheck(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols));
+    cublasCheck(cublasLtMatrixLayoutSetAttribute(lay, CUBLASLT_MATRIX_LAYOUT_LD, &ldim, sizeof ldim));
+}
+
+/* Points a plan made for a bucket at the exact shape s (same formulas as plan_make). */
+static void plan_set_shape(gemm_plan *p, const gemm_shape *s)
+{
+    if (s->trans_b)
+        layout_dims(p->la, s->K, s->N, s->K);
+    else
+        layout_dims(p->la, s->N, s->K, s->N);
+    if (s->trans_a)
+        layout_dims(p->lb, s->M, s->K, s->M);
+    else
+        layout_dims(p->lb, s->K, s->M, s->K);
+    layout_dims(p->ld, s->N, s->M, s->N);
+    if (epi_has_aux(s->epi)) {
+        int64_t ld = s->N;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                   sizeof ld));
+    }
+}
+
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
               float beta, void *bias, void *aux, cudaStream_t stream)
 {
@@ -242,11 +284,15 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     uint8_t align[5] = {(uint8_t)align_log2(A), (uint8_t)align_log2(B), (uint8_t)align_log2(D),
                         (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL),
                         (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL)};
-    uint64_t h = plan_hash(s, align);
+    gemm_shape sb = *s;
+    sb.M = bucket(s->M);
+    sb.N = bucket(s->N);
+    sb.K = bucket(s->K);
+    uint64_t h = plan_hash(&sb, align);
     gemm_plan *p = NULL;
     for (int probe = 0; probe < 16; probe++) {
         gemm_plan *q = &g->plans[(h + (uint64_t)probe) % GEMM_CACHE_SIZE];
-        if (plan_matches(q, s, align)) {
+        if (plan_matches(q, &sb, align)) {
             p = q;
             break;
         }
@@ -260,21 +306,34 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
         plan_release(p);
         g->nplans--;
     }
+    char why[160];
     if (!p->used) {
-        char why[160];
-        if (plan_make(g, p, s, align, bias, aux, why, sizeof why))
-            shape_fail(s, why);
+        if (plan_make(g, p, &sb, align, bias, aux, why, sizeof why))
+            shape_fail(&sb, why);
     } else {
         set_pointers(p, bias, aux);
     }
+    plan_set_shape(p, s);
     cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D,
                                        p->ld, &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+        /* the bucket's algorithm does not take this exact shape: a plan of its own, not cached */
+        gemm_plan q = {0};
+        if (plan_make(g, &q, s, align, bias, aux, why, sizeof why))
+            shape_fail(s, why);
+        st = cublasLtMatmul(g->lt, q.desc, &alpha, B, q.la, A, q.lb, &beta, D, q.ld, D, q.ld, &q.algo,
+                            g->workspace, GEMM_WORKSPACE_BYTES, stream);
+        plan_release(&q);
+        g->nplans--;
+        g->fallbacks++;
+    }
     if (st != CUBLAS_STATUS_SUCCESS) {
-        char why[128];
         snprintf(why, sizeof why, "matmul failed (status %d: %s)", (int)st, cublasGetStatusString(st));
         shape_fail(s, why);
     }
 }
+
+int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
 
 void gemm_linear_fwd(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *X, const void *W,
                      const void *bias, void *Y, void *aux, int gelu, cudaStream_t stream)

@@ -12,8 +12,8 @@
  * A and B are bf16 (fp32 in the --fp32 mode), accumulation is fp32 (CUBLAS_COMPUTE_32F), C/D is
  * bf16 or fp32 (fp32 with beta = 1 to accumulate weight gradients over micro-batches).
  *
- * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape and pointer
- * alignment; one 32 MiB workspace serves every call on the context's streams one at a time
+ * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape bucket (8 per
+ * octave: the token count changes every step) and pointer alignment; one 32 MiB workspace serves every call on the context's streams one at a time
  * (callers using several streams at once give each stream its own context). */
 #ifndef UNPAD_GEMM_H
 #define UNPAD_GEMM_H
@@ -91,8 +91,9 @@ void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, con
 void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
                             const void *X, float *dW, float beta, cudaStream_t stream);
 
-/* Plans made so far (for tests and the summary). */
+/* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);
+int gemm_ctx_fallbacks(const gemm_ctx *g);
 
 #ifdef __cplusplus
 }

@@ -258,6 +258,7 @@ static void batch_lengths(const shard_batch *sb, int *len)
 
 static int fail(const char *what, const unpad_err *err)
 {
+    fflush(stdout);
     fprintf(stderr, "unpad-train: %s%s%s\n", what ? what : "", what ? ": " : "", err->msg);
     return 1;
 }
