@@ -633,14 +633,17 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
     for (int it = 0; it < 12 && !converged; it++) {
         for (size_t q = 0; q < fc->nbatch; q++)
             fmha_decompose(hw, &cur, fc->batch[q], &bt[3 * q], &bt[3 * q + 1], &bt[3 * q + 2]);
-        /* Rows whose tiles, not the memory floor, set the time under the current coefficients. */
+        /* Rows whose tiles, not the memory floor, set the time: measured clearly above the floor.
+         * (Judging by the tile time under the current coefficients would keep a poor initial
+         * attn_eff from ever being corrected.) */
         size_t k = 0;
         for (size_t i = 0; i < fc->n; i++) {
             const row_ctx *x = &fc->rows[i];
             if (!x->len || x->multi || x->r->dur_us <= 0)
                 continue;
             double mem = x->oc.bytes / (hw->mem_bw_gbs * 1e3 * cur.bw_eff);
-            if (bt[3 * x->batch] >= mem)
+            double t = x->r->dur_us - x->oc.launches * cur.launch_us;
+            if (t > 1.05 * mem || bt[3 * x->batch] >= mem)
                 idx[k++] = i;
         }
         if (k < 3) {
