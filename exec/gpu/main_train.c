@@ -366,7 +366,7 @@ int main(int argc, char **argv)
         max_len = source_max_len(evsrc);
     bert_options opt = {.gelu_erf = a.gelu_erf, .dropout = !a.no_dropout, .seed = (uint64_t)a.seed,
                         .max_tokens = B * max_len, .max_seqs = seq_cap,
-                        .max_preds = B * cfg.max_predictions};
+                        .max_preds = B * cfg.max_predictions + (seq_cap - B)};
     int dev = 0;
     struct cudaDeviceProp prop;
     cudaCheck(cudaGetDevice(&dev));
@@ -445,7 +445,9 @@ int main(int argc, char **argv)
     double imb_meas_sum = 0, imb_pred_sum = 0;
     int imb_steps = 0;
     for (int r = 0; r < 2 * K; r++)
-        if (shard_batch_alloc(&bufs[r], seq_cap, (long)B * max_len, (long)B * cfg.max_predictions)) {
+        /* free counts: more, shorter sequences may round their 15% up once each */
+        if (shard_batch_alloc(&bufs[r], seq_cap, (long)B * max_len,
+                              (long)B * cfg.max_predictions + (seq_cap - B))) {
             fprintf(stderr, "unpad-train: out of host memory for the batches\n");
             return 1;
         }
