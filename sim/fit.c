@@ -826,38 +826,12 @@ out:
     return rc;
 }
 
-typedef struct {
-    double start, end;
-} span;
-
-static int cmp_span(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* Busy time (union of the intervals) of spans s[0..n), sorting them. */
-static double busy_time(span *s, size_t n)
-{
-    qsort(s, n, sizeof *s, cmp_span);
-    double busy = 0, a = s[0].start, b = s[0].end;
-    for (size_t i = 1; i < n; i++) {
-        if (s[i].start > b) {
-            busy += b - a;
-            a = s[i].start;
-            b = s[i].end;
-        } else if (s[i].end > b) {
-            b = s[i].end;
-        }
-    }
-    return busy + (b - a);
-}
 
 /* Step overhead: the idle time inside each (set, step, rank), its robust location. */
 static int fit_overhead(fit_ctx *fc, row_ctx **sorted, calib_coef *c, fit_result *out,
                         double **gaps_out, double **spans_out, size_t *ngaps, unpad_err *err)
 {
-    span *sp = malloc(fc->n * sizeof *sp);
+    trace_span *sp = malloc(fc->n * sizeof *sp);
     double *gap = malloc(fc->n * sizeof *gap), *tot = malloc(fc->n * sizeof *tot);
     int rc = UNPAD_OK;
     size_t n = 0, skipped = 0;
@@ -884,7 +858,7 @@ static int fit_overhead(fit_ctx *fc, row_ctx **sorted, calib_coef *c, fit_result
             if (sp[q].end > last)
                 last = sp[q].end;
         }
-        double busy = busy_time(sp, k);
+        double busy = trace_span_union(sp, k);
         /* Rows that overlap far beyond a few streams mean start_us was not recorded. */
         if (k > 1 && sum <= 1.5 * busy) {
             gap[n] = (last - first) - busy;

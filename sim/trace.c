@@ -190,6 +190,28 @@ fail:
     return rc;
 }
 
+static int span_cmp(const void *a, const void *b)
+{
+    const trace_span *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+double trace_span_union(trace_span *s, size_t n)
+{
+    qsort(s, n, sizeof *s, span_cmp);
+    double busy = 0, a = s[0].start, b = s[0].end;
+    for (size_t i = 1; i < n; i++) {
+        if (s[i].start > b) {
+            busy += b - a;
+            a = s[i].start;
+            b = s[i].end;
+        } else if (s[i].end > b) {
+            b = s[i].end;
+        }
+    }
+    return busy + (b - a);
+}
+
 double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus, int rank, int step,
                             int layers, const cost_step *st, double t0)
 {

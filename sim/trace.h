@@ -39,6 +39,15 @@ int trace_read(const char *path, trace_set *set, unpad_err *err);
 int trace_append(trace_set *set, const trace_row *r);
 void trace_set_free(trace_set *set);
 
+/* A busy interval of a trace (start_us, start_us + dur_us). */
+typedef struct {
+    double start, end;
+} trace_span;
+
+/* Time covered by the union of s[0..n) (n >= 1): overlapping operators on several streams count
+ * once. Sorts s by start. */
+double trace_span_union(trace_span *s, size_t n);
+
 /* Predicted rows of one GPU's step from the cost model: per layer for encoder operators, start
  * times laid end to end from t0. Returns the end time. */
 struct cost_step;

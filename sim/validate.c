@@ -139,35 +139,10 @@ static const trace_row **sorted_rows(const trace_set *s)
         }                                                                                          \
     } while (0)
 
-typedef struct {
-    double start, end;
-} span;
-
-static int cmp_span(const void *a, const void *b)
-{
-    const span *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static double union_time(span *s, size_t n)
-{
-    qsort(s, n, sizeof *s, cmp_span);
-    double busy = 0, a = s[0].start, b = s[0].end;
-    for (size_t i = 1; i < n; i++) {
-        if (s[i].start > b) {
-            busy += b - a;
-            a = s[i].start;
-            b = s[i].end;
-        } else if (s[i].end > b) {
-            b = s[i].end;
-        }
-    }
-    return busy + (b - a);
-}
 
 /* Measured and predicted time of the rows m[0..n) / p[0..n) of one (step, rank, op, layer). */
 static int set_time(const trace_row **m, const trace_row **p, size_t n, const validate_ctx *ctx,
-                    span *scratch, double *meas, double *pred, unpad_err *err)
+                    trace_span *scratch, double *meas, double *pred, unpad_err *err)
 {
     int streams = 0;
     for (size_t i = 0; i < n; i++) {
@@ -190,7 +165,7 @@ static int set_time(const trace_row **m, const trace_row **p, size_t n, const va
         scratch[i].start = m[i]->start_us;
         scratch[i].end = m[i]->start_us + m[i]->dur_us;
     }
-    *meas = union_time(scratch, n);
+    *meas = trace_span_union(scratch, n);
     *pred = sp;
     int fmha = m[0]->op == OP_FMHA_FWD || m[0]->op == OP_FMHA_BWD;
     if (fmha && ctx) {
@@ -209,7 +184,7 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
     const trace_row **ms = sorted_rows(meas), **ps = sorted_rows(pred);
     size_t cap = meas->n < pred->n ? meas->n : pred->n;
     const trace_row **jm = malloc((cap ? cap : 1) * sizeof *jm), **jp = malloc((cap ? cap : 1) * sizeof *jp);
-    span *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
+    trace_span *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
     int rc = UNPAD_OK;
     if (!ms || !ps || !jm || !jp || !scratch) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
