@@ -181,7 +181,7 @@ bench-cpu: cpu $(BENCH_CPU)
 	@for b in $(BENCH_CPU); do ./$$b || exit 1; done
 
 bench-kernels: gpu
-	@bash scripts/bench.sh kernels
+	@bash scripts/bench.sh kernels fmha
 
 # ---- tests --------------------------------------------------------------------------------------
 $(BUILD)/tests/suites.h: $(CHECK_SRC) | $(BUILD)/.dir
