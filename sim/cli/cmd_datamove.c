@@ -13,9 +13,11 @@ const char cmd_datamove_what[] = "data movement per operator and class, fused ag
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: unpad datamove [--model F] [--hw F] [--calib F] [--batch B] [--seq S]\n"
+    fprintf(f, "usage: unpad datamove [--model F] [--hw F] [--calib F | --no-calib] [--batch B] [--seq S]\n"
                "  --model F   model config (default models/bert-large.cfg)\n"
                "  --hw F      hardware spec for predicted times (default models/hw/h200-sxm.cfg)\n"
+               "  --calib F   fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+               "  --no-calib  the uncalibrated default coefficients instead\n"
                "  --batch B   sequences (default 56)\n"
                "  --seq S     length of every sequence (default 512)\n");
 }
@@ -24,7 +26,7 @@ int cmd_datamove(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"hw", required_argument, 0, 'w'},
-        {"calib", required_argument, 0, 'c'}, {"batch", required_argument, 0, 'b'},
+        {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'}, {"batch", required_argument, 0, 'b'},
         {"seq", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     cli_inputs in;
     memset(&in, 0, sizeof in);
@@ -35,6 +37,7 @@ int cmd_datamove(int argc, char **argv)
         case 'm': in.model_path = optarg; break;
         case 'w': in.hw_path = optarg; break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'b': if (cli_int("datamove", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 's': if (cli_int("datamove", "--seq", optarg, 1, 8192, &seq)) return 2; break;
         case 'h': usage(stdout); return 0;

@@ -21,7 +21,8 @@ static void usage(FILE *f)
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
             "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F        fitted coefficients (default: uncalibrated defaults)\n"
+            "  --calib F        fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --gpus N         data-parallel GPUs, 1..65536 (default 8)\n"
             "  --batch B        sequences per GPU, 1..65536 (default 56)\n"
             "  --policy P       none, sort-deal, lpt, kk, pack, or auto: the lowest predicted step\n"
@@ -41,7 +42,7 @@ int cmd_plan(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"dist", required_argument, 0, 'd'},   {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'},
+        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
         {"policy", required_argument, 0, 'p'}, {"count", required_argument, 0, 'n'},
         {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
@@ -62,6 +63,7 @@ int cmd_plan(int argc, char **argv)
         case 'm': in.model_path = optarg; break;
         case 'w': in.hw_path = optarg; break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'g': if (cli_int("plan", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("plan", "--batch", optarg, 1, 65536, &batch)) return 2; break;
         case 'p':

@@ -17,14 +17,14 @@ static void usage(FILE *f)
             "usage: unpad plot KIND [options] [--out PREFIX]\n"
             "  hist       length histogram           [--dist F]\n"
             "  load       per-GPU predicted step time on one sampled step, one bar per policy\n"
-            "             [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
+            "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--gpus N] [--batch B]\n"
             "             [--count equal|free] [--seed S] [--tokens]\n"
             "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
             "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
             "             value with the most points)\n"
             "  groups     FMHA grouping of one GPU's batch as a timeline over streams, against one\n"
             "             launch and the 128/256/384/512 buckets\n"
-            "             [--dist F] [--model F] [--hw F] [--calib F] [--batch B] [--seed S]\n"
+            "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--batch B] [--seed S]\n"
             "             [--lengths L1,L2,...] [--streams S] [--granularity G]\n"
             "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
             "                (default unpad-KIND)\n"
@@ -38,7 +38,7 @@ int cmd_plot(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"dist", required_argument, 0, 'd'},    {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},      {"calib", required_argument, 0, 'c'},
+        {"hw", required_argument, 0, 'w'},      {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"gpus", required_argument, 0, 'g'},    {"batch", required_argument, 0, 'b'},
         {"count", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
         {"tokens", no_argument, 0, 'T'},        {"csv", required_argument, 0, 'v'},
@@ -71,6 +71,7 @@ int cmd_plot(int argc, char **argv)
         case 'm': in.model_path = optarg; break;
         case 'w': in.hw_path = optarg; break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
         case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
         case 'n': {

@@ -21,7 +21,8 @@ static void usage(FILE *f)
             "  --dist F     sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
             "  --model F    model config (default models/bert-large.cfg)\n"
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F    fitted coefficients (default: uncalibrated defaults)\n"
+            "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --gpus N     data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B    sequences per GPU per step (default 56)\n"
             "  --padded     also predict the same batch padded to the model's max_len\n"
@@ -54,7 +55,7 @@ int cmd_predict(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"dist", required_argument, 0, 'd'}, {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},   {"calib", required_argument, 0, 'c'},
+        {"hw", required_argument, 0, 'w'},   {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"gpus", required_argument, 0, 'g'}, {"batch", required_argument, 0, 'b'},
         {"padded", no_argument, 0, 'p'},     {"unfused", no_argument, 0, 'u'},
         {"seed", required_argument, 0, 's'}, {"steps", required_argument, 0, 'k'},
@@ -70,6 +71,7 @@ int cmd_predict(int argc, char **argv)
         case 'm': in.model_path = optarg; break;
         case 'w': in.hw_path = optarg; break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'g': if (cli_int("predict", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("predict", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 'p': padded = 1; break;
@@ -117,9 +119,10 @@ int cmd_predict(int argc, char **argv)
     long tokens = st[0].ops[OP_QKV_FWD].tokens;
     printf("unpad predict: %s on %s, %d GPU%s x %d sequences (seed %d) from %s\n", m->name,
            in.hw.name, gpus, gpus > 1 ? "s" : "", batch, seed, in.dist_path);
-    printf("  %ld tokens (mean length %.1f), %s kernels, %s\n\n", tokens, (double)tokens / batch,
+    printf("  %ld tokens (mean length %.1f), %s kernels, %s%s\n\n", tokens, (double)tokens / batch,
            fused ? "fused" : "unfused",
-           in.calib.fitted ? "calibrated coefficients" : "uncalibrated default coefficients");
+           in.calib.fitted ? "coefficients fitted in " : "uncalibrated default coefficients",
+           in.calib.fitted ? in.calib_path : "");
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
            "time_us", "share");
     if (padded)

@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "                      [--plot OUT.png]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
-            "  --calib F    fitted coefficients (models/calib/<hw>.cfg; default: uncalibrated defaults)\n"
+            "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg); other hardware is refused\n"
             "  --model F    model config (default: models/<name>.cfg for each model the traces name)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
@@ -63,7 +64,7 @@ static int have_gnuplot(void)
 int cmd_validate(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"traces", required_argument, 0, 't'}, {"calib", required_argument, 0, 'c'},
+        {"traces", required_argument, 0, 't'}, {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"hw", required_argument, 0, 'w'},     {"model", required_argument, 0, 'm'},
         {"csv", required_argument, 0, 'o'},    {"plot", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
@@ -83,6 +84,7 @@ int cmd_validate(int argc, char **argv)
             traces[ntraces++] = optarg;
             break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'w': in.hw_path = optarg; break;
         case 'm':
             if (nmodel_paths == MAX_MODELS) {

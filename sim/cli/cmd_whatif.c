@@ -25,7 +25,8 @@ static void usage(FILE *f)
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
             "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F        fitted coefficients (default: uncalibrated defaults)\n"
+            "  --calib F        fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
             "  --seed S         seed of the sampled steps (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
@@ -77,7 +78,7 @@ int cmd_whatif(int argc, char **argv)
         {"gpus", required_argument, 0, 'g'},       {"batch", required_argument, 0, 'b'},
         {"policy", required_argument, 0, 'p'},     {"count", required_argument, 0, 'n'},
         {"dist", required_argument, 0, 'd'},       {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},         {"calib", required_argument, 0, 'c'},
+        {"hw", required_argument, 0, 'w'},         {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"steps", required_argument, 0, 'k'},      {"seed", required_argument, 0, 's'},
         {"threads", required_argument, 0, 't'},    {"tokens", no_argument, 0, 'T'},
         {"attn-steps", required_argument, 0, 'a'}, {"streams", required_argument, 0, 'S'},
@@ -121,6 +122,7 @@ int cmd_whatif(int argc, char **argv)
         case 'm': in.model_path = optarg; break;
         case 'w': in.hw_path = optarg; break;
         case 'c': in.calib_path = optarg; break;
+        case 'N': in.no_calib = 1; break;
         case 'k': if (cli_int("whatif", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
         case 's': if (cli_int("whatif", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
         case 't': if (cli_int("whatif", "--threads", optarg, 0, 256, &s.threads)) goto out; break;

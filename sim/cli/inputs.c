@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -15,6 +16,13 @@ int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist)
         in->hw_path = cli_project_path("models/hw/h200-sxm.cfg", in->hw_buf, sizeof in->hw_buf);
     if (model_load(in->model_path, &in->model, &err) || hw_load(in->hw_path, &in->hw, &err))
         return cli_error(cmd, &err);
+    if (!in->calib_path && !in->no_calib) {
+        char rel[CFG_STR_LEN + 32];
+        snprintf(rel, sizeof rel, "models/calib/%s.cfg", in->hw.name);
+        const char *p = cli_project_path(rel, in->calib_buf, sizeof in->calib_buf);
+        if (access(p, R_OK) == 0)
+            in->calib_path = p;
+    }
     if (in->calib_path) {
         if (calib_load(in->calib_path, &in->hw, &in->calib, &err))
             return cli_error(cmd, &err);

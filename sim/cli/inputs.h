@@ -9,14 +9,17 @@
 
 typedef struct {
     const char *dist_path, *model_path, *hw_path, *calib_path; /* NULL: the default */
+    int no_calib;            /* 1: uncalibrated defaults even where models/calib/<hw>.cfg exists */
     unpad_dist dist;
     model_cfg model;
     hw_spec hw;
     calib_coef calib;
-    char dist_buf[4096], model_buf[4096], hw_buf[4096];
+    char dist_buf[4096], model_buf[4096], hw_buf[4096], calib_buf[4096];
 } cli_inputs;
 
-/* Loads what is asked (need_dist may be 0); prints "unpad CMD: file:line: reason" on failure. */
+/* Loads what is asked (need_dist may be 0); prints "unpad CMD: file:line: reason" on failure.
+ * Without --calib, the fitted coefficients of models/calib/<hw name>.cfg are used when that file
+ * exists (calib_path then names it), else the uncalibrated defaults (calib_path stays NULL). */
 int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist);
 void cli_inputs_free(cli_inputs *in);
 
