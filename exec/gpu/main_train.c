@@ -403,15 +403,17 @@ int main(int argc, char **argv)
                scost.c0, scost.c1, scost.c2,
                comm.launcher == COMM_SINGLE ? "" : ", NCCL all-reduce of the gradients");
 
-    ckpt_state st = {.step = 0, .data_pos = 0, .seed = (uint64_t)a.seed, .batch = B, .ranks = K};
+    /* ranks = all ranks x virtual ranks: the global batch's layout, whatever the process count */
+    ckpt_state st = {.step = 0, .data_pos = 0, .seed = (uint64_t)a.seed, .batch = B, .ranks = R};
     if (a.resume) {
         ckpt_state got;
         if (ckpt_load(a.resume, b, &got, &err))
             return fail("resume", &err);
-        if (got.seed != (uint64_t)a.seed || got.batch != B || got.ranks != K) {
-            fprintf(stderr, "unpad-train: resume: %s/ckpt.bin was made with --seed %llu --batch %d "
-                            "--virtual-ranks %d; give the same to continue exactly\n",
-                    a.resume, (unsigned long long)got.seed, got.batch, got.ranks);
+        if (got.seed != (uint64_t)a.seed || got.batch != B || got.ranks != R) {
+            fprintf(stderr, "unpad-train: resume: %s/ckpt.bin was made with --seed %llu --batch %d and %d "
+                            "ranks in all (processes x --virtual-ranks; now %d x %d); give the same to "
+                            "continue exactly\n",
+                    a.resume, (unsigned long long)got.seed, got.batch, got.ranks, comm.size, K);
             return 1;
         }
         st = got;
