@@ -18,6 +18,17 @@ const cfg_field calib_schema[] = {
     CF("optim_bw_eff", CFG_DOUBLE, optim_bw_eff, 0.01, 1, CFG_OPTIONAL, "optimizer fraction of bandwidth"),
     CF("comm_eff", CFG_DOUBLE, comm_eff, 0.01, 1, CFG_OPTIONAL, "collectives fraction of link bandwidth"),
     CF("step_overhead_us", CFG_DOUBLE, step_overhead_us, 0, 1e6, CFG_OPTIONAL, "per-step overhead, us"),
+#define OPE(name, id) CF("eff_" name, CFG_DOUBLE, op_eff[id], 0, 1, CFG_OPTIONAL, \
+                         "per-operator efficiency (GEMM: of bf16 peak; else: of bandwidth), 0: class value")
+    OPE("embed_fwd", OP_EMBED_FWD), OPE("qkv_fwd", OP_QKV_FWD), OPE("attn_out_fwd", OP_ATTN_OUT_FWD),
+    OPE("attn_ln_fwd", OP_ATTN_LN_FWD), OPE("ffn1_fwd", OP_FFN1_FWD), OPE("ffn2_fwd", OP_FFN2_FWD),
+    OPE("ffn_ln_fwd", OP_FFN_LN_FWD), OPE("mlm_head_fwd", OP_MLM_HEAD_FWD),
+    OPE("nsp_head_fwd", OP_NSP_HEAD_FWD), OPE("loss_fwd", OP_LOSS_FWD), OPE("loss_bwd", OP_LOSS_BWD),
+    OPE("nsp_head_bwd", OP_NSP_HEAD_BWD), OPE("mlm_head_bwd", OP_MLM_HEAD_BWD),
+    OPE("ffn_ln_bwd", OP_FFN_LN_BWD), OPE("ffn2_bwd", OP_FFN2_BWD), OPE("ffn1_bwd", OP_FFN1_BWD),
+    OPE("attn_ln_bwd", OP_ATTN_LN_BWD), OPE("attn_out_bwd", OP_ATTN_OUT_BWD),
+    OPE("qkv_bwd", OP_QKV_BWD), OPE("embed_bwd", OP_EMBED_BWD),
+#undef OPE
 };
 const size_t calib_schema_len = sizeof calib_schema / sizeof calib_schema[0];
 

@@ -4,6 +4,7 @@
 #define UNPAD_CALIB_H
 
 #include "model.h"
+#include "ops.h"
 
 typedef struct {
     char hw[CFG_STR_LEN];   /* hardware it was fitted on */
@@ -17,6 +18,10 @@ typedef struct {
     double optim_bw_eff;    /* optimizer: fraction of memory bandwidth */
     double comm_eff;        /* collectives: fraction of the link bus bandwidth */
     double step_overhead_us;/* per step: host work, synchronisation */
+    /* Per operator (index op_id), 0 where not fitted: the class value applies. A GEMM operator's
+     * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
+     * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
+    double op_eff[OP_COUNT];
     int fitted;             /* 1 when read from a calibration file */
 } calib_coef;
 

@@ -7,9 +7,24 @@
 
 #include <gsl/gsl_multifit.h>
 
-static double gemm_eff(const calib_coef *c, double rows)
+double cost_gemm_eff(const calib_coef *c, op_id op, double rows)
 {
-    return c->gemm_eff * rows / (rows + c->gemm_m_half);
+    /* 1/eff = 1/eff_op + m_half / (gemm_eff M): the large-M efficiency is the operator's (its N, K
+     * and epilogue), the small-M penalty (tiles that do not fill the GPU) is shared. With no
+     * per-operator value this is gemm_eff M / (M + m_half). */
+    double e = (int)op >= 0 && (int)op < OP_COUNT && c->op_eff[op] > 0 ? c->op_eff[op] : c->gemm_eff;
+    if (rows <= 0)
+        return e;
+    return 1 / (1 / e + c->gemm_m_half / (c->gemm_eff * rows));
+}
+
+double cost_bw_eff(const calib_coef *c, op_id op)
+{
+    if (op_class_of(op) == OPC_OPTIM)
+        return c->optim_bw_eff;
+    if (op_class_of(op) != OPC_ATTN && op_class_of(op) != OPC_GEMM && c->op_eff[op] > 0)
+        return c->op_eff[op];
+    return c->bw_eff;
 }
 
 double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, int gpus)
@@ -29,10 +44,10 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
     double peak = hw->peak_bf16_tflops * 1e6; /* FLOPs per microsecond */
     double fp32 = hw->peak_fp32_tflops * 1e6;
     double bw = hw->mem_bw_gbs * 1e3;          /* bytes per microsecond */
-    double eff_bw = op_class_of(oc->op) == OPC_OPTIM ? c->optim_bw_eff : c->bw_eff;
+    double eff_bw = cost_bw_eff(c, oc->op);
     double t_flop = 0;
     if (oc->tensor_flops > 0) {
-        double eff = op_class_of(oc->op) == OPC_ATTN ? c->attn_eff : gemm_eff(c, oc->rows);
+        double eff = op_class_of(oc->op) == OPC_ATTN ? c->attn_eff : cost_gemm_eff(c, oc->op, oc->rows);
         t_flop = oc->tensor_flops / (peak * eff);
     }
     /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */

@@ -348,17 +348,17 @@ static int cmp_rowkey(const void *a, const void *b)
 /* Memory-bound under coefficients c (the roofline's max picks the byte term). */
 static int mem_bound(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
 {
-    double eff = op_class_of(oc->op) == OPC_OPTIM ? c->optim_bw_eff : c->bw_eff;
-    double t_mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * eff);
+    double t_mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * cost_bw_eff(c, oc->op));
     double t_flop = (oc->flops - oc->tensor_flops) / (hw->peak_fp32_tflops * 1e6);
-    if (oc->tensor_flops > 0) {
-        double ge = c->gemm_eff * oc->rows / (oc->rows + c->gemm_m_half);
-        t_flop += oc->tensor_flops / (hw->peak_bf16_tflops * 1e6 * ge);
-    }
+    if (oc->tensor_flops > 0)
+        t_flop += oc->tensor_flops / (hw->peak_bf16_tflops * 1e6 * cost_gemm_eff(c, oc->op, oc->rows));
     return t_mem >= t_flop;
 }
 
-enum { J_G1, J_G2, J_BW, J_OPT, J_LAUNCH, J_N }; /* joint-fit unknowns */
+/* Joint-fit unknowns: one inverse efficiency per operator (index op_id), then the pooled GEMM and
+ * memory-bound inverse efficiencies of operators with too few rows, the shared small-M term
+ * m_half / gemm_eff, the optimizer's inverse efficiency and the launch overhead. */
+enum { J_GEMM = OP_COUNT, J_MEM, J_M, J_OPT, J_LAUNCH, J_N };
 
 /* Joint robust fit of GEMM, memory-bound and optimizer rows (see fit.h). */
 static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
@@ -367,17 +367,17 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
     double peak = hw->peak_bf16_tflops * 1e6, fp32 = hw->peak_fp32_tflops * 1e6;
     double bw = hw->mem_bw_gbs * 1e3;
     char *use = calloc(fc->n, 1), *prev = calloc(fc->n, 1);
+    int *key = calloc(fc->n ? fc->n : 1, sizeof *key);
     int rc = UNPAD_OK;
-    if (!use || !prev) {
-        free(use);
-        free(prev);
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    if (!use || !prev || !key) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
     }
-    for (int iter = 0; iter < 5; iter++) {
+    for (int iter = 0; iter < 6; iter++) {
         /* Classify rows under the current coefficients: GEMMs that are compute-bound, memory
          * kernels and the optimizer that are memory-bound. */
         size_t n = 0;
-        long count[J_N] = {0};
+        long per_op[OP_COUNT] = {0}, count[J_N] = {0};
         for (size_t i = 0; i < fc->n; i++) {
             const row_ctx *x = &fc->rows[i];
             op_class k = op_class_of(x->oc.op);
@@ -391,10 +391,19 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
                     u = mem_bound(hw, c, &x->oc) ? 3 : 0;
             }
             use[i] = (char)u;
-            if (u) {
-                n++;
-                count[u == 1 ? J_G1 : u == 2 ? J_BW : J_OPT]++;
-            }
+            if (u == 1 || u == 2)
+                per_op[x->oc.op]++;
+        }
+        for (size_t i = 0; i < fc->n; i++) {
+            if (!use[i])
+                continue;
+            op_id op = fc->rows[i].oc.op;
+            key[i] = use[i] == 3 ? J_OPT : per_op[op] >= FIT_OP_MIN_ROWS ? (int)op
+                                           : use[i] == 1 ? J_GEMM : J_MEM;
+            count[key[i]]++;
+            if (use[i] == 1)
+                count[J_M]++;
+            n++;
         }
         if (iter > 0 && !memcmp(use, prev, fc->n))
             break;
@@ -402,15 +411,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
         /* Unknowns present in the data; the others keep their values. */
         int col[J_N], p = 0;
         for (int j = 0; j < J_N; j++)
-            col[j] = -1;
-        if (count[J_G1]) {
-            col[J_G1] = p++;
-            col[J_G2] = p++;
-        }
-        if (count[J_BW])
-            col[J_BW] = p++;
-        if (count[J_OPT])
-            col[J_OPT] = p++;
+            col[j] = count[j] ? p++ : -1;
         if (n)
             col[J_LAUNCH] = p++;
         if (n <= (size_t)p + 1) {
@@ -436,11 +437,11 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
             const op_cost *o = &x->oc;
             double d = x->r->dur_us, yy = d; /* every equation divided by d: relative residuals */
             if (use[i] == 1) {
-                gsl_matrix_set(X, k, (size_t)col[J_G1], o->tensor_flops / peak / d);
-                gsl_matrix_set(X, k, (size_t)col[J_G2], o->tensor_flops / (peak * o->rows) / d);
+                gsl_matrix_set(X, k, (size_t)col[key[i]], o->tensor_flops / peak / d);
+                gsl_matrix_set(X, k, (size_t)col[J_M], o->tensor_flops / (peak * o->rows) / d);
                 yy -= (o->flops - o->tensor_flops) / fp32;
             } else {
-                gsl_matrix_set(X, k, (size_t)col[use[i] == 2 ? J_BW : J_OPT], o->bytes / bw / d);
+                gsl_matrix_set(X, k, (size_t)col[key[i]], o->bytes / bw / d);
             }
             gsl_matrix_set(X, k, (size_t)col[J_LAUNCH], o->launches / d);
             gsl_vector_set(y, k, yy / d);
@@ -455,47 +456,95 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
         }
         if (st == GSL_EMAXITER)
             note(out, "%s", "joint fit: the robust iterations did not settle (result kept); ");
-        double v[J_N] = {0}, var[J_N] = {0};
+        double v[J_N] = {0};
         for (int j = 0; j < J_N; j++)
-            if (col[j] >= 0) {
+            if (col[j] >= 0)
                 v[j] = gsl_vector_get(b, (size_t)col[j]);
-                var[j] = gsl_matrix_get(cov, (size_t)col[j], (size_t)col[j]);
-            }
-        if (col[J_G1] >= 0) {
-            if (v[J_G1] <= 1.0) {
+        /* Inverse efficiencies must exceed 1 (an efficiency above 1 means the counts are wrong). */
+        for (int j = 0; j <= J_MEM; j++) {
+            if (col[j] < 0 || j == J_M)
+                continue;
+            int gemm = j == J_GEMM || (j < OP_COUNT && op_class_of((op_id)j) == OPC_GEMM);
+            if (v[j] <= 1.0) {
                 rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                                "the GEMM rows imply gemm_eff = %.3g, not in (0, 1]: are flops in "
-                                "the traces per operator instance and durations in microseconds?",
-                                v[J_G1] > 0 ? 1 / v[J_G1] : -1.0);
+                                "the %s rows imply an efficiency of %.3g, not in (0, 1]: are flops and "
+                                "bytes in the traces per operator instance and durations in "
+                                "microseconds?", j < OP_COUNT ? op_name((op_id)j) : gemm ? "GEMM" : "memory-bound",
+                                v[j] > 0 ? 1 / v[j] : -1.0);
                 goto free_iter;
             }
-            double g = 1 / v[J_G1], mh = v[J_G2] / v[J_G1];
-            double c12 = gsl_matrix_get(cov, (size_t)col[J_G1], (size_t)col[J_G2]);
-            c->gemm_eff = g;
-            out->param[FIT_GEMM_EFF].se = sqrt(var[J_G1]) * g * g;
-            /* m_half = b2 / b1: delta method with the covariance of b1 and b2. */
-            double d1 = -v[J_G2] / (v[J_G1] * v[J_G1]), d2 = 1 / v[J_G1];
-            double vm = d1 * d1 * var[J_G1] + d2 * d2 * var[J_G2] + 2 * d1 * d2 * c12;
+        }
+        /* Per-operator efficiencies; the class values gemm_eff and bw_eff are the pooled column
+         * when some operator had too few rows, else the work-weighted mean over the rows fitted
+         * (tensor FLOPs for GEMMs, bytes for memory-bound kernels), with its standard error from
+         * the covariance of the columns it combines. */
+        double wsum[2] = {0}, wv[2] = {0};
+        double *share = calloc((size_t)p, sizeof *share), *share2 = calloc((size_t)p, sizeof *share2);
+        if (!share || !share2) {
+            free(share);
+            free(share2);
+            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+            goto free_iter;
+        }
+        for (size_t i = 0; i < fc->n; i++) {
+            if (use[i] != 1 && use[i] != 2)
+                continue;
+            int g = use[i] == 1 ? 0 : 1;
+            double wt = g == 0 ? fc->rows[i].oc.tensor_flops : fc->rows[i].oc.bytes;
+            wsum[g] += wt;
+            wv[g] += wt * v[key[i]];
+            (g == 0 ? share : share2)[col[key[i]]] += wt;
+        }
+        for (int op = 0; op < OP_COUNT; op++) {
+            fit_param *q = &out->op[op];
+            if (col[op] < 0) {
+                if (per_op[op] && op_class_of((op_id)op) != OPC_ATTN) { /* pooled */
+                    c->op_eff[op] = 0;
+                    memset(q, 0, sizeof *q);
+                }
+                continue;
+            }
+            c->op_eff[op] = 1 / v[op];
+            q->value = c->op_eff[op];
+            q->se = sqrt(gsl_matrix_get(cov, (size_t)col[op], (size_t)col[op])) * q->value * q->value;
+            q->fitted = 1;
+            q->rows = count[op];
+        }
+        for (int g = 0; g < 2; g++) {
+            int pooled = g == 0 ? J_GEMM : J_MEM;
+            fit_param_id id = g == 0 ? FIT_GEMM_EFF : FIT_BW_EFF;
+            double *sh = g == 0 ? share : share2, inv, var = 0;
+            if (col[pooled] >= 0) {
+                inv = v[pooled];
+                var = gsl_matrix_get(cov, (size_t)col[pooled], (size_t)col[pooled]);
+            } else if (wsum[g] > 0) {
+                inv = wv[g] / wsum[g];
+                for (int a = 0; a < p; a++)
+                    for (int bb = 0; bb < p; bb++)
+                        var += sh[a] * sh[bb] * gsl_matrix_get(cov, (size_t)a, (size_t)bb);
+                var /= wsum[g] * wsum[g];
+            } else {
+                continue;
+            }
+            double e = 1 / inv;
+            *(g == 0 ? &c->gemm_eff : &c->bw_eff) = e;
+            out->param[id].se = sqrt(var > 0 ? var : 0) * e * e;
+            out->param[id].fitted = 1;
+            out->param[id].rows = g == 0 ? count[J_M] : (long)(n - count[J_M] - count[J_OPT]);
+        }
+        free(share);
+        free(share2);
+        if (col[J_M] >= 0) {
+            double mh = v[J_M] * c->gemm_eff;
             if (mh < 0) {
                 note(out, "%s", "gemm_m_half came out negative and was set to 0; ");
                 mh = 0;
             }
             c->gemm_m_half = mh;
-            out->param[FIT_GEMM_M_HALF].se = vm > 0 ? sqrt(vm) : 0;
-            out->param[FIT_GEMM_EFF].fitted = out->param[FIT_GEMM_M_HALF].fitted = 1;
-            out->param[FIT_GEMM_EFF].rows = out->param[FIT_GEMM_M_HALF].rows = count[J_G1];
-        }
-        if (col[J_BW] >= 0) {
-            if (v[J_BW] < 1.0) {
-                rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                                "the memory-bound rows imply bw_eff = %.3g, above 1: are bytes per "
-                                "operator instance?", v[J_BW] > 0 ? 1 / v[J_BW] : -1.0);
-                goto free_iter;
-            }
-            c->bw_eff = 1 / v[J_BW];
-            out->param[FIT_BW_EFF].se = sqrt(var[J_BW]) * c->bw_eff * c->bw_eff;
-            out->param[FIT_BW_EFF].fitted = 1;
-            out->param[FIT_BW_EFF].rows = count[J_BW];
+            /* the standard error of gemm_eff is small against that of the M term: left out */
+            out->param[FIT_GEMM_M_HALF].se = sqrt(gsl_matrix_get(cov, (size_t)col[J_M], (size_t)col[J_M])) * c->gemm_eff;
+            out->param[FIT_GEMM_M_HALF].fitted = 1;
+            out->param[FIT_GEMM_M_HALF].rows = count[J_M];
         }
         if (col[J_OPT] >= 0) {
             if (v[J_OPT] < 1.0) {
@@ -505,25 +554,26 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
                 goto free_iter;
             }
             c->optim_bw_eff = 1 / v[J_OPT];
-            out->param[FIT_OPTIM_BW_EFF].se = sqrt(var[J_OPT]) * c->optim_bw_eff * c->optim_bw_eff;
+            out->param[FIT_OPTIM_BW_EFF].se =
+                sqrt(gsl_matrix_get(cov, (size_t)col[J_OPT], (size_t)col[J_OPT])) * c->optim_bw_eff * c->optim_bw_eff;
             out->param[FIT_OPTIM_BW_EFF].fitted = 1;
             out->param[FIT_OPTIM_BW_EFF].rows = count[J_OPT];
         }
         if (col[J_LAUNCH] >= 0) {
-            if (v[J_LAUNCH] < 0) {
+            double l = gsl_vector_get(b, (size_t)col[J_LAUNCH]);
+            if (l < 0) {
                 note(out, "%s", "launch_us came out negative and was set to 0; ");
-                v[J_LAUNCH] = 0;
+                l = 0;
             }
-            c->launch_us = v[J_LAUNCH];
-            out->param[FIT_LAUNCH_US].se = sqrt(var[J_LAUNCH]);
+            c->launch_us = l;
+            out->param[FIT_LAUNCH_US].se = sqrt(gsl_matrix_get(cov, (size_t)col[J_LAUNCH], (size_t)col[J_LAUNCH]));
             out->param[FIT_LAUNCH_US].fitted = 1;
             out->param[FIT_LAUNCH_US].rows = (long)n;
         }
         {
             gsl_multifit_robust_stats s = gsl_multifit_robust_statistics(w);
             k = 0;
-            for (size_t i = 0; i < fc->n; i++)
-            {
+            for (size_t i = 0; i < fc->n; i++) {
                 fc->rows[i].w = use[i] ? gsl_vector_get(s.weights, k++) : 1;
                 fc->rows[i].in_fit = use[i] != 0;
             }
@@ -540,6 +590,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
 out:
     free(use);
     free(prev);
+    free(key);
     return rc;
 }
 
@@ -1156,6 +1207,22 @@ void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
     }
     fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_ctas_per_sm", r->coef.attn_ctas_per_sm,
             "(kept)", init->attn_ctas_per_sm, "-");
+    int any = 0;
+    for (int op = 0; op < OP_COUNT; op++)
+        any |= r->op[op].fitted;
+    if (any) {
+        fprintf(f, "\nper-operator efficiency (GEMM: of bf16 peak at large M, with the shared small-M term;\n"
+                   "memory-bound: of bandwidth); others use the class value above\n");
+        fprintf(f, "%-18s %14s %12s %10s %8s\n", "operator", "eff", "std. error", "class", "rows");
+        for (int op = 0; op < OP_COUNT; op++) {
+            const fit_param *q = &r->op[op];
+            if (!q->fitted)
+                continue;
+            int gemm = op_class_of((op_id)op) == OPC_GEMM;
+            fprintf(f, "eff_%-14s %14.6g %12.3g %10s %8ld\n", op_name((op_id)op), q->value, q->se,
+                    gemm ? "gemm" : "bandwidth", q->rows);
+        }
+    }
     fprintf(f, "\nresiduals: (predicted - measured) / measured, %% (outliers: rows a robust fit set aside,\n"
                "not in the statistics; step overhead: %% of the step span)\n");
     fprintf(f, "%-15s %8s %8s %10s %9s %8s %8s\n", "class", "rows", "outliers", "median|e|", "max|e|",

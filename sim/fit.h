@@ -13,10 +13,12 @@
  *
  * The fits (each relative: residual = (predicted - measured) / measured):
  *   joint robust linear fit (gsl_multifit_robust, bisquare) over GEMM, memory-bound and optimizer
- *   rows with a shared launch overhead:
- *     GEMM:    dur - scalar/fp32 = tf/peak * (1/gemm_eff) + tf/(peak M) * (m_half/gemm_eff) + launches * launch_us
- *     memory:  dur = bytes/bw * (1/bw_eff) + launches * launch_us          (normalization, elementwise)
- *     optim:   dur = bytes/bw * (1/optim_bw_eff) + launches * launch_us
+ *   rows with a shared launch overhead and one efficiency per operator (op_eff, calib.h):
+ *     GEMM op:   dur - scalar/fp32 = tf/peak * (1/eff_op) + tf/(peak M) * (m_half/gemm_eff) + launches * launch_us
+ *     memory op: dur = bytes/bw * (1/eff_op) + launches * launch_us       (normalization, elementwise)
+ *     optim:     dur = bytes/bw * (1/optim_bw_eff) + launches * launch_us
+ *   an operator with fewer than FIT_OP_MIN_ROWS rows shares one column with the others of its
+ *   class; gemm_eff and bw_eff are that pooled value, or the work-weighted mean of the operators';
  *   FMHA: gsl_multifit_nlinear on the tile simulation, unknowns 1/attn_eff and attn_cta_us, with
  *     bisquare reweighting (launch_us and bw_eff from the joint fit);
  *   all-reduce / exchange: dur - latency = bytes/link_bw * (1/comm_eff), robust, using per step
@@ -99,11 +101,15 @@ typedef struct {
     double median_abs_pct, max_abs_pct, rms_pct, bias_pct; /* rms and bias over kept rows */
 } fit_resid;
 
+/* Rows an operator needs for an efficiency of its own in the joint fit. */
+#define FIT_OP_MIN_ROWS 8
+
 enum { FIT_GROUP_STEP = OPC_COUNT, FIT_NGROUP }; /* residual groups: op classes, then step overhead */
 
 typedef struct {
     calib_coef coef;           /* the fitted coefficients (fitted = 1), others from the initial */
     fit_param param[FIT_NPARAM];
+    fit_param op[OP_COUNT];    /* per-operator efficiencies (calib_coef.op_eff); fitted = 0: class value */
     fit_resid resid[FIT_NGROUP];
     long rows_used, rows_skipped;
     char notes[1024];          /* what was skipped or kept, for the person reading the output */
