@@ -90,6 +90,14 @@ struct bert {
     int n, T, P, max_len;
     uint64_t dseed;              /* dropout seed of the current micro-batch */
     int dropout_on;              /* opt.dropout, unless evaluating */
+    int32_t *h_cu;               /* (max_seqs + 1) host copy of the micro-batch's cu_seqlens */
+    /* FMHA length groups (grouped attention) and the all-reduce callback */
+    bert_fmha_groups groups;
+    bert_group_hooks ghooks;
+    cudaStream_t side[BERT_MAX_STREAMS]; /* [1..): created on first use; [0] unused */
+    cudaEvent_t ev_fork, ev_join[BERT_MAX_STREAMS];
+    bert_grads_ready_fn grads_ready;
+    void *grads_ready_ctx;
 };
 
 #define W(off) (b->work + (off))
@@ -362,6 +370,10 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     layout_acts(b, b->arena);
+    b->h_cu = calloc((size_t)opt->max_seqs + 1, sizeof *b->h_cu);
+    cudaCheck(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
+    for (int k = 0; k < BERT_MAX_STREAMS; k++)
+        cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
     cudaCheck(cudaMallocHost((void **)&b->h_stage, b->stage_words * 4));
     b->gemm = gemm_ctx_create(0);
@@ -394,6 +406,15 @@ void bert_free(bert *b)
     if (b->h_stage)
         cudaFreeHost(b->h_stage);
     gemm_ctx_free(b->gemm);
+    for (int k = 0; k < BERT_MAX_STREAMS; k++) {
+        if (b->side[k])
+            cudaStreamDestroy(b->side[k]);
+        if (b->ev_join[k])
+            cudaEventDestroy(b->ev_join[k]);
+    }
+    if (b->ev_fork)
+        cudaEventDestroy(b->ev_fork);
+    free(b->h_cu);
     free(b->tensors);
     free(b->lo);
     free(b->la);
@@ -418,6 +439,57 @@ void bert_set_hooks(bert *b, const bert_hooks *h)
         b->hooks = *h;
     else
         memset(&b->hooks, 0, sizeof b->hooks);
+}
+
+void bert_set_group_hooks(bert *b, const bert_group_hooks *h)
+{
+    if (h)
+        b->ghooks = *h;
+    else
+        memset(&b->ghooks, 0, sizeof b->ghooks);
+}
+
+void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx)
+{
+    b->grads_ready = fn;
+    b->grads_ready_ctx = ctx;
+}
+
+int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err)
+{
+    b->groups.ngroups = 0;
+    if (!g || g->ngroups <= 1)
+        return UNPAD_OK;
+    if (g->ngroups > BERT_MAX_GROUPS)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%d FMHA groups (at most %d)", g->ngroups,
+                          BERT_MAX_GROUPS);
+    int next = 0;
+    for (int i = 0; i < g->ngroups; i++) {
+        if (g->seq_begin[i] != next || g->seq_end[i] <= g->seq_begin[i] || g->seq_end[i] > b->n)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "FMHA group %d holds sequences [%d, %d): the groups must partition the "
+                              "micro-batch's %d sequences in order",
+                              i, g->seq_begin[i], g->seq_end[i], b->n);
+        if (g->stream[i] < 0 || g->stream[i] >= BERT_MAX_STREAMS)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA group %d: stream %d (0..%d allowed)", i,
+                              g->stream[i], BERT_MAX_STREAMS - 1);
+        if (g->max_len[i] < 1 || g->max_len[i] > FMHA_MAX_LEN)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA group %d: max_len %d (1..%d allowed)", i,
+                              g->max_len[i], FMHA_MAX_LEN);
+        for (int q = g->seq_begin[i]; q < g->seq_end[i]; q++)
+            if (b->h_cu[q + 1] - b->h_cu[q] > g->max_len[i])
+                return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                                  "FMHA group %d: sequence %d has length %d > the group's max_len %d", i,
+                                  q, b->h_cu[q + 1] - b->h_cu[q], g->max_len[i]);
+        next = g->seq_end[i];
+    }
+    if (next != b->n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA groups cover %d of %d sequences", next, b->n);
+    for (int i = 0; i < g->ngroups; i++)
+        if (g->stream[i] > 0 && !b->side[g->stream[i]])
+            cudaCheck(cudaStreamCreateWithFlags(&b->side[g->stream[i]], cudaStreamNonBlocking));
+    b->groups = *g;
+    return UNPAD_OK;
 }
 
 void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_bf16(b->work, b->master, b->nparams, s); }
@@ -489,6 +561,8 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
     STAGE(b->d_nsp_labels, mb->nsp_labels, mb->n);
     STAGE(b->d_cls_rows, mb->cu_seqlens, mb->n); /* the first token of each sequence */
 #undef STAGE
+    memcpy(b->h_cu, mb->cu_seqlens, ((size_t)mb->n + 1) * sizeof *b->h_cu);
+    b->groups.ngroups = 0;
     b->n = mb->n;
     b->T = mb->T;
     b->P = mb->P;
@@ -500,10 +574,108 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
 
 static uint64_t drop_stream(int layer, int site) { return 1 + (uint64_t)layer * 4 + (uint64_t)site; }
 
+/* ---- grouped attention ---------------------------------------------------------------------------
+ * One launch over the micro-batch, or one per length group on the group's stream: side streams
+ * wait for everything enqueued on s so far (the QKV projection), and s waits for every side stream
+ * before the next operator. */
+
+static cudaStream_t group_stream(bert *b, int g, cudaStream_t s)
+{
+    int k = b->groups.stream[g];
+    return k == 0 ? s : b->side[k];
+}
+
+static void groups_fork(bert *b, cudaStream_t s)
+{
+    unsigned used = 0;
+    cudaCheck(cudaEventRecord(b->ev_fork, s));
+    for (int g = 0; g < b->groups.ngroups; g++) {
+        int k = b->groups.stream[g];
+        if (k > 0 && !(used >> k & 1)) {
+            cudaCheck(cudaStreamWaitEvent(b->side[k], b->ev_fork, 0));
+            used |= 1u << k;
+        }
+    }
+}
+
+static void groups_join(bert *b, cudaStream_t s)
+{
+    unsigned used = 0;
+    for (int g = 0; g < b->groups.ngroups; g++) {
+        int k = b->groups.stream[g];
+        if (k > 0 && !(used >> k & 1)) {
+            cudaCheck(cudaEventRecord(b->ev_join[k], b->side[k]));
+            cudaCheck(cudaStreamWaitEvent(s, b->ev_join[k], 0));
+            used |= 1u << k;
+        }
+    }
+}
+
+#define GBEGIN(op, layer, g, gs)                                                                   \
+    do {                                                                                           \
+        if (b->ghooks.begin)                                                                       \
+            b->ghooks.begin(b->ghooks.ctx, (op), (layer), (g), b->groups.stream[g],                \
+                            b->groups.seq_begin[g], b->groups.seq_end[g], (gs));                   \
+    } while (0)
+#define GEND(op, layer, g, gs)                                                                     \
+    do { if (b->ghooks.end) b->ghooks.end(b->ghooks.ctx, (op), (layer), (g), (gs)); } while (0)
+
+static void attention_fwd(bert *b, int l, float pa, cudaStream_t s)
+{
+    layer_acts *a = &b->la[l];
+    int NH = b->cfg.heads;
+    if (b->groups.ngroups <= 1) {
+        BEGIN(OP_FMHA_FWD, l);
+        fmha_fwd(a->ctx, a->lse, a->qkv, b->d_cu, b->T, NH, 0, b->n, b->max_len, pa, b->dseed,
+                 drop_stream(l, 0), s);
+        END(OP_FMHA_FWD, l);
+        return;
+    }
+    groups_fork(b, s);
+    for (int g = 0; g < b->groups.ngroups; g++) {
+        cudaStream_t gs = group_stream(b, g, s);
+        GBEGIN(OP_FMHA_FWD, l, g, gs);
+        fmha_fwd(a->ctx, a->lse, a->qkv, b->d_cu, b->T, NH, b->groups.seq_begin[g], b->groups.seq_end[g],
+                 b->groups.max_len[g], pa, b->dseed, drop_stream(l, 0), gs);
+        GEND(OP_FMHA_FWD, l, g, gs);
+    }
+    groups_join(b, s);
+}
+
+static void attention_bwd(bert *b, int l, float pa, cudaStream_t s)
+{
+    layer_acts *a = &b->la[l];
+    int NH = b->cfg.heads;
+    if (b->groups.ngroups <= 1) {
+        BEGIN(OP_FMHA_BWD, l);
+        fmha_bwd(b->dQKV, b->fmha_ws, b->dR, a->ctx, a->lse, a->qkv, b->d_cu, b->T, NH, 0, b->n, b->max_len,
+                 pa, b->dseed, drop_stream(l, 0), s);
+        END(OP_FMHA_BWD, l);
+        return;
+    }
+    groups_fork(b, s);
+    for (int g = 0; g < b->groups.ngroups; g++) {
+        cudaStream_t gs = group_stream(b, g, s);
+        GBEGIN(OP_FMHA_BWD, l, g, gs);
+        /* groups share the workspace: each touches only its own tokens' rows */
+        fmha_bwd(b->dQKV, b->fmha_ws, b->dR, a->ctx, a->lse, a->qkv, b->d_cu, b->T, NH,
+                 b->groups.seq_begin[g], b->groups.seq_end[g], b->groups.max_len[g], pa, b->dseed,
+                 drop_stream(l, 0), gs);
+        GEND(OP_FMHA_BWD, l, g, gs);
+    }
+    groups_join(b, s);
+}
+
+static void grads_ready(bert *b, int64_t begin, int64_t end, cudaStream_t s)
+{
+    if (b->grads_ready && end > begin)
+        b->grads_ready(b->grads_ready_ctx, begin, end, s);
+}
+
 void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 {
     const model_cfg *c = &b->cfg;
-    int T = b->T, H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, P = b->P, n = b->n;
+    int T = b->T, H = c->hidden, F = c->ffn, L = c->layers, P = b->P, n = b->n;
     float eps = (float)c->layernorm_eps;
     float pd = b->dropout_on ? (float)c->hidden_dropout : 0.0f;
     float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
@@ -520,9 +692,7 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         BEGIN(OP_QKV_FWD, l);
         gemm_linear_fwd(g, GEMM_BF16, T, H, 3 * H, b->x[l], W(o->qkv_w), W(o->qkv_b), a->qkv, NULL, 0, s);
         END(OP_QKV_FWD, l);
-        BEGIN(OP_FMHA_FWD, l);
-        fmha_fwd(a->ctx, a->lse, a->qkv, b->d_cu, T, NH, 0, n, b->max_len, pa, dseed, drop_stream(l, 0), s);
-        END(OP_FMHA_FWD, l);
+        attention_fwd(b, l, pa, s);
         BEGIN(OP_ATTN_OUT_FWD, l);
         gemm_linear_fwd(g, GEMM_BF16, T, H, H, a->ctx, W(o->o_w), NULL, b->tmp, NULL, 0, s);
         END(OP_ATTN_OUT_FWD, l);
@@ -584,7 +754,7 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
 {
     const model_cfg *c = &b->cfg;
-    int T = b->T, H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, P = b->P, n = b->n;
+    int T = b->T, H = c->hidden, F = c->ffn, L = c->layers, P = b->P, n = b->n;
     int V = b->Vpad;
     float pd = b->dropout_on ? (float)c->hidden_dropout : 0.0f;
     float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
@@ -628,6 +798,7 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
         rows_scatter_add(b->dY, b->dm1, b->d_mlm_rows, P, H, s);
     rows_scatter_add(b->dY, b->dc2, b->d_cls_rows, n, H, s);
     END(OP_MLM_HEAD_BWD, -1);
+    grads_ready(b, b->pool_w, b->nparams, s); /* pooler, MLM transform, decoder bias, NSP */
 
     for (int l = L - 1; l >= 0; l--) {
         const layer_offsets *o = &b->lo[l];
@@ -661,21 +832,21 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
         gemm_linear_bwd_weight(g, GEMM_BF16, T, H, H, b->dA, a->ctx, G(o->o_w), 1.0f, s);
         gemm_linear_bwd_data(g, GEMM_BF16, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
         END(OP_ATTN_OUT_BWD, l);
-        BEGIN(OP_FMHA_BWD, l);
-        fmha_bwd(b->dQKV, b->fmha_ws, b->dR, a->ctx, a->lse, a->qkv, b->d_cu, T, NH, 0, n, b->max_len, pa,
-                 dseed, drop_stream(l, 0), s);
-        END(OP_FMHA_BWD, l);
+        attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_BF16, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), 1.0f, s);
         bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, s);
         gemm_linear_bwd_data(g, GEMM_BF16, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
         END(OP_QKV_BWD, l);
+        /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
+        grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);
     }
     BEGIN(OP_EMBED_BWD, -1);
     embedding_bwd(G(b->word), G(b->pos), G(b->type), G(b->emb_g), G(b->emb_b), b->dY, NULL, b->d_ids,
                   b->d_types, b->d_cu, n, b->max_len, W(b->word), W(b->pos), W(b->type), W(b->emb_g),
                   b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);
     END(OP_EMBED_BWD, -1);
+    grads_ready(b, 0, b->lo[0].qkv_w, s); /* embeddings, with the tied decoder's share */
 }
 
 /* ---- optimizer --------------------------------------------------------------------------------- */

@@ -64,6 +64,34 @@ typedef struct {
     void *ctx;
 } bert_hooks;
 
+/* FMHA length groups of the uploaded micro-batch: group g runs the attention of sequences
+ * [seq_begin[g], seq_end[g]) (all at most max_len[g] long) as its own launch on stream stream[g]
+ * (0: the step's stream; 1..BERT_MAX_STREAMS-1: the model's side streams, forked from and joined
+ * back into the step's stream around each layer's attention). Groups partition 0..n; the mask
+ * bits do not depend on the grouping, so any grouping computes the same values. */
+#define BERT_MAX_GROUPS 64
+#define BERT_MAX_STREAMS 8
+typedef struct {
+    int ngroups; /* 0 or 1: one launch over the whole micro-batch */
+    int seq_begin[BERT_MAX_GROUPS], seq_end[BERT_MAX_GROUPS], max_len[BERT_MAX_GROUPS];
+    int stream[BERT_MAX_GROUPS];
+} bert_fmha_groups;
+
+/* Timing hook for one FMHA group launch (grouped attention only; the op's begin/end hooks are
+ * then not called for FMHA): begin on the group's stream before its launch, end after it. */
+typedef struct {
+    void (*begin)(void *ctx, int op, int layer, int group, int stream, int seq_begin, int seq_end,
+                  cudaStream_t s);
+    void (*end)(void *ctx, int op, int layer, int group, cudaStream_t s);
+    void *ctx;
+} bert_group_hooks;
+
+/* Called by bert_backward, on stream s, as soon as the gradients of the flat range [begin, end)
+ * are complete for this micro-batch (work enqueued on s before the call): the MLM/NSP heads first,
+ * then each encoder layer from the last to the first, then the embeddings (which include the tied
+ * decoder weight). The ranges come in descending, contiguous order and cover 0..N. */
+typedef void (*bert_grads_ready_fn)(void *ctx, int64_t begin, int64_t end, cudaStream_t s);
+
 typedef struct bert bert;
 
 /* Allocates everything on the current device and initialises the weights (truncated normal of
@@ -83,6 +111,13 @@ bf16 *bert_work(bert *b);                  /* (N) bf16, device: what the forward
 float *bert_lamb_m(bert *b);               /* (N) fp32, device */
 float *bert_lamb_v(bert *b);               /* (N) fp32, device */
 void bert_set_hooks(bert *b, const bert_hooks *h);
+void bert_set_group_hooks(bert *b, const bert_group_hooks *h); /* NULL: none */
+/* The FMHA grouping of the uploaded micro-batch (NULL: one launch). EINVAL if the groups do not
+ * partition the micro-batch's sequences, a stream is out of range or a group's max_len is below
+ * one of its lengths. bert_batch_upload resets it to one launch. */
+int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err);
+/* The gradient-ready callback (NULL: none), for all-reduce buckets overlapped with backward. */
+void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx);
 /* Dropout on (1, the default when the options ask for it) or off (0: evaluation). */
 void bert_set_dropout(bert *b, int on);
 

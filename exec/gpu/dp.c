@@ -123,6 +123,18 @@ void dp_free(dp *d)
 
 int dp_rank_count(const dp *d, int v) { return d->count[v]; }
 
+int dp_rank_lengths(const dp *d, int g, int *len)
+{
+    if (g < 0 || g >= d->R)
+        return 0;
+    int m = 0;
+    for (int k = d->res.start[g]; k < d->res.start[g + 1]; k++)
+        len[m++] = d->len[d->res.seq[k]];
+    return m;
+}
+
+int dp_ranks(const dp *d) { return d->R; }
+
 long dp_global_predictions(const dp *d)
 {
     long p = 0;

@@ -40,6 +40,11 @@ int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred
 
 /* Samples on local virtual rank v in the last dp_step. */
 int dp_rank_count(const dp *d, int v);
+/* The lengths of global virtual rank g's samples in the last dp_step (any order) into len (room
+ * for the global batch); returns their count (0 for a bad g). */
+int dp_rank_lengths(const dp *d, int g, int *len);
+/* Virtual ranks in all (processes x K). */
+int dp_ranks(const dp *d);
 /* Masked predictions in the whole global batch of the last dp_step (the MLM loss normaliser). */
 long dp_global_predictions(const dp *d);
 /* Orders the next step's collectives after `ev` (recorded after the gradient all-reduce was

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda_runtime.h>
 
@@ -20,8 +21,10 @@
 #include "gpu/comm.h"
 #include "gpu/dp.h"
 #include "gpu/dump.h"
+#include "gpu/gradsync.h"
 #include "gpu/optrace.h"
 #include "gpu/source.h"
+#include "group.h"
 #include "model.h"
 #include "ops.h"
 #include "plan.h"
@@ -48,7 +51,13 @@ static void usage(FILE *f)
             "                     none | sort-deal | lpt | kk | pack (default: no balancing, loader order)\n"
             "  --count C          equal | free sequence counts per rank (equal)\n"
             "  --plan F           take policy and count from a plan written by 'unpad plan'\n"
-            "  --calib F          cost-model coefficients for the balanced per-sequence cost\n"
+            "  --calib F          cost-model coefficients for the balanced cost and the FMHA grouping\n"
+            "                     (default: models/calib/<hw>.cfg when it exists, else the defaults)\n"
+            "  --fmha-groups G    attention in length groups, one launch each: auto (planned every\n"
+            "                     micro-batch) | none (one launch; the default) | 128,256,384 (fixed)\n"
+            "  --streams S        CUDA streams for the FMHA groups (1..8; default the plan's, else 2)\n"
+            "  --bucket-mb X      gradient all-reduce buckets of X MB, overlapped with backward (32);\n"
+            "                     0: one all-reduce after backward\n"
             "  --nproc N          start N ranks (one GPU each) and supervise them; with N = 1 the\n"
             "                     single rank still goes through NCCL (or launch with mpirun -np N)\n"
             "  --log-every k      progress line every k steps (10)\n"
@@ -65,8 +74,9 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *model, *data, *dist, *eval, *save, *resume, *trace, *trace_json, *hw;
-    const char *dump_w, *dump_g, *policy, *count, *plan, *calib;
-    int nproc;
+    const char *dump_w, *dump_g, *policy, *count, *plan, *calib, *groups;
+    int nproc, streams;
+    double bucket_mb;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
     int no_dropout, gelu_erf, trace_a, trace_b;
     double lr, wd, max_norm;
@@ -100,7 +110,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
            O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
            O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
-           O_NPROC, O_HELP };
+           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_HELP };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
@@ -112,7 +122,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"trace-json", 1, 0, O_TJSON}, {"trace-steps", 1, 0, O_TSTEPS}, {"hw", 1, 0, O_HW},
         {"dump-weights", 1, 0, O_DW}, {"dump-grads", 1, 0, O_DG}, {"fp32", 0, 0, O_FP32},
         {"policy", 1, 0, O_POLICY}, {"count", 1, 0, O_COUNT}, {"plan", 1, 0, O_PLAN},
-        {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"fmha-groups", 1, 0, O_GROUPS},
+        {"streams", 1, 0, O_STREAMS}, {"bucket-mb", 1, 0, O_BUCKET}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->lr = 4.25e-4;
     a->wd = 0.01;
@@ -124,6 +135,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->trace_a = 1;
     a->trace_b = 1 << 30;
     a->hw = "models/hw/h200-sxm.cfg";
+    a->bucket_mb = 32;
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -194,6 +206,18 @@ static int parse_args(int argc, char **argv, train_args *a)
         case O_PLAN: a->plan = optarg; break;
         case O_CALIB: a->calib = optarg; break;
         case O_NPROC: bad |= arg_int("--nproc", optarg, 1, 4096, &a->nproc); break;
+        case O_GROUPS: {
+            int bounds[GROUP_MAX], nb;
+            unpad_err e = {0};
+            if (group_bounds_parse(optarg, bounds, &nb, &e)) {
+                fprintf(stderr, "unpad-train: --fmha-groups: %s\n", e.msg);
+                bad = 1;
+            }
+            a->groups = optarg;
+            break;
+        }
+        case O_STREAMS: bad |= arg_int("--streams", optarg, 1, BERT_MAX_STREAMS, &a->streams); break;
+        case O_BUCKET: bad |= arg_double("--bucket-mb", optarg, 0, 1e6, &a->bucket_mb); break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return 1;
         }
@@ -254,6 +278,52 @@ static void batch_lengths(const shard_batch *sb, int *len)
 {
     for (int i = 0; i < sb->n; i++)
         len[i] = sb->cu_seqlens[i + 1] - sb->cu_seqlens[i];
+}
+
+/* The FMHA grouping the trainer runs: planned per micro-batch from its lengths. */
+typedef struct {
+    int nb;                 /* -1 auto, 0 one launch, else fixed boundaries */
+    int bounds[GROUP_MAX];
+    group_opts opts;        /* streams, granularity for auto */
+    const hw_spec *hw;
+    const calib_coef *cc;
+    int heads;
+} fmha_grouping;
+
+/* Groups of a micro-batch whose sequences are longest first (the balanced path builds them so):
+ * the planner's length groups are then contiguous sequence ranges. */
+static int micro_groups(const fmha_grouping *fg, const int *len, int n, bert_fmha_groups *out, unpad_err *err)
+{
+    out->ngroups = 0;
+    if (fg->nb == 0 || n < 2)
+        return UNPAD_OK;
+    for (int i = 1; i < n; i++)
+        if (len[i] > len[i - 1])
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA groups need the micro-batch longest first");
+    group_plan gp;
+    int rc = fg->nb < 0 ? group_plan_dp(fg->hw, fg->cc, fg->heads, len, n, &fg->opts, &gp, err)
+                        : group_plan_bounds(fg->hw, fg->cc, fg->heads, len, n, fg->bounds, fg->nb,
+                                            fg->opts.max_streams, &gp, err);
+    if (rc)
+        return rc;
+    if (gp.ngroups > BERT_MAX_GROUPS)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%d FMHA groups (at most %d)", gp.ngroups, BERT_MAX_GROUPS);
+    int at = 0;
+    for (int g = 0; g < gp.ngroups; g++) {
+        out->seq_begin[g] = at;
+        at += gp.count[g];
+        out->seq_end[g] = at;
+        out->max_len[g] = gp.hi[g];
+        out->stream[g] = gp.stream[g];
+        if (at > n || len[out->seq_begin[g]] > gp.hi[g] || len[at - 1] < gp.lo[g])
+            return unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__,
+                              "FMHA group %d (lengths %d..%d, %d sequences) does not match the micro-batch",
+                              g, gp.lo[g], gp.hi[g], gp.count[g]);
+    }
+    if (at != n)
+        return unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__, "FMHA groups hold %d of %d sequences", at, n);
+    out->ngroups = gp.ngroups;
+    return UNPAD_OK;
 }
 
 static int fail(const char *what, const unpad_err *err)
@@ -333,24 +403,52 @@ int main(int argc, char **argv)
 
     int K = a.vranks, B = a.batch, R = comm.size * K;
     int64_t step_samples = (int64_t)R * B;
-    int balanced = a.policy || a.plan || comm.launcher != COMM_SINGLE;
+    /* the cost model's coefficients: --calib, else the fitted file of this hardware if any */
+    calib_coef cc;
+    char calib_path[512];
+    const char *calib_from = "the uncalibrated defaults";
+    snprintf(calib_path, sizeof calib_path, "models/calib/%s.cfg", hw.name);
+    if (a.calib || access(calib_path, R_OK) == 0) {
+        const char *f = a.calib ? a.calib : calib_path;
+        if (calib_load(f, &hw, &cc, &err))
+            return fail("calibration", &err);
+        calib_from = f;
+    } else {
+        calib_default(&hw, &cc);
+    }
+    fmha_grouping fg = {.nb = 0, .hw = &hw, .cc = &cc, .heads = cfg.heads};
+    group_opts_default(&fg.opts);
+    fg.opts.max_streams = 2;
+    unpad_plan plan;
+    if (a.plan && plan_load(a.plan, &plan, &err))
+        return fail("plan", &err);
+    if (a.plan) {
+        fg.nb = plan.fmha_nb;
+        memcpy(fg.bounds, plan.fmha_bounds, sizeof fg.bounds);
+        fg.opts.granularity = plan.fmha_granularity;
+        fg.opts.max_streams = plan.streams;
+    }
+    if (a.groups && group_bounds_parse(a.groups, fg.bounds, &fg.nb, &err))
+        return fail("--fmha-groups", &err);
+    if (a.streams)
+        fg.opts.max_streams = a.streams;
+    /* grouped attention needs micro-batches longest first: the balanced path builds them so */
+    int balanced = a.policy || a.plan || comm.launcher != COMM_SINGLE || fg.nb != 0;
     balance_policy policy = BAL_NONE;
     balance_count count = BAL_EQUAL;
     seq_cost scost;
     int weights_tokens = 0;
     if (balanced) {
-        if (a.plan) {
-            unpad_plan plan;
-            if (plan_load(a.plan, &plan, &err))
-                return fail("plan", &err);
+        if (a.plan && !a.calib) {
             policy = plan.policy;
             count = plan.count;
             scost = plan.cost;
             weights_tokens = plan.weights_tokens;
         } else {
-            calib_coef cc;
-            if (a.calib ? calib_load(a.calib, &hw, &cc, &err) : (calib_default(&hw, &cc), 0))
-                return fail("calibration", &err);
+            if (a.plan) {
+                policy = plan.policy;
+                count = plan.count;
+            }
             if (cost_seq_model(&cfg, &hw, &cc, &scost, &err))
                 return fail(NULL, &err);
         }
@@ -402,6 +500,21 @@ int main(int argc, char **argv)
                balance_policy_name(policy), balance_count_name(count), weights_tokens ? "tokens" : "predicted cost",
                scost.c0, scost.c1, scost.c2,
                comm.launcher == COMM_SINGLE ? "" : ", NCCL all-reduce of the gradients");
+    if (comm.launcher != COMM_SINGLE) {
+        if (a.bucket_mb > 0)
+            printf("  gradient all-reduce in buckets of >= %.0f MB on its own stream, overlapped with backward\n",
+                   a.bucket_mb);
+        else
+            printf("  gradient all-reduce in one call after backward\n");
+    }
+    {
+        char gb[256];
+        group_bounds_format(fg.bounds, fg.nb, gb, sizeof gb);
+        printf("  FMHA groups: %s%s; cost model: %s\n", gb,
+               fg.nb == 0 ? " (one launch per micro-batch)" : "", calib_from);
+        if (fg.nb != 0)
+            printf("  FMHA groups on up to %d stream%s\n", fg.opts.max_streams, fg.opts.max_streams == 1 ? "" : "s");
+    }
 
     /* ranks = all ranks x virtual ranks: the global batch's layout, whatever the process count */
     ckpt_state st = {.step = 0, .data_pos = 0, .seed = (uint64_t)a.seed, .batch = B, .ranks = R};
@@ -433,6 +546,10 @@ int main(int argc, char **argv)
     }
     if (tcsv || tjson)
         tr = optrace_create(hw.name, &cfg, tcsv, tjson);
+    gradsync *gs = NULL;
+    if (comm.launcher != COMM_SINGLE && a.bucket_mb > 0 &&
+        !(gs = gradsync_create(&comm, bert_grad(b), bert_param_count(b), a.bucket_mb * 1048576.0, &err)))
+        return fail(NULL, &err);
 
     /* two sets of K micro-batches: the next step's are read while the GPU runs this one's */
     shard_batch *bufs = calloc(2 * (size_t)K, sizeof *bufs);
@@ -494,11 +611,16 @@ int main(int argc, char **argv)
             flops *= comm.size; /* throughput is reported for all ranks */
         }
         bert_set_hooks(b, NULL);
+        bert_set_group_hooks(b, NULL);
         if (tracing) {
             optrace_step_begin(tr, step, s);
             bert_hooks h = optrace_hooks(tr);
             bert_set_hooks(b, &h);
+            bert_group_hooks gh = optrace_group_hooks(tr);
+            bert_set_group_hooks(b, &gh);
         }
+        if (gs)
+            gradsync_begin(gs, tracing ? tr : NULL);
         cudaCheck(cudaEventRecord(ev0, s));
         bert_grad_zero(b, s);
         bert_stats_reset(b, s);
@@ -507,10 +629,16 @@ int main(int argc, char **argv)
             batch_view(&mb[r], &bb);
             if (bert_batch_upload(b, &bb, s, &err))
                 return fail("batch", &err);
-            if (tracing) {
-                batch_lengths(&mb[r], lens);
-                optrace_rank_begin(tr, r, K, lens, mb[r].n);
+            batch_lengths(&mb[r], lens);
+            if (fg.nb != 0) {
+                bert_fmha_groups grp;
+                if (micro_groups(&fg, lens, mb[r].n, &grp, &err) || bert_set_fmha_groups(b, &grp, &err))
+                    return fail("FMHA groups", &err);
             }
+            if (tracing)
+                optrace_rank_begin(tr, r, K, lens, mb[r].n);
+            /* the last micro-batch completes the gradients: its backward starts the all-reduce */
+            bert_set_grads_ready(b, gs && r == K - 1 ? gradsync_ready : NULL, gs);
             uint64_t dseed = mix64((uint64_t)a.seed * 0x100000001B3ull ^
                                    mix64((uint64_t)step * 4096 + (uint64_t)(comm.rank * K + r)));
             cudaCheck(cudaEventRecord(evr[2 * r], s));
@@ -518,7 +646,11 @@ int main(int argc, char **argv)
             bert_backward(b, 1.0f / (float)(Ptot > 0 ? Ptot : 1), 1.0f / (float)Ntot, s);
             cudaCheck(cudaEventRecord(evr[2 * r + 1], s));
         }
-        if (comm.launcher != COMM_SINGLE) {
+        bert_set_grads_ready(b, NULL, NULL);
+        if (gs) {
+            gradsync_finish(gs, s); /* s waits for every bucket */
+            dp_after(dpp, gradsync_done(gs));
+        } else if (comm.launcher != COMM_SINGLE) {
             if (tracing)
                 optrace_op_begin(tr, OP_ALLREDUCE, s);
             comm_allreduce_sum_f32(&comm, bert_grad(b), (size_t)bert_param_count(b), s);
@@ -684,7 +816,16 @@ int main(int argc, char **argv)
                "steps)\n", balance_policy_name(policy), balance_count_name(count), R, imb_meas_sum / imb_steps,
                imb_pred_sum / imb_steps, imb_steps);
 
+    if (tr) {
+        double fw = optrace_op_mean_us(tr, OP_FMHA_FWD), bw = optrace_op_mean_us(tr, OP_FMHA_BWD);
+        printf("attention: fmha_fwd %.3f ms + fmha_bwd %.3f ms = %.3f ms per traced step (all ranks and "
+               "layers; grouped launches count their overlap once)\n", fw * 1e-3, bw * 1e-3, (fw + bw) * 1e-3);
+        if (comm.launcher != COMM_SINGLE)
+            printf("all-reduce: %.3f ms per traced step on the communication stream%s\n",
+                   optrace_op_mean_us(tr, OP_ALLREDUCE) * 1e-3, gs ? " (overlapped with backward)" : "");
+    }
     optrace_free(tr);
+    gradsync_free(gs);
     dp_free(dpp);
     for (int r = 0; r < 2 * K; r++)
         cudaCheck(cudaEventDestroy(evr[r]));
