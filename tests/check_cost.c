@@ -1,0 +1,94 @@
+/* check_cost.c — per-operator efficiencies of the cost model: the class formula when none is set,
+ * the operator's own value when set, and calibration files with and without them. */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "cost.h"
+#include "testutil.h"
+
+static hw_spec h200;
+
+static void setup(void)
+{
+    char p[512];
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &h200, NULL), UNPAD_OK);
+}
+
+START_TEST(test_gemm_eff_class_and_operator)
+{
+    calib_coef c;
+    calib_default(&h200, &c);
+    c.gemm_eff = 0.7;
+    c.gemm_m_half = 500;
+    /* no per-operator value: gemm_eff M / (M + m_half), as before */
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000), 0.7 * 2000 / 2500.0, 1e-12);
+    /* with one: 1/eff = 1/eff_op + m_half / (gemm_eff M) */
+    c.op_eff[OP_FFN1_FWD] = 0.55;
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000), 1 / (1 / 0.55 + 500 / (0.7 * 2000)), 1e-12);
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN2_FWD, 2000), 0.7 * 2000 / 2500.0, 1e-12);
+    /* the operator's time follows: FLOPs at that efficiency plus its launch */
+    op_cost oc = {.op = OP_FFN1_FWD, .launches = 1, .flops = 1e11, .tensor_flops = 1e11, .bytes = 1e6, .rows = 2000};
+    double t = cost_op_us(&h200, &c, &oc);
+    double want = 1e11 / (h200.peak_bf16_tflops * 1e6 * cost_gemm_eff(&c, OP_FFN1_FWD, 2000)) + c.launch_us;
+    ck_assert_double_eq_tol(t, want, 1e-9 * want);
+}
+END_TEST
+
+START_TEST(test_bw_eff_per_operator)
+{
+    calib_coef c;
+    calib_default(&h200, &c);
+    c.bw_eff = 0.5;
+    c.optim_bw_eff = 0.8;
+    c.op_eff[OP_LOSS_FWD] = 0.12;
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LOSS_FWD), 0.12);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_ATTN_LN_FWD), 0.5);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LAMB), 0.8);
+    op_cost oc = {.op = OP_LOSS_FWD, .launches = 1, .flops = 0, .bytes = 1e8};
+    double want = 1e8 / (h200.mem_bw_gbs * 1e3 * 0.12) + c.launch_us;
+    ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), want, 1e-9 * want);
+}
+END_TEST
+
+START_TEST(test_calib_file_with_and_without_operators)
+{
+    char p[512], q[512];
+    unpad_err e = {0};
+    calib_coef c;
+    /* an older file without eff_* keys: class values everywhere */
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\ngemm_eff = 0.7\n"));
+    ck_assert_msg(calib_load(p, &h200, &c, &e) == UNPAD_OK, "%s", e.msg);
+    for (int op = 0; op < OP_COUNT; op++)
+        ck_assert_double_eq(c.op_eff[op], 0);
+    unlink(p);
+    /* written and read back */
+    c.op_eff[OP_QKV_BWD] = 0.643;
+    c.op_eff[OP_EMBED_BWD] = 0.242;
+    snprintf(q, sizeof q, "/tmp/unpad-test-calib-%d.cfg", (int)getpid());
+    ck_assert_msg(calib_write(q, &c, "test", &e) == UNPAD_OK, "%s", e.msg);
+    calib_coef d;
+    ck_assert_msg(calib_load(q, &h200, &d, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(d.op_eff[OP_QKV_BWD], 0.643, 1e-9);
+    ck_assert_double_eq_tol(d.op_eff[OP_EMBED_BWD], 0.242, 1e-9);
+    ck_assert_double_eq(d.op_eff[OP_FFN1_FWD], 0);
+    unlink(q);
+    /* out of range refused with the key named */
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\neff_loss_fwd = 1.5\n"));
+    ck_assert_int_eq(calib_load(p, &h200, &c, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "eff_loss_fwd"));
+    unlink(p);
+}
+END_TEST
+
+Suite *cost_suite(void)
+{
+    Suite *s = suite_create("cost");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_gemm_eff_class_and_operator);
+    tcase_add_test(tc, test_bw_eff_per_operator);
+    tcase_add_test(tc, test_calib_file_with_and_without_operators);
+    suite_add_tcase(s, tc);
+    return s;
+}
