@@ -26,6 +26,7 @@
 #include "gpu/source.h"
 #include "group.h"
 #include "model.h"
+#include "online.h"
 #include "ops.h"
 #include "plan.h"
 
@@ -53,6 +54,9 @@ static void usage(FILE *f)
             "  --plan F           take policy and count from a plan written by 'unpad plan'\n"
             "  --calib F          cost-model coefficients for the balanced cost and the FMHA grouping\n"
             "                     (default: models/calib/<hw>.cfg when it exists, else the defaults)\n"
+            "  --no-calib         the uncalibrated default coefficients even where that file exists\n"
+            "  --calibrate-online refit the balanced per-sequence cost every step from the measured\n"
+            "                     per-rank compute times of the last --online-window W steps (8)\n"
             "  --fmha-groups G    attention in length groups, one launch each: auto (planned every\n"
             "                     micro-batch) | none (one launch; the default) | 128,256,384 (fixed)\n"
             "  --streams S        CUDA streams for the FMHA groups (1..8; default the plan's, else 2)\n"
@@ -75,7 +79,7 @@ static void usage(FILE *f)
 typedef struct {
     const char *model, *data, *dist, *eval, *save, *resume, *trace, *trace_json, *hw;
     const char *dump_w, *dump_g, *policy, *count, *plan, *calib, *groups;
-    int nproc, streams;
+    int nproc, streams, no_calib, online, online_window;
     double bucket_mb;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
     int no_dropout, gelu_erf, trace_a, trace_b;
@@ -110,7 +114,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
            O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
            O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
-           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_HELP };
+           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_HELP };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
@@ -123,7 +127,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"dump-weights", 1, 0, O_DW}, {"dump-grads", 1, 0, O_DG}, {"fp32", 0, 0, O_FP32},
         {"policy", 1, 0, O_POLICY}, {"count", 1, 0, O_COUNT}, {"plan", 1, 0, O_PLAN},
         {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"fmha-groups", 1, 0, O_GROUPS},
-        {"streams", 1, 0, O_STREAMS}, {"bucket-mb", 1, 0, O_BUCKET}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"streams", 1, 0, O_STREAMS}, {"bucket-mb", 1, 0, O_BUCKET}, {"no-calib", 0, 0, O_NOCALIB},
+        {"calibrate-online", 0, 0, O_ONLINE}, {"online-window", 1, 0, O_OWIN}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->lr = 4.25e-4;
     a->wd = 0.01;
@@ -136,6 +141,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->trace_b = 1 << 30;
     a->hw = "models/hw/h200-sxm.cfg";
     a->bucket_mb = 32;
+    a->online_window = 8;
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -218,6 +224,9 @@ static int parse_args(int argc, char **argv, train_args *a)
         }
         case O_STREAMS: bad |= arg_int("--streams", optarg, 1, BERT_MAX_STREAMS, &a->streams); break;
         case O_BUCKET: bad |= arg_double("--bucket-mb", optarg, 0, 1e6, &a->bucket_mb); break;
+        case O_NOCALIB: a->no_calib = 1; break;
+        case O_ONLINE: a->online = 1; break;
+        case O_OWIN: bad |= arg_int("--online-window", optarg, 1, 100000, &a->online_window); break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return 1;
         }
@@ -326,6 +335,15 @@ static int micro_groups(const fmha_grouping *fg, const int *len, int n, bert_fmh
     return UNPAD_OK;
 }
 
+/* Every global virtual rank's lengths of the global batch dp_step just built: rank g's are
+ * len[off[g] .. off[g + 1]). */
+static void online_snapshot(const dp *d, int R, int *len, int *off)
+{
+    off[0] = 0;
+    for (int g = 0; g < R; g++)
+        off[g + 1] = off[g] + dp_rank_lengths(d, g, len + off[g]);
+}
+
 static int fail(const char *what, const unpad_err *err)
 {
     fflush(stdout);
@@ -408,7 +426,11 @@ int main(int argc, char **argv)
     char calib_path[512];
     const char *calib_from = "the uncalibrated defaults";
     snprintf(calib_path, sizeof calib_path, "models/calib/%s.cfg", hw.name);
-    if (a.calib || access(calib_path, R_OK) == 0) {
+    if (a.calib && a.no_calib) {
+        fprintf(stderr, "unpad-train: --calib and --no-calib exclude each other\n");
+        return 2;
+    }
+    if (a.calib || (!a.no_calib && access(calib_path, R_OK) == 0)) {
         const char *f = a.calib ? a.calib : calib_path;
         if (calib_load(f, &hw, &cc, &err))
             return fail("calibration", &err);
@@ -457,6 +479,11 @@ int main(int argc, char **argv)
         if (a.count)
             count = (balance_count)balance_count_from_name(a.count);
     }
+    if (a.online && (!balanced || weights_tokens)) {
+        fprintf(stderr, "unpad-train: --calibrate-online refits the balanced per-sequence cost: it needs "
+                        "--policy (or --plan with weights = cost)\n");
+        return 2;
+    }
     /* with free counts a rank may take more, shorter sequences than B */
     int seq_cap = balanced && count == BAL_FREE ? (4 * B < R * B ? 4 * B : R * B) : B;
     int max_len = source_max_len(src);
@@ -480,6 +507,28 @@ int main(int argc, char **argv)
                         .policy = policy, .count = count, .cost = weights_tokens ? NULL : &scost};
         if (!(dpp = dp_create(&comm, &o, opt.max_tokens, &err)))
             return fail(NULL, &err);
+    }
+
+    /* online calibration: every rank's lengths of the current and the prefetched global batch,
+     * and every rank's measured compute time, gathered to every rank so all refit alike */
+    online_cal *oc = NULL;
+    int *olen = NULL, *ooff = NULL, *otime_dev = NULL;
+    int32_t *otime = NULL;
+    int online_refits = 0, online_refused = 0;
+    online_fit ofit = {0};
+    char online_why[256] = "";
+    if (a.online) {
+        online_opts oo = {.window = a.online_window};
+        if (online_alloc(&oo, R, &oc, &err))
+            return fail("--calibrate-online", &err);
+        olen = malloc(2 * (size_t)step_samples * sizeof *olen);
+        ooff = malloc(2 * ((size_t)R + 1) * sizeof *ooff);
+        otime = malloc((size_t)R * sizeof *otime);
+        cudaCheck(cudaMalloc((void **)&otime_dev, (size_t)R * sizeof *otime_dev));
+        if (!olen || !ooff || !otime) {
+            fprintf(stderr, "unpad-train: out of host memory\n");
+            return 1;
+        }
     }
 
     if (!rank0) /* one voice: rank 0 reports for all */
@@ -590,6 +639,8 @@ int main(int argc, char **argv)
             if (dpp) {
                 if (dp_step(dpp, src, st.data_pos, mb, pred_buf + (size_t)cur * R, &err))
                     return fail("data", &err);
+                if (oc)
+                    online_snapshot(dpp, R, olen + (size_t)cur * step_samples, ooff + (size_t)cur * (R + 1));
             } else {
                 for (int r = 0; r < K; r++)
                     if (source_get(src, st.data_pos + (int64_t)r * B, B, &mb[r], &err))
@@ -705,6 +756,9 @@ int main(int argc, char **argv)
             if (dpp) {
                 if (dp_step(dpp, src, st.data_pos + step_samples, nb, pred_buf + (size_t)(1 - cur) * R, &err))
                     return fail("data", &err);
+                if (oc)
+                    online_snapshot(dpp, R, olen + (size_t)(1 - cur) * step_samples,
+                                    ooff + (size_t)(1 - cur) * (R + 1));
             } else {
                 for (int r = 0; r < K; r++)
                     if (source_get(src, st.data_pos + (int64_t)(K + r) * B, B, &nb[r], &err))
@@ -744,6 +798,32 @@ int main(int argc, char **argv)
             imb_pred_sum += pmean > 0 ? pmax / pmean : 0;
             imb_steps++;
         }
+        if (oc && steps_run > 0) { /* step 1 warms up: left out */
+            for (int r = 0; r < K; r++)
+                otime[comm.rank * K + r] = (int32_t)(meas_us[r] * 1e3 < 2e9 ? meas_us[r] * 1e3 : 2e9);
+            if (comm_uses_nccl(&comm)) {
+                cudaCheck(cudaMemcpyAsync(otime_dev + comm.rank * K, otime + comm.rank * K, (size_t)K * 4,
+                                          cudaMemcpyHostToDevice, s));
+                comm_allgather_i32(&comm, otime_dev + comm.rank * K, otime_dev, (size_t)K, s);
+                cudaCheck(cudaMemcpyAsync(otime, otime_dev, (size_t)R * 4, cudaMemcpyDeviceToHost, s));
+                cudaCheck(cudaStreamSynchronize(s));
+            }
+            const int *L0 = olen + (size_t)cur * step_samples, *off = ooff + (size_t)cur * (R + 1);
+            for (int g = 0; g < R; g++)
+                if (off[g + 1] > off[g] && otime[g] > 0 &&
+                    online_add(oc, step, L0 + off[g], off[g + 1] - off[g], otime[g] * 1e-6, &err))
+                    return fail("--calibrate-online", &err);
+            online_fit f;
+            unpad_err e2 = {0};
+            if (online_refit(oc, &scost, &f, &e2) == UNPAD_OK) {
+                scost = f.cost; /* the balancer reads it from the next global batch it builds */
+                ofit = f;
+                online_refits++;
+            } else {
+                online_refused++;
+                snprintf(online_why, sizeof online_why, "%.255s", e2.msg);
+            }
+        }
         st.step = step;
         st.data_pos += step_samples;
         cur = have_next ? 1 - cur : cur;
@@ -781,6 +861,14 @@ int main(int argc, char **argv)
                 printf(" | rank max/mean %.3f", mean > 0 ? mx / mean : 0);
             }
             printf("\n");
+            if (oc && online_refits)
+                printf("online %6d | cost %.4g + %.4g len + %.4g len^2 us (+ %.4g us per rank) | fit rms %.2f%% "
+                       "max %.2f%% over %d ranks x %d steps%s%s\n",
+                       step, ofit.cost.c0, ofit.cost.c1, ofit.cost.c2, ofit.fixed_us, ofit.rms_pct,
+                       ofit.max_abs_pct, ofit.obs / (ofit.steps ? ofit.steps : 1), ofit.steps,
+                       ofit.notes[0] ? "; " : "", ofit.notes);
+            else if (oc && online_refused)
+                printf("online %6d | no refit yet: %s\n", step, online_why);
             fflush(stdout);
             win_t0 = now_s();
             win_steps = 0;
@@ -824,6 +912,15 @@ int main(int argc, char **argv)
             printf("all-reduce: %.3f ms per traced step on the communication stream%s\n",
                    optrace_op_mean_us(tr, OP_ALLREDUCE) * 1e-3, gs ? " (overlapped with backward)" : "");
     }
+    if (oc)
+        printf("online calibration: %d refits, %d refused%s%s\n", online_refits, online_refused,
+               online_refused ? "; last refusal: " : "", online_refused ? online_why : "");
+    online_free(oc);
+    free(olen);
+    free(ooff);
+    free(otime);
+    if (otime_dev)
+        cudaCheck(cudaFree(otime_dev));
     optrace_free(tr);
     gradsync_free(gs);
     dp_free(dpp);
