@@ -515,6 +515,41 @@ void validate_print(FILE *f, const validate_report *rep)
     fprintf(f, "%-34s %4s %6ld %9s %9s %9.2f %9.2f\n\n", "all steps", "", rep->step_time.n, "", "",
             rep->step_time.median_abs_pct, rep->step_time.max_abs_pct);
 
+    /* Every step, with the rank that set it and the largest single-rank load error: shows whether
+     * a step's error is the model's (every rank off alike) or one rank's (a stall, a slow rank). */
+    fprintf(f, "per step: step time, the slowest rank measured / predicted, worst rank load error\n");
+    fprintf(f, "%-34s %5s %9s %9s %8s %6s %6s %11s\n", "run", "step", "meas_ms", "pred_ms", "err%",
+            "slow_m", "slow_p", "worst_load%");
+    for (size_t i = 0; i < rep->nsteps; i++) {
+        const validate_step *S = &rep->steps[i];
+        const char *nm = rep->runs[S->run].name;
+        nm = strrchr(nm, '/') ? strrchr(nm, '/') + 1 : nm;
+        size_t L = strlen(nm);
+        if (L > 34)
+            nm += L - 34;
+        int sm = -1, sp = -1;
+        double tm = 0, tp = 0, worst = 0;
+        for (size_t q = 0; q < rep->nloads; q++) {
+            const validate_load *ld = &rep->loads[q];
+            if (ld->run != S->run || ld->step != S->step)
+                continue;
+            if (ld->meas_time_us > tm) {
+                tm = ld->meas_time_us;
+                sm = ld->rank;
+            }
+            if (ld->pred_time_us > tp) {
+                tp = ld->pred_time_us;
+                sp = ld->rank;
+            }
+            double e = ld->meas_load_us > 0 ? pct(ld->pred_load_us, ld->meas_load_us) : 0;
+            if (fabs(e) > fabs(worst))
+                worst = e;
+        }
+        fprintf(f, "%-34s %5d %9.3f %9.3f %+8.2f %6d %6d %+11.2f\n", nm, S->step, S->meas_us / 1e3,
+                S->pred_us / 1e3, S->meas_us > 0 ? pct(S->pred_us, S->meas_us) : 0.0, sm, sp, worst);
+    }
+    fprintf(f, "\n");
+
     fprintf(f, "targets (issue 7, meant for held-out traces):\n");
     if (rep->step_time.n)
         fprintf(f, "  per-step time error   median %.2f%% (<= 2%%: %s), max %.2f%% (<= 5%%: %s)\n",
