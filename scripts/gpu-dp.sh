@@ -30,8 +30,8 @@ has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 
 # 1. imbalance per policy (step 1 warms up and is left out of the averages)
 has policies && for p in none sort-deal lpt kk; do
-    timeout 120 $T --model $L --synthetic --batch 56 --virtual-ranks 8 --steps 5 --policy $p \
-        --seed 11 --log-every 1 --trace "$OUT/vr8x56-$p.csv" --trace-steps 2:3 >"$OUT/vr8x56-$p.log" 2>&1
+    timeout 120 $T --model $L --synthetic --batch 56 --virtual-ranks 8 --steps 6 --policy $p \
+        --seed 11 --log-every 1 --trace "$OUT/vr8x56-$p.csv" --trace-steps 3:5 >"$OUT/vr8x56-$p.log" 2>&1
     say "vr8x56 $p rc=$? $(grep '^balance:' "$OUT/vr8x56-$p.log" | head -1)"
 done
 
@@ -71,8 +71,8 @@ if has groups; then
 for spec in none:2 auto:2 auto:4 128,256,384:2; do
     IFS=: read -r g st <<<"$spec"
     name=vr8x56-kk-groups-${g//,/-}-s$st
-    timeout 150 $T --model $L --synthetic --batch 56 --virtual-ranks 8 --steps 5 --policy kk --seed 11 \
-        --fmha-groups $g --streams $st --log-every 1 --trace "$OUT/$name.csv" --trace-steps 2:4 \
+    timeout 150 $T --model $L --synthetic --batch 56 --virtual-ranks 8 --steps 6 --policy kk --seed 11 \
+        --fmha-groups $g --streams $st --log-every 1 --trace "$OUT/$name.csv" --trace-steps 3:5 \
         >"$OUT/$name.log" 2>&1
     say "groups $g streams $st rc=$? $(grep '^attention:' "$OUT/$name.log" | cut -c12-80) | $(grep '^step' "$OUT/$name.log" | tail -1 | grep -o '[0-9.]* ms/step')"
 done
@@ -103,8 +103,8 @@ fi
 # 4. traces for calibration (even batch sizes) and held out (the others)
 has calib && for spec in large:16:calib base:56:calib large:96:heldout; do
     IFS=: read -r m bsz set <<<"$spec"
-    timeout 90 $T --model models/bert-$m.cfg --synthetic --batch $bsz --steps 4 --seed 3 --log-every 4 \
-        --trace "$OUT/$set-bert-$m-b$bsz.csv" --trace-steps 2:3 >"$OUT/$set-bert-$m-b$bsz.log" 2>&1
+    timeout 90 $T --model models/bert-$m.cfg --synthetic --batch $bsz --steps 6 --seed 3 --log-every 6 \
+        --trace "$OUT/$set-bert-$m-b$bsz.csv" --trace-steps 3:5 >"$OUT/$set-bert-$m-b$bsz.log" 2>&1
     say "trace $set bert-$m b$bsz rc=$? $(grep '^summary' "$OUT/$set-bert-$m-b$bsz.log" | cut -c1-110)"
 done
 echo

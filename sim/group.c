@@ -392,6 +392,33 @@ int group_plan_upper_bounds(const group_plan *p, int *bounds)
     return k;
 }
 
+int group_seq_ranges(const group_plan *p, const int *len, int n, int *seq_begin, int *seq_end,
+                     int *max_len, unpad_err *err)
+{
+    for (int i = 1; i < n; i++)
+        if (len[i] > len[i - 1])
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "sequence %d (length %d) is longer than sequence %d (%d): grouped "
+                              "attention needs the batch longest first", i, len[i], i - 1, len[i - 1]);
+    int at = 0;
+    for (int g = 0; g < p->ngroups; g++) {
+        if (p->count[g] < 1 || at + p->count[g] > n)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "group %d of %d sequences overruns the batch of %d",
+                              g, p->count[g], n);
+        seq_begin[g] = at;
+        at += p->count[g];
+        seq_end[g] = at;
+        max_len[g] = len[seq_begin[g]];
+        if (len[seq_begin[g]] > p->hi[g] || len[at - 1] < p->lo[g])
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "group %d holds lengths %d..%d, but its sequences %d..%d run from %d to %d", g,
+                              p->lo[g], p->hi[g], seq_begin[g], at - 1, len[seq_begin[g]], len[at - 1]);
+    }
+    if (at != n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "the groups hold %d of the batch's %d sequences", at, n);
+    return UNPAD_OK;
+}
+
 int group_bounds_parse(const char *s, int *bounds, int *nb, unpad_err *err)
 {
     if (!s)

@@ -72,6 +72,12 @@ double group_one_launch_us(const hw_spec *hw, const calib_coef *c, int heads, co
  * returns their count (ngroups - 1). */
 int group_plan_upper_bounds(const group_plan *p, int *bounds);
 
+/* A plan's groups as contiguous sequence ranges of a batch whose lengths len[0..n) are longest
+ * first (the trainer's micro-batches): group g launches sequences [seq_begin[g], seq_end[g]), whose
+ * longest is max_len[g]. EINVAL if the lengths are not longest first or do not fit the plan. */
+int group_seq_ranges(const group_plan *p, const int *len, int n, int *seq_begin, int *seq_end,
+                     int *max_len, unpad_err *err);
+
 /* Parses "auto", "none" (one launch) or a comma list of ascending lengths ("128,256,384").
  * Returns 0 and *nb = -1 for auto, 0 for none, else the count; nonzero with err on a bad list. */
 int group_bounds_parse(const char *s, int *bounds, int *nb, unpad_err *err);

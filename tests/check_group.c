@@ -203,6 +203,59 @@ START_TEST(test_bounds_parse)
 }
 END_TEST
 
+/* The trainer's view: a plan of a longest-first batch as contiguous sequence ranges. */
+START_TEST(test_seq_ranges)
+{
+    lcg_state = 77;
+    group_opts o;
+    group_opts_default(&o);
+    unpad_err e = {0};
+    for (int trial = 0; trial < 40; trial++) {
+        int n = 2 + (int)(lcg() % 120), len[128];
+        for (int i = 0; i < n; i++)
+            len[i] = 1 + (int)(lcg() % 512);
+        for (int i = 1; i < n; i++) /* insertion sort, longest first */
+            for (int j = i; j > 0 && len[j] > len[j - 1]; j--) {
+                int t = len[j];
+                len[j] = len[j - 1];
+                len[j - 1] = t;
+            }
+        group_plan p;
+        int bounds[3] = {128, 256, 384};
+        if (trial % 2)
+            ck_assert_int_eq(group_plan_dp(&HW, &CAL, HEADS, len, n, &o, &p, &e), UNPAD_OK);
+        else
+            ck_assert_int_eq(group_plan_bounds(&HW, &CAL, HEADS, len, n, bounds, 3, 2, &p, &e), UNPAD_OK);
+        int b[GROUP_MAX], en[GROUP_MAX], mx[GROUP_MAX];
+        ck_assert_int_eq(group_seq_ranges(&p, len, n, b, en, mx, &e), UNPAD_OK);
+        int at = 0;
+        for (int g = 0; g < p.ngroups; g++) {
+            ck_assert_int_eq(b[g], at);
+            ck_assert_int_gt(en[g], b[g]);
+            ck_assert_int_eq(mx[g], len[b[g]]);
+            for (int i = b[g]; i < en[g]; i++) {
+                ck_assert_int_le(len[i], mx[g]);
+                ck_assert_int_ge(len[i], p.lo[g]);
+                ck_assert_int_le(len[i], p.hi[g]);
+            }
+            if (!(trial % 2)) /* fixed bounds: no sequence on the wrong side of a boundary */
+                for (int k = 0; k < 3; k++)
+                    ck_assert(len[b[g]] <= bounds[k] || len[en[g] - 1] > bounds[k]);
+            at = en[g];
+        }
+        ck_assert_int_eq(at, n);
+        /* the same plan on lengths out of order is refused with the reason */
+        int t = len[0];
+        len[0] = len[n - 1];
+        len[n - 1] = t;
+        if (len[0] != len[n - 1]) {
+            ck_assert_int_eq(group_seq_ranges(&p, len, n, b, en, mx, &e), UNPAD_EINVAL);
+            ck_assert_ptr_nonnull(strstr(e.msg, "longest first"));
+        }
+    }
+}
+END_TEST
+
 Suite *group_suite(void)
 {
     Suite *s = suite_create("group");
@@ -214,6 +267,7 @@ Suite *group_suite(void)
     tcase_add_test(tc, test_dp_beats_alternatives);
     tcase_add_test(tc, test_small_cases);
     tcase_add_test(tc, test_bounds_parse);
+    tcase_add_test(tc, test_seq_ranges);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -306,31 +306,14 @@ static int micro_groups(const fmha_grouping *fg, const int *len, int n, bert_fmh
     out->ngroups = 0;
     if (fg->nb == 0 || n < 2)
         return UNPAD_OK;
-    for (int i = 1; i < n; i++)
-        if (len[i] > len[i - 1])
-            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA groups need the micro-batch longest first");
     group_plan gp;
     int rc = fg->nb < 0 ? group_plan_dp(fg->hw, fg->cc, fg->heads, len, n, &fg->opts, &gp, err)
                         : group_plan_bounds(fg->hw, fg->cc, fg->heads, len, n, fg->bounds, fg->nb,
                                             fg->opts.max_streams, &gp, err);
-    if (rc)
+    if (rc || (rc = group_seq_ranges(&gp, len, n, out->seq_begin, out->seq_end, out->max_len, err)))
         return rc;
-    if (gp.ngroups > BERT_MAX_GROUPS)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%d FMHA groups (at most %d)", gp.ngroups, BERT_MAX_GROUPS);
-    int at = 0;
-    for (int g = 0; g < gp.ngroups; g++) {
-        out->seq_begin[g] = at;
-        at += gp.count[g];
-        out->seq_end[g] = at;
-        out->max_len[g] = gp.hi[g];
+    for (int g = 0; g < gp.ngroups; g++)
         out->stream[g] = gp.stream[g];
-        if (at > n || len[out->seq_begin[g]] > gp.hi[g] || len[at - 1] < gp.lo[g])
-            return unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__,
-                              "FMHA group %d (lengths %d..%d, %d sequences) does not match the micro-batch",
-                              g, gp.lo[g], gp.hi[g], gp.count[g]);
-    }
-    if (at != n)
-        return unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__, "FMHA groups hold %d of %d sequences", at, n);
     out->ngroups = gp.ngroups;
     return UNPAD_OK;
 }
