@@ -86,10 +86,13 @@ if has resume; then
     if [ -s "$R/a.txt" ] && cmp -s "$R/a.txt" "$R/b.txt"; then v=identical; else v=DIFFERENT; fi
     mkdir -p "$R/bad"
     head -c -1000 "$R/ck/ckpt.bin" >"$R/bad/ckpt.bin"
+    refused() { # exit code, log: a refusal must exit non-zero with a message naming the checkpoint
+        if [ "$1" -ne 0 ] && [ "$1" -lt 128 ] && grep -q 'ckpt' "$2"; then echo "refused (exit $1)"; else echo "NOT REFUSED (exit $1)"; fi
+    }
     $T $args --resume "$R/bad" >"$R/bad.log" 2>&1
-    say "badckpt  truncated: rc=$? $(grep 'unpad-train:' "$R/bad.log" | tail -1 | cut -c1-200)"
+    say "badckpt  truncated: $(refused $? "$R/bad.log"): $(grep 'unpad-train:' "$R/bad.log" | tail -1 | cut -c1-200)"
     $T ${args/bert-tiny/bert-base} --resume "$R/ck" >"$R/other.log" 2>&1
-    say "badckpt  other model: rc=$? $(grep 'unpad-train:' "$R/other.log" | tail -1 | cut -c1-260)"
+    say "badckpt  other model: $(refused $? "$R/other.log"): $(grep 'unpad-train:' "$R/other.log" | tail -1 | cut -c1-260)"
     say "resume   killed after step $last_killed, resumed from $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
 fi
 
@@ -115,3 +118,8 @@ fi
 tar czf "$OUT/logs.tgz" -C "$OUT" --exclude='*.bin' --exclude=logs.tgz . 2>/dev/null
 echo "---- summary"
 cat "$SUMMARY"
+# a failed stage (a non-zero exit, a resume that differs, a bad checkpoint accepted) fails the script
+if grep -qE 'rc=[1-9]|DIFFERENT|NOT REFUSED' "$SUMMARY"; then
+    echo "bench_train.sh: FAILED (see above)"
+    exit 1
+fi

@@ -109,3 +109,7 @@ has calib && for spec in large:16:calib base:56:calib large:96:heldout; do
 done
 echo
 cat "$SUM"
+if grep -qE 'rc=[1-9]' "$SUM"; then
+    echo "gpu-dp.sh: FAILED (see above)"
+    exit 1
+fi

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# test-gpu.sh — runs every GPU test: each bin/test_* binary, then each tests/gpu/*.py comparison
-# (python3, from the project root). Output of each goes to the terminal and to build/test-gpu/<name>.log.
+# test-gpu.sh — runs every GPU test: each bin/test_* binary (every kernel against its C reference),
+# then the trainer's checks, which need python3 with torch and transformers: the loss and every
+# gradient against Hugging Face BertForPreTraining, virtual ranks = one micro-batch, exact resume
+# after SIGKILL and refused bad checkpoints (bench/bench_train.sh peer,vgrad,resume), and grouped
+# attention / bucketed all-reduce = one launch / one all-reduce (scripts/gpu-dp.sh vgrad).
+# Output of each goes to the terminal and to build/test-gpu/<name>.log.
 # Ends with a summary table; exits nonzero if anything failed. Run from the project root
 # (`make test-gpu` builds the binaries first).
 set -u
@@ -23,10 +27,10 @@ for b in bin/test_*; do
     [ -x "$b" ] || continue
     run "$(basename "$b")" "./$b"
 done
-for p in tests/gpu/*.py; do
-    [ -f "$p" ] || continue
-    run "$(basename "$p" .py)" python3 "$p"
-done
+if [ -x bin/unpad-train ]; then
+    run trainer-peer-resume bash bench/bench_train.sh peer,vgrad,resume "$logdir/train"
+    run trainer-groups-buckets bash scripts/gpu-dp.sh vgrad "$logdir/dp"
+fi
 
 echo
 printf '%-32s %8s  %s\n' "GPU test" "seconds" "result"
