@@ -13,8 +13,9 @@
 #include "dropout.h"
 #include "rowops.cuh"
 
-#define EMB_WARPS 8
-#define EMB_BWD_BLOCKS 264 /* row-loop blocks of the backward (<= UNPAD_COLSUM_BLOCKS) */
+#define EMB_THREADS 256 /* 8 warps: 2 row groups at H = 1024 (rowops.cuh) */
+#define EMB_ROWS(KV) ((KV) > 1 ? 1 : 2) /* rows per group and batch */
+#define EMB_BWD_BLOCKS 264 /* row-loop blocks of the backward (<= UNPAD_COLSUM_BLOCKS): 2 per SM */
 #define EMB_MAX_TYPES 4    /* token types accumulated in registers by the type-gradient kernel */
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
@@ -33,76 +34,103 @@ __device__ __forceinline__ int seq_of_row(const int32_t *cu_seqlens, int n, int 
     return lo;
 }
 
-/* Loads row t's embedding sum word[id] + pos[position] + type[tt] into registers. */
-template <int K>
-__device__ __forceinline__ void embed_row(float v[K][8], int lane, int nvec, int t,
-                                          const int32_t *ids, const int32_t *types,
-                                          const int32_t *cu_seqlens, int n, const bf16 *word,
-                                          const bf16 *pos, const bf16 *type, int H)
+/* The three table rows of token t (0 for t >= T): word[ids[t]], pos[position], type[types[t]]. */
+struct emb_rows {
+    int w, p, y;
+};
+__device__ __forceinline__ emb_rows emb_rows_of(int t, int T, const int32_t *ids,
+                                                const int32_t *types, const int32_t *cu_seqlens,
+                                                int n)
 {
-    int position = t - cu_seqlens[seq_of_row(cu_seqlens, n, t)];
-    const bf16 *w = word + (size_t)ids[t] * H;
-    const bf16 *p = pos + (size_t)position * H;
-    const bf16 *y = type + (size_t)types[t] * H;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        int vi = lane + 32 * k;
-        if (vi >= nvec)
-            continue;
-        float a[8], b[8];
-        load8(v[k], w + vi * 8);
-        load8(a, p + vi * 8);
-        load8(b, y + vi * 8);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            v[k][j] += a[j] + b[j];
+    emb_rows e = {0, 0, 0};
+    if (t < T) {
+        e.w = ids[t];
+        e.p = t - cu_seqlens[seq_of_row(cu_seqlens, n, t)];
+        e.y = types[t];
     }
+    return e;
 }
 
-template <int K>
-__global__ void __launch_bounds__(EMB_WARPS * 32)
+/* Loads rows r0 .. r0 + R - 1 of the embedding sum word + pos + type into registers (zeros where
+ * the row or the vector is absent); the R x KV x 3 gathers are issued before any is used. */
+template <int RW, int KV, int R>
+__device__ __forceinline__ void embed_rows(float v[R][KV][8], const emb_rows e[R], int r0, int T,
+                                           int H, int gt, const bf16 *word, const bf16 *pos,
+                                           const bf16 *type)
+{
+    uint4 qw[R][KV], qp[R][KV], qy[R][KV];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            int vi = gt + 32 * RW * k;
+            qw[r][k] = qp[r][k] = qy[r][k] = make_uint4(0u, 0u, 0u, 0u);
+            if (r0 + r < T && vi < H / 8) {
+                qw[r][k] = *reinterpret_cast<const uint4 *>(word + (size_t)e[r].w * H + vi * 8);
+                qp[r][k] = *reinterpret_cast<const uint4 *>(pos + (size_t)e[r].p * H + vi * 8);
+                qy[r][k] = *reinterpret_cast<const uint4 *>(type + (size_t)e[r].y * H + vi * 8);
+            }
+        }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            float a[8], b[8];
+            unpack8(v[r][k], qw[r][k]);
+            unpack8(a, qp[r][k]);
+            unpack8(b, qy[r][k]);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[r][k][j] += a[j] + b[j];
+        }
+}
+
+/* out = dropout(LayerNorm(word + pos + type)). A persistent grid of row groups (rowops.cuh), EMB_ROWS
+ * rows per batch; the next batch's ids, positions and types are read before this batch's work. */
+template <int RW, int KV>
+__global__ void __launch_bounds__(EMB_THREADS)
     embedding_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, const int32_t *ids,
                          const int32_t *types, const int32_t *cu_seqlens, int n, const bf16 *word,
                          const bf16 *pos, const bf16 *type, const bf16 *gamma, const bf16 *beta,
                          int T, int H, float eps, float p, uint64_t seed, uint64_t stream_id)
 {
-    int lane = threadIdx.x & 31;
-    int t = blockIdx.x * EMB_WARPS + (threadIdx.x >> 5);
-    if (t >= T)
-        return;
-    int nvec = H / 8;
-    float v[K][8];
-    embed_row<K>(v, lane, nvec, t, ids, types, cu_seqlens, n, word, pos, type, H);
-    float mean, rstd;
-    warp_row_stats<K>(v, lane, nvec, H, eps, &mean, &rstd);
-    size_t base = (size_t)t * H;
+    constexpr int R = EMB_ROWS(KV), GT = 32 * RW, G = EMB_THREADS / GT;
+    __shared__ float sh[2 * R * (EMB_THREADS / 32)];
+    int gt = threadIdx.x % GT, parity = 0;
     float scale = 1.0f / (1.0f - p);
+    float gam[KV][8], bet[KV][8];
+    group_cols_load<RW, KV>(gam, gamma, H, gt);
+    group_cols_load<RW, KV>(bet, beta, H, gt);
+    int stride = gridDim.x * G * R;
+    int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
+    emb_rows e[R];
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-        int vi = lane + 32 * k;
-        if (vi >= nvec)
-            continue;
-        float g[8], b[8], y[8];
-        load8(g, gamma + vi * 8);
-        load8(b, beta + vi * 8);
+    for (int r = 0; r < R; r++)
+        e[r] = emb_rows_of(r0 + r, T, ids, types, cu_seqlens, n);
+    for (; r0 < T; r0 += stride) {
+        float v[R][KV][8];
+        embed_rows<RW, KV, R>(v, e, r0, T, H, gt, word, pos, type);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            y[j] = (v[k][j] - mean) * rstd * g[j] + b[j];
+        for (int r = 0; r < R; r++)
+            e[r] = emb_rows_of(r0 + stride + r, T, ids, types, cu_seqlens, n);
+        float mean[R], rstd[R];
+        group_ln_fwd<RW, KV, R>(v, mean, rstd, gam, bet, H, eps, gt, sh, parity);
+        group_for_each<RW, KV, R>(r0, T, H, gt, [&](int r, int k, size_t i) {
             if (p > 0.0f)
-                y[j] = dropout_keep(seed, stream_id, base + vi * 8 + j, p) ? y[j] * scale : 0.0f;
-        }
-        store8(out + base + vi * 8, y);
-    }
-    if (lane == 0) {
-        mean_out[t] = mean;
-        rstd_out[t] = rstd;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[r][k][j] = dropout_keep(seed, stream_id, i + j, p) ? v[r][k][j] * scale : 0.0f;
+            store8(out + i, v[r][k]);
+        });
+        group_stats_store<R>(mean_out, rstd_out, mean, rstd, r0, T, gt);
     }
 }
 
 /* Row pass of the backward: dsum (T, H) fp32 = LayerNorm backward of dropout(dout + dout_add);
- * dword += dsum by atomics; partials (2, gridDim.x, H) of dgamma and dbeta. */
-template <int K>
-__global__ void __launch_bounds__(UNPAD_ACC_WARPS(K) * 32)
+ * dword += dsum by atomics; partials (2, gridDim.x, H) of dgamma and dbeta, accumulated in
+ * registers over the block's rows (see ln_bwd_kernel in layernorm.cu). */
+template <int RW, int KV>
+__global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 1 : 2)
     embedding_bwd_rows_kernel(float *dsum, float *dword, float *partials, const bf16 *dout,
                               const bf16 *dout_add, const int32_t *ids, const int32_t *types,
                               const int32_t *cu_seqlens, int n, const bf16 *word, const bf16 *pos,
@@ -110,69 +138,61 @@ __global__ void __launch_bounds__(UNPAD_ACC_WARPS(K) * 32)
                               const float *rstd, int T, int H, float p, uint64_t seed,
                               uint64_t stream_id)
 {
-    extern __shared__ float sh[]; /* (warps, 2, K, 8, 32): see warp_acc */
-    constexpr int W = UNPAD_ACC_WARPS(K);
-    int lane = threadIdx.x & 31;
+    constexpr int R = EMB_ROWS(KV), GT = 32 * RW, G = EMB_THREADS / GT;
+    __shared__ float sh[2 * 2 * R * (EMB_THREADS / 32)];
+    __shared__ float shacc[8 * EMB_THREADS];
+    int gt = threadIdx.x % GT, parity = 0;
     int nvec = H / 8;
     float scale = 1.0f / (1.0f - p);
-    warp_acc_zero<K>(sh, 2);
-    float *acc_g = warp_acc<K>(sh, 2, 0), *acc_b = warp_acc<K>(sh, 2, 1);
-
-    for (int t = blockIdx.x * W + (threadIdx.x >> 5); t < T; t += gridDim.x * W) {
-        size_t base = (size_t)t * H;
-        float mu = mean[t], rs = rstd[t];
-        float xh[K][8], dyg[K][8];
-        embed_row<K>(xh, lane, nvec, t, ids, types, cu_seqlens, n, word, pos, type, H);
-        float a = 0.0f, b = 0.0f;
+    float gam[KV][8], acc[2][KV][8];
+    group_cols_load<RW, KV>(gam, gamma, H, gt);
+    group_acc_zero<2, KV>(acc);
+    int stride = gridDim.x * G * R;
+    for (int r0 = (blockIdx.x * G + threadIdx.x / GT) * R; r0 < T; r0 += stride) {
+        emb_rows e[R];
+        float mu[R], rs[R], x[R][KV][8], dy[R][KV][8];
+        uint4 qd[R][KV], qa[R][KV];
+        group_rows_load<RW, KV, R>(qd, dout, r0, T, H, gt);
+        group_rows_load<RW, KV, R>(qa, dout_add, r0, T, H, gt);
+        group_stats_load<R>(mu, rs, mean, rstd, r0, T);
 #pragma unroll
-        for (int k = 0; k < K; k++) {
-            int vi = lane + 32 * k;
-            if (vi >= nvec)
-                continue;
-            float dy[8], g[8], u[8];
-            load8(dy, dout + base + vi * 8);
-            if (dout_add) {
-                load8(u, dout_add + base + vi * 8);
+        for (int r = 0; r < R; r++)
+            e[r] = emb_rows_of(r0 + r, T, ids, types, cu_seqlens, n);
+        embed_rows<RW, KV, R>(x, e, r0, T, H, gt, word, pos, type);
+        group_unpack_sum<R, KV>(dy, qd, qa);
+        if (p > 0.0f)
 #pragma unroll
-                for (int j = 0; j < 8; j++)
-                    dy[j] += u[j];
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int k = 0; k < KV; k++) {
+                    size_t base = (size_t)(r0 + r) * H + (gt + GT * k) * 8;
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        dy[r][k][j] = dropout_keep(seed, stream_id, base + j, p) ? dy[r][k][j] * scale : 0.0f;
+                }
+        group_ln_bwd<RW, KV, R>(dy, x, mu, rs, gam, acc[0], acc[1], H, sh, parity);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r0 + r >= T)
+                break;
+            float *dw = dword + (size_t)e[r].w * H;
+#pragma unroll
+            for (int k = 0; k < KV; k++) {
+                int vi = gt + GT * k;
+                if (vi >= nvec)
+                    continue;
+                const float *d = dy[r][k];
+                float4 *ds = reinterpret_cast<float4 *>(dsum + (size_t)(r0 + r) * H + vi * 8);
+                ds[0] = make_float4(d[0], d[1], d[2], d[3]);
+                ds[1] = make_float4(d[4], d[5], d[6], d[7]);
+                /* sm_90 has 16-byte float atomics: two per vector instead of eight */
+                float4 *w4 = reinterpret_cast<float4 *>(dw + vi * 8);
+                atomicAdd(w4, make_float4(d[0], d[1], d[2], d[3]));
+                atomicAdd(w4 + 1, make_float4(d[4], d[5], d[6], d[7]));
             }
-            load8(g, gamma + vi * 8);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                if (p > 0.0f)
-                    dy[j] = dropout_keep(seed, stream_id, base + vi * 8 + j, p) ? dy[j] * scale : 0.0f;
-                xh[k][j] = (xh[k][j] - mu) * rs;
-                WARP_ACC(acc_b, k, j) += dy[j];
-                WARP_ACC(acc_g, k, j) += dy[j] * xh[k][j];
-                dyg[k][j] = dy[j] * g[j];
-                a += dyg[k][j];
-                b += dyg[k][j] * xh[k][j];
-            }
-        }
-        a = warp_sum(a) / H;
-        b = warp_sum(b) / H;
-        float *dw = dword + (size_t)ids[t] * H;
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            int vi = lane + 32 * k;
-            if (vi >= nvec)
-                continue;
-            float d[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                d[j] = rs * (dyg[k][j] - a - xh[k][j] * b);
-            float4 *ds = reinterpret_cast<float4 *>(dsum + base + vi * 8);
-            ds[0] = make_float4(d[0], d[1], d[2], d[3]);
-            ds[1] = make_float4(d[4], d[5], d[6], d[7]);
-            /* sm_90 has 16-byte float atomics: two per vector instead of eight */
-            float4 *w4 = reinterpret_cast<float4 *>(dw + vi * 8);
-            atomicAdd(w4, make_float4(d[0], d[1], d[2], d[3]));
-            atomicAdd(w4 + 1, make_float4(d[4], d[5], d[6], d[7]));
         }
     }
-    __syncthreads();
-    block_acc_store<K>(sh, 2, partials + (size_t)blockIdx.x * H, (size_t)gridDim.x * H, nvec);
+    group_acc_store<RW, KV, 2>(acc, shacc, partials + (size_t)blockIdx.x * H, (size_t)gridDim.x * H, H);
 }
 
 /* dpos[p, c] += sum over sequences s (in order) longer than p of dsum[cu_seqlens[s] + p, c].
@@ -244,10 +264,14 @@ void embedding_fwd(bf16 *out, float *mean, float *rstd, const int32_t *ids, cons
     UNPAD_REQUIRE(p_drop >= 0.0f && p_drop < 1.0f);
     if (T == 0)
         return;
-    int grid = (T + EMB_WARPS - 1) / EMB_WARPS;
-    UNPAD_ROW_DISPATCH(H, (embedding_fwd_kernel<K><<<grid, EMB_WARPS * 32, 0, stream>>>(
-                              out, mean, rstd, ids, types, cu_seqlens, n, word, pos, type, gamma,
-                              beta, T, H, eps, p_drop, seed, stream_id)));
+    UNPAD_ROW_GROUP_DISPATCH(H, {
+        constexpr int rows_per_block = EMB_THREADS / (32 * RW) * EMB_ROWS(KV);
+        int grid = persistent_grid((const void *)embedding_fwd_kernel<RW, KV>, EMB_THREADS,
+                                   (T + rows_per_block - 1) / rows_per_block);
+        embedding_fwd_kernel<RW, KV><<<grid, EMB_THREADS, 0, stream>>>(
+            out, mean, rstd, ids, types, cu_seqlens, n, word, pos, type, gamma, beta, T, H, eps,
+            p_drop, seed, stream_id);
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -269,21 +293,17 @@ void embedding_bwd(float *dword, float *dpos, float *dtype, float *dgamma, float
     float *dsum = scratch;                       /* (T, H) */
     float *partials = scratch + (size_t)T * H;   /* (2 or type_vocab, blocks, H) */
     int grid = 0;
-    UNPAD_ROW_DISPATCH(H, {
-        constexpr int W = UNPAD_ACC_WARPS(K);
-        int smem = W * 2 * K * 256 * (int)sizeof(float);
-        cudaCheck(cudaFuncSetAttribute(embedding_bwd_rows_kernel<K>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        grid = (T + W - 1) / W;
+    UNPAD_ROW_GROUP_DISPATCH(H, {
+        constexpr int rows_per_block = EMB_THREADS / (32 * RW) * EMB_ROWS(KV);
+        grid = (T + rows_per_block - 1) / rows_per_block;
         if (grid > EMB_BWD_BLOCKS)
             grid = EMB_BWD_BLOCKS;
-        embedding_bwd_rows_kernel<K><<<grid, W * 32, smem, stream>>>(
+        embedding_bwd_rows_kernel<RW, KV><<<grid, EMB_THREADS, 0, stream>>>(
             dsum, dword, partials, dout, dout_add, ids, types, cu_seqlens, n, word, pos, type, gamma,
             mean, rstd, T, H, p_drop, seed, stream_id);
     });
     cudaCheck(cudaGetLastError());
-    colsum_finalize(dgamma, partials, grid, H, stream);
-    colsum_finalize(dbeta, partials + (size_t)grid * H, grid, H, stream);
+    colsum_finalize3(dgamma, dbeta, NULL, partials, grid, (size_t)grid * H, H, stream);
 
     int threads = 128;
     dim3 pgrid(max_len, (H / 4 + threads - 1) / threads);

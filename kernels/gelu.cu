@@ -3,14 +3,20 @@
  * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it.
  * Reference: kernels/ref/gelu_ref.c.
  *
- * Forward: one 16-byte vector (8 columns) per thread. Backward: a grid of row blocks x column
- * chunks fixed by the shape; a block is (tx, ty) threads, tx over column vectors, ty over rows, so
- * loads stay coalesced for any N; each row block's column sums go to partials, then
+ * Forward: four 16-byte vectors (8 columns each) per thread. Backward: a grid of row blocks x
+ * column chunks fixed by the shape; a block is (tx, ty) threads, tx (32) over column vectors, ty
+ * over rows, several rows' loads in flight per thread, so loads stay coalesced for any N; each
+ * row block's column sums go to partials, then
  * colsum_finalize adds the row blocks in order: deterministic. */
 #include "kernels.h"
 #include "rowops.cuh"
 
-#define ACT_BWD_BLOCKS UNPAD_COLSUM_BLOCKS
+#define ACT_BWD_BLOCKS UNPAD_COLSUM_BLOCKS /* most row blocks of a backward (partials) */
+#ifndef ACT_BWD_TARGET
+#define ACT_BWD_TARGET 2048 /* about this many blocks in a backward grid (several waves) */
+#endif
+#define ACT_BWD_ROWS 4      /* rows per thread and step in the backward */
+#define ACT_FWD_VECS 4      /* 16-byte vectors per thread in the forward */
 #define ACT_THREADS 256
 
 enum { ACT_NONE = 0, ACT_GELU = 1, ACT_TANH = 2 };
@@ -28,21 +34,36 @@ __device__ __forceinline__ float gelu_erf_grad(float z)
            z * 0.39894228040143268f * __expf(-0.5f * z * z);
 }
 
-/* out = act(x + bias), 8 columns per thread. cvn = N / 8 vectors per row. */
+/* out = act(x + bias): each thread ACT_FWD_VECS 16-byte vectors (8 columns each), all loaded
+ * before any is used; block b takes vectors [b * ACT_FWD_VECS * blockDim.x, ...), coalesced.
+ * cvn = N / 8 vectors per row. */
 template <int ACT>
-__global__ void bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, unsigned nvec,
-                                    unsigned cvn)
+__global__ void __launch_bounds__(ACT_THREADS)
+    bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, unsigned nvec, unsigned cvn)
 {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nvec)
-        return;
-    float v[8], b[8];
-    load8(v, x + (size_t)i * 8);
-    load8(b, bias + (i % cvn) * 8);
+    unsigned i0 = blockIdx.x * (ACT_FWD_VECS * ACT_THREADS) + threadIdx.x;
+    uint4 q[ACT_FWD_VECS], qb[ACT_FWD_VECS];
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-        v[j] = ACT == ACT_GELU ? gelu_erf(v[j] + b[j]) : tanhf(v[j] + b[j]);
-    store8(out + (size_t)i * 8, v);
+    for (int u = 0; u < ACT_FWD_VECS; u++) {
+        unsigned i = i0 + u * ACT_THREADS;
+        if (i < nvec) {
+            q[u] = *reinterpret_cast<const uint4 *>(x + (size_t)i * 8);
+            qb[u] = *reinterpret_cast<const uint4 *>(bias + (i % cvn) * 8);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < ACT_FWD_VECS; u++) {
+        unsigned i = i0 + u * ACT_THREADS;
+        if (i >= nvec)
+            break;
+        float v[8], b[8];
+        unpack8(v, q[u]);
+        unpack8(b, qb[u]);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = ACT == ACT_GELU ? gelu_erf(v[j] + b[j]) : tanhf(v[j] + b[j]);
+        store8(out + (size_t)i * 8, v);
+    }
 }
 
 /* Loads VEC bf16 (VEC = 8: one 16-byte vector; VEC = 1: one element). */
@@ -87,23 +108,35 @@ __global__ void __launch_bounds__(ACT_THREADS)
         float b[VEC];
         if (ACT == ACT_GELU)
             loadv<VEC>(b, bias + cv * VEC);
-#pragma unroll 4
-        for (int r = r0 + threadIdx.y; r < r1; r += ty) {
-            size_t off = (size_t)r * N + (size_t)cv * VEC;
-            float d[VEC], a[VEC];
-            loadv<VEC>(d, dout + off);
-            if (ACT != ACT_NONE)
-                loadv<VEC>(a, aux + off);
+        /* ACT_BWD_ROWS rows per thread and step, all loaded before any is used (the dx stores
+         * would otherwise keep the compiler from moving the next row's loads above them) */
+        for (int r = r0 + threadIdx.y; r < r1; r += ACT_BWD_ROWS * ty) {
+            float d[ACT_BWD_ROWS][VEC], a[ACT_BWD_ROWS][VEC];
 #pragma unroll
-            for (int j = 0; j < VEC; j++) {
-                if (ACT == ACT_GELU)
-                    d[j] *= gelu_erf_grad(a[j] + b[j]);
-                else if (ACT == ACT_TANH)
-                    d[j] *= 1.0f - a[j] * a[j];
-                acc[j] += d[j];
+            for (int u = 0; u < ACT_BWD_ROWS; u++) {
+                size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
+                if (r + u * ty < r1) {
+                    loadv<VEC>(d[u], dout + off);
+                    if (ACT != ACT_NONE)
+                        loadv<VEC>(a[u], aux + off);
+                }
             }
-            if (dx)
-                storev<VEC>(dx + off, d);
+#pragma unroll
+            for (int u = 0; u < ACT_BWD_ROWS; u++) {
+                if (r + u * ty >= r1)
+                    break;
+                size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
+#pragma unroll
+                for (int j = 0; j < VEC; j++) {
+                    if (ACT == ACT_GELU)
+                        d[u][j] *= gelu_erf_grad(a[u][j] + b[j]);
+                    else if (ACT == ACT_TANH)
+                        d[u][j] *= 1.0f - a[u][j] * a[u][j];
+                    acc[j] += d[u][j];
+                }
+                if (dx)
+                    storev<VEC>(dx + off, d[u]);
+            }
         }
     }
     if (!partials)
@@ -143,14 +176,14 @@ static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int 
     UNPAD_REQUIRE(nvec < 0xffffffffu);
     if (nvec == 0)
         return;
-    unsigned grid = (unsigned)((nvec + ACT_THREADS - 1) / ACT_THREADS);
+    unsigned grid = (unsigned)((nvec + ACT_FWD_VECS * ACT_THREADS - 1) / (ACT_FWD_VECS * ACT_THREADS));
     bias_act_fwd_kernel<ACT><<<grid, ACT_THREADS, 0, stream>>>(out, x, bias, (unsigned)nvec, N / 8);
     cudaCheck(cudaGetLastError());
 }
 
-/* Block shape and grid of the backward: column chunks of at most ACT_THREADS vectors, then as
- * many row blocks as keep about ACT_BWD_BLOCKS blocks in all (so partials stay small against the
- * input); then the optional bias-gradient finalize. The split depends only on (T, N). */
+/* Block shape and grid of the backward: column chunks of 32 vectors (one per lane, 8 row phases
+ * per block), then as many row blocks (at most ACT_BWD_BLOCKS) as make about ACT_BWD_TARGET
+ * blocks in all; then the optional bias-gradient finalize. The split depends only on (T, N). */
 template <int ACT, int VEC>
 static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *aux,
                          const bf16 *bias, int T, int N, float *scratch, cudaStream_t stream)
@@ -160,14 +193,12 @@ static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *a
     if (T == 0)
         return;
     int cvn = N / VEC;
-    int col_chunks = (cvn + ACT_THREADS - 1) / ACT_THREADS;
-    int tx = (cvn + col_chunks - 1) / col_chunks;
-    if (tx > 32)
-        tx = (tx + 31) / 32 * 32;
+    int tx = cvn < 32 ? cvn : 32; /* a warp reads 32 consecutive vectors of a row */
     int ty = ACT_THREADS / tx;
-    int blocks = ACT_BWD_BLOCKS / col_chunks;
-    if (blocks < 1)
-        blocks = 1;
+    int col_chunks = (cvn + tx - 1) / tx;
+    int blocks = (ACT_BWD_TARGET + col_chunks - 1) / col_chunks;
+    if (blocks > ACT_BWD_BLOCKS)
+        blocks = ACT_BWD_BLOCKS;
     if (blocks > T)
         blocks = T;
     int rows_per_block = (T + blocks - 1) / blocks;

@@ -2,167 +2,153 @@
  * transform) and fused with bias + dropout + residual (after the attention output projection and
  * after FFN2), forward and backward. Reference: kernels/ref/layernorm_ref.c.
  *
- * One warp per row, the row in registers (8 columns per 16-byte vector, K vectors per lane), fp32
- * statistics. The fused forward rounds r = dropout(x + bias) + residual to bf16 before normalizing,
- * so the saved ln_in reproduces the forward's x-hat exactly in backward. Backward: dgamma, dbeta,
- * dbias accumulate per warp in shared memory over a grid-stride row loop (registers would cap the
- * occupancy at 8 warps per SM), then per block in warp order, then over the blocks in a fixed
- * order (colsum_finalize): deterministic. */
+ * Rows are held in registers by groups of warps (the row-group helpers in rowops.cuh: one
+ * 128-thread group per row at H = 1024, 8 columns per thread), fp32 statistics, 16-byte accesses.
+ * Both kernels run a persistent grid in which each group loops over batches of rows and issues
+ * the next batch's loads before it works on the current one, so loads stay in flight through the
+ * reductions and stores. The fused forward rounds r = dropout(x + bias) + residual to bf16 before
+ * normalizing, so the saved ln_in reproduces the forward's x-hat exactly in backward. Backward:
+ * dgamma, dbeta, dbias accumulate in registers over all the rows a block takes, are added over the
+ * block's groups in order, then over the blocks in a fixed order (colsum_finalize); the block count
+ * is fixed (LN_BWD_BLOCKS), so the sums depend only on the inputs: deterministic. */
 #include "kernels.h"
 #include "dropout.h"
 #include "rowops.cuh"
 
-/* Blocks of the backward kernel (at most UNPAD_COLSUM_BLOCKS): two 8-warp blocks per SM (96 KiB
- * of shared accumulators each at H = 1024); fixed, so the reduction order depends only on T. */
+#define LN_THREADS 256 /* 8 warps: 2 row groups at H = 1024 */
+/* Rows per group and batch: each thread has LN_*_ROWS x KV loads per input tensor in flight. */
+#ifndef LN_FWD_ROWS
+#define LN_FWD_ROWS 2
+#endif
+#ifndef LN_BWD_ROWS
+#define LN_BWD_ROWS 2
+#endif
+/* Rows wider than 1024 columns (KV > 1 vectors per thread) take one row per batch: registers. */
+#define LN_ROWS(rows, KV) ((KV) > 1 ? 1 : (rows))
+/* Blocks of the backward (at most UNPAD_COLSUM_BLOCKS): two resident blocks per SM on the H200's
+ * 132 SMs; fixed, so the reduction order depends only on T. */
+#ifndef LN_BWD_BLOCKS
 #define LN_BWD_BLOCKS 264
-#define LN_WARPS 8
+#endif
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* out = LayerNorm(r) * gamma + beta, r = dropout(x + bias) + residual (bias, residual optional;
  * p = 0: no dropout). ln_in (optional) receives r in bf16. */
-template <int K>
-__global__ void __launch_bounds__(LN_WARPS * 32)
+template <int RW, int KV>
+__global__ void __launch_bounds__(LN_THREADS)
     ln_fwd_kernel(bf16 *out, bf16 *ln_in, float *mean_out, float *rstd_out, const bf16 *x,
                   const bf16 *bias, const bf16 *residual, const bf16 *gamma, const bf16 *beta,
                   int T, int H, float eps, float p, uint64_t seed, uint64_t stream_id)
 {
-    int lane = threadIdx.x & 31;
-    int row = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
-    if (row >= T)
-        return;
+    constexpr int R = LN_ROWS(LN_FWD_ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
+    __shared__ float sh[2 * R * (LN_THREADS / 32)];
+    int gt = threadIdx.x % GT, parity = 0;
     int nvec = H / 8;
-    size_t base = (size_t)row * H;
     float scale = 1.0f / (1.0f - p);
-    float v[K][8];
+    float gam[KV][8], bet[KV][8], bia[KV][8];
+    group_cols_load<RW, KV>(gam, gamma, H, gt);
+    group_cols_load<RW, KV>(bet, beta, H, gt);
+    group_cols_load<RW, KV>(bia, bias, H, gt);
+    int stride = gridDim.x * G * R;
+    int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
+    uint4 qx[R][KV], qr[R][KV];
+    group_rows_load<RW, KV, R>(qx, x, r0, T, H, gt);
+    group_rows_load<RW, KV, R>(qr, residual, r0, T, H, gt);
+    for (; r0 < T; r0 += stride) {
+        float v[R][KV][8];
 #pragma unroll
-    for (int k = 0; k < K; k++) {
-        int vi = lane + 32 * k;
-        if (vi >= nvec)
-            continue;
-        load8(v[k], x + base + vi * 8);
-        if (bias) {
-            float b[8];
-            load8(b, bias + vi * 8);
+        for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                v[k][j] += b[j];
-        }
-        if (p > 0.0f) {
+            for (int k = 0; k < KV; k++) {
+                float res[8];
+                unpack8(v[r][k], qx[r][k]);
+                unpack8(res, qr[r][k]);
+                size_t e = (size_t)(r0 + r) * H + (gt + GT * k) * 8;
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                v[k][j] = dropout_keep(seed, stream_id, base + vi * 8 + j, p) ? v[k][j] * scale : 0.0f;
-        }
-        if (residual) {
-            float r[8];
-            load8(r, residual + base + vi * 8);
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                v[k][j] += r[j];
-        }
-        if (ln_in) {
-            round8(v[k]);
-            store8(ln_in + base + vi * 8, v[k]);
-        }
-    }
-    float mean, rstd;
-    warp_row_stats<K>(v, lane, nvec, H, eps, &mean, &rstd);
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        int vi = lane + 32 * k;
-        if (vi >= nvec)
-            continue;
-        float g[8], b[8], y[8];
-        load8(g, gamma + vi * 8);
-        load8(b, beta + vi * 8);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            y[j] = (v[k][j] - mean) * rstd * g[j] + b[j];
-        store8(out + base + vi * 8, y);
-    }
-    if (lane == 0) {
-        mean_out[row] = mean;
-        rstd_out[row] = rstd;
+                for (int j = 0; j < 8; j++) {
+                    float z = v[r][k][j] + bia[k][j];
+                    if (p > 0.0f)
+                        z = dropout_keep(seed, stream_id, e + j, p) ? z * scale : 0.0f;
+                    v[r][k][j] = z + res[j];
+                }
+                if (ln_in) {
+                    round8(v[r][k]);
+                    if (r0 + r < T && gt + GT * k < nvec)
+                        store8(ln_in + e, v[r][k]);
+                }
+            }
+        /* the next batch's loads go out before this batch's reductions and stores */
+        group_rows_load<RW, KV, R>(qx, x, r0 + stride, T, H, gt);
+        group_rows_load<RW, KV, R>(qr, residual, r0 + stride, T, H, gt);
+        float mean[R], rstd[R];
+        group_ln_fwd<RW, KV, R>(v, mean, rstd, gam, bet, H, eps, gt, sh, parity);
+        group_for_each<RW, KV, R>(r0, T, H, gt, [&](int r, int k, size_t e) { store8(out + e, v[r][k]); });
+        group_stats_store<R>(mean_out, rstd_out, mean, rstd, r0, T, gt);
     }
 }
 
 /* Backward of ln_fwd_kernel. dy = dout (+ dout_add); dr = LayerNorm backward of dy;
  * dresid = dr; dx = dropout(dr). partials: (nparts, gridDim.x, H) block column sums of
- * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias), accumulated per warp in
- * shared memory (see warp_acc) over a grid-stride loop of rows. */
-template <int K>
-__global__ void __launch_bounds__(UNPAD_ACC_WARPS(K) * 32)
+ * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias). */
+template <int RW, int KV>
+__global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
     ln_bwd_kernel(bf16 *dx, bf16 *dresid, float *partials, int nparts, const bf16 *dout,
                   const bf16 *dout_add, const bf16 *ln_in, const float *mean, const float *rstd,
                   const bf16 *gamma, int T, int H, float p, uint64_t seed, uint64_t stream_id)
 {
-    extern __shared__ float sh[]; /* (warps, 3, K, 8, 32) */
-    constexpr int W = UNPAD_ACC_WARPS(K);
-    int lane = threadIdx.x & 31;
-    int nvec = H / 8;
+    constexpr int R = LN_ROWS(LN_BWD_ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
+    __shared__ float sh[2 * 2 * R * (LN_THREADS / 32)];
+    __shared__ float shacc[8 * LN_THREADS];
+    int gt = threadIdx.x % GT, parity = 0;
     float scale = 1.0f / (1.0f - p);
-    warp_acc_zero<K>(sh, 3);
-    float *acc_g = warp_acc<K>(sh, 3, 0), *acc_b = warp_acc<K>(sh, 3, 1), *acc_bias = warp_acc<K>(sh, 3, 2);
-
-    for (int row = blockIdx.x * W + (threadIdx.x >> 5); row < T; row += gridDim.x * W) {
-        size_t base = (size_t)row * H;
-        float mu = mean[row], rs = rstd[row];
-        float xh[K][8], dyg[K][8];
-        float a = 0.0f, b = 0.0f; /* sums of dy * gamma and dy * gamma * x-hat */
+    float gam[KV][8], acc[3][KV][8];
+    group_cols_load<RW, KV>(gam, gamma, H, gt);
+    group_acc_zero<3, KV>(acc);
+    int stride = gridDim.x * G * R;
+    int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
+    uint4 qd[R][KV], qa[R][KV], qx[R][KV];
+    float mu[R], rs[R];
+    auto load_batch = [&](int b0) {
+        group_rows_load<RW, KV, R>(qd, dout, b0, T, H, gt);
+        group_rows_load<RW, KV, R>(qa, dout_add, b0, T, H, gt);
+        group_rows_load<RW, KV, R>(qx, ln_in, b0, T, H, gt);
+        group_stats_load<R>(mu, rs, mean, rstd, b0, T);
+    };
+    load_batch(r0);
+    for (; r0 < T; r0 += stride) {
+        float dy[R][KV][8], xh[R][KV][8], m[R], s[R];
+        group_unpack_sum<R, KV>(dy, qd, qa);
 #pragma unroll
-        for (int k = 0; k < K; k++) {
-            int vi = lane + 32 * k;
-            if (vi >= nvec)
-                continue;
-            float dy[8], g[8], t[8];
-            load8(dy, dout + base + vi * 8);
-            if (dout_add) {
-                load8(t, dout_add + base + vi * 8);
+        for (int r = 0; r < R; r++) {
+            m[r] = mu[r], s[r] = rs[r];
 #pragma unroll
-                for (int j = 0; j < 8; j++)
-                    dy[j] += t[j];
-            }
-            load8(xh[k], ln_in + base + vi * 8);
-            load8(g, gamma + vi * 8);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                xh[k][j] = (xh[k][j] - mu) * rs;
-                WARP_ACC(acc_b, k, j) += dy[j];
-                WARP_ACC(acc_g, k, j) += dy[j] * xh[k][j];
-                dyg[k][j] = dy[j] * g[j];
-                a += dyg[k][j];
-                b += dyg[k][j] * xh[k][j];
-            }
+            for (int k = 0; k < KV; k++)
+                unpack8(xh[r][k], qx[r][k]);
         }
-        a = warp_sum(a) / H;
-        b = warp_sum(b) / H;
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            int vi = lane + 32 * k;
-            if (vi >= nvec)
-                continue;
-            float dr[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                dr[j] = rs * (dyg[k][j] - a - xh[k][j] * b);
+        /* the next batch's loads go out before this batch's reductions and stores */
+        load_batch(r0 + stride);
+        group_ln_bwd<RW, KV, R>(dy, xh, m, s, gam, acc[0], acc[1], H, sh, parity);
+        group_for_each<RW, KV, R>(r0, T, H, gt, [&](int r, int k, size_t e) {
             if (dresid)
-                store8(dresid + base + vi * 8, dr);
+                store8(dresid + e, dy[r][k]);
             if (p > 0.0f) {
 #pragma unroll
                 for (int j = 0; j < 8; j++)
-                    dr[j] = dropout_keep(seed, stream_id, base + vi * 8 + j, p) ? dr[j] * scale : 0.0f;
+                    dy[r][k][j] = dropout_keep(seed, stream_id, e + j, p) ? dy[r][k][j] * scale : 0.0f;
             }
             if (dx)
-                store8(dx + base + vi * 8, dr);
-            if (nparts == 3)
+                store8(dx + e, dy[r][k]);
 #pragma unroll
-                for (int j = 0; j < 8; j++)
-                    WARP_ACC(acc_bias, k, j) += dr[j];
-        }
+            for (int j = 0; j < 8; j++)
+                acc[2][k][j] += dy[r][k][j];
+        });
     }
-    __syncthreads();
-    block_acc_store<K>(sh, 3 /* layout */, partials + (size_t)blockIdx.x * H, (size_t)gridDim.x * H,
-                       nvec);
+    size_t ps = (size_t)gridDim.x * H;
+    if (nparts == 3)
+        group_acc_store<RW, KV, 3>(acc, shacc, partials + (size_t)blockIdx.x * H, ps, H);
+    else
+        group_acc_store<RW, KV, 2>(acc, shacc, partials + (size_t)blockIdx.x * H, ps, H);
 }
 
 /* ---- launchers ---------------------------------------------------------------------------------- */
@@ -187,10 +173,14 @@ static void ln_fwd_launch(bf16 *out, bf16 *ln_in, float *mean, float *rstd, cons
     UNPAD_REQUIRE(p >= 0.0f && p < 1.0f);
     if (T == 0)
         return;
-    int grid = (T + LN_WARPS - 1) / LN_WARPS;
-    UNPAD_ROW_DISPATCH(H, (ln_fwd_kernel<K><<<grid, LN_WARPS * 32, 0, stream>>>(
-                              out, ln_in, mean, rstd, x, bias, residual, gamma, beta, T, H, eps, p,
-                              seed, stream_id)));
+    UNPAD_ROW_GROUP_DISPATCH(H, {
+        constexpr int rows_per_block = LN_THREADS / (32 * RW) * LN_ROWS(LN_FWD_ROWS, KV);
+        int grid = persistent_grid((const void *)ln_fwd_kernel<RW, KV>, LN_THREADS,
+                                   (T + rows_per_block - 1) / rows_per_block);
+        ln_fwd_kernel<RW, KV><<<grid, LN_THREADS, 0, stream>>>(out, ln_in, mean, rstd, x, bias,
+                                                               residual, gamma, beta, T, H, eps, p,
+                                                               seed, stream_id);
+    });
     cudaCheck(cudaGetLastError());
 }
 
@@ -207,23 +197,17 @@ static void ln_bwd_launch(bf16 *dx, bf16 *dresid, float *dbias, float *dgamma, f
         return;
     int nparts = dbias ? 3 : 2;
     int grid = 0;
-    UNPAD_ROW_DISPATCH(H, {
-        constexpr int W = UNPAD_ACC_WARPS(K);
-        int smem = W * 3 * K * 256 * (int)sizeof(float);
-        cudaCheck(cudaFuncSetAttribute(ln_bwd_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        grid = (T + W - 1) / W;
+    UNPAD_ROW_GROUP_DISPATCH(H, {
+        constexpr int rows_per_block = LN_THREADS / (32 * RW) * LN_ROWS(LN_BWD_ROWS, KV);
+        grid = (T + rows_per_block - 1) / rows_per_block;
         if (grid > LN_BWD_BLOCKS)
             grid = LN_BWD_BLOCKS;
-        ln_bwd_kernel<K><<<grid, W * 32, smem, stream>>>(dx, dresid, scratch, nparts, dout, dout_add,
-                                                         ln_in, mean, rstd, gamma, T, H, p, seed,
-                                                         stream_id);
+        ln_bwd_kernel<RW, KV><<<grid, LN_THREADS, 0, stream>>>(dx, dresid, scratch, nparts, dout,
+                                                               dout_add, ln_in, mean, rstd, gamma,
+                                                               T, H, p, seed, stream_id);
     });
     cudaCheck(cudaGetLastError());
-    size_t stride = (size_t)grid * H;
-    colsum_finalize(dgamma, scratch, grid, H, stream);
-    colsum_finalize(dbeta, scratch + stride, grid, H, stream);
-    if (dbias)
-        colsum_finalize(dbias, scratch + 2 * stride, grid, H, stream);
+    colsum_finalize3(dgamma, dbeta, dbias, scratch, grid, (size_t)grid * H, H, stream);
 }
 
 void layernorm_fwd(bf16 *out, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,

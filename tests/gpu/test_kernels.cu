@@ -651,23 +651,33 @@ int main(void)
         printf(" %d", LENS[s]);
     printf(")\n");
 
+    /* row groups (kernels/rowops.cuh): H <= 256 one warp per row, <= 512 two, <= 1024 four
+     * (768: a partial group), wider rows 2 or 4 vectors per thread; T = 14,000 makes every group
+     * of the persistent grids take several batches of rows */
     test_embedding(&b, 1024, 0.1f);
+    test_embedding(&b, 768, 0.1f);
     test_embedding(&b, 200, 0.0f);
     test_layernorm(b.T, 1024, 0, 0.0f);
     test_layernorm(b.T, 1024, 1, 0.1f);
+    test_layernorm(14000, 1024, 0, 0.0f);
+    test_layernorm(14000, 1024, 1, 0.1f);
     test_layernorm(b.T, 768, 1, 0.1f);
+    test_layernorm(b.T, 512, 1, 0.1f);
     test_layernorm(b.T, 200, 0, 0.0f);
+    test_layernorm(300, 2048, 0, 0.0f);
     test_layernorm(65, 4096, 1, 0.25f);
     test_layernorm(1, 64, 1, 0.1f);
     test_activation(b.T, 4096, 0);
     test_activation(129, 72, 0);
     test_activation(b.n, 1024, 1);
     test_bias_bwd(b.T, 1024);
+    test_bias_bwd(b.T, 3072); /* the QKV bias */
     test_bias_bwd(b.n, 2);
     test_bias_bwd(300, 30528);
     test_rows(&b, 1024);
     test_mlm_xent(241, 30522, 30528);
     test_mlm_xent(3, 61, 64);
+    test_mlm_xent(5, 64, 64); /* V = Vpad: no partial vector */
     test_nsp_and_sum(b.n);
     test_lamb(1e-2f, 1);  /* global norm > 1: clipped */
     test_lamb(1e-5f, 7);  /* norm < 1: not clipped */
