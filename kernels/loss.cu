@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(XENT_THREADS)
     }
 }
 
-/* dlogits may alias logits: each thread reads a vector, then overwrites the same vector. */
+/* dlogits may alias logits: each thread reads its XENT_UNROLL vectors, then overwrites the same
+ * vectors (all loads of a round are issued before its first store). */
 __global__ void __launch_bounds__(XENT_THREADS)
     mlm_xent_bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *lse,
                         const int32_t *labels, float scale, int V, int Vpad)
@@ -152,15 +153,29 @@ __global__ void __launch_bounds__(XENT_THREADS)
     int y = labels[row];
     float l = lse[row];
     size_t base = (size_t)row * Vpad;
-    for (int cv = threadIdx.x; cv * 8 < Vpad; cv += blockDim.x) {
-        float v[8];
-        load8(v, logits + base + cv * 8);
+    int nv = Vpad / 8;
+    for (int cv0 = threadIdx.x; cv0 < nv; cv0 += XENT_UNROLL * XENT_THREADS) {
+        uint4 q[XENT_UNROLL];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            int c = cv * 8 + j;
-            v[j] = (y < 0 || c >= V) ? 0.0f : scale * (__expf(v[j] - l) - (c == y ? 1.0f : 0.0f));
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int cv = cv0 + u * XENT_THREADS;
+            if (cv < nv)
+                q[u] = *reinterpret_cast<const uint4 *>(logits + base + (size_t)cv * 8);
         }
-        store8(dlogits + base + cv * 8, v);
+#pragma unroll
+        for (int u = 0; u < XENT_UNROLL; u++) {
+            int cv = cv0 + u * XENT_THREADS;
+            if (cv >= nv)
+                break;
+            float v[8];
+            unpack8(v, q[u]);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                int c = cv * 8 + j;
+                v[j] = (y < 0 || c >= V) ? 0.0f : scale * (__expf(v[j] - l) - (c == y ? 1.0f : 0.0f));
+            }
+            store8(dlogits + base + (size_t)cv * 8, v);
+        }
     }
 }
 
