@@ -2,6 +2,8 @@
  * LayerNorm, dropout; and its backward into the three tables and the LayerNorm parameters.
  * Reference: kernels/ref/embedding_ref.c.
  *
+ * Rows are held in registers by the row groups of rowops.cuh, whose LayerNorm forward and backward
+ * (group_ln_fwd, group_ln_bwd) layernorm.cu shares; persistent grids, dgamma / dbeta in registers.
  * Position ids restart at 0 in every sequence; a row finds its sequence by binary search in
  * cu_seqlens, so the caller passes no position array. Backward recomputes the pre-LayerNorm sum
  * from the tables (nothing but mean and rstd is saved), writes the gradient of that sum (T, H) fp32
