@@ -4,18 +4,16 @@
  * Reference: kernels/ref/gelu_ref.c.
  *
  * Forward: four 16-byte vectors (8 columns each) per thread. Backward: a grid of row blocks x
- * column chunks fixed by the shape; a block is (tx, ty) threads, tx (32) over column vectors, ty
- * over rows, several rows' loads in flight per thread, so loads stay coalesced for any N; each
- * row block's column sums go to partials, then
+ * column chunks fixed by the shape; a block is (tx, ty) threads, tx over column vectors, ty over
+ * rows, so loads stay coalesced for any N (shapes per activation: see bias_act_bwd); each row
+ * block's column sums go to partials, then
  * colsum_finalize adds the row blocks in order: deterministic. */
 #include "kernels.h"
 #include "rowops.cuh"
 
 #define ACT_BWD_BLOCKS UNPAD_COLSUM_BLOCKS /* most row blocks of a backward (partials) */
-#ifndef ACT_BWD_TARGET
-#define ACT_BWD_TARGET 2048 /* about this many blocks in a backward grid (several waves) */
-#endif
-#define ACT_BWD_ROWS 4      /* rows per thread and step in the backward */
+#define ACT_BWD_TARGET 2048 /* plain bias gradient: about this many blocks (4096 measured slower) */
+#define ACT_BWD_ROWS 4      /* plain bias gradient: rows per thread and step */
 #define ACT_FWD_VECS 4      /* 16-byte vectors per thread in the forward */
 #define ACT_THREADS 256
 
@@ -89,7 +87,7 @@ __device__ __forceinline__ void storev(bf16 *p, const float f[VEC])
  * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums.
  * Block (x, y) of the grid takes rows [x * rows_per_block, ...) and column vectors
  * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
-template <int ACT, int VEC>
+template <int ACT, int VEC, int ROWS>
 __global__ void __launch_bounds__(ACT_THREADS)
     bias_act_bwd_kernel(bf16 *dx, float *partials, const bf16 *dout, const bf16 *aux,
                         const bf16 *bias, int T, int N, int rows_per_block)
@@ -108,12 +106,13 @@ __global__ void __launch_bounds__(ACT_THREADS)
         float b[VEC];
         if (ACT == ACT_GELU)
             loadv<VEC>(b, bias + cv * VEC);
-        /* ACT_BWD_ROWS rows per thread and step, all loaded before any is used (the dx stores
-         * would otherwise keep the compiler from moving the next row's loads above them) */
-        for (int r = r0 + threadIdx.y; r < r1; r += ACT_BWD_ROWS * ty) {
-            float d[ACT_BWD_ROWS][VEC], a[ACT_BWD_ROWS][VEC];
+        /* ROWS rows per thread and step, all loaded before any is used (the dx stores would
+         * otherwise keep the compiler from moving the next row's loads above them) */
+#pragma unroll(ROWS == 1 ? 4 : 1)
+        for (int r = r0 + threadIdx.y; r < r1; r += ROWS * ty) {
+            float d[ROWS][VEC], a[ROWS][VEC];
 #pragma unroll
-            for (int u = 0; u < ACT_BWD_ROWS; u++) {
+            for (int u = 0; u < ROWS; u++) {
                 size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
                 if (r + u * ty < r1) {
                     loadv<VEC>(d[u], dout + off);
@@ -122,7 +121,7 @@ __global__ void __launch_bounds__(ACT_THREADS)
                 }
             }
 #pragma unroll
-            for (int u = 0; u < ACT_BWD_ROWS; u++) {
+            for (int u = 0; u < ROWS; u++) {
                 if (r + u * ty >= r1)
                     break;
                 size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
@@ -181,9 +180,14 @@ static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int 
     cudaCheck(cudaGetLastError());
 }
 
-/* Block shape and grid of the backward: column chunks of 32 vectors (one per lane, 8 row phases
- * per block), then as many row blocks (at most ACT_BWD_BLOCKS) as make about ACT_BWD_TARGET
- * blocks in all; then the optional bias-gradient finalize. The split depends only on (T, N). */
+/* Block shape and grid of the backward; then the optional bias-gradient finalize. The split
+ * depends only on (T, N). Measured on the H200 (bench_kernels, 2026-12-03):
+ *   plain bias gradient (ACT_NONE): column chunks of 32 vectors (one per lane, 8 row phases per
+ *     block), ACT_BWD_ROWS rows per thread and step, as many row blocks (at most ACT_BWD_BLOCKS)
+ *     as make about ACT_BWD_TARGET blocks: 63% of copy bandwidth against 51-58% before;
+ *   GELU / tanh: column chunks of at most ACT_THREADS vectors, ACT_BWD_BLOCKS / chunks row
+ *     blocks, one row per thread and step: 67%, against 53% with the plain gradient's shape
+ *     (GELU's derivative needs more registers: 4 rows per step halve the occupancy). */
 template <int ACT, int VEC>
 static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *aux,
                          const bf16 *bias, int T, int N, float *scratch, cudaStream_t stream)
@@ -192,19 +196,30 @@ static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *a
     UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
     if (T == 0)
         return;
-    int cvn = N / VEC;
-    int tx = cvn < 32 ? cvn : 32; /* a warp reads 32 consecutive vectors of a row */
+    int cvn = N / VEC, tx, col_chunks, blocks;
+    if (ACT == ACT_NONE) {
+        tx = cvn < 32 ? cvn : 32; /* a warp reads 32 consecutive vectors of a row */
+        col_chunks = (cvn + tx - 1) / tx;
+        blocks = (ACT_BWD_TARGET + col_chunks - 1) / col_chunks;
+        if (blocks > ACT_BWD_BLOCKS)
+            blocks = ACT_BWD_BLOCKS;
+    } else {
+        col_chunks = (cvn + ACT_THREADS - 1) / ACT_THREADS;
+        tx = (cvn + col_chunks - 1) / col_chunks;
+        if (tx > 32)
+            tx = (tx + 31) / 32 * 32;
+        blocks = ACT_BWD_BLOCKS / col_chunks;
+        if (blocks < 1)
+            blocks = 1;
+    }
     int ty = ACT_THREADS / tx;
-    int col_chunks = (cvn + tx - 1) / tx;
-    int blocks = (ACT_BWD_TARGET + col_chunks - 1) / col_chunks;
-    if (blocks > ACT_BWD_BLOCKS)
-        blocks = ACT_BWD_BLOCKS;
     if (blocks > T)
         blocks = T;
     int rows_per_block = (T + blocks - 1) / blocks;
     blocks = (T + rows_per_block - 1) / rows_per_block;
     float *partials = dbias ? scratch : NULL;
-    bias_act_bwd_kernel<ACT, VEC><<<dim3(blocks, col_chunks), dim3(tx, ty), 0, stream>>>(
+    constexpr int rows = ACT == ACT_NONE ? ACT_BWD_ROWS : 1;
+    bias_act_bwd_kernel<ACT, VEC, rows><<<dim3(blocks, col_chunks), dim3(tx, ty), 0, stream>>>(
         dx, partials, dout, aux, bias, T, N, rows_per_block);
     cudaCheck(cudaGetLastError());
     if (dbias)
