@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 1 : 2)
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_acc_zero<2, KV>(acc);
     int stride = gridDim.x * G * R;
-    for (int r0 = (blockIdx.x * G + threadIdx.x / GT) * R; r0 < T; r0 += stride) {
+    int g = threadIdx.x / GT;
+    for (int r0 = (blockIdx.x * G + g) * R; r0 - g * R < T; r0 += stride) { /* see rowops.cuh */
         emb_rows e[R];
         float mu[R], rs[R], x[R][KV][8], dy[R][KV][8];
         uint4 qd[R][KV], qa[R][KV];

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_acc_zero<3, KV>(acc);
     int stride = gridDim.x * G * R;
-    int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
+    int g = threadIdx.x / GT, r0 = (blockIdx.x * G + g) * R;
     uint4 qd[R][KV], qa[R][KV], qx[R][KV];
     float mu[R], rs[R];
     auto load_batch = [&](int b0) {
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
         group_stats_load<R>(mu, rs, mean, rstd, b0, T);
     };
     load_batch(r0);
-    for (; r0 < T; r0 += stride) {
+    for (; r0 - g * R < T; r0 += stride) { /* the block's trip count: see rowops.cuh */
         float dy[R][KV][8], xh[R][KV][8], m[R], s[R];
         group_unpack_sum<R, KV>(dy, qd, qa);
 #pragma unroll

@@ -99,7 +99,12 @@ __device__ __forceinline__ float block_sum(float v, float *sh)
  * threads); thread gt of the group owns the vectors gt + GT k, k < KV, those below nvec. A group
  * takes R rows at a time, so each thread has R * KV 16-byte loads in flight and the cross-warp
  * sums of the R rows share one barrier. Column accumulators (the parameter gradients) then need
- * only KV * 8 registers per thread and accumulator. Rows or vectors out of range hold zeros. */
+ * only KV * 8 registers per thread and accumulator. Rows or vectors out of range hold zeros.
+ * A persistent kernel that shares shared memory across groups (the backward's group_acc_store)
+ * runs every group of a block for the block's number of batches (a group whose rows have run out
+ * works on absent rows), so all groups pass the same number of named barriers:
+ * with unequal counts compute-sanitizer racecheck reported hazards between the __syncthreads-
+ * ordered stores and loads of group_acc_store (H200, 2026-12-03), while every check passed. */
 
 /* Runs the statement(s) given with constexpr RW (warps per row) and KV (vectors per thread) for a
  * row of H columns (H % 8 == 0, H <= 4096). */
