@@ -86,7 +86,8 @@ static void heap_push_pop(double *h, int n, double v)
     }
 }
 
-double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir)
+double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                           int dir, double *end_after)
 {
     int slots = (int)(hw->sms * c->attn_ctas_per_sm);
     double stack[1024];
@@ -110,10 +111,17 @@ double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int
                     end = f;
             }
         }
+        if (end_after)
+            end_after[s] = end;
     }
     if (h != stack)
         free(h);
     return end;
+}
+
+double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir)
+{
+    return cost_fmha_prefix_us(hw, c, heads, len, n, dir, NULL);
 }
 
 int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const op_batch *b,

@@ -38,6 +38,11 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
 /* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd):
  * tiles go in launch order to the multiprocessor slot that frees first. */
 double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir);
+/* The same simulation, also giving the end time of every prefix: end_after[i] is the time of
+ * len[0..i] launched alone (the launch order is sequence-major, so a prefix's run is the run's
+ * start). One pass serves every group that starts at len[0]. */
+double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                           int dir, double *end_after);
 
 /* Time of one FMHA tile (CTA) with q_rows query rows against kv_len keys, dir 0 fwd / 1 bwd. */
 double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir);

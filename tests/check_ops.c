@@ -119,6 +119,25 @@ START_TEST(test_fmha_waves)
 }
 END_TEST
 
+START_TEST(test_fmha_prefix_equals_each_prefix_alone)
+{
+    /* The prefix pass the grouping planner uses must give, for every prefix, exactly the time of
+     * that prefix simulated on its own (ragged lengths, several waves, both directions). */
+    int len[90];
+    for (int i = 0; i < 90; i++)
+        len[i] = 512 - (i * 53) % 511;
+    double pre[90];
+    for (int dir = 0; dir < 2; dir++) {
+        double all = cost_fmha_prefix_us(&HW, &C, 16, len, 90, dir, pre);
+        ck_assert(all == pre[89]);
+        for (int k = 1; k <= 90; k++)
+            ck_assert_msg(pre[k - 1] == cost_fmha_us(&HW, &C, 16, len, k, dir), "dir %d prefix %d", dir, k);
+        for (int k = 1; k < 90; k++)
+            ck_assert(pre[k] >= pre[k - 1]);
+    }
+}
+END_TEST
+
 START_TEST(test_step_laws_and_seq_cost)
 {
     int len[56];
@@ -160,6 +179,7 @@ Suite *ops_suite(void)
     tcase_add_test(tc, test_bytes_of_known_operators);
     tcase_add_test(tc, test_bad_batches);
     tcase_add_test(tc, test_fmha_waves);
+    tcase_add_test(tc, test_fmha_prefix_equals_each_prefix_alone);
     tcase_add_test(tc, test_step_laws_and_seq_cost);
     suite_add_tcase(s, tc);
     return s;

@@ -85,8 +85,10 @@ struct bert {
     float *stats;                /* (4) accumulators, see glue_stats_accumulate */
     /* the uploaded micro-batch */
     int32_t *d_ids, *d_types, *d_cu, *d_mlm_rows, *d_mlm_labels, *d_nsp_labels, *d_cls_rows;
-    int32_t *h_stage;            /* pinned staging of the int32 arrays */
+    int32_t *h_stage;            /* pinned staging of the int32 arrays: two halves of stage_words */
     size_t stage_words;
+    cudaEvent_t ev_stage[2];     /* the copies out of each half are done */
+    int stage_i;                 /* the half the next upload fills */
     int n, T, P, max_len;
     uint64_t dseed;              /* dropout seed of the current micro-batch */
     int dropout_on;              /* opt.dropout, unless evaluating */
@@ -375,7 +377,9 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     for (int k = 0; k < BERT_MAX_STREAMS; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
-    cudaCheck(cudaMallocHost((void **)&b->h_stage, b->stage_words * 4));
+    cudaCheck(cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4));
+    for (int k = 0; k < 2; k++)
+        cudaCheck(cudaEventCreateWithFlags(&b->ev_stage[k], cudaEventDisableTiming));
     b->gemm = gemm_ctx_create(0);
     if (!b->gemm) {
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
@@ -414,6 +418,9 @@ void bert_free(bert *b)
     }
     if (b->ev_fork)
         cudaEventDestroy(b->ev_fork);
+    for (int k = 0; k < 2; k++)
+        if (b->ev_stage[k])
+            cudaEventDestroy(b->ev_stage[k]);
     free(b->h_cu);
     free(b->tensors);
     free(b->lo);
@@ -543,9 +550,10 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
         if (mb->mlm_rows[i] < 0 || mb->mlm_rows[i] >= mb->T || mb->mlm_labels[i] >= b->cfg.vocab)
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "masked position %d: row %d, label %d out of range",
                               i, mb->mlm_rows[i], mb->mlm_labels[i]);
-    /* staging must not be overwritten while the previous copy is in flight */
-    cudaCheck(cudaStreamSynchronize(s));
-    int32_t *h = b->h_stage;
+    /* Two staging halves: this upload waits only for the copies out of its half, two uploads ago,
+     * so the host prepares micro-batch r (and plans its FMHA groups) while r - 1 computes. */
+    cudaCheck(cudaEventSynchronize(b->ev_stage[b->stage_i]));
+    int32_t *h = b->h_stage + (size_t)b->stage_i * b->stage_words;
     size_t o = 0;
 #define STAGE(dst, src, cnt)                                                                        \
     do {                                                                                            \
@@ -561,6 +569,8 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
     STAGE(b->d_nsp_labels, mb->nsp_labels, mb->n);
     STAGE(b->d_cls_rows, mb->cu_seqlens, mb->n); /* the first token of each sequence */
 #undef STAGE
+    cudaCheck(cudaEventRecord(b->ev_stage[b->stage_i], s));
+    b->stage_i ^= 1;
     memcpy(b->h_cu, mb->cu_seqlens, ((size_t)mb->n + 1) * sizeof *b->h_cu);
     b->groups.ngroups = 0;
     b->n = mb->n;

@@ -125,7 +125,9 @@ void bert_set_dropout(bert *b, int on);
 void bert_sync_work(bert *b, cudaStream_t s);
 
 /* Copies a micro-batch to the device (through pinned staging) on stream s. EINVAL if it exceeds
- * the sizes the activations were made for or is malformed. */
+ * the sizes the activations were made for or is malformed. The host waits only for the upload
+ * before the previous one (two staging halves), so it can prepare the next micro-batch while the
+ * device computes this one. */
 int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);
 
 /* Forward of the uploaded micro-batch up to the losses. step seeds the dropout masks. */
