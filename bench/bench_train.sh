@@ -110,7 +110,7 @@ if has vranks; then
 fi
 
 if has torch; then
-    timeout 240 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+    timeout 420 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
         >"$OUT/torch.log" 2>&1
     say "torch    rc=$?"
     grep -A4 '^peer ' "$OUT/torch.log" | tee -a "$SUMMARY"

@@ -55,14 +55,19 @@ bl="--model models/bert-base.cfg --synthetic --steps 1 --no-dropout --seed 9 --b
 timeout 90 $T $bl --fmha-groups none --dump-grads "$OUT/gn.bin" >"$OUT/vgrad-groups.log" 2>&1
 timeout 90 $T $bl --fmha-groups auto --streams 3 --dump-grads "$OUT/ga.bin" >>"$OUT/vgrad-groups.log" 2>&1
 timeout 90 $T $bl --fmha-groups 64,128,256 --streams 3 --dump-grads "$OUT/gf.bin" >>"$OUT/vgrad-groups.log" 2>&1
+timeout 90 $T $bl --fmha-groups none --dump-grads "$OUT/gn2.bin" >>"$OUT/vgrad-groups.log" 2>&1
 grep -h 'FMHA groups' "$OUT/vgrad-groups.log" | sort -u | tee -a "$SUM"
-cmp "groups-auto-vs-none" 1e-3 "$OUT/ga.bin" "$OUT/gn.bin"
-cmp "groups-fixed-vs-none" 1e-3 "$OUT/gf.bin" "$OUT/gn.bin"
+# The FMHA backward sums dQ over key tiles with float atomics, so two identical runs differ in the
+# attention weights' gradients (2e-3 relative at most on the H200; the heads match exactly): the
+# noise floor is measured here and the other comparisons are held to the same 5e-3.
+cmp "none-vs-none-run-to-run" 5e-3 "$OUT/gn2.bin" "$OUT/gn.bin"
+cmp "groups-auto-vs-none" 5e-3 "$OUT/ga.bin" "$OUT/gn.bin"
+cmp "groups-fixed-vs-none" 5e-3 "$OUT/gf.bin" "$OUT/gn.bin"
 # all-reduce: buckets overlapped with backward, one call after it, and no communicator at all
 timeout 90 $T $bl --nproc 1 --dump-grads "$OUT/gb.bin" >"$OUT/vgrad-buckets.log" 2>&1
 timeout 90 $T $bl --nproc 1 --bucket-mb 0 --dump-grads "$OUT/g0.bin" >>"$OUT/vgrad-buckets.log" 2>&1
-cmp "buckets-vs-one-allreduce" 1e-3 "$OUT/gb.bin" "$OUT/g0.bin"
-cmp "buckets-vs-no-nccl" 1e-3 "$OUT/gb.bin" "$OUT/gn.bin"
+cmp "buckets-vs-one-allreduce" 5e-3 "$OUT/gb.bin" "$OUT/g0.bin"
+cmp "buckets-vs-no-nccl" 5e-3 "$OUT/gb.bin" "$OUT/gn.bin"
 rm -f "$OUT"/g*.bin
 fi
 
