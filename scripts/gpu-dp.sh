@@ -71,7 +71,7 @@ cmp "buckets-vs-no-nccl" 5e-3 "$OUT/gb.bin" "$OUT/gn.bin"
 rm -f "$OUT"/g*.bin
 fi
 
-# grouped attention on BERT-Large: attention time per step for each grouping (steps 2-4 traced)
+# grouped attention on BERT-Large: attention time per step for each grouping (steps 3-5 traced)
 if has groups; then
 for spec in none:2 auto:2 auto:4 128,256,384:2; do
     IFS=: read -r g st <<<"$spec"

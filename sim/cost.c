@@ -124,6 +124,86 @@ double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int
     return cost_fmha_prefix_us(hw, c, heads, len, n, dir, NULL);
 }
 
+double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, const int *const *len,
+                            const int *n, const int *stream, int G, int dir, double *group_end)
+{
+    for (int g = 0; g < G && group_end; g++)
+        group_end[g] = 0;
+    int slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    const int tile = COST_FMHA_TILE;
+    double stack[1024];
+    double *h = slots <= 1024 ? stack : calloc((size_t)slots, sizeof *h);
+    /* per group: next sequence, tile and head to place; the group before it on its stream */
+    int *seq = calloc((size_t)G + 1, sizeof *seq), *t = calloc((size_t)G + 1, sizeof *t),
+        *k = calloc((size_t)G + 1, sizeof *k), *prev = calloc((size_t)G + 1, sizeof *prev);
+    double *ready = calloc((size_t)G + 1, sizeof *ready), *end = calloc((size_t)G + 1, sizeof *end);
+    double total = 0;
+    if (!h || !seq || !t || !k || !prev || !ready || !end)
+        goto out;
+    memset(h, 0, sizeof(double) * (size_t)slots);
+    int left = 0;
+    for (int g = 0; g < G; g++) {
+        prev[g] = -1;
+        for (int q = g - 1; q >= 0 && prev[g] < 0; q--)
+            if (stream[q] == stream[g] && n[q] > 0) /* empty groups take no time */
+                prev[g] = q;
+        ready[g] = prev[g] < 0 ? 0 : -1; /* < 0: not known until prev's last tile is placed */
+        left += n[g] > 0;
+    }
+    while (left > 0) {
+        double now = h[0], next_ready = INFINITY;
+        /* the earliest-launched group that has started and has tiles left takes the free slot */
+        int g = -1;
+        for (int q = 0; q < G && g < 0; q++) {
+            if (seq[q] >= n[q] || ready[q] < 0)
+                continue;
+            if (ready[q] <= now)
+                g = q;
+            else if (ready[q] < next_ready)
+                next_ready = ready[q];
+        }
+        if (g < 0) { /* the slot idles until a group starts (some stream's group always has) */
+            heap_push_pop(h, slots, next_ready);
+            continue;
+        }
+        int L = len[g][seq[g]], tiles = (L + tile - 1) / tile;
+        int rows = t[g] + 1 < tiles ? tile : L - t[g] * tile;
+        double f = now + cost_fmha_cta_us(hw, c, rows, L, dir);
+        heap_push_pop(h, slots, f);
+        if (f > end[g])
+            end[g] = f;
+        if (++k[g] == heads) { /* launch order: sequence-major, then tiles, heads fastest */
+            k[g] = 0;
+            if (++t[g] == tiles) {
+                t[g] = 0;
+                seq[g]++;
+            }
+        }
+        if (seq[g] == n[g]) { /* every tile of g is placed: its end is known */
+            left--;
+            for (int q = g + 1; q < G; q++)
+                if (prev[q] == g)
+                    ready[q] = end[g];
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        if (end[g] > total)
+            total = end[g];
+        if (group_end)
+            group_end[g] = end[g];
+    }
+out:
+    if (h && h != stack)
+        free(h);
+    free(seq);
+    free(t);
+    free(k);
+    free(prev);
+    free(ready);
+    free(end);
+    return total;
+}
+
 int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const op_batch *b,
                       cost_step *out, unpad_err *err)
 {

@@ -44,6 +44,14 @@ double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after);
 
+/* G groups launched in order g = 0..G-1, group g's sequences len[g][0..n[g]) on stream stream[g]
+ * (dir 0 fwd, 1 bwd): a group starts when the previous group on its stream has ended; a free
+ * slot takes the next tile of the earliest-launched group that has started (the block scheduler
+ * drains kernels in launch order and fills idle slots from later ones). Returns when the last
+ * group ends; group_end (may be NULL) receives each group's end. One group is cost_fmha_us. */
+double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, const int *const *len,
+                            const int *n, const int *stream, int G, int dir, double *group_end);
+
 /* Time of one FMHA tile (CTA) with q_rows query rows against kv_len keys, dir 0 fwd / 1 bwd. */
 double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir);
 

@@ -186,41 +186,60 @@ int fit_row_predict(const model_cfg *m, const hw_spec *hw, const calib_coef *c, 
     return UNPAD_OK;
 }
 
+static int cmp_row_group(const void *a, const void *b)
+{
+    const trace_row *x = *(const trace_row *const *)a, *y = *(const trace_row *const *)b;
+    return (x->group > y->group) - (x->group < y->group);
+}
+
 int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_coef *c,
                            const trace_row *const *rows, int n, double *us, unpad_err *err)
 {
-    long total = 0;
-    int dir = 0, launches = 0;
-    for (int i = 0; i < n; i++) {
-        if (rows[i]->op != OP_FMHA_FWD && rows[i]->op != OP_FMHA_BWD)
-            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s row in an FMHA group",
-                              op_name((op_id)rows[i]->op));
-        total += rows[i]->seqs;
-        dir = rows[i]->op == OP_FMHA_BWD;
-    }
-    int *len = malloc(sizeof *len * (size_t)(total > 0 ? total : 1));
-    if (!len)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    long at = 0;
+    if (n < 1 || n > 64)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%d FMHA groups launched together (1..64)", n);
+    const trace_row *r[64];
+    memcpy(r, rows, sizeof *r * (size_t)n);
+    qsort(r, (size_t)n, sizeof *r, cmp_row_group); /* launch order */
+    int *len[64] = {0}, cnt[64], stream[64], per_stream[64] = {0}, launches = 0, chain = 0, rc = UNPAD_OK;
     double mem = 0;
     for (int i = 0; i < n; i++) {
-        op_cost oc;
-        int rc = fit_row_lengths(rows[i], m->max_len, len + at, err);
-        if (!rc)
-            rc = fit_row_cost(m, rows[i], &oc, err);
-        if (rc) {
-            free(len);
-            return rc;
+        if (r[i]->op != OP_FMHA_FWD && r[i]->op != OP_FMHA_BWD) {
+            rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s row in an FMHA group", op_name((op_id)r[i]->op));
+            goto out;
         }
-        at += rows[i]->seqs;
+        op_cost oc;
+        if ((rc = row_cost_lens(m, r[i], &oc, &len[i], err)))
+            goto out;
+        cnt[i] = (int)r[i]->seqs;
+        stream[i] = r[i]->stream >= 0 && r[i]->stream < 64 ? r[i]->stream : 0;
+        if (++per_stream[stream[i]] > chain)
+            chain = per_stream[stream[i]];
         mem += oc.bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
         if (oc.launches > launches)
             launches = oc.launches;
     }
-    double tiles = fit_fmha_us(hw, c, m->heads, len, (int)total, dir);
-    *us = (tiles > mem ? tiles : mem) + launches * c->launch_us;
-    free(len);
-    return UNPAD_OK;
+    /* The groups' tiles share the slots (cost_fmha_streams_us); each row's own launch order is
+     * unknown, so the simulation is averaged over the same fixed orders as fit_fmha_us. */
+    unsigned long long st = 0x9E3779B97F4A7C15ULL;
+    double tiles = 0;
+    for (int o = 0; o < FIT_FMHA_ORDERS; o++) {
+        for (int g = 0; g < n; g++)
+            for (int i = cnt[g] - 1; i > 0; i--) {
+                st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+                int j = (int)((st >> 33) % (unsigned long long)(i + 1)), x = len[g][i];
+                len[g][i] = len[g][j];
+                len[g][j] = x;
+            }
+        tiles += cost_fmha_streams_us(hw, c, m->heads, (const int *const *)len, cnt, stream, n,
+                                      r[0]->op == OP_FMHA_BWD, NULL);
+    }
+    tiles /= FIT_FMHA_ORDERS;
+    /* launches follow each other on a stream: the longest chain pays them in series */
+    *us = (tiles > mem ? tiles : mem) + (double)chain * launches * c->launch_us;
+out:
+    for (int i = 0; i < n; i++)
+        free(len[i]);
+    return rc;
 }
 
 /* ---- checks on input traces ------------------------------------------------------------------- */

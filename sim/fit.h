@@ -57,9 +57,10 @@ double fit_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int 
 int fit_row_predict(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const trace_row *r,
                     double *us, unpad_err *err);
 
-/* FMHA time of several rows' batches launched together on different streams (their tiles share
- * the multiprocessors): one tile simulation over all their rebuilt lengths, plus the largest
- * launch overhead. */
+/* FMHA time of several rows' batches (the groups of one grouped launch, 1..64 rows) on their
+ * streams: cost_fmha_streams_us over the rows' rebuilt lengths in group order, averaged over
+ * FIT_FMHA_ORDERS orders within each group, floored by the bytes, plus the launches of the
+ * longest stream chain. */
 int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_coef *c,
                            const trace_row *const *rows, int n, double *us, unpad_err *err);
 

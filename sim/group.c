@@ -98,6 +98,23 @@ static int units_make(const int *len, int n, const group_opts *o, units *u, unpa
     }
 }
 
+/* The groups' kernels sharing the device (cost_fmha_streams_us), forward then backward, launched
+ * longest first; a stream's launches follow each other, so the longest chain pays its launches. */
+static double plan_sim_us(const hw_spec *hw, const calib_coef *c, int heads, const units *u,
+                          const int *cuts, int G, const int *gstream)
+{
+    const int *len[GROUP_MAX];
+    int cnt[GROUP_MAX], per[GROUP_MAX_STREAMS] = {0}, chain = 0;
+    for (int g = 0; g < G; g++) {
+        len[g] = u->d + u->p[cuts[g]];
+        cnt[g] = u->p[cuts[g + 1]] - u->p[cuts[g]];
+        if (++per[gstream[g]] > chain)
+            chain = per[gstream[g]];
+    }
+    return cost_fmha_streams_us(hw, c, heads, len, cnt, gstream, G, 0, NULL) +
+           cost_fmha_streams_us(hw, c, heads, len, cnt, gstream, G, 1, NULL) + 2.0 * chain * c->launch_us;
+}
+
 /* Fills p's groups from cut unit indices cuts[0..G] (cuts[0] = 0, cuts[G] = m) and streams. */
 static void plan_fill(const hw_spec *hw, const calib_coef *c, int heads, const units *u,
                       const int *cuts, int G, const int *gstream, double W, group_plan *p)
@@ -124,8 +141,9 @@ static void plan_fill(const hw_spec *hw, const calib_coef *c, int heads, const u
     for (int s = 0; s < smax; s++)
         if (chain[s] > p->chain_us)
             p->chain_us = chain[s];
-    p->total_us = p->chain_us > W ? p->chain_us : W;
-    /* Sharing the multiprocessors stretches every kernel when the work bound dominates. */
+    p->objective_us = p->chain_us > W ? p->chain_us : W;
+    p->total_us = plan_sim_us(hw, c, heads, u, cuts, G, gstream);
+    /* Sharing the multiprocessors stretches every kernel: the chains end at the simulated total. */
     double k = p->chain_us > 0 ? p->total_us / p->chain_us : 1;
     for (int g = 0; g < G; g++) {
         p->start_us[g] *= k;
@@ -144,8 +162,11 @@ static int val_less(val a, val b)
     return a.cost < b.cost || (a.cost == b.cost && a.groups < b.groups);
 }
 
-int group_plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
-                  const group_opts *o, group_plan *out, unpad_err *err)
+/* The DP's tables; by_sim 0: the plan of fewest streams reaching the least objective
+ * max(W, chain); by_sim 1: of the DP's best plan for each stream count 1..S and one launch, the
+ * one whose simulated total (plan_sim_us) is least. */
+static int plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                   const group_opts *o, int by_sim, group_plan *out, unpad_err *err)
 {
     units u;
     int rc = units_make(len, n, o, &u, err);
@@ -211,35 +232,50 @@ int group_plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *
             fcut[s * M + b] = cut;
         }
     double W = work_us(hw, c, heads, u.d, n);
-    /* Fewest streams reaching the best total. */
     int sbest = 1;
     double tbest = INFINITY;
-    for (int s = 1; s <= S; s++) {
+    for (int s = 1; s <= S; s++) { /* fewest streams reaching the least objective */
         double t = f[s * M + m].cost > W ? f[s * M + m].cost : W;
         if (t < tbest) {
             tbest = t;
             sbest = s;
         }
     }
-    /* Walk back from the last stream (shortest lengths) to the first (longest). */
-    int ranges[GROUP_MAX_STREAMS + 1][2], nr = 0;
-    for (int s = sbest, b = m; b > 0; s--) {
-        int a = fcut[s * M + b];
-        if (a < 0)
-            continue; /* stream s unused at this prefix */
-        ranges[nr][0] = a;
-        ranges[nr][1] = b;
-        nr++;
-        b = a;
-    }
-    int cuts[GROUP_MAX + 1], gstream[GROUP_MAX], G = 0;
-    cuts[0] = 0;
-    for (int r = nr - 1, st = 0; r >= 0; r--, st++)
-        for (int a = ranges[r][0]; a < ranges[r][1]; a = g1cut[a * M + ranges[r][1]]) {
-            gstream[G] = st;
-            cuts[++G] = g1cut[a * M + ranges[r][1]];
+    int have = 0;
+    for (int s = by_sim ? 1 : sbest; s <= (by_sim ? S : sbest); s++) {
+        /* Walk back from the last stream (shortest lengths) to the first (longest). */
+        int ranges[GROUP_MAX_STREAMS + 1][2], nr = 0;
+        for (int t = s, b = m; b > 0; t--) {
+            int a = fcut[t * M + b];
+            if (a < 0)
+                continue; /* stream t unused at this prefix */
+            ranges[nr][0] = a;
+            ranges[nr][1] = b;
+            nr++;
+            b = a;
         }
-    plan_fill(hw, c, heads, &u, cuts, G, gstream, W, out);
+        int cuts[GROUP_MAX + 1], gstream[GROUP_MAX], G = 0;
+        cuts[0] = 0;
+        for (int r = nr - 1, st = 0; r >= 0; r--, st++)
+            for (int a = ranges[r][0]; a < ranges[r][1]; a = g1cut[a * M + ranges[r][1]]) {
+                gstream[G] = st;
+                cuts[++G] = g1cut[a * M + ranges[r][1]];
+            }
+        group_plan cand;
+        plan_fill(hw, c, heads, &u, cuts, G, gstream, W, &cand);
+        if (!have || cand.total_us < out->total_us ||
+            (cand.total_us == out->total_us && cand.ngroups < out->ngroups)) {
+            *out = cand;
+            have = 1;
+        }
+    }
+    if (by_sim) { /* one launch of the whole batch, longest first */
+        int cuts[2] = {0, m}, gstream[1] = {0};
+        group_plan one;
+        plan_fill(hw, c, heads, &u, cuts, 1, gstream, W, &one);
+        if (one.total_us <= out->total_us)
+            *out = one;
+    }
 out:
     free(seg);
     free(g1);
@@ -250,6 +286,18 @@ out:
     free(pre_b);
     free(u.d);
     return rc;
+}
+
+int group_plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                  const group_opts *o, group_plan *out, unpad_err *err)
+{
+    return plan_dp(hw, c, heads, len, n, o, 0, out, err);
+}
+
+int group_plan_auto(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                    const group_opts *o, group_plan *out, unpad_err *err)
+{
+    return plan_dp(hw, c, heads, len, n, o, 1, out, err);
 }
 
 int group_plan_brute(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,

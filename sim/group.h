@@ -40,7 +40,10 @@ typedef struct {
     double start_us[GROUP_MAX], end_us[GROUP_MAX]; /* timeline: chains stretched to end at total */
     double work_us;                /* W */
     double chain_us;               /* longest stream chain */
-    double total_us;               /* per layer: max(work_us, chain_us) */
+    double objective_us;           /* per layer: max(work_us, chain_us), what the DP minimises */
+    double total_us;               /* per layer: the groups' kernels simulated sharing the device
+                                    * (cost_fmha_streams_us, fwd + bwd, plus the longest chain's
+                                    * launches): the time the options are compared by */
 } group_plan;
 
 typedef struct {
@@ -51,9 +54,17 @@ typedef struct {
 
 void group_opts_default(group_opts *o);   /* 4 streams, granularity 1, 48 units */
 
-/* The best grouping of len[0..n) (any order) by the dynamic programme. */
+/* The grouping of len[0..n) (any order) of least objective_us by the dynamic programme. */
 int group_plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                   const group_opts *o, group_plan *out, unpad_err *err);
+
+/* What the trainer and the tools run for --fmha-groups auto: of the DP's best plan for each
+ * stream count 1..max_streams and one launch of the whole batch, the one of least simulated
+ * total_us (ties: fewer groups). The DP's objective lets kernels on different streams overlap
+ * perfectly; the simulation charges their sharing of the slots, which on the H200 makes most
+ * groupings of a 56-sequence batch no better than one launch. */
+int group_plan_auto(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                    const group_opts *o, group_plan *out, unpad_err *err);
 
 /* The same optimum by enumerating every cut set and stream split (for tests: units <= 14). */
 int group_plan_brute(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,

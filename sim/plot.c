@@ -526,7 +526,7 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
     const int heads = s->model->heads;
     group_opts o = {s->max_streams, s->granularity, 48};
     group_plan dp, bk;
-    int rc = group_plan_dp(s->hw, s->calib, heads, s->len, s->n, &o, &dp, err);
+    int rc = group_plan_auto(s->hw, s->calib, heads, s->len, s->n, &o, &dp, err);
     if (rc || (rc = group_plan_bounds(s->hw, s->calib, heads, s->len, s->n, buckets, 4,
                                       s->max_streams, &bk, err)))
         return rc;

@@ -47,6 +47,8 @@ typedef struct {
     char model[64];
     int gpus;
     double seqs_per_rank;          /* mean sequences per rank and step (comparable runs) */
+    unsigned long long batches;    /* hash of every (step, rank) batch: sequences, tokens, sum of
+                                    * squared lengths; equal for runs of the same batches */
     validate_stat step_time, rank_load;
     double meas_step_us, pred_step_us; /* means over the run's steps */
     double meas_imb, pred_imb, imb_max_diff;

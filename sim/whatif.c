@@ -271,7 +271,7 @@ static int groups_job(sweep *sw, int i, balance_ws *ws, balance_result *r, unpad
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     whatif_typical_batch(s->dist, bg->batch, tl);
     group_plan gp;
-    int rc = group_plan_dp(s->hw, s->calib, s->model->heads, tl, bg->batch, &o, &gp, err);
+    int rc = group_plan_auto(s->hw, s->calib, s->model->heads, tl, bg->batch, &o, &gp, err);
     free(tl);
     if (rc)
         return rc;

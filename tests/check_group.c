@@ -63,7 +63,10 @@ static void check_plan(const group_plan *p, const int *len, int n, int max_strea
     for (int s = 0; s < GROUP_MAX_STREAMS; s++)
         worst = chain[s] > worst ? chain[s] : worst;
     ck_assert_double_eq_tol(p->chain_us, worst, 1e-9 * worst);
-    ck_assert_double_eq_tol(p->total_us, fmax(worst, p->work_us), 1e-9 * p->total_us);
+    ck_assert_double_eq_tol(p->objective_us, fmax(worst, p->work_us), 1e-9 * p->objective_us);
+    /* the simulation lets no stream end before its own kernels would alone, and no plan beats
+     * the work spread over every slot by more than the tiles' quantisation */
+    ck_assert(p->total_us >= worst * (1 - 1e-9));
 }
 
 START_TEST(test_dp_equals_brute_force)
@@ -80,9 +83,10 @@ START_TEST(test_dp_equals_brute_force)
         group_plan dp, bf;
         ck_assert_int_eq(group_plan_dp(&HW, &CAL, HEADS, len, n, &o, &dp, &e), UNPAD_OK);
         ck_assert_int_eq(group_plan_brute(&HW, &CAL, HEADS, len, n, &o, &bf, &e), UNPAD_OK);
-        ck_assert_msg(fabs(dp.total_us - bf.total_us) <= 1e-9 * bf.total_us,
+        ck_assert_msg(fabs(dp.objective_us - bf.objective_us) <= 1e-9 * bf.objective_us,
                       "trial %d (n %d, streams %d, gran %d, units %d): DP %.9g, brute force %.9g",
-                      trial, n, o.max_streams, o.granularity, o.max_units, dp.total_us, bf.total_us);
+                      trial, n, o.max_streams, o.granularity, o.max_units, dp.objective_us,
+                      bf.objective_us);
         check_plan(&dp, len, n, o.max_streams);
         check_plan(&bf, len, n, o.max_streams);
     }
@@ -115,12 +119,19 @@ START_TEST(test_dp_beats_alternatives)
                 sorted[j] = sorted[j - 1];
                 sorted[j - 1] = t;
             }
-        ck_assert(dp.total_us <= group_one_launch_us(&HW, &CAL, HEADS, sorted, n) * (1 + 1e-12));
+        double one = group_one_launch_us(&HW, &CAL, HEADS, sorted, n);
+        ck_assert(dp.objective_us <= one * (1 + 1e-12));
+        /* auto: no worse, simulated, than one launch or the DP's own plan */
+        group_plan au;
+        ck_assert_int_eq(group_plan_auto(&HW, &CAL, HEADS, len, n, &o, &au, &e), UNPAD_OK);
+        check_plan(&au, len, n, o.max_streams);
+        ck_assert(au.total_us <= one * (1 + 1e-12));
+        ck_assert(au.total_us <= dp.total_us * (1 + 1e-12));
         for (int s = 1; s <= o.max_streams; s++) {
             ck_assert_int_eq(group_plan_bounds(&HW, &CAL, HEADS, len, n, buckets, 4, s, &bk, &e),
                              UNPAD_OK);
             check_plan(&bk, len, n, s);
-            ck_assert(dp.total_us <= bk.total_us * (1 + 1e-12));
+            ck_assert(dp.objective_us <= bk.objective_us * (1 + 1e-12));
         }
         int b[GROUP_MAX];
         int nb = group_plan_upper_bounds(&dp, b);
@@ -128,7 +139,7 @@ START_TEST(test_dp_beats_alternatives)
         ck_assert_int_eq(group_plan_bounds(&HW, &CAL, HEADS, len, n, b, nb, o.max_streams, &rep, &e),
                          UNPAD_OK);
         ck_assert_int_eq(rep.ngroups, dp.ngroups);
-        ck_assert_double_eq_tol(rep.total_us, dp.total_us, 1e-9 * dp.total_us);
+        ck_assert_double_eq_tol(rep.objective_us, dp.objective_us, 1e-9 * dp.objective_us);
         ck_assert_double_eq_tol(rep.work_us, dp.work_us, 1e-9 * dp.work_us); /* W is the batch's */
     }
 }
@@ -165,6 +176,35 @@ START_TEST(test_small_cases)
     o = (group_opts){4, 512, 16};
     ck_assert_int_eq(group_plan_dp(&HW, &CAL, HEADS, mix, 6, &o, &p, &e), UNPAD_OK);
     ck_assert_int_eq(p.ngroups, 1);
+}
+END_TEST
+
+/* The shared-slot simulation of grouped launches: one group is the single-launch simulation; groups
+ * on one stream run one after another; on two streams they overlap, never beating either alone
+ * nor the serial sum; an empty group takes no time. */
+START_TEST(test_streams_simulation)
+{
+    int a[20], b[30];
+    for (int i = 0; i < 20; i++)
+        a[i] = 512 - 7 * i;
+    for (int i = 0; i < 30; i++)
+        b[i] = 200 - 5 * i;
+    for (int dir = 0; dir < 2; dir++) {
+        double ta = cost_fmha_us(&HW, &CAL, HEADS, a, 20, dir), tb = cost_fmha_us(&HW, &CAL, HEADS, b, 30, dir);
+        const int *l1[1] = {a};
+        int n1[1] = {20}, s0[3] = {0, 0, 0}, s01[3] = {0, 1, 1};
+        ck_assert(cost_fmha_streams_us(&HW, &CAL, HEADS, l1, n1, s0, 1, dir, NULL) == ta);
+        const int *l2[3] = {a, b, b};
+        int n2[3] = {20, 30, 0};
+        double end[3];
+        double serial = cost_fmha_streams_us(&HW, &CAL, HEADS, l2, n2, s0, 3, dir, end);
+        ck_assert_double_eq_tol(serial, ta + tb, 1e-9 * serial);
+        ck_assert_double_eq_tol(end[0], ta, 1e-9 * ta);
+        double both = cost_fmha_streams_us(&HW, &CAL, HEADS, l2, n2, s01, 3, dir, end);
+        ck_assert(both < serial);
+        ck_assert(both >= ta && both >= tb);
+        ck_assert(end[1] > 0 && end[2] == 0);
+    }
 }
 END_TEST
 
@@ -266,6 +306,7 @@ Suite *group_suite(void)
     tcase_add_test(tc, test_dp_equals_brute_force);
     tcase_add_test(tc, test_dp_beats_alternatives);
     tcase_add_test(tc, test_small_cases);
+    tcase_add_test(tc, test_streams_simulation);
     tcase_add_test(tc, test_bounds_parse);
     tcase_add_test(tc, test_seq_ranges);
     suite_add_tcase(s, tc);

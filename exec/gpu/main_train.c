@@ -307,7 +307,7 @@ static int micro_groups(const fmha_grouping *fg, const int *len, int n, bert_fmh
     if (fg->nb == 0 || n < 2)
         return UNPAD_OK;
     group_plan gp;
-    int rc = fg->nb < 0 ? group_plan_dp(fg->hw, fg->cc, fg->heads, len, n, &fg->opts, &gp, err)
+    int rc = fg->nb < 0 ? group_plan_auto(fg->hw, fg->cc, fg->heads, len, n, &fg->opts, &gp, err)
                         : group_plan_bounds(fg->hw, fg->cc, fg->heads, len, n, fg->bounds, fg->nb,
                                             fg->opts.max_streams, &gp, err);
     if (rc || (rc = group_seq_ranges(&gp, len, n, out->seq_begin, out->seq_end, out->max_len, err)))
