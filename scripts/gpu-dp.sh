@@ -9,7 +9,8 @@
 #   vgrad     gradients of 4 balanced virtual ranks (kk) = those of one micro-batch of the same 16
 #             samples; grouped attention (auto, fixed, 3 streams) = one launch; the bucketed,
 #             overlapped all-reduce = one all-reduce after backward = no NCCL at all.
-#   groups    BERT-Large 8 x 56 (kk): attention time with --fmha-groups none, auto, 128,256,384.
+#   groups    BERT-Large 8 x 56 (kk): attention time with --fmha-groups none, auto, 384 (two groups),
+#             128,256,384.
 #   buckets   BERT-Large 2 x 56 under --nproc 1: step time with the all-reduce in buckets
 #             overlapped with backward against one all-reduce after it.
 #   online    BERT-Large 8 x 56 (lpt, free counts): the balanced cost from the uncalibrated
@@ -73,7 +74,7 @@ fi
 
 # grouped attention on BERT-Large: attention time per step for each grouping (steps 3-5 traced)
 if has groups; then
-for spec in none:2 auto:2 auto:4 128,256,384:2; do
+for spec in none:2 auto:2 auto:4 384:2 128,256,384:2; do
     IFS=: read -r g st <<<"$spec"
     name=vr8x56-kk-groups-${g//,/-}-s$st
     timeout 150 $T --model $L --synthetic --batch 56 --virtual-ranks 8 --steps 6 --policy kk --seed 11 \
