@@ -143,10 +143,10 @@ int cmd_plan(int argc, char **argv)
     printf("  against none (loader order): step %.2f ms, imbalance %.4f -> %.3fx the throughput\n",
            p.none_step_us / 1e3, p.none_imbalance,
            p.pred_step_us > 0 ? p.none_step_us / p.pred_step_us : 0);
-    printf("  FMHA groups %s on %d stream%s: slowest GPU's attention %.2f -> %.2f ms per step "
-           "(%.1f%% less)\n",
-           groups, p.streams, p.streams > 1 ? "s" : "", p.pred_attn_us / 1e3,
-           p.pred_attn_grouped_us / 1e3,
+    printf("  FMHA: slowest GPU's attention %.2f ms per step in loader order -> %.2f ms longest first "
+           "with groups %s on %d stream%s (%.1f%% less)\n",
+           p.pred_attn_us / 1e3, p.pred_attn_grouped_us / 1e3, groups, p.streams,
+           p.streams > 1 ? "s" : "",
            p.pred_attn_us > 0 ? 100 * (1 - p.pred_attn_grouped_us / p.pred_attn_us) : 0);
     /* The grouping on a typical GPU batch, against one launch and the fixed buckets. */
     int *tl = malloc((size_t)batch * sizeof *tl);
