@@ -21,8 +21,15 @@
 
 #include "fit.h"
 
+/* The group of a pair that stands for a grouped launch as a whole: FMHA groups that ran side by
+ * side on several streams, measured as the union of their spans, predicted by
+ * fit_rows_fmha_together. Their own rows stay in the CSV (side_by_side = 1, each predicted as if
+ * alone) but not in the per-operator statistics. */
+#define VALIDATE_GROUPED (-2)
+
 typedef struct {
     int run, step, rank, op, layer, group, stream;
+    int side_by_side;              /* a group's row of a launch split over several streams */
     double start_us, meas_us, pred_us;
 } validate_pair;
 

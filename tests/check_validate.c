@@ -259,6 +259,13 @@ START_TEST(test_streams_simulated_together)
     ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
     ck_assert_double_eq_tol(rep.loads[0].pred_load_us, together, 1e-9);
     ck_assert_double_eq_tol(rep.loads[0].meas_load_us, 70, 1e-9);
+    /* the operator statistics judge the launch as a whole: one pair, not the two groups */
+    ck_assert_int_eq(rep.op[OP_FMHA_FWD].n, 1);
+    ck_assert_int_eq((int)rep.npairs, 3);
+    ck_assert_int_eq(rep.pairs[0].side_by_side + rep.pairs[1].side_by_side, 2);
+    ck_assert_int_eq(rep.pairs[2].group, VALIDATE_GROUPED);
+    ck_assert_double_eq_tol(rep.pairs[2].meas_us, 70, 1e-9);
+    ck_assert_double_eq_tol(rep.pairs[2].pred_us, together, 1e-9);
     validate_report_free(&rep);
     trace_set_free(&meas);
     trace_set_free(&pred);
