@@ -497,6 +497,36 @@ int validate_finish(validate_report *rep, unpad_err *err)
 
 static const char *met(int ok) { return ok ? "met" : "NOT met"; }
 
+/* Runs to rank against each other: same model and GPUs, and the same batch size (same = 0) or the
+ * very same batches (same = 1). */
+static int runs_alike(const validate_run *A, const validate_run *B, int same)
+{
+    if (strcmp(A->model, B->model) || A->gpus != B->gpus)
+        return 0;
+    return same ? A->batches == B->batches : fabs(A->seqs_per_rank - B->seqs_per_rank) <= 0.5;
+}
+
+/* Run a's group (counted once, at its first run; 0 otherwise): its size, and its fastest run
+ * measured and predicted. */
+static int rank_runs(const validate_report *rep, int a, int same, int *best_m, int *best_p)
+{
+    int nb = 0;
+    *best_m = *best_p = a;
+    for (int b = 0; b < rep->nruns; b++) {
+        const validate_run *B = &rep->runs[b];
+        if (!runs_alike(&rep->runs[a], B, same))
+            continue;
+        if (b < a)
+            return 0;
+        nb++;
+        if (B->meas_step_us < rep->runs[*best_m].meas_step_us)
+            *best_m = b;
+        if (B->pred_step_us < rep->runs[*best_p].pred_step_us)
+            *best_p = b;
+    }
+    return nb;
+}
+
 void validate_print(FILE *f, const validate_report *rep)
 {
     fprintf(f, "joined %zu rows of %d run%s (unmatched: %zu measured, %zu predicted)\n\n", rep->npairs,
@@ -595,64 +625,35 @@ void validate_print(FILE *f, const validate_report *rep)
                 rep->imb_max_diff, rep->imb_steps, met(rep->imb_max_diff <= 0.01));
     else
         fprintf(f, "  imbalance             no multi-GPU step with every rank present\n");
-    /* Fastest option as predicted against as measured, among comparable runs. */
+    /* Fastest option as predicted against as measured: among runs of the same model, GPUs and
+     * batch size (policies, groupings), then among runs of the very same batches, which differ
+     * only in how they ran them (grouping options). The measured fastest agrees when the
+     * prediction ranks it first, ties within 0.1% included (identical settings predict identical
+     * times). */
     int compared = 0;
-    for (int a = 0; a < rep->nruns; a++) {
-        const validate_run *A = &rep->runs[a];
-        int first = 1, nb = 0, best_m = a, best_p = a;
-        for (int b = 0; b < rep->nruns; b++) {
-            const validate_run *B = &rep->runs[b];
-            if (strcmp(A->model, B->model) || A->gpus != B->gpus ||
-                fabs(A->seqs_per_rank - B->seqs_per_rank) > 0.5)
+    for (int same = 0; same < 2; same++)
+        for (int a = 0; a < rep->nruns; a++) {
+            int best_m, best_p, nb = rank_runs(rep, a, same, &best_m, &best_p);
+            if (nb < 2)
                 continue;
-            if (b < a)
-                first = 0;
-            nb++;
-            if (B->meas_step_us < rep->runs[best_m].meas_step_us)
-                best_m = b;
-            if (B->pred_step_us < rep->runs[best_p].pred_step_us)
-                best_p = b;
+            const validate_run *A = &rep->runs[a];
+            int agree = rep->runs[best_m].pred_step_us <= rep->runs[best_p].pred_step_us * 1.001;
+            if (same)
+                fprintf(f, "  fastest of %d runs of the same batches (grouping options; %s, %d GPUs): ", nb,
+                        A->model, A->gpus);
+            else
+                fprintf(f, "  fastest of %d comparable runs (%s, %d GPUs, %.0f seqs/rank): ", nb, A->model,
+                        A->gpus, A->seqs_per_rank);
+            fprintf(f, "measured %s, predicted %s: %s\n", rep->runs[best_m].name, rep->runs[best_p].name,
+                    agree ? "agree" : "DISAGREE");
+            compared += !same;
+            for (int b = 0; same && b < rep->nruns; b++)
+                if (runs_alike(A, &rep->runs[b], 1))
+                    fprintf(f, "    %-60s measured %9.3f ms  predicted %9.3f ms\n", rep->runs[b].name,
+                            rep->runs[b].meas_step_us / 1e3, rep->runs[b].pred_step_us / 1e3);
         }
-        if (!first || nb < 2)
-            continue;
-        compared = 1;
-        fprintf(f, "  fastest of %d comparable runs (%s, %d GPUs, %.0f seqs/rank): measured %s, "
-                   "predicted %s: %s\n", nb, A->model, A->gpus, A->seqs_per_rank,
-                rep->runs[best_m].name, rep->runs[best_p].name, best_m == best_p ? "agree" : "DISAGREE");
-    }
     if (!compared)
         fprintf(f, "  fastest option        no comparable runs (same model, GPUs and batch) to rank\n");
-    /* Runs of the very same batches differ only in how they ran them (FMHA grouping, streams):
-     * the grouping options. The measured fastest agrees when the prediction ranks it first, ties
-     * within 0.1% included (identical settings predict identical times). */
-    for (int a = 0; a < rep->nruns; a++) {
-        const validate_run *A = &rep->runs[a];
-        int first = 1, nb = 0, best_m = a, best_p = a;
-        for (int b = 0; b < rep->nruns; b++) {
-            const validate_run *B = &rep->runs[b];
-            if (strcmp(A->model, B->model) || A->gpus != B->gpus || A->batches != B->batches)
-                continue;
-            if (b < a)
-                first = 0;
-            nb++;
-            if (B->meas_step_us < rep->runs[best_m].meas_step_us)
-                best_m = b;
-            if (B->pred_step_us < rep->runs[best_p].pred_step_us)
-                best_p = b;
-        }
-        if (!first || nb < 2)
-            continue;
-        int agree = rep->runs[best_m].pred_step_us <= rep->runs[best_p].pred_step_us * 1.001;
-        fprintf(f, "  fastest of %d runs of the same batches (grouping options; %s, %d GPUs): measured %s, "
-                   "predicted %s: %s\n", nb, A->model, A->gpus, rep->runs[best_m].name,
-                rep->runs[best_p].name, agree ? "agree" : "DISAGREE");
-        for (int b = 0; b < rep->nruns; b++) {
-            const validate_run *B = &rep->runs[b];
-            if (!strcmp(A->model, B->model) && A->gpus == B->gpus && A->batches == B->batches)
-                fprintf(f, "    %-60s measured %9.3f ms  predicted %9.3f ms\n", B->name,
-                        B->meas_step_us / 1e3, B->pred_step_us / 1e3);
-        }
-    }
 }
 
 int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err)
