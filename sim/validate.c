@@ -621,8 +621,9 @@ void validate_print(FILE *f, const validate_report *rep)
         fprintf(f, "  per-rank load error   median %.2f%% (<= 3%%: %s)\n", rep->rank_load.median_abs_pct,
                 met(rep->rank_load.median_abs_pct <= 3));
     if (rep->imb_steps)
-        fprintf(f, "  imbalance             max |predicted - measured| %.4f over %ld steps (<= 0.01: %s)\n",
-                rep->imb_max_diff, rep->imb_steps, met(rep->imb_max_diff <= 0.01));
+        fprintf(f, "  imbalance             max |predicted - measured| %.4f (median %.4f) over %ld steps "
+                   "(<= 0.01: %s)\n",
+                rep->imb_max_diff, rep->imb_median_diff, rep->imb_steps, met(rep->imb_max_diff <= 0.01));
     else
         fprintf(f, "  imbalance             no multi-GPU step with every rank present\n");
     /* Fastest option as predicted against as measured: among runs of the same model, GPUs and
