@@ -93,7 +93,7 @@ if has resume; then
     say "badckpt  truncated: $(refused $? "$R/bad.log"): $(grep 'unpad-train:' "$R/bad.log" | tail -1 | cut -c1-200)"
     $T ${args/bert-tiny/bert-base} --resume "$R/ck" >"$R/other.log" 2>&1
     say "badckpt  other model: $(refused $? "$R/other.log"): $(grep 'unpad-train:' "$R/other.log" | tail -1 | cut -c1-260)"
-    say "resume   killed after step $last_killed, resumed from $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
+    say "resume   killed after step $last_killed, resumed $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
 fi
 
 if has large; then
