@@ -76,6 +76,18 @@ int fit_row_lengths(const trace_row *r, int model_max_len, int *len, unpad_err *
     return UNPAD_OK;
 }
 
+/* The fixed pseudo-random launch orders: shuffles v[0..n) in place, advancing *st. */
+#define FIT_ORDER_SEED 0x9E3779B97F4A7C15ULL
+static void order_shuffle(int *v, int n, unsigned long long *st)
+{
+    for (int i = n - 1; i > 0; i--) {
+        *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+        int j = (int)((*st >> 33) % (unsigned long long)(i + 1)), t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
 double fit_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir)
 {
     /* A row does not say in which order its sequences were launched, and the tile simulation's
@@ -85,16 +97,10 @@ double fit_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int 
     if (!v)
         return cost_fmha_us(hw, c, heads, len, n, dir);
     memcpy(v, len, sizeof *v * (size_t)n);
-    unsigned long long st = 0x9E3779B97F4A7C15ULL;
+    unsigned long long st = FIT_ORDER_SEED;
     double sum = 0;
     for (int k = 0; k < FIT_FMHA_ORDERS; k++) {
-        for (int i = n - 1; i > 0; i--) {
-            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-            int j = (int)((st >> 33) % (unsigned long long)(i + 1));
-            int t = v[i];
-            v[i] = v[j];
-            v[j] = t;
-        }
+        order_shuffle(v, n, &st);
         sum += cost_fmha_us(hw, c, heads, v, n, dir);
     }
     if (v != stack)
@@ -220,16 +226,11 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
     }
     /* The groups' tiles share the slots (cost_fmha_streams_us); each row's own launch order is
      * unknown, so the simulation is averaged over the same fixed orders as fit_fmha_us. */
-    unsigned long long st = 0x9E3779B97F4A7C15ULL;
+    unsigned long long st = FIT_ORDER_SEED;
     double tiles = 0;
     for (int o = 0; o < FIT_FMHA_ORDERS; o++) {
         for (int g = 0; g < n; g++)
-            for (int i = cnt[g] - 1; i > 0; i--) {
-                st = st * 6364136223846793005ULL + 1442695040888963407ULL;
-                int j = (int)((st >> 33) % (unsigned long long)(i + 1)), x = len[g][i];
-                len[g][i] = len[g][j];
-                len[g][j] = x;
-            }
+            order_shuffle(len[g], cnt[g], &st);
         tiles += cost_fmha_streams_us(hw, c, m->heads, (const int *const *)len, cnt, stream, n,
                                       r[0]->op == OP_FMHA_BWD, NULL);
     }

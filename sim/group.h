@@ -9,8 +9,12 @@
  *           multiprocessors were never idle (it does not depend on the grouping);
  *   streams take contiguous ranges of groups (short sequences on one stream, long on another);
  *   a stream's chain is the sum of its groups' t_g (its kernels run one after another);
- *   total = max(W, longest chain): streams share the multiprocessors, so the work bound holds, and
- *           no stream ends before its own kernels would alone.
+ *   objective = max(W, longest chain): what the DP below minimises (streams share the
+ *           multiprocessors, so the work bound holds, and no stream ends before its own kernels
+ *           would alone; it lets concurrent kernels overlap perfectly);
+ *   total = the groups' tiles simulated sharing the slots (cost_fmha_streams_us: launch order,
+ *           a stream's groups one after another) plus the longest chain's launches: what the
+ *           options are compared by, and what group_plan_auto chooses with.
  * One stream gives total = sum of t_g (every tail exposed); one launch of the whole batch is t of
  * the batch in loader order. Forward and backward are timed as one chain per group (their times
  * are near proportional, so max(Wf, cf) + max(Wb, cb) ~ max(Wf + Wb, cf + cb)).

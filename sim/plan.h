@@ -1,7 +1,7 @@
 /* plan.h — the plan file: how a training run balances its steps and groups its FMHA, and what the
  * simulator predicted for it. `unpad plan` writes it; `unpad-train --plan` reads it and, at every
  * step, calls balance_assign with the plan's policy, count and weights (plan_seq_cost) and groups
- * each GPU's attention with the plan's boundaries (or group_plan_dp when `fmha_groups = auto`).
+ * each GPU's attention with the plan's boundaries (or group_plan_auto when `fmha_groups = auto`).
  *
  *   policy = kk                 # none | sort-deal | lpt | kk | pack
  *   count = equal               # equal | free
