@@ -309,6 +309,48 @@ START_TEST(test_fastest_run_agreement)
 }
 END_TEST
 
+/* Runs of the very same batches (grouping options): the measured fastest agrees when its predicted
+ * time is within 0.1% of the predicted fastest, and disagrees beyond; another batch stays out. */
+START_TEST(test_same_batches_ranking)
+{
+    double pd_fast[2] = {93.05, 95.0};
+    const char *want[2] = {"agree", "DISAGREE"};
+    for (int t = 0; t < 2; t++) {
+        validate_report rep;
+        memset(&rep, 0, sizeof rep);
+        unpad_err e = {0};
+        double mdur[3] = {90, 85, 50}, pdur[3] = {93, pd_fast[t], 40};
+        const char *names[3] = {"b", "d", "c"};
+        for (int k = 0; k < 3; k++) {
+            trace_set meas = {0}, pred = {0};
+            trace_row r = row(0, 0, OP_EMBED_FWD, -1, 0, mdur[k]);
+            r.gpus = 1;
+            if (k == 2)
+                r.tokens += 1; /* same batch size, other sequences */
+            trace_append(&meas, &r);
+            r.dur_us = pdur[k];
+            trace_append(&pred, &r);
+            ck_assert_int_eq(validate_add_run(&rep, names[k], &pred, &meas, NULL, &e), UNPAD_OK);
+            trace_set_free(&meas);
+            trace_set_free(&pred);
+        }
+        ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
+        ck_assert(rep.runs[0].batches == rep.runs[1].batches);
+        ck_assert(rep.runs[0].batches != rep.runs[2].batches);
+        char *buf = NULL, line[256];
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        validate_print(f, &rep);
+        fclose(f);
+        snprintf(line, sizeof line, "fastest of 2 runs of the same batches (grouping options; bert-base, 1 GPUs): "
+                                    "measured d, predicted b: %s", want[t]);
+        ck_assert_msg(strstr(buf, line), "%s", buf);
+        free(buf);
+        validate_report_free(&rep);
+    }
+}
+END_TEST
+
 Suite *validate_suite(void)
 {
     Suite *s = suite_create("validate");
@@ -318,6 +360,7 @@ Suite *validate_suite(void)
     tcase_add_test(tc, test_streams_overlap);
     tcase_add_test(tc, test_streams_simulated_together);
     tcase_add_test(tc, test_fastest_run_agreement);
+    tcase_add_test(tc, test_same_batches_ranking);
     tcase_add_test(tc, test_committed_synthetic_traces);
     tcase_add_test(tc, test_true_coefficients_reproduce);
     suite_add_tcase(s, tc);
