@@ -201,8 +201,12 @@ static int cmp_row_group(const void *a, const void *b)
 int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_coef *c,
                            const trace_row *const *rows, int n, double *us, unpad_err *err)
 {
-    if (n < 1 || n > 64)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%d FMHA groups launched together (1..64)", n);
+    if (n < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no FMHA rows to time together");
+    if (n > 64)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "step %d, rank %d, %s layer %d: %d FMHA groups launched together (at most 64)",
+                          rows[0]->step, rows[0]->rank, op_name((op_id)rows[0]->op), rows[0]->layer, n);
     const trace_row *r[64];
     memcpy(r, rows, sizeof *r * (size_t)n);
     qsort(r, (size_t)n, sizeof *r, cmp_row_group); /* launch order */
