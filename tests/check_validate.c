@@ -272,6 +272,26 @@ START_TEST(test_streams_simulated_together)
 }
 END_TEST
 
+/* A run of one embed_fwd row on one GPU, measured meas and predicted pred us; seqs (when > 0)
+ * and extra tokens change its batch. */
+static void add_one_row_run(validate_report *rep, const char *name, double meas_us, double pred_us,
+                            int seqs, int extra_tokens)
+{
+    trace_set meas = {0}, pred = {0};
+    unpad_err e = {0};
+    trace_row r = row(0, 0, OP_EMBED_FWD, -1, 0, meas_us);
+    r.gpus = 1;
+    if (seqs > 0)
+        r.seqs = seqs;
+    r.tokens += extra_tokens;
+    trace_append(&meas, &r);
+    r.dur_us = pred_us;
+    trace_append(&pred, &r);
+    ck_assert_int_eq(validate_add_run(rep, name, &pred, &meas, NULL, &e), UNPAD_OK);
+    trace_set_free(&meas);
+    trace_set_free(&pred);
+}
+
 START_TEST(test_fastest_run_agreement)
 {
     /* Two runs of the same model, GPUs and batch (e.g. two grouping options): run "b" is faster
@@ -281,19 +301,8 @@ START_TEST(test_fastest_run_agreement)
     unpad_err e = {0};
     double mdur[3] = {100, 90, 50}, pdur[3] = {104, 93, 40};
     const char *names[3] = {"a", "b", "c"};
-    for (int k = 0; k < 3; k++) {
-        trace_set meas = {0}, pred = {0};
-        trace_row r = row(0, 0, OP_EMBED_FWD, -1, 0, mdur[k]);
-        r.gpus = 1;
-        if (k == 2)
-            r.seqs = 9;
-        trace_append(&meas, &r);
-        r.dur_us = pdur[k];
-        trace_append(&pred, &r);
-        ck_assert_int_eq(validate_add_run(&rep, names[k], &pred, &meas, NULL, &e), UNPAD_OK);
-        trace_set_free(&meas);
-        trace_set_free(&pred);
-    }
+    for (int k = 0; k < 3; k++)
+        add_one_row_run(&rep, names[k], mdur[k], pdur[k], k == 2 ? 9 : 0, 0);
     ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
     char *buf = NULL;
     size_t len = 0;
@@ -321,19 +330,8 @@ START_TEST(test_same_batches_ranking)
         unpad_err e = {0};
         double mdur[3] = {90, 85, 50}, pdur[3] = {93, pd_fast[t], 40};
         const char *names[3] = {"b", "d", "c"};
-        for (int k = 0; k < 3; k++) {
-            trace_set meas = {0}, pred = {0};
-            trace_row r = row(0, 0, OP_EMBED_FWD, -1, 0, mdur[k]);
-            r.gpus = 1;
-            if (k == 2)
-                r.tokens += 1; /* same batch size, other sequences */
-            trace_append(&meas, &r);
-            r.dur_us = pdur[k];
-            trace_append(&pred, &r);
-            ck_assert_int_eq(validate_add_run(&rep, names[k], &pred, &meas, NULL, &e), UNPAD_OK);
-            trace_set_free(&meas);
-            trace_set_free(&pred);
-        }
+        for (int k = 0; k < 3; k++) /* c: same batch size, other sequences */
+            add_one_row_run(&rep, names[k], mdur[k], pdur[k], 0, k == 2);
         ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
         ck_assert(rep.runs[0].batches == rep.runs[1].batches);
         ck_assert(rep.runs[0].batches != rep.runs[2].batches);
