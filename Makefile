@@ -3,17 +3,21 @@
 #   make demo       the main job on the built-in default data
 #   make test       Check suites (CPU); make test-asan: the same under AddressSanitizer + UBSan
 #   make gpu        GPU tests and trainer; make test-gpu / make bench on a machine with an NVIDIA GPU
+#                   (also the fp32 build: bin/unpad-train-fp32 and bin/test_*-fp32, see PRECISION)
 # Opt-outs: NO_CUDA=1, NO_NCCL=1, NO_MPI=1. DEPS=dir points at unpacked Debian packages (GSL, Check).
 # Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad (references);
 # kernels/*.cu -> libunpad_kernels; exec/*.c -> libunpad_exec (CPU: shards, tokenizer);
 # exec/gpu/*.{c,cu} -> bin/unpad-train; tests/check_*.c -> build/tests/check_all;
 # tests/gpu/test_*.{c,cu} -> bin/test-gpu-*; bench/bench_*.{c,cu} -> bin/bench-*.
+# PRECISION=fp32 builds the GPU side with fp32 activations and weights (kernels/common.h: floatX)
+# into $(BUILD)/fp32, with kernels/fmha_fp32.cu for the tensor-core FMHA, binaries named *-fp32.
 
 CC      ?= cc
 CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) /usr)
 NVCC    ?= $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard $(CUDA_HOME)/bin/nvcc))
 CUDA_ARCH ?= sm_90
 BUILD   ?= build
+PRECISION ?= bf16
 SAN     ?=
 OPT     ?= -O2
 
@@ -76,22 +80,32 @@ SIM_SRC   := $(wildcard sim/*.c)
 CLI_SRC   := $(wildcard sim/cli/*.c)
 REF_SRC   := $(wildcard kernels/ref/*.c)
 EXEC_SRC  := $(filter-out exec/main_%,$(wildcard exec/*.c))
-KERN_SRC  := $(wildcard kernels/*.cu)
+ifeq ($(PRECISION),fp32)
+GPU_DEFS  += -DUNPAD_FP32=1
+GBUILD    := $(BUILD)/fp32
+XS        := -fp32
+KERN_SRC  := $(filter-out kernels/fmha.cu,$(wildcard kernels/*.cu))
+else ifeq ($(PRECISION),bf16)
+GBUILD    := $(BUILD)
+XS        :=
+KERN_SRC  := $(filter-out kernels/fmha_fp32.cu,$(wildcard kernels/*.cu))
+else
+$(error PRECISION=$(PRECISION): expected bf16 or fp32)
+endif
 TRAIN_C   := $(filter-out exec/gpu/main_%,$(wildcard exec/gpu/*.c))
 TRAIN_CU  := $(wildcard exec/gpu/*.cu)
 CHECK_SRC := $(wildcard tests/check_*.c)
-GPU_TESTS := $(patsubst tests/gpu/%.cu,bin/%,$(wildcard tests/gpu/test_*.cu)) \
-             $(patsubst tests/gpu/%.c,bin/%,$(wildcard tests/gpu/test_*.c))
+GPU_TESTS := $(patsubst tests/gpu/%.cu,bin/%$(XS),$(wildcard tests/gpu/test_*.cu))
 BENCH_GPU := $(patsubst bench/%.cu,bin/%,$(wildcard bench/bench_*.cu))
 BENCH_CPU := $(patsubst bench/%.c,bin/%,$(wildcard bench/bench_*.c))
 
 o = $(patsubst %.c,$(BUILD)/%.o,$(1))
 LIB      := $(BUILD)/libunpad.a
 EXECLIB  := $(BUILD)/libunpad_exec.a
-KERNLIB  := $(BUILD)/libunpad_kernels.a
+KERNLIB  := $(GBUILD)/libunpad_kernels.a
 
 CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
-GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train)
+GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
         bench-cpu deps clean
@@ -135,27 +149,28 @@ bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # ---- GPU ----------------------------------------------------------------------------------------
-$(BUILD)/cu/%.o: %.cu
+$(GBUILD)/cu/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -c $< -o $@
 
-$(BUILD)/gpuc/%.o: %.c
+$(GBUILD)/gpuc/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(GPU_DEFS) $(MPI_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
 
-$(KERNLIB): $(patsubst %.cu,$(BUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
-	$(AR) rcs $@ $(patsubst %.cu,$(BUILD)/cu/%.o,$(KERN_SRC))
+$(KERNLIB): $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
+	@rm -f $@
+	$(AR) rcs $@ $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC))
 
 kernels: $(if $(KERN_SRC),$(KERNLIB))
 
-TRAIN_OBJ := $(patsubst %.c,$(BUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(BUILD)/cu/%.o,$(TRAIN_CU))
-bin/unpad-train: $(BUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+TRAIN_OBJ := $(patsubst %.c,$(GBUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(GBUILD)/cu/%.o,$(TRAIN_CU))
+bin/unpad-train$(XS): $(GBUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin
 	$(NVCC) -arch=$(CUDA_ARCH) $^ -o $@ $(DEPS_LIB:-Wl,%=-Xlinker %) $(CUDA_LIBS) $(MPI_LIBS) $(GSL_LIBS:-Wl,%=-Xlinker %) -lm
 
-bin/test_%: tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
-	@mkdir -p bin $(BUILD)/cu/tests/gpu
-	$(NVCC) $(NVCCFLAGS) -MF $(BUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
+bin/test_%$(XS): tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+	@mkdir -p bin $(GBUILD)/cu/tests/gpu
+	$(NVCC) $(NVCCFLAGS) -MF $(GBUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
 
 bin/bench_%: bench/bench_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin $(BUILD)/cu/bench
@@ -169,6 +184,7 @@ bin/bench_%: bench/bench_%.c $(EXECLIB) $(LIB)
 gpu: probe cpu
 	@$(if $(HAVE_NVCC),,echo "nvcc not found: GPU targets skipped"; exit 1)
 	$(MAKE) kernels $(GPU_BINS) $(GPU_TESTS) $(BENCH_GPU)
+	$(if $(wildcard kernels/fmha_fp32.cu),$(MAKE) PRECISION=fp32 kernels bin/unpad-train-fp32 $(patsubst %,%-fp32,$(GPU_TESTS)))
 
 # Runs on a machine with an NVIDIA GPU: every GPU test binary, then the PyTorch comparisons.
 test-gpu: gpu

@@ -423,8 +423,8 @@ int main(int argc, char **argv)
             lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, ls, 0);
         });
         snprintf(shape, sizeof shape, "%.1fM", N / 1e6);
-        row("convert_f32_to_bf16", shape, 6.0 * N, lreps, [&](int) {
-            convert_f32_to_bf16(work, w, N, 0);
+        row("convert_f32_to_floatX", shape, 6.0 * N, lreps, [&](int) {
+            convert_f32_to_floatX(work, w, N, 0);
         });
         void *bufs[] = {d_t, w, m, v, g, work, gn, ls};
         for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)

@@ -1,5 +1,6 @@
-/* common.h — what every kernel file, launcher and host caller shares: the bf16 storage type seen
- * from C, and one check macro per library (they print file:line and the library's own message and
+/* common.h — what every kernel file, launcher and host caller shares: the storage type of
+ * activations and working weights seen from C (floatX: bf16, or fp32 in the fp32 build), and one
+ * check macro per library (they print file:line and the library's own message and
  * stop the program; only the trainer and GPU tests use them, never the CPU library).
  *
  * Layout of the unpadded batch everywhere: the tokens of all sequences packed one after another,
@@ -36,6 +37,24 @@ static inline bf16 float_to_bf16(float f)
     uint32_t round = 0x7fffu + ((v.u >> 16) & 1u);
     return (bf16)((v.u + round) >> 16);
 }
+
+/* floatX: the storage type of activations, activation gradients and the working copy of the
+ * weights. The normal build stores them in bf16 (fp32 accumulation and statistics, fp32 master
+ * weights, gradients and optimizer state). The fp32 build (-DUNPAD_FP32, binaries named *-fp32)
+ * stores them in fp32 and runs the GEMMs in full fp32 (no TF32): the same kernels and the same
+ * model code, for a tight comparison with an fp32 peer. Device code reinterprets bf16 storage as
+ * __nv_bfloat16. */
+#ifdef UNPAD_FP32
+typedef float floatX;
+#define UNPAD_PRECISION "fp32"
+static inline float floatX_to_float(floatX x) { return x; }
+static inline floatX float_to_floatX(float f) { return f; }
+#else
+typedef bf16 floatX;
+#define UNPAD_PRECISION "bf16"
+static inline float floatX_to_float(floatX x) { return bf16_to_float(x); }
+static inline floatX float_to_floatX(float f) { return float_to_bf16(f); }
+#endif
 
 #ifdef __CUDACC__
 #include <cuda_runtime.h>

@@ -134,27 +134,27 @@ __device__ __forceinline__ emb_rows emb_rows_of(int t, int T, const int32_t *ids
 /* Issues the gathers of the word, position and type vectors of the thread for R rows (zeros
  * where the row, flagged by ok[r], or the vector is absent). */
 template <int RW, int KV, int R>
-__device__ __forceinline__ void emb_gather(uint4 q[R][KV][3], const emb_rows e[R], const bool ok[R],
-                                           int H, int gt, const bf16 *word, const bf16 *pos,
-                                           const bf16 *type)
+__device__ __forceinline__ void emb_gather(vec8 q[R][KV][3], const emb_rows e[R], const bool ok[R],
+                                           int H, int gt, const floatX *word, const floatX *pos,
+                                           const floatX *type)
 {
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int k = 0; k < KV; k++) {
             int vi = gt + 32 * RW * k;
-            q[r][k][0] = q[r][k][1] = q[r][k][2] = make_uint4(0u, 0u, 0u, 0u);
+            q[r][k][0] = q[r][k][1] = q[r][k][2] = vec8_zero();
             if (ok[r] && vi < H / 8) {
-                q[r][k][0] = *reinterpret_cast<const uint4 *>(word + (size_t)e[r].w * H + vi * 8);
-                q[r][k][1] = *reinterpret_cast<const uint4 *>(pos + (size_t)e[r].p * H + vi * 8);
-                q[r][k][2] = *reinterpret_cast<const uint4 *>(type + (size_t)e[r].y * H + vi * 8);
+                q[r][k][0] = vec8_load(word + (size_t)e[r].w * H + vi * 8);
+                q[r][k][1] = vec8_load(pos + (size_t)e[r].p * H + vi * 8);
+                q[r][k][2] = vec8_load(type + (size_t)e[r].y * H + vi * 8);
             }
         }
 }
 
 /* v = word + pos + type from the gathered raw vectors. */
 template <int KV, int R>
-__device__ __forceinline__ void emb_sum(float v[R][KV][8], const uint4 q[R][KV][3])
+__device__ __forceinline__ void emb_sum(float v[R][KV][8], const vec8 q[R][KV][3])
 {
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -175,9 +175,9 @@ __device__ __forceinline__ void emb_sum(float v[R][KV][8], const uint4 q[R][KV][
  * normalised, masked and stored. */
 template <int RW, int KV>
 __global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 2 : EMB_FWD_MIN_BLOCKS)
-    embedding_fwd_kernel(bf16 *out, float *mean_out, float *rstd_out, const int32_t *ids,
-                         const int32_t *types, const int32_t *cu_seqlens, int n, const bf16 *word,
-                         const bf16 *pos, const bf16 *type, const bf16 *gamma, const bf16 *beta,
+    embedding_fwd_kernel(floatX *out, float *mean_out, float *rstd_out, const int32_t *ids,
+                         const int32_t *types, const int32_t *cu_seqlens, int n, const floatX *word,
+                         const floatX *pos, const floatX *type, const floatX *gamma, const floatX *beta,
                          int T, int H, float eps, float p, uint64_t seed, uint64_t stream_id)
 {
     constexpr int R = EMB_FWD_ROWS(KV), GT = 32 * RW, G = EMB_THREADS / GT;
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 2 : EMB_FWD_MIN_BLOCKS)
     int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
     emb_rows e[R];
     bool ok[R];
-    uint4 q[R][KV][3];
+    vec8 q[R][KV][3];
 #pragma unroll
     for (int r = 0; r < R; r++)
         e[r] = emb_rows_of(r0 + r, T, ids, types, cu_seqlens, n), ok[r] = r0 + r < T;
@@ -314,9 +314,9 @@ __device__ __forceinline__ void emb_row_write(float *dst, const float a[KV][8], 
 template <int RW, int KV, int NTY>
 __global__ void __launch_bounds__(EMB_THREADS, 2)
     embedding_bwd_rows_kernel(float *dword, float *dpos, float *slots, float *partials,
-                              const int4 *items, const float2 *stats, const bf16 *dout,
-                              const bf16 *dout_add, const bf16 *word, const bf16 *pos,
-                              const bf16 *type, const bf16 *gamma, int T, int H, float p,
+                              const int4 *items, const float2 *stats, const floatX *dout,
+                              const floatX *dout_add, const floatX *word, const floatX *pos,
+                              const floatX *type, const floatX *gamma, int T, int H, float p,
                               uint64_t seed, uint64_t stream_id)
 {
     constexpr int R = EMB_BWD_ROWS, GT = 32 * RW, G = EMB_THREADS / GT, NA = 2 + NTY;
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(EMB_THREADS, 2)
     /* batch b: rows k0 + b R + r; `it` holds the next batch's items, `nx` the one after */
     int4 it[R], nx[R];
     float2 st[R];
-    uint4 qd[R][KV], qa[R][KV], qt[R][KV][3];
+    vec8 qd[R][KV], qa[R][KV], qt[R][KV][3];
     auto items_load = [&](int4 dst[R], int kb) {
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -355,12 +355,12 @@ __global__ void __launch_bounds__(EMB_THREADS, 2)
 #pragma unroll
             for (int k = 0; k < KV; k++) {
                 int vi = gt + GT * k;
-                qd[r][k] = qa[r][k] = make_uint4(0u, 0u, 0u, 0u);
+                qd[r][k] = qa[r][k] = vec8_zero();
                 if (ok[r] && vi < H / 8) {
                     size_t i = (size_t)it[r].x * H + vi * 8;
-                    qd[r][k] = *reinterpret_cast<const uint4 *>(dout + i);
+                    qd[r][k] = vec8_load(dout + i);
                     if (dout_add)
-                        qa[r][k] = *reinterpret_cast<const uint4 *>(dout_add + i);
+                        qa[r][k] = vec8_load(dout_add + i);
                 }
             }
         }
@@ -509,9 +509,9 @@ size_t embedding_bwd_scratch_bytes(int T, int H, int type_vocab)
     return floats * sizeof(float) + (size_t)T * (sizeof(int4) + sizeof(float2));
 }
 
-void embedding_fwd(bf16 *out, float *mean, float *rstd, const int32_t *ids, const int32_t *types,
-                   const int32_t *cu_seqlens, int n, const bf16 *word, const bf16 *pos,
-                   const bf16 *type, const bf16 *gamma, const bf16 *beta, int T, int H, float eps,
+void embedding_fwd(floatX *out, float *mean, float *rstd, const int32_t *ids, const int32_t *types,
+                   const int32_t *cu_seqlens, int n, const floatX *word, const floatX *pos,
+                   const floatX *type, const floatX *gamma, const floatX *beta, int T, int H, float eps,
                    float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream)
 {
     UNPAD_REQUIRE(H > 0 && H % 8 == 0 && H <= 4096);
@@ -531,9 +531,9 @@ void embedding_fwd(bf16 *out, float *mean, float *rstd, const int32_t *ids, cons
 }
 
 void embedding_bwd(float *dword, float *dpos, float *dtype, float *dgamma, float *dbeta,
-                   const bf16 *dout, const bf16 *dout_add, const int32_t *ids,
+                   const floatX *dout, const floatX *dout_add, const int32_t *ids,
                    const int32_t *types, const int32_t *cu_seqlens, int n, int max_len,
-                   const bf16 *word, const bf16 *pos, const bf16 *type, const bf16 *gamma,
+                   const floatX *word, const floatX *pos, const floatX *type, const floatX *gamma,
                    const float *mean, const float *rstd, int T, int H, int type_vocab,
                    float p_drop, uint64_t seed, uint64_t stream_id, float *scratch,
                    cudaStream_t stream)

@@ -27,6 +27,10 @@
 #include "dropout.h"
 #include "fmha.h"
 
+#ifdef UNPAD_FP32
+#error "fmha.cu is the bf16 tensor-core kernel; the fp32 build compiles kernels/fmha_fp32.cu instead"
+#endif
+
 #define FMHA_REQUIRE(cond, ...)                                                                   \
     do {                                                                                          \
         if (!(cond)) {                                                                            \

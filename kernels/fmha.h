@@ -3,11 +3,11 @@
  * groups can run at once on several CUDA streams.
  *
  * Shapes (T = tokens of the whole batch, NH = heads, H = NH * 64):
- *   qkv   (T, 3, NH, 64) bf16  the QKV projection's output [T, 3H]: q in columns [0, H), k in
+ *   qkv   (T, 3, NH, 64) floatX the QKV projection's output [T, 3H]: q in columns [0, H), k in
  *                              [H, 2H), v in [2H, 3H); head h at columns h*64 .. h*64+63 of each
- *   out   (T, NH, 64) bf16     = [T, H], the input of the attention output projection
+ *   out   (T, NH, 64) floatX   = [T, H], the input of the attention output projection
  *   lse   (NH, T) fp32         natural-log log-sum-exp of each softmax row (before dropout)
- *   dqkv  (T, 3, NH, 64) bf16  gradient of qkv, OVERWRITTEN for the group's tokens
+ *   dqkv  (T, 3, NH, 64) floatX gradient of qkv, OVERWRITTEN for the group's tokens
  * cu_seqlens (n + 1) int32 on the device; every length 1 .. 512 (a length-0 sequence is skipped).
  *
  * Math, per sequence and head (scale = 1/8):  P = softmax(scale Q K^T) row-wise, lse = log-sum-exp
@@ -17,7 +17,8 @@
  * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored.
  * No [L, L] matrix is ever stored: forward uses an online softmax over 64-key tiles, backward
  * recomputes P from lse (flash-attention 2 style: one CTA per key tile, dQ accumulated in fp32
- * with atomics in the workspace, then converted to bf16).
+ * with atomics in the workspace, then converted to bf16). The fp32 build (common.h) replaces this
+ * kernel by kernels/fmha_fp32.cu: the same functions and math, plain fp32 loops, no tensor cores.
  *
  * Limits (checked by the launchers, which stop with file:line on a violation): 1 <= NH <= 65535,
  * 0 <= seq_begin <= seq_end, seq_end - seq_begin <= 65535, 1 <= max_len <= 512, 0 <= p < 1,
@@ -49,9 +50,9 @@ size_t fmha_bwd_workspace_bytes(int T, int NH);
 /* Forward over the sequences [seq_begin, seq_end); max_len >= every length in the group.
  * Writes out and lse for the group's tokens only. */
 UNPAD_EXTERN_C
-void fmha_fwd(bf16 *out,                  /* (T, NH, 64) */
+void fmha_fwd(floatX *out,                  /* (T, NH, 64) */
               float *lse,                 /* (NH, T) saved for backward */
-              const bf16 *qkv,            /* (T, 3, NH, 64) */
+              const floatX *qkv,            /* (T, 3, NH, 64) */
               const int32_t *cu_seqlens,  /* (n + 1) device */
               int T, int NH, int seq_begin, int seq_end, int max_len,
               float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
@@ -59,12 +60,12 @@ void fmha_fwd(bf16 *out,                  /* (T, NH, 64) */
 /* Backward of fmha_fwd with the same group, lengths and dropout arguments. Writes (not adds) the
  * group's rows of dqkv. workspace: fmha_bwd_workspace_bytes(T, NH) bytes, device. */
 UNPAD_EXTERN_C
-void fmha_bwd(bf16 *dqkv,                 /* (T, 3, NH, 64) */
+void fmha_bwd(floatX *dqkv,                 /* (T, 3, NH, 64) */
               void *workspace,            /* fp32 scratch, see fmha_bwd_workspace_bytes */
-              const bf16 *dout,           /* (T, NH, 64) gradient of out */
-              const bf16 *out,            /* (T, NH, 64) from fmha_fwd */
+              const floatX *dout,           /* (T, NH, 64) gradient of out */
+              const floatX *out,            /* (T, NH, 64) from fmha_fwd */
               const float *lse,           /* (NH, T) from fmha_fwd */
-              const bf16 *qkv,            /* (T, 3, NH, 64) */
+              const floatX *qkv,            /* (T, 3, NH, 64) */
               const int32_t *cu_seqlens,  /* (n + 1) device */
               int T, int NH, int seq_begin, int seq_end, int max_len,
               float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
@@ -82,12 +83,12 @@ int fmha_bwd_shape_count(void);
 UNPAD_EXTERN_C
 const char *fmha_bwd_shape_name(int shape);
 UNPAD_EXTERN_C
-void fmha_fwd_shape(int shape, bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu_seqlens,
+void fmha_fwd_shape(int shape, floatX *out, float *lse, const floatX *qkv, const int32_t *cu_seqlens,
                     int T, int NH, int seq_begin, int seq_end, int max_len, float p_drop,
                     uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 UNPAD_EXTERN_C
-void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf16 *dout, const bf16 *out,
-                    const float *lse, const bf16 *qkv, const int32_t *cu_seqlens, int T, int NH,
+void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const floatX *dout, const floatX *out,
+                    const float *lse, const floatX *qkv, const int32_t *cu_seqlens, int T, int NH,
                     int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
                     uint64_t stream_id, cudaStream_t stream);
 

@@ -1,4 +1,4 @@
-/* gelu.cu — bias + activation on (T, N) bf16 rows, forward and backward with the bias gradient:
+/* gelu.cu — bias + activation on (T, N) floatX rows, forward and backward with the bias gradient:
  * GELU (exact erf form, as BERT; FFN1 and the MLM head transform), tanh (NSP pooler), and the
  * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it.
  * Reference: kernels/ref/gelu_ref.c.
@@ -37,16 +37,16 @@ __device__ __forceinline__ float gelu_erf_grad(float z)
  * cvn = N / 8 vectors per row. */
 template <int ACT>
 __global__ void __launch_bounds__(ACT_THREADS)
-    bias_act_fwd_kernel(bf16 *out, const bf16 *x, const bf16 *bias, unsigned nvec, unsigned cvn)
+    bias_act_fwd_kernel(floatX *out, const floatX *x, const floatX *bias, unsigned nvec, unsigned cvn)
 {
     unsigned i0 = blockIdx.x * (ACT_FWD_VECS * ACT_THREADS) + threadIdx.x;
-    uint4 q[ACT_FWD_VECS], qb[ACT_FWD_VECS];
+    vec8 q[ACT_FWD_VECS], qb[ACT_FWD_VECS];
 #pragma unroll
     for (int u = 0; u < ACT_FWD_VECS; u++) {
         unsigned i = i0 + u * ACT_THREADS;
         if (i < nvec) {
-            q[u] = *reinterpret_cast<const uint4 *>(x + (size_t)i * 8);
-            qb[u] = *reinterpret_cast<const uint4 *>(bias + (i % cvn) * 8);
+            q[u] = vec8_load(x + (size_t)i * 8);
+            qb[u] = vec8_load(bias + (i % cvn) * 8);
         }
     }
 #pragma unroll
@@ -64,23 +64,23 @@ __global__ void __launch_bounds__(ACT_THREADS)
     }
 }
 
-/* Loads VEC bf16 (VEC = 8: one 16-byte vector; VEC = 1: one element). */
+/* Loads VEC floatX (VEC = 8: one vec8; VEC = 1: one element). */
 template <int VEC>
-__device__ __forceinline__ void loadv(float f[VEC], const bf16 *p)
+__device__ __forceinline__ void loadv(float f[VEC], const floatX *p)
 {
     if constexpr (VEC == 8)
         load8(f, p);
     else
-        f[0] = bf16_load(p);
+        f[0] = load1(p);
 }
 
 template <int VEC>
-__device__ __forceinline__ void storev(bf16 *p, const float f[VEC])
+__device__ __forceinline__ void storev(floatX *p, const float f[VEC])
 {
     if constexpr (VEC == 8)
         store8(p, f);
     else
-        bf16_store(p, f[0]);
+        store1(p, f[0]);
 }
 
 /* d = dout * act'(...): GELU uses aux = x (pre-bias) and bias; tanh uses aux = out; NONE: d = dout.
@@ -89,8 +89,8 @@ __device__ __forceinline__ void storev(bf16 *p, const float f[VEC])
  * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
 template <int ACT, int VEC, int ROWS>
 __global__ void __launch_bounds__(ACT_THREADS)
-    bias_act_bwd_kernel(bf16 *dx, float *partials, const bf16 *dout, const bf16 *aux,
-                        const bf16 *bias, int T, int N, int rows_per_block)
+    bias_act_bwd_kernel(floatX *dx, float *partials, const floatX *dout, const floatX *aux,
+                        const floatX *bias, int T, int N, int rows_per_block)
 {
     __shared__ float sh[ACT_THREADS * VEC];
     int tx = blockDim.x, ty = blockDim.y;
@@ -167,7 +167,7 @@ size_t bias_bwd_scratch_bytes(int N)
 }
 
 template <int ACT>
-static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N,
+static void bias_act_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N,
                          cudaStream_t stream)
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % 8 == 0);
@@ -189,8 +189,8 @@ static void bias_act_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int 
  *     blocks, one row per thread and step: 67%, against 53% with the plain gradient's shape
  *     (GELU's derivative needs more registers: 4 rows per step halve the occupancy). */
 template <int ACT, int VEC>
-static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *aux,
-                         const bf16 *bias, int T, int N, float *scratch, cudaStream_t stream)
+static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
+                         const floatX *bias, int T, int N, float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
     UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
@@ -226,31 +226,31 @@ static void bias_act_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *a
         colsum_finalize(dbias, scratch, blocks, N, stream);
 }
 
-void bias_gelu_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N, cudaStream_t stream)
+void bias_gelu_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)
 {
     bias_act_fwd<ACT_GELU>(out, x, bias, T, N, stream);
 }
 
-void bias_gelu_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *x, const bf16 *bias,
+void bias_gelu_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *x, const floatX *bias,
                    int T, int N, float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(dx != NULL);
     bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, stream);
 }
 
-void bias_tanh_fwd(bf16 *out, const bf16 *x, const bf16 *bias, int T, int N, cudaStream_t stream)
+void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)
 {
     bias_act_fwd<ACT_TANH>(out, x, bias, T, N, stream);
 }
 
-void bias_tanh_bwd(bf16 *dx, float *dbias, const bf16 *dout, const bf16 *out, int T, int N,
+void bias_tanh_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *out, int T, int N,
                    float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(dx != NULL);
     bias_act_bwd<ACT_TANH, 8>(dx, dbias, dout, out, NULL, T, N, scratch, stream);
 }
 
-void bias_bwd(float *dbias, const bf16 *dout, int T, int N, float *scratch, cudaStream_t stream)
+void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(dbias != NULL);
     if (N % 8 == 0)

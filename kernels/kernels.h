@@ -4,13 +4,14 @@
  * (The FMHA and the cuBLASLt wrapper have their own headers.)
  *
  * Conventions shared by every launcher here:
- * - Unpadded layout: activations (T, H) row-major bf16, T = tokens of all sequences packed one
+ * - Unpadded layout: activations (T, H) row-major floatX, T = tokens of all sequences packed one
  *   after another; `cu_seqlens` (n + 1) int32 on the device, cu_seqlens[0] = 0, cu_seqlens[n] = T.
- * - All pointers are device pointers unless named *_host. bf16 is the storage type of common.h.
+ * - All pointers are device pointers unless named *_host. floatX is the storage type of common.h
+ *   (bf16; fp32 in the fp32 build).
  * - Statistics and accumulation in fp32. LayerNorm forward saves mean and rstd (T) fp32.
  * - Weight / bias / LayerNorm-parameter gradients are fp32 and ACCUMULATE (+=) into the caller's
  *   (flat) gradient buffer, so micro-batches and virtual ranks add up; zero it once per step.
- *   Activation gradients are bf16 and are OVERWRITTEN (unless a name says _add).
+ *   Activation gradients are floatX and are OVERWRITTEN (unless a name says _add).
  * - Column reductions (dgamma, dbeta, dbias, token-type grads) are deterministic: each block writes
  *   fp32 partials into `scratch`, a fixed-order pass adds them up; the number of blocks depends only
  *   on the shape. No float atomics, except in embedding_bwd's word table (see there).
@@ -52,16 +53,16 @@ size_t lamb_scratch_bytes(int n_chunks);
  * Position ids restart at 0 in every sequence and are derived from cu_seqlens (a binary search
  * per row), so no position array is needed; every length must be <= the position table's rows. */
 UNPAD_EXTERN_C
-void embedding_fwd(bf16 *out,                 /* (T, H) */
+void embedding_fwd(floatX *out,                 /* (T, H) */
                    float *mean, float *rstd,  /* (T) saved for backward */
                    const int32_t *ids,        /* (T) token ids, < vocab rows */
                    const int32_t *types,      /* (T) token-type ids, < type_vocab */
                    const int32_t *cu_seqlens, /* (n + 1) */
                    int n,                     /* sequences */
-                   const bf16 *word,          /* (V, H) */
-                   const bf16 *pos,           /* (max_position, H) */
-                   const bf16 *type,          /* (type_vocab, H) */
-                   const bf16 *gamma, const bf16 *beta, /* (H) */
+                   const floatX *word,          /* (V, H) */
+                   const floatX *pos,           /* (max_position, H) */
+                   const floatX *type,          /* (type_vocab, H) */
+                   const floatX *gamma, const floatX *beta, /* (H) */
                    int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id,
                    cudaStream_t stream);
 
@@ -75,11 +76,11 @@ void embedding_bwd(float *dword,              /* (V, H) += */
                    float *dpos,               /* (max_position, H) += */
                    float *dtype,              /* (type_vocab, H) += */
                    float *dgamma, float *dbeta, /* (H) += */
-                   const bf16 *dout,          /* (T, H) */
-                   const bf16 *dout_add,      /* (T, H) or NULL: a second gradient of `out` */
+                   const floatX *dout,          /* (T, H) */
+                   const floatX *dout_add,      /* (T, H) or NULL: a second gradient of `out` */
                    const int32_t *ids, const int32_t *types, /* (T) */
                    const int32_t *cu_seqlens, int n, int max_len, /* (n + 1); max_len >= every length */
-                   const bf16 *word, const bf16 *pos, const bf16 *type, const bf16 *gamma,
+                   const floatX *word, const floatX *pos, const floatX *type, const floatX *gamma,
                    const float *mean, const float *rstd, /* (T) from embedding_fwd */
                    int T, int H, int type_vocab, float p_drop, uint64_t seed, uint64_t stream_id,
                    float *scratch, cudaStream_t stream);
@@ -87,33 +88,33 @@ void embedding_bwd(float *dword,              /* (V, H) += */
 /* ---- LayerNorm (kernels/layernorm.cu) ---------------------------------------------------------- */
 /* out = LayerNorm(x) * gamma + beta (the MLM head transform). */
 UNPAD_EXTERN_C
-void layernorm_fwd(bf16 *out,                 /* (T, H) */
+void layernorm_fwd(floatX *out,                 /* (T, H) */
                    float *mean, float *rstd,  /* (T) */
-                   const bf16 *x,             /* (T, H) */
-                   const bf16 *gamma, const bf16 *beta, /* (H) */
+                   const floatX *x,             /* (T, H) */
+                   const floatX *gamma, const floatX *beta, /* (H) */
                    int T, int H, float eps, cudaStream_t stream);
 
 /* dx = LayerNorm backward of dout (overwritten); dgamma += ; dbeta += . */
 UNPAD_EXTERN_C
-void layernorm_bwd(bf16 *dx,                  /* (T, H) */
+void layernorm_bwd(floatX *dx,                  /* (T, H) */
                    float *dgamma, float *dbeta, /* (H) += */
-                   const bf16 *dout,          /* (T, H) */
-                   const bf16 *x,             /* (T, H) the forward input */
+                   const floatX *dout,          /* (T, H) */
+                   const floatX *x,             /* (T, H) the forward input */
                    const float *mean, const float *rstd, /* (T) */
-                   const bf16 *gamma,         /* (H) */
+                   const floatX *gamma,         /* (H) */
                    int T, int H, float *scratch, cudaStream_t stream);
 
 /* r = dropout(x + bias) + residual;  out = LayerNorm(r) * gamma + beta.
- * ln_in receives r (bf16) for the backward. bias may be NULL (no bias). */
+ * ln_in receives r (floatX) for the backward. bias may be NULL (no bias). */
 UNPAD_EXTERN_C
 void bias_dropout_residual_layernorm_fwd(
-    bf16 *out,                 /* (T, H) */
-    bf16 *ln_in,               /* (T, H) r, saved for backward */
+    floatX *out,                 /* (T, H) */
+    floatX *ln_in,               /* (T, H) r, saved for backward */
     float *mean, float *rstd,  /* (T) */
-    const bf16 *x,             /* (T, H) GEMM output without its bias */
-    const bf16 *bias,          /* (H) or NULL */
-    const bf16 *residual,      /* (T, H) */
-    const bf16 *gamma, const bf16 *beta, /* (H) */
+    const floatX *x,             /* (T, H) GEMM output without its bias */
+    const floatX *bias,          /* (H) or NULL */
+    const floatX *residual,      /* (T, H) */
+    const floatX *gamma, const floatX *beta, /* (H) */
     int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
 /* Backward: dy = dout (+ dout_add) is the gradient of `out` (e.g. dout from the next GEMM's input
@@ -122,58 +123,58 @@ void bias_dropout_residual_layernorm_fwd(
  * dbias += colsum(dx) (if dbias), dgamma += , dbeta += .  Any of dresidual / dx may be NULL. */
 UNPAD_EXTERN_C
 void bias_dropout_residual_layernorm_bwd(
-    bf16 *dx,                  /* (T, H) or NULL */
-    bf16 *dresidual,           /* (T, H) or NULL */
+    floatX *dx,                  /* (T, H) or NULL */
+    floatX *dresidual,           /* (T, H) or NULL */
     float *dbias,              /* (H) += or NULL */
     float *dgamma, float *dbeta, /* (H) += */
-    const bf16 *dout,          /* (T, H) */
-    const bf16 *dout_add,      /* (T, H) or NULL */
-    const bf16 *ln_in,         /* (T, H) from the forward */
+    const floatX *dout,          /* (T, H) */
+    const floatX *dout_add,      /* (T, H) or NULL */
+    const floatX *ln_in,         /* (T, H) from the forward */
     const float *mean, const float *rstd, /* (T) */
-    const bf16 *gamma,         /* (H) */
+    const floatX *gamma,         /* (H) */
     int T, int H, float p_drop, uint64_t seed, uint64_t stream_id,
     float *scratch, cudaStream_t stream);
 
 /* ---- bias + activation (kernels/gelu.cu) ------------------------------------------------------- */
 /* GELU is the exact erf form used by BERT: gelu(z) = z * 0.5 * (1 + erf(z / sqrt 2)). */
 UNPAD_EXTERN_C
-void bias_gelu_fwd(bf16 *out,                 /* (T, N) gelu(x + bias) */
-                   const bf16 *x,             /* (T, N) GEMM output without bias */
-                   const bf16 *bias,          /* (N) */
+void bias_gelu_fwd(floatX *out,                 /* (T, N) gelu(x + bias) */
+                   const floatX *x,             /* (T, N) GEMM output without bias */
+                   const floatX *bias,          /* (N) */
                    int T, int N, cudaStream_t stream);
 /* dx = dout * gelu'(x + bias) (dx may alias dout); dbias += colsum(dx) if dbias. */
 UNPAD_EXTERN_C
-void bias_gelu_bwd(bf16 *dx,                  /* (T, N) */
+void bias_gelu_bwd(floatX *dx,                  /* (T, N) */
                    float *dbias,              /* (N) += or NULL */
-                   const bf16 *dout,          /* (T, N) */
-                   const bf16 *x, const bf16 *bias, /* as given to bias_gelu_fwd */
+                   const floatX *dout,          /* (T, N) */
+                   const floatX *x, const floatX *bias, /* as given to bias_gelu_fwd */
                    int T, int N, float *scratch, cudaStream_t stream);
 /* The NSP pooler: out = tanh(x + bias). */
 UNPAD_EXTERN_C
-void bias_tanh_fwd(bf16 *out, const bf16 *x, const bf16 *bias, /* (T, N), (T, N), (N) */
+void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, /* (T, N), (T, N), (N) */
                    int T, int N, cudaStream_t stream);
 /* dx = dout * (1 - out^2) (may alias dout); dbias += colsum(dx) if dbias. */
 UNPAD_EXTERN_C
-void bias_tanh_bwd(bf16 *dx, float *dbias,    /* (T, N), (N) += */
-                   const bf16 *dout, const bf16 *out, /* (T, N) */
+void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) += */
+                   const floatX *dout, const floatX *out, /* (T, N) */
                    int T, int N, float *scratch, cudaStream_t stream);
 /* dbias += colsum(dout), for biases whose GEMM epilogue did not produce it. Any N >= 1. */
 UNPAD_EXTERN_C
 void bias_bwd(float *dbias,                   /* (N) += */
-              const bf16 *dout,               /* (T, N) */
+              const floatX *dout,               /* (T, N) */
               int T, int N, float *scratch, cudaStream_t stream);
 
 /* ---- losses and row gather (kernels/loss.cu) --------------------------------------------------- */
 /* out[i] = in[rows[i]] (masked positions -> MLM head, cu_seqlens[0..n-1] -> CLS rows). */
 UNPAD_EXTERN_C
-void rows_gather(bf16 *out,                   /* (P, H) */
-                 const bf16 *in,              /* (T, H) */
+void rows_gather(floatX *out,                   /* (P, H) */
+                 const floatX *in,              /* (T, H) */
                  const int32_t *rows,         /* (P) global row indices < T */
                  int P, int H, cudaStream_t stream);
-/* dst[rows[i]] += src[i] (bf16, fp32 add); rows must be distinct within one call. */
+/* dst[rows[i]] += src[i] (floatX, fp32 add); rows must be distinct within one call. */
 UNPAD_EXTERN_C
-void rows_scatter_add(bf16 *dst,              /* (T, H) */
-                      const bf16 *src,        /* (P, H) */
+void rows_scatter_add(floatX *dst,              /* (T, H) */
+                      const floatX *src,        /* (P, H) */
                       const int32_t *rows,    /* (P) */
                       int P, int H, cudaStream_t stream);
 
@@ -183,14 +184,14 @@ void rows_scatter_add(bf16 *dst,              /* (T, H) */
 UNPAD_EXTERN_C
 void mlm_xent_fwd(float *loss,                /* (P) */
                   float *lse,                 /* (P) */
-                  const bf16 *logits,         /* (P, Vpad) */
+                  const floatX *logits,         /* (P, Vpad) */
                   const int32_t *labels,      /* (P) */
                   int P, int V, int Vpad, cudaStream_t stream);
 /* dlogits = scale * (softmax(logits) - onehot(label)), padded columns written 0.
  * scale = 1 / (number of predictions in the GLOBAL batch). dlogits may alias logits. */
 UNPAD_EXTERN_C
-void mlm_xent_bwd(bf16 *dlogits,              /* (P, Vpad) */
-                  const bf16 *logits,         /* (P, Vpad) */
+void mlm_xent_bwd(floatX *dlogits,              /* (P, Vpad) */
+                  const floatX *logits,         /* (P, Vpad) */
                   const float *lse,           /* (P) */
                   const int32_t *labels,      /* (P) */
                   float scale, int P, int V, int Vpad, cudaStream_t stream);
@@ -198,8 +199,8 @@ void mlm_xent_bwd(bf16 *dlogits,              /* (P, Vpad) */
  * loss[i] = lse - logits[i, label];  dlogits = scale * (softmax - onehot) (if dlogits). */
 UNPAD_EXTERN_C
 void nsp_xent_fwd_bwd(float *loss,            /* (n) */
-                      bf16 *dlogits,          /* (n, 2) or NULL */
-                      const bf16 *logits,     /* (n, 2) */
+                      floatX *dlogits,          /* (n, 2) or NULL */
+                      const floatX *logits,     /* (n, 2) */
                       const int32_t *labels,  /* (n) 0 or 1 */
                       float scale, int n, cudaStream_t stream);
 /* out[0] = sum of in[0..n) in a fixed order (one block): loss totals. */
@@ -209,7 +210,7 @@ void reduce_sum_f32(float *out,               /* (1) */
                     int n, cudaStream_t stream);
 
 /* ---- LAMB (kernels/lamb.cu) -------------------------------------------------------------------- */
-/* Every parameter tensor is a slice of ONE flat buffer per kind: fp32 master, bf16 working copy,
+/* Every parameter tensor is a slice of ONE flat buffer per kind: fp32 master, floatX working copy,
  * fp32 gradient, fp32 m and v, all of N elements with the same offsets. */
 typedef struct {
     int64_t offset;       /* first element of the tensor in the flat buffers */
@@ -241,11 +242,11 @@ int lamb_tensors_chunk(lamb_tensor *t, int n);
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   u = (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps) + wd * w   (wd only if flagged)
  *   w -= lr * (||w|| > 0 && ||u|| > 0 ? ||w|| / ||u|| : 1) * u   (norms per tensor)
- *   work = bf16(w).  grad is left untouched (the caller zeroes it).
+ *   work = floatX(w).  grad is left untouched (the caller zeroes it).
  * All norms are fixed-order reductions (bitwise reproducible). */
 UNPAD_EXTERN_C
 void lamb_update(float *master,               /* (N) fp32 */
-                 bf16 *work,                  /* (N) bf16 */
+                 floatX *work,                  /* (N) floatX */
                  float *m, float *v,          /* (N) fp32 */
                  const float *grad,           /* (N) fp32 */
                  const lamb_tensor *tensors,  /* (n_tensors) device copy, chunked */
@@ -253,8 +254,8 @@ void lamb_update(float *master,               /* (N) fp32 */
                  float *grad_norm,            /* (1) receives the global norm before clipping, or NULL */
                  float *scratch, cudaStream_t stream);
 
-/* out = bf16(in): the initial working copy of the master weights. */
+/* out = floatX(in): the initial working copy of the master weights. */
 UNPAD_EXTERN_C
-void convert_f32_to_bf16(bf16 *out, const float *in, int64_t n, cudaStream_t stream);
+void convert_f32_to_floatX(floatX *out, const float *in, int64_t n, cudaStream_t stream);
 
 #endif

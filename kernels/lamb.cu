@@ -1,5 +1,5 @@
 /* lamb.cu — one fused LAMB step over every parameter tensor, held as slices of one flat fp32
- * master buffer (plus bf16 working copy, fp32 gradient, m and v with the same offsets), with
+ * master buffer (plus floatX working copy, fp32 gradient, m and v with the same offsets), with
  * global gradient-norm clipping. Reference: kernels/ref/lamb_ref.c; the update is stated in
  * kernels.h (lamb_update).
  *
@@ -9,7 +9,7 @@
  *   2. one block adds them in a fixed order: the global norm and the clipping factor;
  *   3. moments m, v updated; per-chunk sums of w^2 and u^2;
  *   4. each block adds its tensor's chunk sums in a fixed order (the trust ratio), recomputes u
- *      from the new m, v and applies it; writes master and the bf16 working copy.
+ *      from the new m, v and applies it; writes master and the floatX working copy.
  * No float atomics: the step is bitwise reproducible. Chunks whose start is a multiple of 4
  * elements use 16-byte accesses; tensor offsets need not be aligned (others fall back to 4 bytes). */
 #include <math.h>
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(LAMB_THREADS)
 }
 
 __global__ void __launch_bounds__(LAMB_THREADS)
-    lamb_apply_kernel(float *master, bf16 *work, const float *m, const float *v,
+    lamb_apply_kernel(float *master, floatX *work, const float *m, const float *v,
                       const float *scratch, const lamb_tensor *t, int n, lamb_consts c)
 {
     __shared__ float sh[32];
@@ -195,22 +195,26 @@ __global__ void __launch_bounds__(LAMB_THREADS)
             w[q] -= step * lamb_u(mj[q], vj[q], w[q], decay, c);
         st(master, j, w, cnt);
         if (cnt == 4) {
+#ifdef UNPAD_FP32
+            *reinterpret_cast<float4 *>(work + j) = make_float4(w[0], w[1], w[2], w[3]);
+#else
             __nv_bfloat162 lo = __floats2bfloat162_rn(w[0], w[1]), hi = __floats2bfloat162_rn(w[2], w[3]);
             uint2 u;
             u.x = *reinterpret_cast<uint32_t *>(&lo);
             u.y = *reinterpret_cast<uint32_t *>(&hi);
             *reinterpret_cast<uint2 *>(work + j) = u;
+#endif
         } else {
-            bf16_store(work + j, w[0]);
+            store1(work + j, w[0]);
         }
     });
 }
 
-__global__ void convert_f32_to_bf16_kernel(bf16 *out, const float *in, int64_t n)
+__global__ void convert_f32_to_floatX_kernel(floatX *out, const float *in, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        bf16_store(out + i, in[i]);
+        store1(out + i, in[i]);
 }
 
 /* ---- launchers ---------------------------------------------------------------------------------- */
@@ -231,7 +235,7 @@ size_t lamb_scratch_bytes(int n_chunks)
     return (size_t)(2 + 3 * (size_t)n_chunks) * sizeof(float);
 }
 
-void lamb_update(float *master, bf16 *work, float *m, float *v, const float *grad,
+void lamb_update(float *master, floatX *work, float *m, float *v, const float *grad,
                  const lamb_tensor *tensors, int n_tensors, int n_chunks, lamb_hparams hp,
                  float *grad_norm, float *scratch, cudaStream_t stream)
 {
@@ -253,13 +257,13 @@ void lamb_update(float *master, bf16 *work, float *m, float *v, const float *gra
     cudaCheck(cudaGetLastError());
 }
 
-void convert_f32_to_bf16(bf16 *out, const float *in, int64_t n, cudaStream_t stream)
+void convert_f32_to_floatX(floatX *out, const float *in, int64_t n, cudaStream_t stream)
 {
     UNPAD_REQUIRE(n >= 0);
     if (n == 0)
         return;
     int64_t blocks = (n + 255) / 256;
-    convert_f32_to_bf16_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
+    convert_f32_to_floatX_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(
         out, in, n);
     cudaCheck(cudaGetLastError());
 }

@@ -1,4 +1,4 @@
-/* layernorm.cu — LayerNorm over rows of the unpadded (T, H) bf16 activations: plain (the MLM head
+/* layernorm.cu — LayerNorm over rows of the unpadded (T, H) floatX activations: plain (the MLM head
  * transform) and fused with bias + dropout + residual (after the attention output projection and
  * after FFN2), forward and backward. Reference: kernels/ref/layernorm_ref.c.
  *
@@ -6,7 +6,7 @@
  * 128-thread group per row at H = 1024, 8 columns per thread), fp32 statistics, 16-byte accesses.
  * Both kernels run a persistent grid in which each group loops over batches of rows and issues
  * the next batch's loads before it works on the current one, so loads stay in flight through the
- * reductions and stores. The fused forward rounds r = dropout(x + bias) + residual to bf16 before
+ * reductions and stores. The fused forward rounds r = dropout(x + bias) + residual to floatX before
  * normalizing, so the saved ln_in reproduces the forward's x-hat exactly in backward. Backward:
  * dgamma, dbeta, dbias accumulate in registers over all the rows a block takes, are added over the
  * block's groups in order, then over the blocks in a fixed order (colsum_finalize); the block count
@@ -34,11 +34,11 @@
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
 /* out = LayerNorm(r) * gamma + beta, r = dropout(x + bias) + residual (bias, residual optional;
- * p = 0: no dropout). ln_in (optional) receives r in bf16. */
+ * p = 0: no dropout). ln_in (optional) receives r in floatX. */
 template <int RW, int KV>
 __global__ void __launch_bounds__(LN_THREADS)
-    ln_fwd_kernel(bf16 *out, bf16 *ln_in, float *mean_out, float *rstd_out, const bf16 *x,
-                  const bf16 *bias, const bf16 *residual, const bf16 *gamma, const bf16 *beta,
+    ln_fwd_kernel(floatX *out, floatX *ln_in, float *mean_out, float *rstd_out, const floatX *x,
+                  const floatX *bias, const floatX *residual, const floatX *gamma, const floatX *beta,
                   int T, int H, float eps, float p, uint64_t seed, uint64_t stream_id)
 {
     constexpr int R = LN_ROWS(LN_FWD_ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(LN_THREADS)
     group_cols_load<RW, KV>(bia, bias, H, gt);
     int stride = gridDim.x * G * R;
     int r0 = (blockIdx.x * G + threadIdx.x / GT) * R;
-    uint4 qx[R][KV], qr[R][KV];
+    vec8 qx[R][KV], qr[R][KV];
     group_rows_load<RW, KV, R>(qx, x, r0, T, H, gt);
     group_rows_load<RW, KV, R>(qr, residual, r0, T, H, gt);
     for (; r0 < T; r0 += stride) {
@@ -93,9 +93,9 @@ __global__ void __launch_bounds__(LN_THREADS)
  * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias). */
 template <int RW, int KV>
 __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
-    ln_bwd_kernel(bf16 *dx, bf16 *dresid, float *partials, int nparts, const bf16 *dout,
-                  const bf16 *dout_add, const bf16 *ln_in, const float *mean, const float *rstd,
-                  const bf16 *gamma, int T, int H, float p, uint64_t seed, uint64_t stream_id)
+    ln_bwd_kernel(floatX *dx, floatX *dresid, float *partials, int nparts, const floatX *dout,
+                  const floatX *dout_add, const floatX *ln_in, const float *mean, const float *rstd,
+                  const floatX *gamma, int T, int H, float p, uint64_t seed, uint64_t stream_id)
 {
     constexpr int R = LN_ROWS(LN_BWD_ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
     __shared__ float sh[2 * 2 * R * (LN_THREADS / 32)];
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
     group_acc_zero<3, KV>(acc);
     int stride = gridDim.x * G * R;
     int g = threadIdx.x / GT, r0 = (blockIdx.x * G + g) * R;
-    uint4 qd[R][KV], qa[R][KV], qx[R][KV];
+    vec8 qd[R][KV], qa[R][KV], qx[R][KV];
     float mu[R], rs[R];
     auto load_batch = [&](int b0) {
         group_rows_load<RW, KV, R>(qd, dout, b0, T, H, gt);
@@ -164,9 +164,9 @@ size_t layernorm_bwd_scratch_bytes(int H)
     return (size_t)3 * LN_BWD_BLOCKS * H * sizeof(float);
 }
 
-static void ln_fwd_launch(bf16 *out, bf16 *ln_in, float *mean, float *rstd, const bf16 *x,
-                          const bf16 *bias, const bf16 *residual, const bf16 *gamma,
-                          const bf16 *beta, int T, int H, float eps, float p, uint64_t seed,
+static void ln_fwd_launch(floatX *out, floatX *ln_in, float *mean, float *rstd, const floatX *x,
+                          const floatX *bias, const floatX *residual, const floatX *gamma,
+                          const floatX *beta, int T, int H, float eps, float p, uint64_t seed,
                           uint64_t stream_id, cudaStream_t stream)
 {
     check_row_shape(T, H);
@@ -184,9 +184,9 @@ static void ln_fwd_launch(bf16 *out, bf16 *ln_in, float *mean, float *rstd, cons
     cudaCheck(cudaGetLastError());
 }
 
-static void ln_bwd_launch(bf16 *dx, bf16 *dresid, float *dbias, float *dgamma, float *dbeta,
-                          const bf16 *dout, const bf16 *dout_add, const bf16 *ln_in,
-                          const float *mean, const float *rstd, const bf16 *gamma, int T, int H,
+static void ln_bwd_launch(floatX *dx, floatX *dresid, float *dbias, float *dgamma, float *dbeta,
+                          const floatX *dout, const floatX *dout_add, const floatX *ln_in,
+                          const float *mean, const float *rstd, const floatX *gamma, int T, int H,
                           float p, uint64_t seed, uint64_t stream_id, float *scratch,
                           cudaStream_t stream)
 {
@@ -210,23 +210,23 @@ static void ln_bwd_launch(bf16 *dx, bf16 *dresid, float *dbias, float *dgamma, f
     colsum_finalize3(dgamma, dbeta, dbias, scratch, grid, (size_t)grid * H, H, stream);
 }
 
-void layernorm_fwd(bf16 *out, float *mean, float *rstd, const bf16 *x, const bf16 *gamma,
-                   const bf16 *beta, int T, int H, float eps, cudaStream_t stream)
+void layernorm_fwd(floatX *out, float *mean, float *rstd, const floatX *x, const floatX *gamma,
+                   const floatX *beta, int T, int H, float eps, cudaStream_t stream)
 {
     ln_fwd_launch(out, NULL, mean, rstd, x, NULL, NULL, gamma, beta, T, H, eps, 0.0f, 0, 0, stream);
 }
 
-void layernorm_bwd(bf16 *dx, float *dgamma, float *dbeta, const bf16 *dout, const bf16 *x,
-                   const float *mean, const float *rstd, const bf16 *gamma, int T, int H,
+void layernorm_bwd(floatX *dx, float *dgamma, float *dbeta, const floatX *dout, const floatX *x,
+                   const float *mean, const float *rstd, const floatX *gamma, int T, int H,
                    float *scratch, cudaStream_t stream)
 {
     ln_bwd_launch(NULL, dx, NULL, dgamma, dbeta, dout, NULL, x, mean, rstd, gamma, T, H, 0.0f, 0,
                   0, scratch, stream);
 }
 
-void bias_dropout_residual_layernorm_fwd(bf16 *out, bf16 *ln_in, float *mean, float *rstd,
-                                         const bf16 *x, const bf16 *bias, const bf16 *residual,
-                                         const bf16 *gamma, const bf16 *beta, int T, int H,
+void bias_dropout_residual_layernorm_fwd(floatX *out, floatX *ln_in, float *mean, float *rstd,
+                                         const floatX *x, const floatX *bias, const floatX *residual,
+                                         const floatX *gamma, const floatX *beta, int T, int H,
                                          float eps, float p_drop, uint64_t seed,
                                          uint64_t stream_id, cudaStream_t stream)
 {
@@ -235,10 +235,10 @@ void bias_dropout_residual_layernorm_fwd(bf16 *out, bf16 *ln_in, float *mean, fl
                   stream_id, stream);
 }
 
-void bias_dropout_residual_layernorm_bwd(bf16 *dx, bf16 *dresidual, float *dbias, float *dgamma,
-                                         float *dbeta, const bf16 *dout, const bf16 *dout_add,
-                                         const bf16 *ln_in, const float *mean, const float *rstd,
-                                         const bf16 *gamma, int T, int H, float p_drop,
+void bias_dropout_residual_layernorm_bwd(floatX *dx, floatX *dresidual, float *dbias, float *dgamma,
+                                         float *dbeta, const floatX *dout, const floatX *dout_add,
+                                         const floatX *ln_in, const float *mean, const float *rstd,
+                                         const floatX *gamma, int T, int H, float p_drop,
                                          uint64_t seed, uint64_t stream_id, float *scratch,
                                          cudaStream_t stream)
 {

@@ -3,7 +3,7 @@
  * padded vocabulary, the 2-class next-sentence loss, and a fixed-order sum for loss totals.
  * Reference: kernels/ref/loss_ref.c.
  *
- * MLM: one block per masked row; the row's logits (Vpad bf16) are read once by the forward (an
+ * MLM: one block per masked row; the row's logits (Vpad floatX) are read once by the forward (an
  * online max / sum-of-exp per thread, combined across the block) and once by the backward,
  * which may write dlogits over the logits in place. */
 #include <math.h>
@@ -20,25 +20,24 @@
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
-__global__ void rows_gather_kernel(bf16 *out, const bf16 *in, const int32_t *rows, unsigned nvec,
+__global__ void rows_gather_kernel(floatX *out, const floatX *in, const int32_t *rows, unsigned nvec,
                                    unsigned cvn, int H)
 {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec)
         return;
     size_t r = i / cvn, cv = i % cvn;
-    *reinterpret_cast<uint4 *>(out + r * H + cv * 8) =
-        *reinterpret_cast<const uint4 *>(in + (size_t)rows[r] * H + cv * 8);
+    vec8_store(out + r * H + cv * 8, vec8_load(in + (size_t)rows[r] * H + cv * 8));
 }
 
-__global__ void rows_scatter_add_kernel(bf16 *dst, const bf16 *src, const int32_t *rows,
+__global__ void rows_scatter_add_kernel(floatX *dst, const floatX *src, const int32_t *rows,
                                         unsigned nvec, unsigned cvn, int H)
 {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec)
         return;
     size_t r = i / cvn, cv = i % cvn;
-    bf16 *d = dst + (size_t)rows[r] * H + cv * 8;
+    floatX *d = dst + (size_t)rows[r] * H + cv * 8;
     float a[8], b[8];
     load8(a, d);
     load8(b, src + r * H + cv * 8);
@@ -59,12 +58,12 @@ __device__ __forceinline__ void lse_merge(float *m, float *s, float m2, float s2
 }
 
 __global__ void __launch_bounds__(XENT_THREADS)
-    mlm_xent_fwd_kernel(float *loss, float *lse_out, const bf16 *logits, const int32_t *labels,
+    mlm_xent_fwd_kernel(float *loss, float *lse_out, const floatX *logits, const int32_t *labels,
                         int V, int Vpad)
 {
     __shared__ float shm[32], shs[32];
     int row = blockIdx.x;
-    const bf16 *z = logits + (size_t)row * Vpad;
+    const floatX *z = logits + (size_t)row * Vpad;
     float m = -INFINITY, s = 0.0f;
     /* XENT_FWD_UNROLL vectors loaded before any is used, so several loads are in flight per thread */
     for (int cv0 = threadIdx.x; cv0 * 8 < V; cv0 += XENT_FWD_UNROLL * blockDim.x) {
@@ -115,7 +114,7 @@ __global__ void __launch_bounds__(XENT_THREADS)
             float l = m + logf(s);
             int y = labels[row];
             lse_out[row] = l;
-            loss[row] = y < 0 ? 0.0f : l - bf16_load(z + y);
+            loss[row] = y < 0 ? 0.0f : l - load1(z + y);
         }
     }
 }
@@ -123,7 +122,7 @@ __global__ void __launch_bounds__(XENT_THREADS)
 /* dlogits may alias logits: each thread reads its XENT_BWD_UNROLL vectors, then overwrites the same
  * vectors (all loads of a round are issued before its first store). */
 __global__ void __launch_bounds__(XENT_THREADS)
-    mlm_xent_bwd_kernel(bf16 *dlogits, const bf16 *logits, const float *lse,
+    mlm_xent_bwd_kernel(floatX *dlogits, const floatX *logits, const float *lse,
                         const int32_t *labels, float scale, int V, int Vpad)
 {
     int row = blockIdx.x;
@@ -132,12 +131,12 @@ __global__ void __launch_bounds__(XENT_THREADS)
     size_t base = (size_t)row * Vpad;
     int nv = Vpad / 8;
     for (int cv0 = threadIdx.x; cv0 < nv; cv0 += XENT_BWD_UNROLL * XENT_THREADS) {
-        uint4 q[XENT_BWD_UNROLL];
+        vec8 q[XENT_BWD_UNROLL];
 #pragma unroll
         for (int u = 0; u < XENT_BWD_UNROLL; u++) {
             int cv = cv0 + u * XENT_THREADS;
             if (cv < nv)
-                q[u] = *reinterpret_cast<const uint4 *>(logits + base + (size_t)cv * 8);
+                q[u] = vec8_load(logits + base + (size_t)cv * 8);
         }
 #pragma unroll
         for (int u = 0; u < XENT_BWD_UNROLL; u++) {
@@ -156,20 +155,20 @@ __global__ void __launch_bounds__(XENT_THREADS)
     }
 }
 
-__global__ void nsp_xent_kernel(float *loss, bf16 *dlogits, const bf16 *logits,
+__global__ void nsp_xent_kernel(float *loss, floatX *dlogits, const floatX *logits,
                                 const int32_t *labels, float scale, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    float z0 = bf16_load(logits + 2 * i), z1 = bf16_load(logits + 2 * i + 1);
+    float z0 = load1(logits + 2 * i), z1 = load1(logits + 2 * i + 1);
     float mx = fmaxf(z0, z1);
     float l = mx + logf(expf(z0 - mx) + expf(z1 - mx));
     int y = labels[i];
     loss[i] = l - (y == 0 ? z0 : z1);
     if (dlogits) {
-        bf16_store(dlogits + 2 * i, scale * (expf(z0 - l) - (y == 0 ? 1.0f : 0.0f)));
-        bf16_store(dlogits + 2 * i + 1, scale * (expf(z1 - l) - (y == 1 ? 1.0f : 0.0f)));
+        store1(dlogits + 2 * i, scale * (expf(z0 - l) - (y == 0 ? 1.0f : 0.0f)));
+        store1(dlogits + 2 * i + 1, scale * (expf(z1 - l) - (y == 1 ? 1.0f : 0.0f)));
     }
 }
 
@@ -186,7 +185,7 @@ __global__ void __launch_bounds__(SUM_THREADS) reduce_sum_kernel(float *out, con
 
 /* ---- launchers ---------------------------------------------------------------------------------- */
 
-void rows_gather(bf16 *out, const bf16 *in, const int32_t *rows, int P, int H, cudaStream_t stream)
+void rows_gather(floatX *out, const floatX *in, const int32_t *rows, int P, int H, cudaStream_t stream)
 {
     UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
     size_t nvec = (size_t)P * (H / 8);
@@ -198,7 +197,7 @@ void rows_gather(bf16 *out, const bf16 *in, const int32_t *rows, int P, int H, c
     cudaCheck(cudaGetLastError());
 }
 
-void rows_scatter_add(bf16 *dst, const bf16 *src, const int32_t *rows, int P, int H,
+void rows_scatter_add(floatX *dst, const floatX *src, const int32_t *rows, int P, int H,
                       cudaStream_t stream)
 {
     UNPAD_REQUIRE(P >= 0 && H > 0 && H % 8 == 0);
@@ -211,7 +210,7 @@ void rows_scatter_add(bf16 *dst, const bf16 *src, const int32_t *rows, int P, in
     cudaCheck(cudaGetLastError());
 }
 
-void mlm_xent_fwd(float *loss, float *lse, const bf16 *logits, const int32_t *labels, int P, int V,
+void mlm_xent_fwd(float *loss, float *lse, const floatX *logits, const int32_t *labels, int P, int V,
                   int Vpad, cudaStream_t stream)
 {
     UNPAD_REQUIRE(P >= 0 && V >= 1 && V <= Vpad && Vpad % 8 == 0);
@@ -221,7 +220,7 @@ void mlm_xent_fwd(float *loss, float *lse, const bf16 *logits, const int32_t *la
     cudaCheck(cudaGetLastError());
 }
 
-void mlm_xent_bwd(bf16 *dlogits, const bf16 *logits, const float *lse, const int32_t *labels,
+void mlm_xent_bwd(floatX *dlogits, const floatX *logits, const float *lse, const int32_t *labels,
                   float scale, int P, int V, int Vpad, cudaStream_t stream)
 {
     UNPAD_REQUIRE(P >= 0 && V >= 1 && V <= Vpad && Vpad % 8 == 0);
@@ -232,7 +231,7 @@ void mlm_xent_bwd(bf16 *dlogits, const bf16 *logits, const float *lse, const int
     cudaCheck(cudaGetLastError());
 }
 
-void nsp_xent_fwd_bwd(float *loss, bf16 *dlogits, const bf16 *logits, const int32_t *labels,
+void nsp_xent_fwd_bwd(float *loss, floatX *dlogits, const floatX *logits, const int32_t *labels,
                       float scale, int n, cudaStream_t stream)
 {
     UNPAD_REQUIRE(n >= 0);

@@ -1,5 +1,5 @@
 /* rowops.cuh — device helpers shared by the memory-bound kernel families (embedding, layernorm,
- * gelu, loss): 16-byte bf16 vectors, warp and block sums, and the fixed-order reduction of
+ * gelu, loss): vectors of eight floatX, warp and block sums, and the fixed-order reduction of
  * per-block column partials that keeps every parameter gradient deterministic. */
 #ifndef UNPAD_ROWOPS_CUH
 #define UNPAD_ROWOPS_CUH
@@ -18,8 +18,57 @@
         }                                                                                         \
     } while (0)
 
-/* Eight bf16 in a 16-byte register vector -> eight floats. */
-__device__ __forceinline__ void unpack8(float f[8], uint4 u)
+/* vec8: eight floatX in registers, the unit every row kernel loads and stores: one 16-byte vector
+ * of bf16, or two of fp32 in the fp32 build (common.h). Element offsets stay multiples of 8, so a
+ * vec8 is always 16-byte aligned. */
+#ifdef UNPAD_FP32
+struct vec8 {
+    float4 lo, hi;
+};
+
+__device__ __forceinline__ vec8 vec8_zero()
+{
+    return vec8{make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
+}
+
+__device__ __forceinline__ vec8 vec8_load(const floatX *p)
+{
+    const float4 *q = reinterpret_cast<const float4 *>(p);
+    return vec8{q[0], q[1]};
+}
+
+__device__ __forceinline__ void vec8_store(floatX *p, vec8 v)
+{
+    float4 *q = reinterpret_cast<float4 *>(p);
+    q[0] = v.lo;
+    q[1] = v.hi;
+}
+
+__device__ __forceinline__ void unpack8(float f[8], vec8 u)
+{
+    f[0] = u.lo.x, f[1] = u.lo.y, f[2] = u.lo.z, f[3] = u.lo.w;
+    f[4] = u.hi.x, f[5] = u.hi.y, f[6] = u.hi.z, f[7] = u.hi.w;
+}
+
+__device__ __forceinline__ vec8 pack8(const float f[8])
+{
+    return vec8{make_float4(f[0], f[1], f[2], f[3]), make_float4(f[4], f[5], f[6], f[7])};
+}
+
+/* The value a floatX store keeps: fp32 keeps everything. */
+__device__ __forceinline__ void round8(float f[8]) {}
+__device__ __forceinline__ float round1(float f) { return f; }
+
+__device__ __forceinline__ float load1(const floatX *p) { return *p; }
+__device__ __forceinline__ void store1(floatX *p, float f) { *p = f; }
+#else
+typedef uint4 vec8;
+
+__device__ __forceinline__ vec8 vec8_zero() { return make_uint4(0u, 0u, 0u, 0u); }
+__device__ __forceinline__ vec8 vec8_load(const floatX *p) { return *reinterpret_cast<const uint4 *>(p); }
+__device__ __forceinline__ void vec8_store(floatX *p, vec8 v) { *reinterpret_cast<uint4 *>(p) = v; }
+
+__device__ __forceinline__ void unpack8(float f[8], vec8 u)
 {
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
 #pragma unroll
@@ -30,39 +79,39 @@ __device__ __forceinline__ void unpack8(float f[8], uint4 u)
     }
 }
 
-/* Eight bf16 (16 bytes) <-> eight floats. */
-__device__ __forceinline__ void load8(float f[8], const bf16 *p)
-{
-    unpack8(f, *reinterpret_cast<const uint4 *>(p));
-}
-
-__device__ __forceinline__ void store8(bf16 *p, const float f[8])
+__device__ __forceinline__ vec8 pack8(const float f[8])
 {
     uint4 u;
     __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
 #pragma unroll
     for (int j = 0; j < 4; j++)
         h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    *reinterpret_cast<uint4 *>(p) = u;
+    return u;
 }
 
-/* Rounds eight floats to bf16 and back (the value a bf16 store would keep). */
+/* Rounds floats to bf16 and back (the value a bf16 store would keep). */
 __device__ __forceinline__ void round8(float f[8])
 {
 #pragma unroll
     for (int j = 0; j < 8; j++)
         f[j] = __bfloat162float(__float2bfloat16_rn(f[j]));
 }
+__device__ __forceinline__ float round1(float f) { return __bfloat162float(__float2bfloat16_rn(f)); }
 
-__device__ __forceinline__ float bf16_load(const bf16 *p)
+__device__ __forceinline__ float load1(const floatX *p)
 {
     return __bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(p));
 }
 
-__device__ __forceinline__ void bf16_store(bf16 *p, float f)
+__device__ __forceinline__ void store1(floatX *p, float f)
 {
     *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(f);
 }
+#endif
+
+/* Eight floatX <-> eight floats. */
+__device__ __forceinline__ void load8(float f[8], const floatX *p) { unpack8(f, vec8_load(p)); }
+__device__ __forceinline__ void store8(floatX *p, const float f[8]) { vec8_store(p, pack8(f)); }
 
 __device__ __forceinline__ float warp_sum(float v)
 {
@@ -118,11 +167,11 @@ __device__ __forceinline__ float block_sum(float v, float *sh)
         else { constexpr int RW = 4, KV = 4; __VA_ARGS__; }                                       \
     } while (0)
 
-/* The raw 16-byte vectors of rows r0 .. r0 + R - 1 of a (T, H) bf16 tensor owned by thread gt
+/* The raw vectors of rows r0 .. r0 + R - 1 of a (T, H) floatX tensor owned by thread gt
  * (zeros where the row, the vector or the tensor p is absent). Issued together: R * KV loads in
  * flight before the first use. */
 template <int RW, int KV, int R>
-__device__ __forceinline__ void group_rows_load(uint4 q[R][KV], const bf16 *p, int r0, int T, int H,
+__device__ __forceinline__ void group_rows_load(vec8 q[R][KV], const floatX *p, int r0, int T, int H,
                                                 int gt)
 {
 #pragma unroll
@@ -130,16 +179,16 @@ __device__ __forceinline__ void group_rows_load(uint4 q[R][KV], const bf16 *p, i
 #pragma unroll
         for (int k = 0; k < KV; k++) {
             int vi = gt + 32 * RW * k;
-            q[r][k] = make_uint4(0u, 0u, 0u, 0u);
+            q[r][k] = vec8_zero();
             if (p && r0 + r < T && vi < H / 8)
-                q[r][k] = *reinterpret_cast<const uint4 *>(p + (size_t)(r0 + r) * H + vi * 8);
+                q[r][k] = vec8_load(p + (size_t)(r0 + r) * H + vi * 8);
         }
 }
 
 /* A row-independent vector (gamma, beta) of the thread's columns, as floats (zeros past H or if
  * p is NULL). */
 template <int RW, int KV>
-__device__ __forceinline__ void group_cols_load(float f[KV][8], const bf16 *p, int H, int gt)
+__device__ __forceinline__ void group_cols_load(float f[KV][8], const floatX *p, int H, int gt)
 {
 #pragma unroll
     for (int k = 0; k < KV; k++) {
@@ -184,10 +233,10 @@ __device__ __forceinline__ void group_acc_zero(float acc[NA][KV][8])
                 acc[a][k][j] = 0.0f;
 }
 
-/* out = a + b, element-wise, from raw bf16 vectors (e.g. dy = dout + dout_add). */
+/* out = a + b, element-wise, from raw vectors (e.g. dy = dout + dout_add). */
 template <int R, int KV>
-__device__ __forceinline__ void group_unpack_sum(float out[R][KV][8], const uint4 a[R][KV],
-                                                 const uint4 b[R][KV])
+__device__ __forceinline__ void group_unpack_sum(float out[R][KV][8], const vec8 a[R][KV],
+                                                 const vec8 b[R][KV])
 {
 #pragma unroll
     for (int r = 0; r < R; r++)

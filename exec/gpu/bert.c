@@ -23,15 +23,15 @@ typedef struct {
 
 /* Activations one layer keeps for its backward. T rows are used of max_tokens. */
 typedef struct {
-    bf16 *qkv;               /* (T, 3H) */
-    bf16 *ctx;               /* (T, H) attention output (before the projection) */
+    floatX *qkv;               /* (T, 3H) */
+    floatX *ctx;               /* (T, H) attention output (before the projection) */
     float *lse;              /* (NH, T) */
-    bf16 *ln1_in;            /* (T, H) dropout(proj + b) + x */
+    floatX *ln1_in;            /* (T, H) dropout(proj + b) + x */
     float *ln1_mean, *ln1_rstd; /* (T) */
-    bf16 *a;                 /* (T, H) attention block output = FFN input */
-    bf16 *pre;               /* (T, F) FFN1 output before GELU (erf path: without its bias) */
-    bf16 *h;                 /* (T, F) gelu(pre) */
-    bf16 *ln2_in;            /* (T, H) */
+    floatX *a;                 /* (T, H) attention block output = FFN input */
+    floatX *pre;               /* (T, F) FFN1 output before GELU (erf path: without its bias) */
+    floatX *h;                 /* (T, F) gelu(pre) */
+    floatX *ln2_in;            /* (T, H) */
     float *ln2_mean, *ln2_rstd; /* (T) */
 } layer_acts;
 
@@ -47,7 +47,7 @@ struct bert {
     int ntensors, captensors;
     int64_t nparams;
     float *master, *grad, *m, *v; /* (N) fp32 */
-    bf16 *work;                   /* (N) bf16 */
+    floatX *work;                   /* (N) floatX */
     lamb_tensor *d_lamb;          /* (ntensors) device */
     int lamb_chunks;
     float *d_grad_norm;           /* (1) */
@@ -62,26 +62,26 @@ struct bert {
     /* activations (one arena) */
     void *arena;
     size_t arena_bytes;
-    bf16 **x;                    /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
+    floatX **x;                    /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
     float *emb_mean, *emb_rstd;  /* (T) */
     layer_acts *la;              /* (L) */
-    bf16 *tmp;                   /* (T, H) GEMM output before bias+dropout+residual+LN */
-    bf16 *dY, *dA, *dR;          /* (T, H) gradients */
-    bf16 *dF;                    /* (T, F) */
-    bf16 *dQKV;                  /* (T, 3H) */
+    floatX *tmp;                   /* (T, H) GEMM output before bias+dropout+residual+LN */
+    floatX *dY, *dA, *dR;          /* (T, H) gradients */
+    floatX *dF;                    /* (T, F) */
+    floatX *dQKV;                  /* (T, 3H) */
     void *fmha_ws;               /* fmha_bwd_workspace_bytes(max_tokens, NH) */
     float *scratch;              /* column-reduction partials */
     /* MLM head, P rows */
-    bf16 *m_in, *m_pre, *m_h, *m_out; /* (P, H) */
+    floatX *m_in, *m_pre, *m_h, *m_out; /* (P, H) */
     float *m_mean, *m_rstd;      /* (P) */
-    bf16 *logits;                /* (P, Vpad); dlogits in place */
+    floatX *logits;                /* (P, Vpad); dlogits in place */
     float *m_loss, *m_lse, *m_correct; /* (P) */
-    bf16 *dm1, *dm2;             /* (P, H) */
+    floatX *dm1, *dm2;             /* (P, H) */
     /* NSP head, n rows */
-    bf16 *c_in, *p_pre, *pooled; /* (n, H) */
-    bf16 *nsp_logits, *nsp_dlogits; /* (n, 2) */
+    floatX *c_in, *p_pre, *pooled; /* (n, H) */
+    floatX *nsp_logits, *nsp_dlogits; /* (n, 2) */
     float *nsp_loss, *nsp_correct; /* (n) */
-    bf16 *dc1, *dc2;             /* (n, H) */
+    floatX *dc1, *dc2;             /* (n, H) */
     float *stats;                /* (4) accumulators, see glue_stats_accumulate */
     /* the uploaded micro-batch */
     int32_t *d_ids, *d_types, *d_cu, *d_mlm_rows, *d_mlm_labels, *d_nsp_labels, *d_cls_rows;
@@ -218,32 +218,33 @@ static size_t layout_acts(bert *b, char *base)
     const model_cfg *c = &b->cfg;
     size_t Tm = (size_t)b->opt.max_tokens, Pm = (size_t)b->opt.max_preds, Nm = (size_t)b->opt.max_seqs;
     size_t H = c->hidden, F = c->ffn, NH = c->heads, L = c->layers, V = b->Vpad;
+    const size_t XB = sizeof(floatX);
     arena_cursor a = {base, 0};
     for (size_t l = 0; l <= L; l++)
-        b->x[l] = carve(&a, Tm * H * 2);
+        b->x[l] = carve(&a, Tm * H * XB);
     b->emb_mean = carve(&a, Tm * 4);
     b->emb_rstd = carve(&a, Tm * 4);
     for (size_t l = 0; l < L; l++) {
         layer_acts *x = &b->la[l];
-        x->qkv = carve(&a, Tm * 3 * H * 2);
-        x->ctx = carve(&a, Tm * H * 2);
+        x->qkv = carve(&a, Tm * 3 * H * XB);
+        x->ctx = carve(&a, Tm * H * XB);
         x->lse = carve(&a, NH * Tm * 4);
-        x->ln1_in = carve(&a, Tm * H * 2);
+        x->ln1_in = carve(&a, Tm * H * XB);
         x->ln1_mean = carve(&a, Tm * 4);
         x->ln1_rstd = carve(&a, Tm * 4);
-        x->a = carve(&a, Tm * H * 2);
-        x->pre = carve(&a, Tm * F * 2);
-        x->h = carve(&a, Tm * F * 2);
-        x->ln2_in = carve(&a, Tm * H * 2);
+        x->a = carve(&a, Tm * H * XB);
+        x->pre = carve(&a, Tm * F * XB);
+        x->h = carve(&a, Tm * F * XB);
+        x->ln2_in = carve(&a, Tm * H * XB);
         x->ln2_mean = carve(&a, Tm * 4);
         x->ln2_rstd = carve(&a, Tm * 4);
     }
-    b->tmp = carve(&a, Tm * H * 2);
-    b->dY = carve(&a, Tm * H * 2);
-    b->dA = carve(&a, Tm * H * 2);
-    b->dR = carve(&a, Tm * H * 2);
-    b->dF = carve(&a, Tm * F * 2);
-    b->dQKV = carve(&a, Tm * 3 * H * 2);
+    b->tmp = carve(&a, Tm * H * XB);
+    b->dY = carve(&a, Tm * H * XB);
+    b->dA = carve(&a, Tm * H * XB);
+    b->dR = carve(&a, Tm * H * XB);
+    b->dF = carve(&a, Tm * F * XB);
+    b->dQKV = carve(&a, Tm * 3 * H * XB);
     b->fmha_ws = carve(&a, fmha_bwd_workspace_bytes((int)Tm, (int)NH));
     size_t sc = layernorm_bwd_scratch_bytes((int)H);
     size_t widest = V > F ? V : F;
@@ -256,27 +257,27 @@ static size_t layout_acts(bert *b, char *base)
     if (lamb_scratch_bytes(b->lamb_chunks) > sc)
         sc = lamb_scratch_bytes(b->lamb_chunks);
     b->scratch = carve(&a, sc);
-    b->m_in = carve(&a, Pm * H * 2);
-    b->m_pre = carve(&a, Pm * H * 2);
-    b->m_h = carve(&a, Pm * H * 2);
-    b->m_out = carve(&a, Pm * H * 2);
+    b->m_in = carve(&a, Pm * H * XB);
+    b->m_pre = carve(&a, Pm * H * XB);
+    b->m_h = carve(&a, Pm * H * XB);
+    b->m_out = carve(&a, Pm * H * XB);
     b->m_mean = carve(&a, Pm * 4);
     b->m_rstd = carve(&a, Pm * 4);
-    b->logits = carve(&a, Pm * V * 2);
+    b->logits = carve(&a, Pm * V * XB);
     b->m_loss = carve(&a, Pm * 4);
     b->m_lse = carve(&a, Pm * 4);
     b->m_correct = carve(&a, Pm * 4);
-    b->dm1 = carve(&a, Pm * H * 2);
-    b->dm2 = carve(&a, Pm * H * 2);
-    b->c_in = carve(&a, Nm * H * 2);
-    b->p_pre = carve(&a, Nm * H * 2);
-    b->pooled = carve(&a, Nm * H * 2);
-    b->nsp_logits = carve(&a, Nm * 2 * 2);
-    b->nsp_dlogits = carve(&a, Nm * 2 * 2);
+    b->dm1 = carve(&a, Pm * H * XB);
+    b->dm2 = carve(&a, Pm * H * XB);
+    b->c_in = carve(&a, Nm * H * XB);
+    b->p_pre = carve(&a, Nm * H * XB);
+    b->pooled = carve(&a, Nm * H * XB);
+    b->nsp_logits = carve(&a, Nm * 2 * XB);
+    b->nsp_dlogits = carve(&a, Nm * 2 * XB);
     b->nsp_loss = carve(&a, Nm * 4);
     b->nsp_correct = carve(&a, Nm * 4);
-    b->dc1 = carve(&a, Nm * H * 2);
-    b->dc2 = carve(&a, Nm * H * 2);
+    b->dc1 = carve(&a, Nm * H * XB);
+    b->dc2 = carve(&a, Nm * H * XB);
     b->stats = carve(&a, 4 * 4);
     b->d_ids = carve(&a, Tm * 4);
     b->d_types = carve(&a, Tm * 4);
@@ -356,7 +357,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     if (dev_alloc((void **)&b->master, N * 4, "fp32 master weights", err) ||
         dev_alloc((void **)&b->grad, N * 4, "fp32 gradients", err) ||
         dev_alloc((void **)&b->m, N * 4, "LAMB m", err) || dev_alloc((void **)&b->v, N * 4, "LAMB v", err) ||
-        dev_alloc((void **)&b->work, N * 2, "bf16 weights", err) ||
+        dev_alloc((void **)&b->work, N * sizeof(floatX), UNPAD_PRECISION " weights", err) ||
         dev_alloc((void **)&b->d_lamb, (size_t)b->ntensors * sizeof *lt, "tensor table", err) ||
         dev_alloc((void **)&b->d_grad_norm, 4, "norm", err)) {
         free(lt);
@@ -380,7 +381,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     cudaCheck(cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4));
     for (int k = 0; k < 2; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_stage[k], cudaEventDisableTiming));
-    b->gemm = gemm_ctx_create(0);
+    b->gemm = gemm_ctx_create(1); /* the fp32 build's products are true fp32, never TF32 */
     if (!b->gemm) {
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
         bert_free(b);
@@ -436,7 +437,7 @@ int64_t bert_param_count(const bert *b) { return b->nparams; }
 size_t bert_device_bytes(const bert *b) { return (size_t)b->nparams * 18 + b->arena_bytes; }
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
-bf16 *bert_work(bert *b) { return b->work; }
+floatX *bert_work(bert *b) { return b->work; }
 void bert_set_dropout(bert *b, int on) { b->dropout_on = on && b->opt.dropout; }
 float *bert_lamb_m(bert *b) { return b->m; }
 float *bert_lamb_v(bert *b) { return b->v; }
@@ -499,7 +500,7 @@ int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err)
     return UNPAD_OK;
 }
 
-void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_bf16(b->work, b->master, b->nparams, s); }
+void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_floatX(b->work, b->master, b->nparams, s); }
 
 void bert_grad_zero(bert *b, cudaStream_t s)
 {
@@ -700,11 +701,11 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         const layer_offsets *o = &b->lo[l];
         layer_acts *a = &b->la[l];
         BEGIN(OP_QKV_FWD, l);
-        gemm_linear_fwd(g, GEMM_BF16, T, H, 3 * H, b->x[l], W(o->qkv_w), W(o->qkv_b), a->qkv, NULL, 0, s);
+        gemm_linear_fwd(g, GEMM_X, T, H, 3 * H, b->x[l], W(o->qkv_w), W(o->qkv_b), a->qkv, NULL, 0, s);
         END(OP_QKV_FWD, l);
         attention_fwd(b, l, pa, s);
         BEGIN(OP_ATTN_OUT_FWD, l);
-        gemm_linear_fwd(g, GEMM_BF16, T, H, H, a->ctx, W(o->o_w), NULL, b->tmp, NULL, 0, s);
+        gemm_linear_fwd(g, GEMM_X, T, H, H, a->ctx, W(o->o_w), NULL, b->tmp, NULL, 0, s);
         END(OP_ATTN_OUT_FWD, l);
         BEGIN(OP_ATTN_LN_FWD, l);
         bias_dropout_residual_layernorm_fwd(a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, b->tmp, W(o->o_b),
@@ -713,14 +714,14 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         END(OP_ATTN_LN_FWD, l);
         BEGIN(OP_FFN1_FWD, l);
         if (b->opt.gelu_erf) {
-            gemm_linear_fwd(g, GEMM_BF16, T, H, F, a->a, W(o->f1_w), NULL, a->pre, NULL, 0, s);
+            gemm_linear_fwd(g, GEMM_X, T, H, F, a->a, W(o->f1_w), NULL, a->pre, NULL, 0, s);
             bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
         } else {
-            gemm_linear_fwd(g, GEMM_BF16, T, H, F, a->a, W(o->f1_w), W(o->f1_b), a->h, a->pre, 1, s);
+            gemm_linear_fwd(g, GEMM_X, T, H, F, a->a, W(o->f1_w), W(o->f1_b), a->h, a->pre, 1, s);
         }
         END(OP_FFN1_FWD, l);
         BEGIN(OP_FFN2_FWD, l);
-        gemm_linear_fwd(g, GEMM_BF16, T, F, H, a->h, W(o->f2_w), NULL, b->tmp, NULL, 0, s);
+        gemm_linear_fwd(g, GEMM_X, T, F, H, a->h, W(o->f2_w), NULL, b->tmp, NULL, 0, s);
         END(OP_FFN2_FWD, l);
         BEGIN(OP_FFN_LN_FWD, l);
         bias_dropout_residual_layernorm_fwd(b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, b->tmp,
@@ -733,20 +734,20 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
     if (P > 0) {
         rows_gather(b->m_in, b->x[L], b->d_mlm_rows, P, H, s);
         if (b->opt.gelu_erf) {
-            gemm_linear_fwd(g, GEMM_BF16, P, H, H, b->m_in, W(b->t_w), NULL, b->m_pre, NULL, 0, s);
+            gemm_linear_fwd(g, GEMM_X, P, H, H, b->m_in, W(b->t_w), NULL, b->m_pre, NULL, 0, s);
             bias_gelu_fwd(b->m_h, b->m_pre, W(b->t_b), P, H, s);
         } else {
-            gemm_linear_fwd(g, GEMM_BF16, P, H, H, b->m_in, W(b->t_w), W(b->t_b), b->m_h, b->m_pre, 1, s);
+            gemm_linear_fwd(g, GEMM_X, P, H, H, b->m_in, W(b->t_w), W(b->t_b), b->m_h, b->m_pre, 1, s);
         }
         layernorm_fwd(b->m_out, b->m_mean, b->m_rstd, b->m_h, W(b->mln_g), W(b->mln_b), P, H, eps, s);
-        gemm_linear_fwd(g, GEMM_BF16, P, H, b->Vpad, b->m_out, W(b->word), W(b->dec_b), b->logits, NULL, 0, s);
+        gemm_linear_fwd(g, GEMM_X, P, H, b->Vpad, b->m_out, W(b->word), W(b->dec_b), b->logits, NULL, 0, s);
     }
     END(OP_MLM_HEAD_FWD, -1);
     BEGIN(OP_NSP_HEAD_FWD, -1);
     rows_gather(b->c_in, b->x[L], b->d_cls_rows, n, H, s);
-    gemm_linear_fwd(g, GEMM_BF16, n, H, H, b->c_in, W(b->pool_w), NULL, b->p_pre, NULL, 0, s);
+    gemm_linear_fwd(g, GEMM_X, n, H, H, b->c_in, W(b->pool_w), NULL, b->p_pre, NULL, 0, s);
     bias_tanh_fwd(b->pooled, b->p_pre, W(b->pool_b), n, H, s);
-    gemm_linear_fwd(g, GEMM_BF16, n, H, 2, b->pooled, W(b->nsp_w), W(b->nsp_b), b->nsp_logits, NULL, 0, s);
+    gemm_linear_fwd(g, GEMM_X, n, H, 2, b->pooled, W(b->nsp_w), W(b->nsp_b), b->nsp_logits, NULL, 0, s);
     END(OP_NSP_HEAD_FWD, -1);
     BEGIN(OP_LOSS_FWD, -1);
     if (P > 0) {
@@ -778,20 +779,20 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
     END(OP_LOSS_BWD, -1);
 
     BEGIN(OP_NSP_HEAD_BWD, -1);
-    gemm_linear_bwd_weight(g, GEMM_BF16, n, H, 2, b->nsp_dlogits, b->pooled, G(b->nsp_w), 1.0f, s);
+    gemm_linear_bwd_weight(g, GEMM_X, n, H, 2, b->nsp_dlogits, b->pooled, G(b->nsp_w), 1.0f, s);
     bias_bwd(G(b->nsp_b), b->nsp_dlogits, n, 2, b->scratch, s);
-    gemm_linear_bwd_data(g, GEMM_BF16, n, H, 2, b->nsp_dlogits, W(b->nsp_w), b->dc1, 0.0f, NULL, NULL, s);
+    gemm_linear_bwd_data(g, GEMM_X, n, H, 2, b->nsp_dlogits, W(b->nsp_w), b->dc1, 0.0f, NULL, NULL, s);
     bias_tanh_bwd(b->dc1, G(b->pool_b), b->dc1, b->pooled, n, H, b->scratch, s);
-    gemm_linear_bwd_weight(g, GEMM_BF16, n, H, H, b->dc1, b->c_in, G(b->pool_w), 1.0f, s);
-    gemm_linear_bwd_data(g, GEMM_BF16, n, H, H, b->dc1, W(b->pool_w), b->dc2, 0.0f, NULL, NULL, s);
+    gemm_linear_bwd_weight(g, GEMM_X, n, H, H, b->dc1, b->c_in, G(b->pool_w), 1.0f, s);
+    gemm_linear_bwd_data(g, GEMM_X, n, H, H, b->dc1, W(b->pool_w), b->dc2, 0.0f, NULL, NULL, s);
     END(OP_NSP_HEAD_BWD, -1);
 
     BEGIN(OP_MLM_HEAD_BWD, -1);
     if (P > 0) {
         /* the decoder's weight is the word embedding: its gradient adds to the embedding's */
-        gemm_linear_bwd_weight(g, GEMM_BF16, P, H, V, b->logits, b->m_out, G(b->word), 1.0f, s);
+        gemm_linear_bwd_weight(g, GEMM_X, P, H, V, b->logits, b->m_out, G(b->word), 1.0f, s);
         bias_bwd(G(b->dec_b), b->logits, P, V, b->scratch, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, P, H, V, b->logits, W(b->word), b->dm1, 0.0f, NULL, NULL, s);
+        gemm_linear_bwd_data(g, GEMM_X, P, H, V, b->logits, W(b->word), b->dm1, 0.0f, NULL, NULL, s);
         layernorm_bwd(b->dm2, G(b->mln_g), G(b->mln_b), b->dm1, b->m_h, b->m_mean, b->m_rstd, W(b->mln_g),
                       P, H, b->scratch, s);
         if (b->opt.gelu_erf) {
@@ -800,10 +801,10 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
             glue_gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
             bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, s);
         }
-        gemm_linear_bwd_weight(g, GEMM_BF16, P, H, H, b->dm2, b->m_in, G(b->t_w), 1.0f, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, P, H, H, b->dm2, W(b->t_w), b->dm1, 0.0f, NULL, NULL, s);
+        gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, b->m_in, G(b->t_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_X, P, H, H, b->dm2, W(b->t_w), b->dm1, 0.0f, NULL, NULL, s);
     }
-    cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * 2, s));
+    cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * sizeof(floatX), s));
     if (P > 0)
         rows_scatter_add(b->dY, b->dm1, b->d_mlm_rows, P, H, s);
     rows_scatter_add(b->dY, b->dc2, b->d_cls_rows, n, H, s);
@@ -820,8 +821,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
                                             dseed, drop_stream(l, 2), b->scratch, s);
         END(OP_FFN_LN_BWD, l);
         BEGIN(OP_FFN2_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_BF16, T, F, H, b->dA, a->h, G(o->f2_w), 1.0f, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, T, F, H, b->dA, W(o->f2_w), b->dF, 0.0f,
+        gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_X, T, F, H, b->dA, W(o->f2_w), b->dF, 0.0f,
                              b->opt.gelu_erf ? NULL : a->pre, NULL, s);
         END(OP_FFN2_BWD, l);
         BEGIN(OP_FFN1_BWD, l);
@@ -829,8 +830,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
             bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, s);
         else
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, s);
-        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, F, b->dF, a->a, G(o->f1_w), 1.0f, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, T, H, F, b->dF, W(o->f1_w), b->dR, 1.0f, NULL, NULL, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_X, T, H, F, b->dF, W(o->f1_w), b->dR, 1.0f, NULL, NULL, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
         BEGIN(OP_ATTN_LN_BWD, l);
@@ -839,14 +840,14 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
                                             dseed, drop_stream(l, 1), b->scratch, s);
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, H, b->dA, a->ctx, G(o->o_w), 1.0f, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), 1.0f, s);
+        gemm_linear_bwd_data(g, GEMM_X, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_BF16, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), 1.0f, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), 1.0f, s);
         bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, s);
-        gemm_linear_bwd_data(g, GEMM_BF16, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
+        gemm_linear_bwd_data(g, GEMM_X, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
         grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);

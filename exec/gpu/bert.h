@@ -1,7 +1,8 @@
 /* bert.h — BERT pre-training on one GPU in the unpadded layout: parameters, activations, forward,
  * backward and the LAMB step. (Named bert.h, not model.h, so it never shadows sim/model.h.)
  *
- * Parameters live in ONE flat buffer per kind — fp32 master, bf16 working copy, fp32 gradient,
+ * Parameters live in ONE flat buffer per kind — fp32 master, floatX working copy (bf16;
+ * fp32 in the fp32 build), fp32 gradient,
  * fp32 LAMB m and v — all with the same offsets, described by a table of named tensors whose names
  * are Hugging Face BertForPreTraining's state_dict names. Our fused QKV weight (3H, H) is three
  * consecutive table entries (query, key, value): the GEMM reads them as one matrix, LAMB and the
@@ -107,7 +108,7 @@ int64_t bert_param_count(const bert *b);   /* elements of the flat buffers (with
 size_t bert_device_bytes(const bert *b);   /* parameters + optimizer + activations */
 float *bert_master(bert *b);               /* (N) fp32, device */
 float *bert_grad(bert *b);                 /* (N) fp32, device */
-bf16 *bert_work(bert *b);                  /* (N) bf16, device: what the forward uses */
+floatX *bert_work(bert *b);                /* (N) floatX, device: what the forward uses */
 float *bert_lamb_m(bert *b);               /* (N) fp32, device */
 float *bert_lamb_v(bert *b);               /* (N) fp32, device */
 void bert_set_hooks(bert *b, const bert_hooks *h);
@@ -121,7 +122,7 @@ void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx);
 /* Dropout on (1, the default when the options ask for it) or off (0: evaluation). */
 void bert_set_dropout(bert *b, int on);
 
-/* Refreshes the bf16 working copy from the fp32 master (after loading a checkpoint). */
+/* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);
 
 /* Copies a micro-batch to the device (through pinned staging) on stream s. EINVAL if it exceeds

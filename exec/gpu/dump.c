@@ -56,10 +56,15 @@ void dump_params(dump_file *d, bert *b, int which)
     if (which == 1) {
         cudaCheck(cudaMemcpy(all, bert_grad(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
     } else {
-        bf16 *w = (bf16 *)all + N; /* the upper half, converted in place from the front */
-        cudaCheck(cudaMemcpy(w, bert_work(b), (size_t)N * 2, cudaMemcpyDeviceToHost));
+        floatX *w = malloc((size_t)N * sizeof *w);
+        if (!w) {
+            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
+            exit(EXIT_FAILURE);
+        }
+        cudaCheck(cudaMemcpy(w, bert_work(b), (size_t)N * sizeof *w, cudaMemcpyDeviceToHost));
         for (int64_t i = 0; i < N; i++)
-            all[i] = bf16_to_float(w[i]);
+            all[i] = floatX_to_float(w[i]);
+        free(w);
     }
     for (int i = 0; i < bert_tensor_count(b); i++) {
         const bert_tensor *t = bert_tensor_at(b, i);

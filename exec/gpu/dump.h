@@ -24,7 +24,7 @@ int dump_open(dump_file *d, const char *path, unpad_err *err);
 void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t *dims, const void *data);
 int dump_close(dump_file *d, unpad_err *err);
 
-/* Every parameter tensor of b: the bf16 working copy (what the forward used) as fp32 (which = 0),
+/* Every parameter tensor of b: the floatX working copy (what the forward used) as fp32 (which = 0),
  * or the fp32 gradient (which = 1). */
 void dump_params(dump_file *d, bert *b, int which);
 

@@ -9,7 +9,7 @@
  *   forward        Y (T, out)  = X (T, in) W^T            gemm_linear_fwd   (+bias, +GELU with aux)
  *   backward data  dX (T, in)  = dY (T, out) W             gemm_linear_bwd_data (+DGELU from aux)
  *   backward wgt   dW (out, in) += dY^T X    (fp32 D)      gemm_linear_bwd_weight
- * A and B are bf16 (fp32 in the --fp32 mode), accumulation is fp32 (CUBLAS_COMPUTE_32F), C/D is
+ * A and B are floatX (bf16, or fp32 in the fp32 build), accumulation is fp32 (CUBLAS_COMPUTE_32F), C/D is
  * bf16 or fp32 (fp32 with beta = 1 to accumulate weight gradients over micro-batches).
  *
  * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape bucket (8 per
@@ -40,6 +40,13 @@ extern "C" {
 #endif
 
 typedef enum { GEMM_BF16 = 0, GEMM_F32 = 1 } gemm_dtype;
+
+/* The type of floatX (common.h): the trainer's activations and working weights. */
+#ifdef UNPAD_FP32
+#define GEMM_X GEMM_F32
+#else
+#define GEMM_X GEMM_BF16
+#endif
 
 typedef enum {
     GEMM_EPI_NONE = 0,

@@ -1,9 +1,9 @@
 /* glue.cu — the trainer's small kernels (see glue.h): the kernels, then their launchers. */
-#include <cuda_bf16.h>
 #include <math.h>
 
 #include "dropout.h"
 #include "gpu/glue.h"
+#include "rowops.cuh"
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
@@ -33,14 +33,14 @@ __global__ void fill_f32_kernel(float *w, int64_t n, float v)
 }
 
 /* one block (256 threads) per row: argmax with the smallest index on ties */
-__global__ void mlm_correct_kernel(float *correct, const __nv_bfloat16 *logits, const int32_t *labels,
+__global__ void mlm_correct_kernel(float *correct, const floatX *logits, const int32_t *labels,
                                    int V, int Vpad)
 {
-    const __nv_bfloat16 *row = logits + (size_t)blockIdx.x * Vpad;
+    const floatX *row = logits + (size_t)blockIdx.x * Vpad;
     float best = -INFINITY;
     int arg = 0x7fffffff;
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
-        float v = __bfloat162float(row[j]);
+        float v = load1(row + j);
         if (v > best) {
             best = v;
             arg = j;
@@ -66,17 +66,17 @@ __global__ void mlm_correct_kernel(float *correct, const __nv_bfloat16 *logits, 
         correct[blockIdx.x] = (labels[blockIdx.x] >= 0 && si[0] == labels[blockIdx.x]) ? 1.0f : 0.0f;
 }
 
-__global__ void nsp_correct_kernel(float *correct, const __nv_bfloat16 *logits, const int32_t *labels,
+__global__ void nsp_correct_kernel(float *correct, const floatX *logits, const int32_t *labels,
                                    int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n)
         return;
-    int pred = __bfloat162float(logits[2 * i + 1]) > __bfloat162float(logits[2 * i]) ? 1 : 0;
+    int pred = load1(logits + 2 * i + 1) > load1(logits + 2 * i) ? 1 : 0;
     correct[i] = pred == labels[i] ? 1.0f : 0.0f;
 }
 
-__device__ float block_sum(const float *v, int n, float *sh)
+__device__ float array_sum(const float *v, int n, float *sh)
 {
     float s = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
@@ -97,8 +97,8 @@ __global__ void stats_accumulate_kernel(float *acc, const float *ml, const float
                                         const float *nl, const float *nc, int n)
 {
     __shared__ float sh[256];
-    float a = block_sum(ml, P, sh), b = block_sum(mc, P, sh), c = block_sum(nl, n, sh),
-          d = block_sum(nc, n, sh);
+    float a = array_sum(ml, P, sh), b = array_sum(mc, P, sh), c = array_sum(nl, n, sh),
+          d = array_sum(nc, n, sh);
     if (threadIdx.x == 0) {
         acc[0] += a;
         acc[1] += b;
@@ -107,16 +107,16 @@ __global__ void stats_accumulate_kernel(float *acc, const float *ml, const float
     }
 }
 
-__global__ void gelu_tanh_bwd_kernel(__nv_bfloat16 *dx, const __nv_bfloat16 *dout,
-                                     const __nv_bfloat16 *x, int64_t n)
+__global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout,
+                                     const floatX *x, int64_t n)
 {
     const float c = 0.7978845608028654f;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float v = __bfloat162float(x[i]);
+        float v = load1(x + i);
         float th = tanhf(c * (v + 0.044715f * v * v * v));
         float g = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = __float2bfloat16(__bfloat162float(dout[i]) * g);
+        store1(dx + i, load1(dout + i) * g);
     }
 }
 
@@ -145,21 +145,21 @@ extern "C" void glue_fill_f32(float *w, int64_t n, float v, cudaStream_t stream)
     cudaCheck(cudaGetLastError());
 }
 
-extern "C" void glue_mlm_correct(float *correct, const bf16 *logits, const int32_t *labels, int P, int V,
+extern "C" void glue_mlm_correct(float *correct, const floatX *logits, const int32_t *labels, int P, int V,
                                  int Vpad, cudaStream_t stream)
 {
     if (P <= 0)
         return;
-    mlm_correct_kernel<<<P, 256, 0, stream>>>(correct, (const __nv_bfloat16 *)logits, labels, V, Vpad);
+    mlm_correct_kernel<<<P, 256, 0, stream>>>(correct, logits, labels, V, Vpad);
     cudaCheck(cudaGetLastError());
 }
 
-extern "C" void glue_nsp_correct(float *correct, const bf16 *logits, const int32_t *labels, int n,
+extern "C" void glue_nsp_correct(float *correct, const floatX *logits, const int32_t *labels, int n,
                                  cudaStream_t stream)
 {
     if (n <= 0)
         return;
-    nsp_correct_kernel<<<(n + 127) / 128, 128, 0, stream>>>(correct, (const __nv_bfloat16 *)logits,
+    nsp_correct_kernel<<<(n + 127) / 128, 128, 0, stream>>>(correct, logits,
                                                              labels, n);
     cudaCheck(cudaGetLastError());
 }
@@ -172,12 +172,12 @@ extern "C" void glue_stats_accumulate(float *acc, const float *mlm_loss, const f
     cudaCheck(cudaGetLastError());
 }
 
-extern "C" void glue_gelu_tanh_bwd(bf16 *dx, const bf16 *dout, const bf16 *x, int64_t n,
+extern "C" void glue_gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n,
                                    cudaStream_t stream)
 {
     if (n <= 0)
         return;
-    gelu_tanh_bwd_kernel<<<grid_for(n), 256, 0, stream>>>((__nv_bfloat16 *)dx, (const __nv_bfloat16 *)dout,
-                                                          (const __nv_bfloat16 *)x, n);
+    gelu_tanh_bwd_kernel<<<grid_for(n), 256, 0, stream>>>(dx, dout,
+                                                          x, n);
     cudaCheck(cudaGetLastError());
 }

@@ -22,11 +22,11 @@ void glue_fill_f32(float *w, int64_t n, float v, cudaStream_t stream);
 
 /* correct[i] = 1 if argmax over the first V columns of logits[i] equals labels[i] (labels < 0: 0). */
 void glue_mlm_correct(float *correct,          /* (P) */
-                      const bf16 *logits,      /* (P, Vpad) */
+                      const floatX *logits,      /* (P, Vpad) */
                       const int32_t *labels,   /* (P) */
                       int P, int V, int Vpad, cudaStream_t stream);
 /* correct[i] = 1 if argmax of logits[i, 0..1] equals labels[i]. */
-void glue_nsp_correct(float *correct, const bf16 *logits, const int32_t *labels, int n,
+void glue_nsp_correct(float *correct, const floatX *logits, const int32_t *labels, int n,
                       cudaStream_t stream);
 
 /* acc[k] += sum of vector k, k = 0..3 (MLM loss, MLM correct, NSP loss, NSP correct); one block,
@@ -37,7 +37,7 @@ void glue_stats_accumulate(float *acc,         /* (4) */
                            cudaStream_t stream);
 
 /* dx = dout * gelu_tanh'(x), element-wise (dx may alias dout). */
-void glue_gelu_tanh_bwd(bf16 *dx, const bf16 *dout, const bf16 *x, int64_t n, cudaStream_t stream);
+void glue_gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -623,14 +623,14 @@ static void test_lamb(float grad_scale, int step)
     snprintf(name, sizeof name, "lamb_update step%d: master rerun", step);
     check_same(name, gw, run1, N);
 
-    /* convert_f32_to_bf16 on the same buffer */
+    /* convert_f32_to_floatX on the same buffer */
     bf16 *cb = (bf16 *)dev_poisoned(N * 2);
-    convert_f32_to_bf16(cb, w, (int64_t)N, 0);
+    convert_f32_to_floatX(cb, w, (int64_t)N, 0);
     cudaCheck(cudaDeviceSynchronize());
     get_bf16(gwork, cb, N);
     for (size_t i = 0; i < N; i++)
         want[i] = bf16_to_float(float_to_bf16(gw[i]));
-    snprintf(name, sizeof name, "convert_f32_to_bf16 n%zu: out", N);
+    snprintf(name, sizeof name, "convert_f32_to_floatX n%zu: out", N);
     check(name, gwork, want, N, 0, 0);
     dfree(dt), dfree(w), dfree(m), dfree(v);
     dfree(g), dfree(work), dfree(norm), dfree(scratch);
