@@ -4,7 +4,8 @@
 # STAGES: comma-separated from
 #   gemm     bin/test_gemm (cuBLASLt wrapper vs its C reference)
 #   peer     tests/gpu/compare_hf.py: loss and every gradient vs transformers' BertForPreTraining
-#            (bert-tiny, and bert-base shapes with 2 layers)
+#            (bert-tiny, and bert-base shapes with 2 layers), the bf16 trainer with bf16 bounds and
+#            the fp32 build (--precision fp32) with fp32 bounds (FP32_GRAD_BOUND, FP32_LOSS_BOUND)
 #   vgrad    gradients of 4 virtual ranks x 4 sequences = those of one micro-batch of 16
 #   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
 #   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
@@ -32,19 +33,27 @@ if has gemm; then
 fi
 
 if has peer; then
-    for m in tiny base2; do
+    # bf16 trainer against the fp32 peer: bf16 bounds (compare_hf.py defaults). The fp32 build
+    # (--precision fp32) against the same peer: tight fp32 bounds, with both GELU forms (tanh runs
+    # in cuBLASLt's GEMM epilogue, erf in our own kernel).
+    for run in "bf16 tiny tanh" "bf16 base2 tanh" "fp32 tiny erf" "fp32 base2 erf" "fp32 tiny tanh" "fp32 base2 tanh"; do
+        set -- $run
+        prec=$1 m=$2 gelu=$3 tag=$1-$2-$3
         cfg=models/bert-$m.cfg
         if [ $m = base2 ]; then
             cfg=$OUT/bert-base2.cfg
             sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg >"$cfg"
         fi
-        timeout 120 $T --model "$cfg" --synthetic --batch 8 --steps 1 --no-dropout --seed 7 \
-            --dump-weights "$OUT/w-$m.bin" --dump-grads "$OUT/g-$m.bin" >"$OUT/peer-$m-train.log" 2>&1
+        bounds=()
+        [ $prec = fp32 ] && bounds=(--grad-bound "${FP32_GRAD_BOUND:-1e-4}" --loss-bound "${FP32_LOSS_BOUND:-1e-5}")
+        timeout 120 $T --precision $prec --gelu $gelu --model "$cfg" --synthetic --batch 8 --steps 1 \
+            --no-dropout --seed 7 --dump-weights "$OUT/w-$tag.bin" --dump-grads "$OUT/g-$tag.bin" \
+            >"$OUT/peer-$tag-train.log" 2>&1
         rc=$?
-        timeout 180 python3 tests/gpu/compare_hf.py --model "$cfg" --weights "$OUT/w-$m.bin" \
-            --grads "$OUT/g-$m.bin" >"$OUT/peer-$m.log" 2>&1
-        say "peer $m train rc=$rc compare rc=$? $(tail -1 "$OUT/peer-$m.log")"
-        rm -f "$OUT/w-$m.bin" "$OUT/g-$m.bin"
+        timeout 180 python3 tests/gpu/compare_hf.py --model "$cfg" --gelu $gelu --weights "$OUT/w-$tag.bin" \
+            --grads "$OUT/g-$tag.bin" "${bounds[@]}" >"$OUT/peer-$tag.log" 2>&1
+        say "peer $tag train rc=$rc compare rc=$? $(tail -1 "$OUT/peer-$tag.log")"
+        rm -f "$OUT/w-$tag.bin" "$OUT/g-$tag.bin"
     done
 fi
 

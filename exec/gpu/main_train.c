@@ -1,6 +1,7 @@
 /* main_train.c — `unpad-train`: unpadded BERT pre-training on one GPU (issue 5), with virtual ranks
  * (micro-batches with gradient accumulation, each timed as if it were its own GPU), checkpoints
  * that resume exactly, per-operator traces, evaluation, and tensor dumps for the peer comparison. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -71,14 +72,18 @@ static void usage(FILE *f)
             "  --trace F          per-operator trace rows (CSV); --trace-json F: Chrome trace events\n"
             "  --trace-steps a:b  steps traced (default all when tracing)\n"
             "  --hw F             hardware spec naming the trace rows (models/hw/h200-sxm.cfg)\n"
-            "  --dump-weights F   the weights before step 1 (bf16 values, fp32 file)\n"
+            "  --dump-weights F   the weights before step 1 (the working copy's values, fp32 file)\n"
             "  --dump-grads F     the gradients, losses (and with one rank the batch) of the first step\n"
-            "  --fp32             (not available: the FMHA and memory-bound kernels are bf16 only)\n");
+            "  --precision P      bf16 (default: bf16 activations and weights, fp32 accumulation, master\n"
+            "                     weights and optimizer) | fp32 (everything fp32, GEMMs without TF32, a\n"
+            "                     plain FMHA: slow, for tight checks); runs bin/unpad-train-fp32\n"
+            "  --fp32             the same as --precision fp32\n");
 }
 
 typedef struct {
     const char *model, *data, *dist, *eval, *save, *resume, *trace, *trace_json, *hw;
     const char *dump_w, *dump_g, *policy, *count, *plan, *calib, *groups;
+    const char *precision; /* bf16 | fp32: the build the run needs */
     int nproc, streams, no_calib, online, online_window;
     double bucket_mb;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
@@ -114,7 +119,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
            O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
            O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
-           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_HELP };
+           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_HELP };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
@@ -128,9 +133,11 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"policy", 1, 0, O_POLICY}, {"count", 1, 0, O_COUNT}, {"plan", 1, 0, O_PLAN},
         {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"fmha-groups", 1, 0, O_GROUPS},
         {"streams", 1, 0, O_STREAMS}, {"bucket-mb", 1, 0, O_BUCKET}, {"no-calib", 0, 0, O_NOCALIB},
-        {"calibrate-online", 0, 0, O_ONLINE}, {"online-window", 1, 0, O_OWIN}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"calibrate-online", 0, 0, O_ONLINE}, {"online-window", 1, 0, O_OWIN}, {"precision", 1, 0, O_PREC},
+        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->lr = 4.25e-4;
+    a->precision = UNPAD_PRECISION;
     a->wd = 0.01;
     a->max_norm = 1.0;
     a->seed = 1;
@@ -191,10 +198,14 @@ static int parse_args(int argc, char **argv, train_args *a)
         case O_HW: a->hw = optarg; break;
         case O_DW: a->dump_w = optarg; break;
         case O_DG: a->dump_g = optarg; break;
-        case O_FP32:
-            fprintf(stderr, "unpad-train: --fp32 is not available: the FMHA and the memory-bound kernels "
-                            "are bf16 only (the peer comparison uses bf16 bounds)\n");
-            return 1;
+        case O_FP32: a->precision = "fp32"; break;
+        case O_PREC:
+            if (strcmp(optarg, "bf16") && strcmp(optarg, "fp32")) {
+                fprintf(stderr, "unpad-train: --precision: '%s' is not bf16 or fp32\n", optarg);
+                bad = 1;
+            }
+            a->precision = optarg;
+            break;
         case O_POLICY:
             if (balance_policy_from_name(optarg) < 0) {
                 fprintf(stderr, "unpad-train: --policy: '%s' is not none, sort-deal, lpt, kk or pack\n", optarg);
@@ -368,11 +379,34 @@ static void evaluate(bert *b, batch_source *src, int nb, int B, shard_batch *sb,
     *loss = tot_p > 0 ? tot_l / tot_p : 0;
 }
 
+/* Each precision is its own build (kernels/common.h: floatX): a run asking for the other one
+ * continues in the sibling binary next to this one, with the same arguments. Returns only on
+ * failure. */
+static int exec_precision(const char *precision, char **argv)
+{
+    char self[4096], path[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        perror("unpad-train: /proc/self/exe");
+        return 2;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    *slash = 0;
+    snprintf(path, sizeof path, "%s/unpad-train%s", self, strcmp(precision, "fp32") ? "" : "-fp32");
+    execv(path, argv);
+    fprintf(stderr, "unpad-train: --precision %s runs %s: %s (build it with 'make gpu')\n", precision,
+            path, strerror(errno));
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     train_args a;
     if (parse_args(argc, argv, &a))
         return 2;
+    if (strcmp(a.precision, UNPAD_PRECISION))
+        return exec_precision(a.precision, argv);
     /* Ranks are started (or found) before anything touches the GPU: fork after CUDA is unsafe. */
     int is_parent = 0, spawn_rc = comm_spawn(a.nproc, &is_parent);
     if (is_parent)
@@ -517,8 +551,10 @@ int main(int argc, char **argv)
     if (!rank0) /* one voice: rank 0 reports for all */
         if (!freopen("/dev/null", "w", stdout))
             perror("stdout");
-    printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s\n", cfg.name, cfg.layers,
-           cfg.hidden, (long long)model_param_count(&cfg), prop.name);
+    printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s, %s\n", cfg.name, cfg.layers,
+           cfg.hidden, (long long)model_param_count(&cfg), prop.name,
+           strcmp(UNPAD_PRECISION, "fp32") ? "bf16 activations and weights"
+                                           : "fp32 throughout (the fp32 build)");
     printf("  data %s\n", source_describe(src));
     printf("  batch %d x %d virtual rank%s = %d sequences/step, %d steps, lr %.3g (warm-up %d, poly 1), "
            "wd %.3g, dropout %s, GELU %s\n",

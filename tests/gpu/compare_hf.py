@@ -12,6 +12,10 @@ Each comparison has its own bound on the relative error |ours - peer| / |peer| (
 The trainer runs in bf16 (activations and weights, fp32 accumulation), the peer in fp32 on the same
 bf16-valued weights, so the bounds are bf16 bounds: the losses within 1e-2, gradients within 5e-2
 (1.5e-1 for the position and token-type embeddings, sums over many rows with cancellation). The
+fp32 build of the trainer (unpad-train --precision fp32: fp32 activations and weights, GEMMs without
+TF32, a plain fp32 FMHA) is run with tight bounds instead (bench_train.sh: gradients 1e-4, losses
+1e-5): what is left is the order of fp32 sums, so a wrong scale, a missed term or a transposed
+weight that a bf16 bound could hide shows at once. The
 key bias gets no gradient in exact arithmetic (softmax is shift-invariant per row): its error is
 measured against the norm of the same layer's query-bias gradient. Prints a table; exits 1 if any bound is exceeded.
 
