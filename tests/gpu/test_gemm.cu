@@ -2,6 +2,10 @@
  * (kernels/ref/gemm_ref.c) on fresh random inputs: every transpose combination, every epilogue,
  * bf16 and fp32 outputs, accumulation with beta = 1, and ragged row counts (M = 1, 2, 63, 64, 65,
  * 511, 512, ...). Outputs are poisoned (NaN) before each run so an unwritten element fails.
+ * The trainer's products take A, B and activation outputs in GEMM_X, the type of floatX: bf16 in
+ * bin/test_gemm (whose context lets fp32 products use TF32), fp32 in bin/test_gemm-fp32, whose
+ * context runs them in true fp32 as the fp32 trainer's does (gemm_ctx_create(1)), checked with
+ * fp32 bounds tight enough to fail on TF32 or bf16 rounding.
  * Prints one line per case and exits nonzero on any failure. */
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +14,14 @@
 
 #include "gpu/gemm.h"
 #include "ref/gemm_ref.h"
+
+/* X: the trainer's storage type (GEMM_X); fp32 products are exact (no TF32) in the fp32 build. */
+static const gemm_dtype X = GEMM_X;
+#ifdef UNPAD_FP32
+#define FP32_EXACT 1
+#else
+#define FP32_EXACT 0
+#endif
 
 static unsigned long long rng_state = 0x1234567ull;
 static float urand(void) /* uniform in [-1, 1) */
@@ -114,10 +126,22 @@ static void run_case_bt(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_d
         gemm_run(g, &s, A, B, D, 1.0f, beta, bias, aux, 0);
         cudaCheck(cudaDeviceSynchronize());
         to_host(gD, D, nd, dt);
+        /* Bounds atol + rtol |ref|. bf16 A/B: D bf16, one bf16 rounding of D; D fp32, exact
+         * products and fp32 sums. fp32 A/B with TF32 allowed: inputs rounded to 10 bits. True
+         * fp32 (fp32 build): exact products, sums of K terms whose partial sums grow as sqrt(K),
+         * so atol grows as K (worst 0.1 of this bound on the H200 with CUDA 13.0, 2026-12-03;
+         * TF32 exceeds it 20 times and more). cuBLASLt's fp32 gelu' is good to about 1e-5, not to
+         * fp32 rounding (8.4e-6 measured), so DGELU adds 4e-5 sqrt(K) = 2.4e-5 |AB| at the largest
+         * |AB| here (5 sigma = 1.7 sqrt(K) for inputs uniform in [-1, 1]). */
         double sk = sqrt((double)K);
         double atol = (dt == GEMM_F32 ? 2e-5 : 4e-3) * sk, rtol = dt == GEMM_F32 ? 1e-4 : 1.2e-2;
-        if (ab == GEMM_F32 && dt == GEMM_F32)
-            atol = 1e-3 * sk, rtol = 2e-3; /* TF32 allowed unless exact */
+        if (ab == GEMM_F32 && !FP32_EXACT) {
+            atol = 1e-3 * sk, rtol = 2e-3;
+        } else if (ab == GEMM_F32) {
+            atol = 5e-7 * K, rtol = 1e-5;
+            if (epi == GEMM_EPI_DGELU || epi == GEMM_EPI_DGELU_BGRAD)
+                atol += 4e-5 * sk;
+        }
         double w = worst(gD, rD, nd, atol, rtol);
         if (epi == GEMM_EPI_GELU_BIAS) {
             to_host(gaux, aux, nd, dt);
@@ -156,40 +180,45 @@ static void run_case(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtyp
 
 int main(void)
 {
-    gemm_ctx *g = gemm_ctx_create(0);
+    gemm_ctx *g = gemm_ctx_create(FP32_EXACT);
+    printf("test_gemm: A/B of the trainer's products in %s, fp32 products %s\n", UNPAD_PRECISION,
+           FP32_EXACT ? "exact (no TF32)" : "may use TF32");
     const int Ms[] = {1, 2, 63, 64, 65, 127, 511, 512, 777};
     /* the trainer's three products of a Linear layer on ragged token counts */
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++) {
         int M = Ms[i];
-        run_case(g, M, 192, 64, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_BIAS, 0);        /* fwd */
-        run_case(g, M, 256, 64, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_GELU_BIAS, 0);   /* FFN1 fwd */
-        run_case(g, M, 64, 256, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 0);        /* bwd data */
-        run_case(g, M, 64, 192, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 1);        /* bwd data += */
-        run_case(g, M, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU, 0);       /* FFN1 bwd */
-        run_case(g, 192, 64, M, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);         /* dW += */
-        run_case(g, 192, 64, M, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 0);         /* dW = */
+        run_case(g, M, 192, 64, 0, 1, X, X, GEMM_EPI_BIAS, 0);                  /* fwd */
+        run_case(g, M, 256, 64, 0, 1, X, X, GEMM_EPI_GELU_BIAS, 0);             /* FFN1 fwd */
+        run_case(g, M, 64, 256, 0, 0, X, X, GEMM_EPI_NONE, 0);                  /* bwd data */
+        run_case(g, M, 64, 192, 0, 0, X, X, GEMM_EPI_NONE, 1);                  /* bwd data += */
+        run_case(g, M, 256, 64, 0, 0, X, X, GEMM_EPI_DGELU, 0);                 /* FFN1 bwd */
+        run_case(g, 192, 64, M, 1, 0, X, GEMM_F32, GEMM_EPI_NONE, 1);           /* dW += */
+        run_case(g, 192, 64, M, 1, 0, X, GEMM_F32, GEMM_EPI_NONE, 0);           /* dW = */
     }
     /* all transposes, odd sizes, fp32 paths */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
-            run_case(g, 65, 72, 40, ta, tb, GEMM_BF16, GEMM_BF16, GEMM_EPI_NONE, 0);
-            run_case(g, 33, 24, 88, ta, tb, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);
+            run_case(g, 65, 72, 40, ta, tb, X, X, GEMM_EPI_NONE, 0);
+            run_case(g, 33, 24, 88, ta, tb, X, GEMM_F32, GEMM_EPI_NONE, 1);
             run_case(g, 63, 40, 24, ta, tb, GEMM_F32, GEMM_F32, GEMM_EPI_NONE, 0);
         }
     run_case(g, 65, 128, 64, 0, 1, GEMM_F32, GEMM_F32, GEMM_EPI_BIAS, 0);
     run_case(g, 65, 128, 64, 0, 1, GEMM_F32, GEMM_F32, GEMM_EPI_GELU_BIAS, 0);
     run_case(g, 65, 128, 64, 0, 0, GEMM_F32, GEMM_F32, GEMM_EPI_DGELU, 0);
-    /* optional epilogues: bias gradients inside the GEMM (the trainer falls back if unsupported) */
-    run_case_bt(g, 129, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU_BGRAD, 0, GEMM_BF16, 1);
-    run_case_bt(g, 129, 256, 64, 0, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_DGELU_BGRAD, 0, GEMM_F32, 1);
-    run_case_bt(g, 192, 64, 129, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
-    run_case_bt(g, 192, 64, 129, 1, 0, GEMM_BF16, GEMM_BF16, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
+    /* optional epilogues: bias gradients inside the GEMM (the trainer falls back if unsupported),
+     * the bias in X and, unless X is fp32 already, in fp32 */
+    run_case_bt(g, 129, 256, 64, 0, 0, X, X, GEMM_EPI_DGELU_BGRAD, 0, X, 1);
+    if (X != GEMM_F32)
+        run_case_bt(g, 129, 256, 64, 0, 0, X, X, GEMM_EPI_DGELU_BGRAD, 0, GEMM_F32, 1);
+    run_case_bt(g, 192, 64, 129, 1, 0, X, GEMM_F32, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
+    if (X != GEMM_F32)
+        run_case_bt(g, 192, 64, 129, 1, 0, X, X, GEMM_EPI_BGRADB, 0, GEMM_F32, 1);
     /* BERT-Large shapes at a typical token count */
-    run_case(g, 1000, 3072, 1024, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_BIAS, 0);
-    run_case(g, 1024, 4096, 1000, 1, 0, GEMM_BF16, GEMM_F32, GEMM_EPI_NONE, 1);
+    run_case(g, 1000, 3072, 1024, 0, 1, X, X, GEMM_EPI_BIAS, 0);
+    run_case(g, 1024, 4096, 1000, 1, 0, X, GEMM_F32, GEMM_EPI_NONE, 1);
     /* token counts of one bucket share a plan chosen for the bucket's largest shape */
     for (int M = 15000; M <= 16400; M += 350)
-        run_case(g, M, 64, 64, 0, 1, GEMM_BF16, GEMM_BF16, GEMM_EPI_BIAS, 0);
+        run_case(g, M, 64, 64, 0, 1, X, X, GEMM_EPI_BIAS, 0);
     printf("test_gemm: %d/%d cases passed, %d plans cached, %d exact-shape fallbacks\n", cases - failures,
            cases, gemm_ctx_plans(g), gemm_ctx_fallbacks(g));
     gemm_ctx_free(g);
