@@ -26,20 +26,12 @@
 #include "common.h"
 #include "dropout.h"
 #include "fmha.h"
+#include "fmha_launch.cuh"
 
 #ifdef UNPAD_FP32
 #error "fmha.cu is the bf16 tensor-core kernel; the fp32 build compiles kernels/fmha_fp32.cu instead"
 #endif
 
-#define FMHA_REQUIRE(cond, ...)                                                                   \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: fmha: ", __FILE__, __LINE__);                                 \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fprintf(stderr, "\n");                                                                \
-            exit(EXIT_FAILURE);                                                                   \
-        }                                                                                         \
-    } while (0)
 
 typedef __nv_bfloat16 bf16_t;
 
@@ -130,16 +122,6 @@ __device__ __forceinline__ void load_tile(bf16_t *dst, const bf16_t *src, size_t
         const int c = i * NT + (int)threadIdx.x, r = c >> 3, ch = c & 7;
         const bool ok = r0 + r < len;
         cp_async16(dst + r * LDS + ch * 8, src + (size_t)(ok ? r0 + r : 0) * ld + ch * 8, ok);
-    }
-}
-
-__device__ __forceinline__ void check_len(int len, int max_len, int s)
-{
-    if (len > max_len) {
-        if (threadIdx.x == 0)
-            printf("fmha: sequence %d has length %d > max_len %d given to the launcher\n", s, len,
-                   max_len);
-        __trap();
     }
 }
 
@@ -695,28 +677,6 @@ fmha_bwd_kernel(bf16_t *__restrict__ dqkv,           /* (T, 3, NH, 64): k and v 
 }
 
 /* ---- launchers ------------------------------------------------------------------------------ */
-struct Args {
-    int T, NH, seq_begin, seq_end, max_len;
-    float p_drop;
-    uint64_t seed, stream_id;
-};
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-void check_args(const Args &a, const char *who)
-{
-    FMHA_REQUIRE(a.NH >= 1 && a.NH <= 65535, "%s: NH = %d, expected 1 .. 65535", who, a.NH);
-    FMHA_REQUIRE(a.T >= 0, "%s: T = %d < 0", who, a.T);
-    FMHA_REQUIRE(a.seq_begin >= 0 && a.seq_end >= a.seq_begin && a.seq_end - a.seq_begin <= 65535,
-                 "%s: sequence range [%d, %d) invalid (at most 65535 sequences per group)", who,
-                 a.seq_begin, a.seq_end);
-    FMHA_REQUIRE(a.max_len >= 1 && a.max_len <= FMHA_MAX_LEN, "%s: max_len = %d, expected 1 .. %d",
-                 who, a.max_len, FMHA_MAX_LEN);
-    FMHA_REQUIRE(a.p_drop >= 0.0f && a.p_drop < 1.0f, "%s: dropout p = %g, expected 0 <= p < 1", who,
-                 (double)a.p_drop);
-    FMHA_REQUIRE((size_t)a.NH * HD * 3 * (size_t)a.T < ((size_t)1 << 40), "%s: T * NH too large", who);
-}
-
 template <int NW, int MT, bool DROP>
 void launch_fwd_kernel(bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu, const Args &a,
                        cudaStream_t stream)
@@ -837,11 +797,9 @@ extern "C" void fmha_fwd_shape(int shape, bf16 *out, float *lse, const bf16 *qkv
                                int max_len, float p_drop, uint64_t seed, uint64_t stream_id,
                                cudaStream_t stream)
 {
-    const Args a = {T, NH, seq_begin, seq_end, max_len, p_drop, seed, stream_id};
-    check_args(a, "fmha_fwd");
-    FMHA_REQUIRE(shape >= 0 && shape < N_FWD, "fmha_fwd: shape %d, expected 0 .. %d", shape, N_FWD - 1);
-    FMHA_REQUIRE(out && lse && qkv && cu_seqlens, "fmha_fwd: NULL pointer");
-    FMHA_REQUIRE(aligned16(out) && aligned16(qkv), "fmha_fwd: out and qkv must be 16-byte aligned");
+    const Args a = check_args("fmha_fwd", shape, N_FWD, T, NH, seq_begin, seq_end, max_len, p_drop,
+                              seed, stream_id);
+    check_fwd_pointers(out, lse, qkv, cu_seqlens);
     if (seq_end == seq_begin)
         return;
     fwd_shapes[shape].fn(out, lse, qkv, cu_seqlens, a, stream);
@@ -853,13 +811,9 @@ extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf1
                                int seq_end, int max_len, float p_drop, uint64_t seed,
                                uint64_t stream_id, cudaStream_t stream)
 {
-    const Args a = {T, NH, seq_begin, seq_end, max_len, p_drop, seed, stream_id};
-    check_args(a, "fmha_bwd");
-    FMHA_REQUIRE(shape >= 0 && shape < N_BWD, "fmha_bwd: shape %d, expected 0 .. %d", shape, N_BWD - 1);
-    FMHA_REQUIRE(dqkv && workspace && dout && out && lse && qkv && cu_seqlens, "fmha_bwd: NULL pointer");
-    FMHA_REQUIRE(aligned16(dqkv) && aligned16(workspace) && aligned16(dout) && aligned16(out) &&
-                     aligned16(qkv),
-                 "fmha_bwd: dqkv, workspace, dout, out and qkv must be 16-byte aligned");
+    const Args a = check_args("fmha_bwd", shape, N_BWD, T, NH, seq_begin, seq_end, max_len, p_drop,
+                              seed, stream_id);
+    check_bwd_pointers(dqkv, workspace, dout, out, lse, qkv, cu_seqlens);
     if (seq_end == seq_begin)
         return;
     float *dq_acc = static_cast<float *>(workspace);   /* (T, NH, 64) */

@@ -31,20 +31,12 @@
 #include "common.h"
 #include "dropout.h"
 #include "fmha.h"
+#include "fmha_launch.cuh"
 
 #ifndef UNPAD_FP32
 #error "fmha_fp32.cu is the fp32 build's FMHA; the bf16 build compiles kernels/fmha.cu instead"
 #endif
 
-#define FMHA_REQUIRE(cond, ...)                                                                   \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: fmha: ", __FILE__, __LINE__);                                 \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fprintf(stderr, "\n");                                                                \
-            exit(EXIT_FAILURE);                                                                   \
-        }                                                                                         \
-    } while (0)
 
 namespace {
 
@@ -60,16 +52,6 @@ constexpr float SCALE = 0.125f; /* 1 / sqrt(64) */
 constexpr unsigned FULL = 0xffffffffu;
 
 /* ---- device helpers ------------------------------------------------------------------------- */
-__device__ __forceinline__ void check_len(int len, int max_len, int s)
-{
-    if (len > max_len) {
-        if (threadIdx.x == 0)
-            printf("fmha: sequence %d has length %d > max_len %d given to the launcher\n", s, len,
-                   max_len);
-        __trap();
-    }
-}
-
 /* 1 if the mask keeps (query row t of the batch, head h, key j of its sequence): fmha.h's index. */
 __device__ __forceinline__ bool mask_keep(int t, int h, int j, int NH, float p, uint64_t seed,
                                           uint64_t stream_id)
@@ -428,28 +410,6 @@ fmha_bwd_dkv_kernel(float *__restrict__ dqkv,         /* (T, 3, NH, 64): k and v
 }
 
 /* ---- launchers ------------------------------------------------------------------------------ */
-struct Args {
-    int T, NH, seq_begin, seq_end, max_len;
-    float p_drop;
-    uint64_t seed, stream_id;
-};
-
-bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
-void check_args(const Args &a, const char *who)
-{
-    FMHA_REQUIRE(a.NH >= 1 && a.NH <= 65535, "%s: NH = %d, expected 1 .. 65535", who, a.NH);
-    FMHA_REQUIRE(a.T >= 0, "%s: T = %d < 0", who, a.T);
-    FMHA_REQUIRE(a.seq_begin >= 0 && a.seq_end >= a.seq_begin && a.seq_end - a.seq_begin <= 65535,
-                 "%s: sequence range [%d, %d) invalid (at most 65535 sequences per group)", who,
-                 a.seq_begin, a.seq_end);
-    FMHA_REQUIRE(a.max_len >= 1 && a.max_len <= FMHA_MAX_LEN, "%s: max_len = %d, expected 1 .. %d",
-                 who, a.max_len, FMHA_MAX_LEN);
-    FMHA_REQUIRE(a.p_drop >= 0.0f && a.p_drop < 1.0f, "%s: dropout p = %g, expected 0 <= p < 1", who,
-                 (double)a.p_drop);
-    FMHA_REQUIRE((size_t)a.NH * HD * 3 * (size_t)a.T < ((size_t)1 << 40), "%s: T * NH too large", who);
-}
-
 /* Dropout is a template parameter: without it the kernels skip the mask hash entirely. */
 void launch_fwd(float *out, float *lse, const float *qkv, const int32_t *cu, const Args &a,
                 cudaStream_t stream)
@@ -517,11 +477,9 @@ extern "C" void fmha_fwd_shape(int shape, floatX *out, float *lse, const floatX 
                                int max_len, float p_drop, uint64_t seed, uint64_t stream_id,
                                cudaStream_t stream)
 {
-    const Args a = {T, NH, seq_begin, seq_end, max_len, p_drop, seed, stream_id};
-    check_args(a, "fmha_fwd");
-    FMHA_REQUIRE(shape == 0, "fmha_fwd: shape %d, expected 0 .. 0 (the fp32 build has one)", shape);
-    FMHA_REQUIRE(out && lse && qkv && cu_seqlens, "fmha_fwd: NULL pointer");
-    FMHA_REQUIRE(aligned16(out) && aligned16(qkv), "fmha_fwd: out and qkv must be 16-byte aligned");
+    const Args a = check_args("fmha_fwd", shape, 1, T, NH, seq_begin, seq_end, max_len, p_drop,
+                              seed, stream_id);
+    check_fwd_pointers(out, lse, qkv, cu_seqlens);
     if (seq_end == seq_begin)
         return;
     launch_fwd(out, lse, qkv, cu_seqlens, a, stream);
@@ -533,13 +491,9 @@ extern "C" void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const f
                                int seq_end, int max_len, float p_drop, uint64_t seed,
                                uint64_t stream_id, cudaStream_t stream)
 {
-    const Args a = {T, NH, seq_begin, seq_end, max_len, p_drop, seed, stream_id};
-    check_args(a, "fmha_bwd");
-    FMHA_REQUIRE(shape == 0, "fmha_bwd: shape %d, expected 0 .. 0 (the fp32 build has one)", shape);
-    FMHA_REQUIRE(dqkv && workspace && dout && out && lse && qkv && cu_seqlens, "fmha_bwd: NULL pointer");
-    FMHA_REQUIRE(aligned16(dqkv) && aligned16(workspace) && aligned16(dout) && aligned16(out) &&
-                     aligned16(qkv),
-                 "fmha_bwd: dqkv, workspace, dout, out and qkv must be 16-byte aligned");
+    const Args a = check_args("fmha_bwd", shape, 1, T, NH, seq_begin, seq_end, max_len, p_drop,
+                              seed, stream_id);
+    check_bwd_pointers(dqkv, workspace, dout, out, lse, qkv, cu_seqlens);
     if (seq_end == seq_begin)
         return;
     launch_bwd(dqkv, static_cast<float *>(workspace), dout, out, lse, qkv, cu_seqlens, a, stream);
