@@ -82,7 +82,8 @@ if has resume; then
     # The resumed run must continue as the uninterrupted one: the same losses (4 decimals) and the
     # same checkpoint at the end (tests/gpu/compare_ckpt.py). Two kernels add with float atomics,
     # so the runs may differ in the last bits: the losses then within 2e-4, the weights within the
-    # bounds below. A control run with a 1% lower learning rate must be told apart.
+    # bounds below (compare_ckpt.py says how they were set). A control run with a 1% lower
+    # learning rate must be told apart.
     R=$OUT/resume
     rm -rf "$R" && mkdir -p "$R"
     args="--model models/bert-tiny.cfg --synthetic --batch 16 --steps 30 --log-every 1 --seed 5"
@@ -97,7 +98,7 @@ if has resume; then
     grep -E '^step' "$R/full.log" | awk '$2 > 20 {print $2, $5}' >"$R/a.txt"
     grep -E '^step' "$R/resumed.log" | awk '$2 > 20 {print $2, $5}' >"$R/b.txt"
     last_killed=$(grep -E '^step' "$R/killed.log" | tail -1 | awk '{print $2}')
-    cb="--master ${RESUME_MASTER_BOUND:-1e-6} --moments ${RESUME_MOMENT_BOUND:-1e-4}"
+    cb="--master ${RESUME_MASTER_BOUND:-5e-6} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
     ck=$(python3 tests/gpu/compare_ckpt.py "$R/ck/ckpt.bin" "$R/full/ckpt.bin" $cb 2>&1); ckrc=$?
     ctl=$(python3 tests/gpu/compare_ckpt.py "$R/control/ckpt.bin" "$R/full/ckpt.bin" $cb 2>&1); ctlrc=$?
     if [ -s "$R/a.txt" ] && cmp -s "$R/a.txt" "$R/b.txt"; then v=identical
