@@ -9,9 +9,9 @@ L2 errors |a - b| / |b|. Bitwise equality is not guaranteed: two kernels add wit
 (the word-embedding gradient and the FMHA's dQ), so two uninterrupted runs can differ in the last
 bits, and a bf16 rounding that flips makes a gradient element differ by one bf16 step.
 
-Measured on the H200 (bert-tiny, 30 steps, resumed at step 20, three runs): master 6e-9 .. 3.1e-7,
-m 1.4e-5 .. 1.1e-3, v 4e-6 .. 2.5e-4; a control run with a 1% lower learning rate: master 6.2e-5,
-m 3.1e-3, v 1.0e-3. So the master weights decide (bound 5e-6: 16x the noise, 12x below the
+Measured on the H200 (bert-tiny, 30 steps, resumed at step 20, six runs): master 6e-9 .. 7.0e-7,
+m 1.4e-5 .. 1.3e-3, v 4e-6 .. 3.3e-4; a control run with a 1% lower learning rate: master 6.2e-5,
+m 3.1e-3, v 1.0e-3. So the master weights decide (bound 5e-6: 7x the noise, 12x below the
 control); m and v only catch a lost optimizer state (a reset m or v differs by O(1) after 10 steps;
 bound 1e-2). Prints one line; exits 1 if the headers differ or a bound is exceeded.
 
