@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test-gpu.sh — runs every GPU test: each bin/test_* binary (every kernel against its C reference),
+# test-gpu.sh — runs every GPU test: each bin/test_* binary (every kernel against its C reference;
+# bin/test_*-fp32 are the same tests in the fp32 build, with fp32 bounds),
 # then the trainer's checks, which need python3 with torch and transformers: the loss and every
-# gradient against Hugging Face BertForPreTraining, virtual ranks = one micro-batch, exact resume
+# gradient against Hugging Face BertForPreTraining (bf16, and the fp32 build with tight bounds), virtual ranks = one micro-batch, exact resume
 # after SIGKILL and refused bad checkpoints (bench/bench_train.sh peer,vgrad,resume), and grouped
 # attention / bucketed all-reduce = one launch / one all-reduce (scripts/gpu-dp.sh vgrad).
 # Output of each goes to the terminal and to build/test-gpu/<name>.log.
