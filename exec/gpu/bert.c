@@ -23,15 +23,15 @@ typedef struct {
 
 /* Activations one layer keeps for its backward. T rows are used of max_tokens. */
 typedef struct {
-    floatX *qkv;               /* (T, 3H) */
-    floatX *ctx;               /* (T, H) attention output (before the projection) */
+    floatX *qkv;             /* (T, 3H) */
+    floatX *ctx;             /* (T, H) attention output (before the projection) */
     float *lse;              /* (NH, T) */
-    floatX *ln1_in;            /* (T, H) dropout(proj + b) + x */
+    floatX *ln1_in;          /* (T, H) dropout(proj + b) + x */
     float *ln1_mean, *ln1_rstd; /* (T) */
-    floatX *a;                 /* (T, H) attention block output = FFN input */
-    floatX *pre;               /* (T, F) FFN1 output before GELU (erf path: without its bias) */
-    floatX *h;                 /* (T, F) gelu(pre) */
-    floatX *ln2_in;            /* (T, H) */
+    floatX *a;               /* (T, H) attention block output = FFN input */
+    floatX *pre;             /* (T, F) FFN1 output before GELU (erf path: without its bias) */
+    floatX *h;               /* (T, F) gelu(pre) */
+    floatX *ln2_in;          /* (T, H) */
     float *ln2_mean, *ln2_rstd; /* (T) */
 } layer_acts;
 
@@ -47,7 +47,7 @@ struct bert {
     int ntensors, captensors;
     int64_t nparams;
     float *master, *grad, *m, *v; /* (N) fp32 */
-    floatX *work;                   /* (N) floatX */
+    floatX *work;                 /* (N) floatX */
     lamb_tensor *d_lamb;          /* (ntensors) device */
     int lamb_chunks;
     float *d_grad_norm;           /* (1) */
@@ -62,26 +62,26 @@ struct bert {
     /* activations (one arena) */
     void *arena;
     size_t arena_bytes;
-    floatX **x;                    /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
+    floatX **x;                  /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
     float *emb_mean, *emb_rstd;  /* (T) */
     layer_acts *la;              /* (L) */
-    floatX *tmp;                   /* (T, H) GEMM output before bias+dropout+residual+LN */
-    floatX *dY, *dA, *dR;          /* (T, H) gradients */
-    floatX *dF;                    /* (T, F) */
-    floatX *dQKV;                  /* (T, 3H) */
+    floatX *tmp;                 /* (T, H) GEMM output before bias+dropout+residual+LN */
+    floatX *dY, *dA, *dR;        /* (T, H) gradients */
+    floatX *dF;                  /* (T, F) */
+    floatX *dQKV;                /* (T, 3H) */
     void *fmha_ws;               /* fmha_bwd_workspace_bytes(max_tokens, NH) */
     float *scratch;              /* column-reduction partials */
     /* MLM head, P rows */
     floatX *m_in, *m_pre, *m_h, *m_out; /* (P, H) */
     float *m_mean, *m_rstd;      /* (P) */
-    floatX *logits;                /* (P, Vpad); dlogits in place */
+    floatX *logits;              /* (P, Vpad); dlogits in place */
     float *m_loss, *m_lse, *m_correct; /* (P) */
-    floatX *dm1, *dm2;             /* (P, H) */
+    floatX *dm1, *dm2;           /* (P, H) */
     /* NSP head, n rows */
     floatX *c_in, *p_pre, *pooled; /* (n, H) */
     floatX *nsp_logits, *nsp_dlogits; /* (n, 2) */
     float *nsp_loss, *nsp_correct; /* (n) */
-    floatX *dc1, *dc2;             /* (n, H) */
+    floatX *dc1, *dc2;           /* (n, H) */
     float *stats;                /* (4) accumulators, see glue_stats_accumulate */
     /* the uploaded micro-batch */
     int32_t *d_ids, *d_types, *d_cu, *d_mlm_rows, *d_mlm_labels, *d_nsp_labels, *d_cls_rows;
@@ -434,7 +434,11 @@ const model_cfg *bert_cfg(const bert *b) { return &b->cfg; }
 int bert_tensor_count(const bert *b) { return b->ntensors; }
 const bert_tensor *bert_tensor_at(const bert *b, int i) { return &b->tensors[i]; }
 int64_t bert_param_count(const bert *b) { return b->nparams; }
-size_t bert_device_bytes(const bert *b) { return (size_t)b->nparams * 18 + b->arena_bytes; }
+size_t bert_device_bytes(const bert *b)
+{
+    /* master, gradient, m, v (fp32) and the working copy, per parameter */
+    return (size_t)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->arena_bytes;
+}
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
 floatX *bert_work(bert *b) { return b->work; }

@@ -9,8 +9,9 @@
  *   forward        Y (T, out)  = X (T, in) W^T            gemm_linear_fwd   (+bias, +GELU with aux)
  *   backward data  dX (T, in)  = dY (T, out) W             gemm_linear_bwd_data (+DGELU from aux)
  *   backward wgt   dW (out, in) += dY^T X    (fp32 D)      gemm_linear_bwd_weight
- * A and B are floatX (bf16, or fp32 in the fp32 build), accumulation is fp32 (CUBLAS_COMPUTE_32F), C/D is
- * bf16 or fp32 (fp32 with beta = 1 to accumulate weight gradients over micro-batches).
+ * A and B are floatX (bf16, or fp32 in the fp32 build), accumulation is fp32
+ * (CUBLAS_COMPUTE_32F), C/D is floatX or fp32 (fp32 with beta = 1 to accumulate weight gradients
+ * over micro-batches).
  *
  * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape bucket (8 per
  * octave: the token count changes every step) and pointer alignment; one 32 MiB workspace serves every call on the context's streams one at a time

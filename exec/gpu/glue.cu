@@ -107,8 +107,7 @@ __global__ void stats_accumulate_kernel(float *acc, const float *ml, const float
     }
 }
 
-__global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout,
-                                     const floatX *x, int64_t n)
+__global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout, const floatX *x, int64_t n)
 {
     const float c = 0.7978845608028654f;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -159,8 +158,7 @@ extern "C" void glue_nsp_correct(float *correct, const floatX *logits, const int
 {
     if (n <= 0)
         return;
-    nsp_correct_kernel<<<(n + 127) / 128, 128, 0, stream>>>(correct, logits,
-                                                             labels, n);
+    nsp_correct_kernel<<<(n + 127) / 128, 128, 0, stream>>>(correct, logits, labels, n);
     cudaCheck(cudaGetLastError());
 }
 
@@ -177,7 +175,6 @@ extern "C" void glue_gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX 
 {
     if (n <= 0)
         return;
-    gelu_tanh_bwd_kernel<<<grid_for(n), 256, 0, stream>>>(dx, dout,
-                                                          x, n);
+    gelu_tanh_bwd_kernel<<<grid_for(n), 256, 0, stream>>>(dx, dout, x, n);
     cudaCheck(cudaGetLastError());
 }

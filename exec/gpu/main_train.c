@@ -392,8 +392,9 @@ static int exec_precision(const char *precision, char **argv)
     }
     self[n] = 0;
     char *slash = strrchr(self, '/');
-    *slash = 0;
-    snprintf(path, sizeof path, "%s/unpad-train%s", self, strcmp(precision, "fp32") ? "" : "-fp32");
+    if (slash)
+        *slash = 0;
+    snprintf(path, sizeof path, "%s/unpad-train%s", slash ? self : ".", strcmp(precision, "fp32") ? "" : "-fp32");
     execv(path, argv);
     fprintf(stderr, "unpad-train: --precision %s runs %s: %s (build it with 'make gpu')\n", precision,
             path, strerror(errno));
