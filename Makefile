@@ -217,21 +217,23 @@ $(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECL
 	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
 # `make test` installs what is missing first, then builds and runs in a fresh make (probes re-read).
+# Only what the CPU tests link is built (no CUDA), in parallel over the machine's cores.
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory -j$(JOBS) test-run
 
-test-run: probe cpu $(BUILD)/tests/check_all $(if $(HAVE_NVCC),kernels)
+test-run: probe cpu $(BUILD)/tests/check_all
 	@$(if $(HAVE_CHECK),,echo "Check missing: run 'make deps' or 'apt-get install check'"; exit 1)
 	UNPAD_HOME=$(CURDIR) CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
 
 test-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  build/asan/tests/check_all
 	UNPAD_HOME=$(CURDIR) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
 
 demo: deps
-	@$(MAKE) --no-print-directory cpu
+	@$(MAKE) --no-print-directory -j$(JOBS) cpu
 	@bash scripts/demo.sh
 
 # Calibration report (issue 7): calibrate, validate on held-out traces, plot, cross-hardware.
