@@ -98,9 +98,7 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "empty batch");
     if (b->padded && b->pad_len <= 0)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "padded batch needs pad_len > 0");
-    double T = 0, S2 = 0, P = 0, n = b->n;
-    long tokens = 0;
-    int maxl = 0;
+    ops_shape sh = {.seqs = b->n};
     for (int i = 0; i < b->n; i++) {
         int l = b->len[i];
         if (l < 1 || l > m->max_len || (b->padded && l > b->pad_len))
@@ -108,25 +106,33 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
                               "sequence %d has length %d (expected 1..%d)", i, l,
                               b->padded && b->pad_len < m->max_len ? b->pad_len : m->max_len);
         int eff = b->padded ? b->pad_len : l;
-        T += eff;
-        S2 += (double)eff * eff;
-        P += ops_predictions(l, m->max_predictions);
-        tokens += eff;
-        if (eff > maxl)
-            maxl = eff;
+        sh.tokens += eff;
+        sh.sum_len2 += (double)eff * eff;
+        sh.preds += ops_predictions(l, m->max_predictions);
+        sh.real_tokens += l;
+        if (eff > sh.max_len)
+            sh.max_len = eff;
     }
+    sh.attn_tokens = sh.tokens;
+    ops_count(m, &sh, b->fused, b->gpus, b->dropout, out);
+    return UNPAD_OK;
+}
+
+void ops_count(const model_cfg *m, const ops_shape *sh, int fused, int gpus, int dropout,
+               op_cost out[OP_COUNT])
+{
+    double T = sh->tokens, TA = sh->attn_tokens, S2 = sh->sum_len2, P = sh->preds, n = sh->seqs;
     double H = m->hidden, F = m->ffn, NH = m->heads, V = m->vocab_pad;
-    double drop = b->dropout ? 1 : 0;
+    double drop = dropout ? 1 : 0;
     memset(out, 0, sizeof(op_cost) * OP_COUNT);
     for (int i = 0; i < OP_COUNT; i++) {
         out[i].op = (op_id)i;
         out[i].instances = OPS[i].per_layer ? m->layers : 1;
-        out[i].seqs = b->n;
-        out[i].tokens = tokens;
+        out[i].seqs = (long)llround(n);
+        out[i].tokens = (long)llround(T);
         out[i].sum_len2 = S2;
-        out[i].max_len = maxl;
+        out[i].max_len = sh->max_len;
     }
-
     /* Embedding: three gathers, sum, LayerNorm. Unfused: the sum goes through memory. */
     set(&out[OP_EMBED_FWD], 1, 8 * T * H, 0, T * (12 + 8 * H + 8), T * (12 + 12 * H + 8), T);
     out[OP_EMBED_FWD].launches = 1;
@@ -158,21 +164,21 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
     {
         double mm = 4 * S2 * H;
         double soft = 5 * NH * S2;
-        double fwd_io = T * 3 * H * 2 + T * H * 2 + NH * T * 4;
+        double fwd_io = TA * 3 * H * 2 + TA * H * 2 + NH * TA * 4;
         /* Unfused: scores written, softmax read+write, mask written and applied, P read by PV. */
         double mat_f = NH * S2 * (2 + 2 * 2 + 2) + drop * NH * S2 * (1 + 2 * 2);
-        set(&out[OP_FMHA_FWD], 1, mm + soft, mm, fwd_io, fwd_io + mat_f, T);
+        set(&out[OP_FMHA_FWD], 1, mm + soft, mm, fwd_io, fwd_io + mat_f, TA);
         out[OP_FMHA_FWD].launches = 1;
-        double bwd_io = T * 3 * H * 2 + 2 * T * H * 2 + 2 * NH * T * 4 + T * 3 * H * 2 + T * H * 4 * 2;
+        double bwd_io = TA * 3 * H * 2 + 2 * TA * H * 2 + 2 * NH * TA * 4 + TA * 3 * H * 2 + TA * H * 4 * 2;
         double mat_b = NH * S2 * (2 * 2 + 2 * 2 + 2 * 2) + drop * NH * S2;
-        set(&out[OP_FMHA_BWD], 3, 2.5 * mm + 2 * soft, 2.5 * mm, bwd_io, bwd_io + mat_b, T);
+        set(&out[OP_FMHA_BWD], 3, 2.5 * mm + 2 * soft, 2.5 * mm, bwd_io, bwd_io + mat_b, TA);
     }
 
     /* Dropout + residual + LayerNorm (the bias is in the GEMM epilogue). */
     {
-        double fused = T * H * 2 * 3 + T * 8;
-        double unfused = T * H * (2 + 2 + 2 + 2 + 2 + 2 + 2) + drop * T * H * 1 * 2 + T * 8;
-        set(&out[OP_ATTN_LN_FWD], 1, 10 * T * H, 0, fused, unfused, T);
+        double ff = T * H * 2 * 3 + T * 8;
+        double fu = T * H * (2 + 2 + 2 + 2 + 2 + 2 + 2) + drop * T * H * 1 * 2 + T * 8;
+        set(&out[OP_ATTN_LN_FWD], 1, 10 * T * H, 0, ff, fu, T);
         out[OP_ATTN_LN_FWD].launches = 1;
         double bf = T * H * 2 * 4 + T * 8;
         double bu = T * H * 2 * 8 + drop * T * H + T * 8;
@@ -181,7 +187,7 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
         out[OP_FFN_LN_FWD].op = OP_FFN_LN_FWD;
         out[OP_FFN_LN_BWD] = out[OP_ATTN_LN_BWD];
         out[OP_FFN_LN_BWD].op = OP_FFN_LN_BWD;
-        if (!b->fused) {
+        if (!fused) {
             out[OP_ATTN_LN_FWD].launches = out[OP_FFN_LN_FWD].launches = 3;
             out[OP_ATTN_LN_BWD].launches = out[OP_FFN_LN_BWD].launches = 4;
         }
@@ -190,10 +196,10 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
     /* MLM head on the P masked rows only: gather, dense + GELU, LayerNorm, decoder over V. */
     {
         double tensor = 2 * P * H * H + 2 * P * H * V;
-        double fused = P * H * 2 * 2 + H * H * 2 + P * H * 2 * 2 + P * H * 2 * 2 + V * H * 2 +
-                       V * 2 + P * V * 2;
-        double unfused = fused + 2 * P * H * 2 + 2 * P * V * 2;
-        set(&out[OP_MLM_HEAD_FWD], 4, tensor + 20 * P * H, tensor, fused, unfused, P);
+        double ff = P * H * 2 * 2 + H * H * 2 + P * H * 2 * 2 + P * H * 2 * 2 + V * H * 2 + V * 2 +
+                    P * V * 2;
+        double fu = ff + 2 * P * H * 2 + 2 * P * V * 2;
+        set(&out[OP_MLM_HEAD_FWD], 4, tensor + 20 * P * H, tensor, ff, fu, P);
         double bt = 4 * P * H * V + 4 * P * H * H;
         double bfused = 2 * P * V * 2 + V * H * 2 + V * H * 8 + P * H * 2 * 6 + H * H * 2 + H * H * 8 +
                         P * H * 2 * 2;
@@ -218,18 +224,18 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
         double np = (double)model_param_count(m);
         int tensors = 5 + 12 * m->layers + 9;
         set(&out[OP_LAMB], 3, 20 * np, 0, np * 42, np * 54, np);
-        if (!b->fused)
+        if (!fused)
             out[OP_LAMB].launches = 4 * tensors;
-        double g = b->gpus > 1 ? (double)b->gpus : 1;
+        double g = gpus > 1 ? (double)gpus : 1;
         /* fp32 gradients; ring all-reduce moves 2(N-1)/N of them through each GPU's link. */
-        set(&out[OP_ALLREDUCE], b->gpus > 1 ? 1 : 0, (g - 1) / g * np, 0,
-            b->gpus > 1 ? 2 * (g - 1) / g * np * 4 : 0, b->gpus > 1 ? 2 * (g - 1) / g * np * 4 : 0, np);
+        set(&out[OP_ALLREDUCE], gpus > 1 ? 1 : 0, (g - 1) / g * np, 0,
+            gpus > 1 ? 2 * (g - 1) / g * np * 4 : 0, gpus > 1 ? 2 * (g - 1) / g * np * 4 : 0, np);
         /* Exchange: token, segment and position ids (12 B/token) and predictions (8 B) move to
          * their GPU; on average (N-1)/N of them come from another rank. */
-        double ex = b->gpus > 1 ? (g - 1) / g * (T * 12 + P * 8 + n * 8) : 0;
-        set(&out[OP_EXCHANGE], b->gpus > 1 ? 1 : 0, 0, 0, ex, ex, n);
+        double ex = gpus > 1 ? (g - 1) / g * (sh->real_tokens * 12 + P * 8 + n * 8) : 0;
+        set(&out[OP_EXCHANGE], gpus > 1 ? 1 : 0, 0, 0, ex, ex, n);
     }
-    if (!b->fused) {
+    if (!fused) {
         out[OP_EMBED_FWD].launches = 2;
         out[OP_QKV_FWD].launches = out[OP_ATTN_OUT_FWD].launches = out[OP_FFN2_FWD].launches = 2;
         out[OP_FFN1_FWD].launches = 2;
@@ -240,8 +246,7 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
         out[OP_LOSS_FWD].launches = out[OP_LOSS_BWD].launches = 2;
     }
     for (int i = 0; i < OP_COUNT; i++)
-        out[i].bytes = b->fused ? out[i].bytes_fused : out[i].bytes_unfused;
-    return UNPAD_OK;
+        out[i].bytes = fused ? out[i].bytes_fused : out[i].bytes_unfused;
 }
 
 double ops_model_flops(const model_cfg *m, const int *len, int n)

@@ -82,6 +82,26 @@ typedef struct {
     int max_len;
 } op_cost;
 
+/* One GPU's batch as counts: everything an operator's FLOPs and bytes depend on. Unpadded, the
+ * token and attention fields are the same sums of the lengths; a layout (layout.h) sets them apart:
+ * padded layouts run GEMMs and attention on padded lengths, packed rows run GEMMs on rows x max_len
+ * tokens but attention on each sequence's own length. */
+typedef struct {
+    double seqs;         /* n: sequences (NSP rows; the exchange's per-sample records) */
+    double tokens;       /* T: rows of the GEMMs, LayerNorms and the embedding, padding included */
+    double attn_tokens;  /* tokens the attention reads and writes (sum of attention lengths) */
+    double sum_len2;     /* S2: sum of squared attention lengths */
+    double preds;        /* P: masked predictions (of the real tokens) */
+    double real_tokens;  /* tokens before any padding: what the sample exchange moves */
+    int max_len;         /* longest attention length (trace rows) */
+} ops_shape;
+
+/* Fills out[0..OP_COUNT) from a shape (counts may be any non-negative values: the counts are
+ * affine in them, which the step model, step.h, relies on). gpus: data-parallel GPUs for the
+ * all-reduce and exchange volumes. */
+void ops_count(const model_cfg *m, const ops_shape *s, int fused, int gpus, int dropout,
+               op_cost out[OP_COUNT]);
+
 /* Masked positions of a sequence of length len: 15% rounded half to even (as unpad-data and
  * BERT's create_pretraining_data do), at least 1, at most max_pred. */
 int ops_predictions(int len, int max_pred);
