@@ -30,13 +30,24 @@ const cfg_field hw_schema[] = {
     HF("peak_tf32_tflops", CFG_DOUBLE, peak_tf32_tflops, 1, 100000, CFG_REQUIRED, "dense tf32 tensor TFLOP/s"),
     HF("peak_fp32_tflops", CFG_DOUBLE, peak_fp32_tflops, 0.1, 100000, CFG_REQUIRED, "fp32 FMA TFLOP/s"),
     HF("mem_bw_gbs", CFG_DOUBLE, mem_bw_gbs, 1, 1e6, CFG_REQUIRED, "memory bandwidth GB/s"),
-    HF("mem_gb", CFG_DOUBLE, mem_gb, 0.1, 1e5, CFG_REQUIRED, "device memory GB"),
+    HF("memory_gib", CFG_DOUBLE, memory_gib, 0.1, 1e5, CFG_REQUIRED,
+       "device memory a process can allocate, GiB (cudaMemGetInfo total)"),
+    HF("context_gib", CFG_DOUBLE, context_gib, 0, 1e3, CFG_REQUIRED,
+       "CUDA context and cuBLASLt before any tensor, GiB"),
+    HF("nccl_gib", CFG_DOUBLE, nccl_gib, 0, 1e3, CFG_OPTIONAL, "NCCL communicator buffers, GiB"),
     HF("sms", CFG_INT, sms, 1, 4096, CFG_REQUIRED, "multiprocessors"),
     HF("l2_mb", CFG_DOUBLE, l2_mb, 0, 4096, CFG_REQUIRED, "L2 cache MB"),
     HF("smem_per_sm_kb", CFG_DOUBLE, smem_per_sm_kb, 1, 4096, CFG_REQUIRED, "shared memory per SM KiB"),
     HF("launch_us", CFG_DOUBLE, launch_us, 0, 1000, CFG_REQUIRED, "launch overhead us"),
-    HF("link_bw_gbs", CFG_DOUBLE, link_bw_gbs, 0.1, 1e6, CFG_REQUIRED, "all-reduce bus bandwidth GB/s"),
-    HF("link_lat_us", CFG_DOUBLE, link_lat_us, 0, 1e6, CFG_REQUIRED, "collective latency us"),
+    HF("gpus_per_node", CFG_INT, gpus_per_node, 1, 1024, CFG_REQUIRED, "GPUs in one node (one switch)"),
+    HF("link_bw_gbs", CFG_DOUBLE, link_bw_gbs, 0.1, 1e6, CFG_REQUIRED,
+       "within a node: all-reduce bus bandwidth per GPU, GB/s"),
+    HF("link_lat_us", CFG_DOUBLE, link_lat_us, 0, 1e6, CFG_REQUIRED,
+       "within a node: latency of one collective step, us"),
+    HF("node_bw_gbs", CFG_DOUBLE, node_bw_gbs, 0.01, 1e6, CFG_REQUIRED,
+       "across nodes: network bandwidth per GPU, GB/s"),
+    HF("node_lat_us", CFG_DOUBLE, node_lat_us, 0, 1e6, CFG_REQUIRED,
+       "across nodes: latency of one collective step, us"),
     HF("clock_ghz", CFG_DOUBLE, clock_ghz, 0.1, 10, CFG_OPTIONAL, "boost clock GHz"),
 };
 const size_t hw_schema_len = sizeof hw_schema / sizeof hw_schema[0];
@@ -75,6 +86,7 @@ int hw_load(const char *path, hw_spec *hw, unpad_err *err)
 {
     memset(hw, 0, sizeof *hw);
     hw->clock_ghz = 1.5;
+    hw->nccl_gib = 0.5;
     return cfg_load(path, hw_schema, hw_schema_len, hw, err);
 }
 

@@ -28,13 +28,20 @@ typedef struct {
     double peak_tf32_tflops;   /* dense tensor-core tf32 rate */
     double peak_fp32_tflops;   /* plain fp32 FMA rate */
     double mem_bw_gbs;         /* device memory bandwidth, GB/s (1e9) */
-    double mem_gb;             /* device memory, GB */
+    double memory_gib;         /* device memory a process can allocate in all (cudaMemGetInfo total), GiB */
+    double context_gib;        /* what the CUDA context and cuBLASLt take of it before any tensor, GiB */
+    double nccl_gib;           /* NCCL's communicator buffers, with more than one process, GiB */
     int sms;                   /* multiprocessors */
     double l2_mb;              /* L2 cache, MB */
     double smem_per_sm_kb;     /* shared memory per multiprocessor, KiB */
     double launch_us;          /* per-kernel launch overhead when back to back */
-    double link_bw_gbs;        /* per-GPU all-reduce bus bandwidth (NVLink), GB/s */
-    double link_lat_us;        /* per-step latency of a collective */
+    /* The network (net.h): GPUs in a node share a switch (NVLink/NVSwitch), nodes a fabric
+     * (InfiniBand), one network port per GPU. */
+    int gpus_per_node;
+    double link_bw_gbs;        /* within a node: per-GPU all-reduce bus bandwidth, GB/s */
+    double link_lat_us;        /* within a node: latency of one step of a collective */
+    double node_bw_gbs;        /* across nodes: per-GPU network bandwidth, GB/s (one port per GPU) */
+    double node_lat_us;        /* across nodes: latency of one step of a collective */
     double clock_ghz;          /* boost clock */
 } hw_spec;
 

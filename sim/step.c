@@ -1,0 +1,202 @@
+/* step.c — the step model: per-operator coefficients computed once, a GPU's step from its batch's
+ * sums in a few dozen flops per operator, and the closed-form FMHA (step.h). */
+#include "step.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "net.h"
+
+/* Features of a batch, in the order of the coefficient rows: x = (1, T, attention tokens, S2, P, n). */
+enum { X_ONE, X_TOKENS, X_ATTN_TOKENS, X_SUM_LEN2, X_PREDS, X_SEQS, X_COUNT };
+
+static void step_feat(const step_batch *b, double x[X_COUNT])
+{
+    x[X_ONE] = 1;
+    x[X_TOKENS] = b->shape.tokens;
+    x[X_ATTN_TOKENS] = b->shape.attn_tokens;
+    x[X_SUM_LEN2] = b->shape.sum_len2;
+    x[X_PREDS] = b->shape.preds;
+    x[X_SEQS] = b->shape.seqs;
+}
+
+static void shape_of_feat(const double x[X_COUNT], ops_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    s->tokens = x[X_TOKENS];
+    s->attn_tokens = x[X_ATTN_TOKENS];
+    s->sum_len2 = x[X_SUM_LEN2];
+    s->preds = x[X_PREDS];
+    s->seqs = x[X_SEQS];
+    s->real_tokens = x[X_TOKENS];
+    s->max_len = 1;
+}
+
+int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
+                    int fused, unpad_err *err)
+{
+    if (!m || !hw || !c)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "step model: missing model, hardware or calibration");
+    memset(sm, 0, sizeof *sm);
+    sm->layers = m->layers;
+    sm->heads = m->heads;
+    sm->max_len = m->max_len;
+    sm->max_pred = m->max_predictions;
+    sm->fused = fused;
+    sm->calib_fitted = c->fitted;
+    double peak = hw->peak_bf16_tflops * 1e6, fp32 = hw->peak_fp32_tflops * 1e6; /* per us */
+    double bw = hw->mem_bw_gbs * 1e3;
+    /* The counts are affine in the features: the value at 0 and the change per unit of each. */
+    op_cost at0[OP_COUNT], at1[OP_COUNT];
+    double x[X_COUNT] = {0};
+    ops_shape s;
+    shape_of_feat(x, &s);
+    ops_count(m, &s, fused, 1, 1, at0);
+    for (int f = 0; f < X_COUNT; f++) {
+        for (int g = 0; g < X_COUNT; g++)
+            x[g] = g == f && f != X_ONE ? 1 : 0;
+        shape_of_feat(x, &s);
+        ops_count(m, &s, fused, 1, 1, at1);
+        for (int i = 0; i < OP_COUNT; i++) {
+            const op_cost *o0 = &at0[i], *o1 = &at1[i];
+            double tf = f == X_ONE ? o0->tensor_flops : o1->tensor_flops - o0->tensor_flops;
+            double af = f == X_ONE ? o0->flops : o1->flops - o0->flops;
+            double by = f == X_ONE ? o0->bytes : o1->bytes - o0->bytes;
+            op_class cls = op_class_of((op_id)i);
+            double eff = cls == OPC_GEMM ? cost_gemm_eff(c, (op_id)i, 0) : 1; /* large-M part */
+            sm->flop[i][f] = (cls == OPC_GEMM ? tf / (peak * eff) : 0) + (af - tf) / fp32;
+            sm->mem[i][f] = by / (bw * (cls == OPC_ATTN ? c->bw_eff : cost_bw_eff(c, (op_id)i)));
+        }
+    }
+    /* The small-M term of a GEMM: tensor FLOPs / rows is the operator's constant, so
+     * tensor / (peak M) x m_half / gemm_eff is a constant time (cost_gemm_eff). */
+    {
+        double gx[X_COUNT] = {1, 4096, 4096, 4096.0 * 300, 600, 16};
+        shape_of_feat(gx, &s);
+        ops_count(m, &s, fused, 1, 1, at1);
+        for (int i = 0; i < OP_COUNT; i++) {
+            sm->instances[i] = at1[i].instances;
+            sm->launch[i] = at1[i].launches * c->launch_us;
+            if (op_class_of((op_id)i) == OPC_GEMM && at1[i].rows > 0 && at1[i].tensor_flops > 0)
+                sm->small_m[i] = at1[i].tensor_flops / at1[i].rows / peak * c->gemm_m_half / c->gemm_eff;
+        }
+        sm->lamb_us = cost_op_us(hw, c, &at1[OP_LAMB]);
+    }
+    double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / c->attn_ctas_per_sm;
+    for (int dir = 0; dir < 2; dir++) /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
+        sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * c->attn_eff);
+    sm->cta_us = c->attn_cta_us;
+    sm->slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    sm->overhead_us = c->step_overhead_us;
+    sm->param_bytes = 4.0 * (double)model_param_count(m);
+    return UNPAD_OK;
+}
+
+void step_batch_clear(step_batch *b)
+{
+    memset(b, 0, sizeof *b);
+}
+
+void step_batch_of(const step_model *sm, const int *len, int n, step_batch *b)
+{
+    step_batch_clear(b);
+    for (int i = 0; i < n; i++)
+        step_batch_add(sm, b, len[i], len[i], len[i]);
+}
+
+double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
+{
+    if (b->tiles <= 0)
+        return 0;
+    double a = sm->tile_a[dir], H = sm->heads, S = sm->slots;
+    int k = b->top_k64 * 64, q = k < 128 ? k : 128;
+    double p = sm->cta_us + a * q * k; /* the longest tile */
+    if (H * b->tiles <= S)
+        return p;
+    double work = H * (b->tiles * sm->cta_us + a * b->tile_work);
+    double waves = ceil(H * b->top_tiles / S) * p, spread = work / S + STEP_FMHA_TAIL * p;
+    return waves > spread ? waves : spread;
+}
+
+static double dot(const double *c, const double *x)
+{
+    double s = 0;
+    for (int f = 0; f < X_COUNT; f++)
+        s += c[f] * x[f];
+    return s;
+}
+
+static double op_us_x(const step_model *sm, int i, const step_batch *b, const double *x)
+{
+    double mem = dot(sm->mem[i], x);
+    double t;
+    if (i == OP_FMHA_FWD || i == OP_FMHA_BWD) {
+        t = step_fmha_us(sm, b, i == OP_FMHA_BWD);
+    } else {
+        t = dot(sm->flop[i], x);
+        if (t > 0)
+            t += sm->small_m[i];
+    }
+    return (t > mem ? t : mem) + sm->launch[i];
+}
+
+double step_op_us(const step_model *sm, op_id op, const step_batch *b)
+{
+    if (op == OP_LAMB)
+        return sm->lamb_us;
+    if (op_class_of(op) == OPC_COMM)
+        return 0;
+    double x[X_COUNT];
+    step_feat(b, x);
+    return op_us_x(sm, op, b, x);
+}
+
+double step_batch_us(const step_model *sm, const step_batch *b)
+{
+    double x[X_COUNT];
+    step_feat(b, x);
+    double t = 0;
+    for (int i = 0; i < OP_COUNT; i++)
+        if (i != OP_LAMB && op_class_of((op_id)i) != OPC_COMM)
+            t += sm->instances[i] * op_us_x(sm, i, b, x);
+    return t;
+}
+
+int step_model_predict(const step_model *sm, const model_cfg *m, const hw_spec *hw,
+                       const calib_coef *c, const step_batch *b, int gpus, cost_step *out,
+                       unpad_err *err)
+{
+    if (b->shape.seqs < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "step model: empty batch");
+    memset(out, 0, sizeof *out);
+    ops_count(m, &b->shape, sm->fused, gpus, 1, out->ops);
+    for (int i = 0; i < OP_COUNT; i++) {
+        double t;
+        if (i == OP_ALLREDUCE || i == OP_EXCHANGE) {
+            net_cost nc;
+            if (i == OP_ALLREDUCE)
+                net_allreduce(hw, c, sm->param_bytes, gpus, &nc);
+            else /* one GPU's samples; ops_count's volume already counts the (G-1)/G moved */
+                net_exchange(hw, c, gpus > 1 ? out->ops[i].bytes * gpus / (gpus - 1.0) : 0, gpus, &nc);
+            t = nc.us;
+        } else {
+            t = step_op_us(sm, (op_id)i, b);
+        }
+        out->time_us[i] = t;
+        out->step_us += out->ops[i].instances * t;
+        if (i != OP_ALLREDUCE && i != OP_EXCHANGE)
+            out->compute_us += out->ops[i].instances * t;
+    }
+    out->step_us += sm->overhead_us;
+    out->compute_us += sm->overhead_us;
+    /* useful work: the tensor FLOPs of the same sequences unpadded */
+    ops_shape real = b->shape;
+    real.tokens = real.attn_tokens = real.real_tokens;
+    real.sum_len2 = b->real_len2;
+    op_cost u[OP_COUNT];
+    ops_count(m, &real, 1, 1, 1, u);
+    for (int i = 0; i < OP_COUNT; i++)
+        if (i != OP_LAMB && op_class_of((op_id)i) != OPC_COMM)
+            out->model_flops += u[i].instances * u[i].tensor_flops;
+    return UNPAD_OK;
+}

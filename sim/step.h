@@ -1,0 +1,118 @@
+/* step.h — the step model: one GPU's training step, per operator, from a few sums over its batch.
+ *
+ * It is the model every reported step time comes from: `unpad predict`, `whatif`, `plan`,
+ * `plot load` and the trainer's predicted per-rank load. It times the same operators with the same
+ * coefficients as cost_predict_step (cost.h) on the whole batch, so the effects of the batch's
+ * shape are kept: a GEMM's efficiency at its row count, the FMHA's waves over the multiprocessors,
+ * the longest sequence's tail. What makes it cheap: every operator's FLOPs and bytes are affine in
+ * the batch's sums (ops_count), so step_model_init computes once per configuration the
+ * microseconds per unit of each sum, and an evaluation is two short dot products and a max per
+ * operator.
+ *
+ * The FMHA is the one term that is not affine. Its tile simulation (cost_fmha_us: one tile per
+ * sequence, head and 128-row query tile, dispatched to sms x ctas_per_sm slots) is replaced by a
+ * closed form on the tiles' sums, fitted to the simulation averaged over random launch orders
+ * (fit_fmha_us, the order the calibration assumes):
+ *   W     = heads x (tiles x attn_cta_us + a x sum over tiles of rows64 x keys64)   all tiles' time
+ *   p     = the longest tile (128 rows, or the sequence when shorter, against the longest keys)
+ *   time  = p                                           when every tile has a slot of its own
+ *         = max(p x ceil(top / slots), W / slots + STEP_FMHA_TAIL x p)   otherwise
+ * where top counts the tiles as long as p (waves of them cannot be shortened) and the second term
+ * is the work spread over the slots plus the mean tail of a random order. docs/cost-model.md
+ * gives its error against the simulation; tests/check_step.c bounds it. */
+#ifndef UNPAD_STEP_H
+#define UNPAD_STEP_H
+
+#include <math.h>
+
+#include "calib.h"
+#include "cost.h"
+#include "ops.h"
+
+/* The tail of a random launch order, in units of the longest tile (fitted to fit_fmha_us on
+ * Wikipedia, uniform, short-heavy and bimodal batches of 1..512 sequences, bert-base and
+ * bert-large: bias within 1% from 8 sequences up). */
+#define STEP_FMHA_TAIL 0.42
+
+/* The sums of one GPU's batch the step model needs (step_batch_add, one sequence at a time). */
+typedef struct {
+    ops_shape shape;   /* sequences, GEMM tokens, attention tokens and squares, predictions, ... */
+    double tiles;      /* FMHA tiles per head: sum of ceil(attention length / 128) */
+    double tile_work;  /* per head, sum over tiles of rows x keys rounded to 64: sum of ceil64(len)^2 */
+    int top_k64;       /* keys of the longest attention length, rounded up to 64 */
+    double top_tiles;  /* per head, tiles as long as the longest (its class, 128-row or whole) */
+    double real_len2;  /* sum of squared real lengths: the useful attention work (model FLOPs) */
+} step_batch;
+
+/* Per-configuration coefficients (step_model_init). Plain data: copy it, share it read-only. */
+typedef struct {
+    int layers, heads, max_len, max_pred;
+    int fused;
+    /* Non-FMHA operators: time = max(flop . x + small_m, mem . x) + launch, x = step_feat(). */
+    double flop[OP_COUNT][6], mem[OP_COUNT][6];
+    double small_m[OP_COUNT]; /* the GEMM small-M penalty: constant microseconds */
+    double launch[OP_COUNT];  /* launches x launch_us */
+    int instances[OP_COUNT];
+    /* FMHA (index 0 forward, 1 backward): tile time attn_cta_us + tile_a x rows64 x keys64 */
+    double tile_a[2], cta_us, slots;
+    double lamb_us;           /* the optimizer step (LAMB over every parameter) */
+    double overhead_us;       /* per step: host work, synchronisation (calibration) */
+    double param_bytes;       /* fp32 gradients all-reduced */
+    int calib_fitted;
+} step_model;
+
+int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
+                    int fused, unpad_err *err);
+
+void step_batch_clear(step_batch *b);
+/* One sequence of real length len (its predictions; what the exchange moves), occupying gemm_tokens
+ * rows of the GEMMs (its padded length; 0 when the layout counts rows separately, step_batch_rows)
+ * and attending over attn_len positions (its padded length, or len). */
+static inline void step_batch_add(const step_model *sm, step_batch *b, int len, int gemm_tokens,
+                                  int attn_len)
+{
+    ops_shape *s = &b->shape;
+    long p = lrint(0.15 * len); /* ops_predictions: 15% rounded half to even, 1..max_pred */
+    s->seqs += 1;
+    s->tokens += gemm_tokens;
+    s->attn_tokens += attn_len;
+    s->sum_len2 += (double)attn_len * attn_len;
+    s->real_tokens += len;
+    b->real_len2 += (double)len * len;
+    s->preds += p < 1 ? 1 : p > sm->max_pred ? sm->max_pred : p;
+    if (attn_len > s->max_len)
+        s->max_len = attn_len;
+    int k64 = (attn_len + 63) >> 6, full = attn_len >> 7, rem = attn_len & 127;
+    b->tiles += full + (rem > 0);
+    b->tile_work += (double)(k64 * 64) * (k64 * 64);
+    double top = k64 >= 2 ? full + (rem > 64) : 1; /* tiles of 128 rows (or the whole short one) */
+    if (k64 > b->top_k64) {
+        b->top_k64 = k64;
+        b->top_tiles = top;
+    } else if (k64 == b->top_k64) {
+        b->top_tiles += top;
+    }
+}
+/* Packed layouts: the GEMMs run on `rows` rows of `row_len` tokens, padding within rows included. */
+static inline void step_batch_rows(step_batch *b, int rows, int row_len)
+{
+    b->shape.tokens += (double)rows * row_len;
+}
+/* The unpadded batch len[0..n). */
+void step_batch_of(const step_model *sm, const int *len, int n, step_batch *b);
+
+/* Closed-form FMHA time of the batch, one direction (0 forward, 1 backward), per layer. */
+double step_fmha_us(const step_model *sm, const step_batch *b, int dir);
+/* One operator instance's time on the batch (LAMB, all-reduce and exchange: see below). */
+double step_op_us(const step_model *sm, op_id op, const step_batch *b);
+/* Forward and backward of every operator over the batch: the part of a GPU's step that depends on
+ * its batch (without the optimizer, the step overhead and the collectives). */
+double step_batch_us(const step_model *sm, const step_batch *b);
+
+/* The whole step per operator for one GPU's batch, as cost_predict_step reports it (counts from
+ * ops_count, times from the step model; all-reduce and exchange from net.h over `gpus`). */
+int step_model_predict(const step_model *sm, const model_cfg *m, const hw_spec *hw,
+                       const calib_coef *c, const step_batch *b, int gpus, cost_step *out,
+                       unpad_err *err);
+
+#endif

@@ -1,0 +1,196 @@
+/* check_step.c — the step model against the per-operator cost model it compiles: every operator
+ * but the FMHA to rounding, the closed-form FMHA against the tile simulation within the bounds
+ * docs/cost-model.md states, exact where the closed form is exact, the batch sums. */
+#include <check.h>
+#include <math.h>
+
+#include "dist.h"
+#include "fit.h"
+#include "step.h"
+#include "testutil.h"
+
+static model_cfg M, BASE;
+static hw_spec HW;
+static calib_coef FITTED, DEFAULT;
+
+static void setup(void)
+{
+    char p[512];
+    unpad_err e = {0};
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-large.cfg"), &M, &e), 0);
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-base.cfg"), &BASE, &e), 0);
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &HW, &e), 0);
+    ck_assert_int_eq(calib_load(tu_path(p, sizeof p, "models/calib/h200-sxm.cfg"), &HW, &FITTED, &e), 0);
+    calib_default(&HW, &DEFAULT);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static int next_len(int mode)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    unsigned u = (unsigned)(rng >> 11);
+    switch (mode) {
+    case 0: return 1 + (int)(u % 512);                       /* flat */
+    case 1: return u % 4 == 0 ? 512 : 1 + (int)(u % 300);    /* a spike at 512 (Wikipedia-like) */
+    case 2: return 1 + (int)((u % 1000) * (u % 1000) / 8000); /* short-heavy */
+    default: return u % 2 ? 1 + (int)(u % 64) : 448 + (int)(u % 65); /* bimodal */
+    }
+}
+
+START_TEST(test_operators_match_cost_model)
+{
+    /* Every operator but the FMHA (and the collectives, net.h) is the cost model's own time. */
+    const calib_coef *cs[] = {&FITTED, &DEFAULT};
+    const model_cfg *ms[] = {&M, &BASE};
+    int len[200];
+    for (int t = 0; t < 8; t++) {
+        const calib_coef *c = cs[t % 2];
+        const model_cfg *m = ms[t / 2 % 2];
+        int fused = t < 4, n = 3 + 37 * t % 190;
+        for (int i = 0; i < n; i++)
+            len[i] = next_len(t % 4);
+        step_model sm;
+        ck_assert_int_eq(step_model_init(&sm, m, &HW, c, fused, NULL), UNPAD_OK);
+        step_batch b;
+        step_batch_of(&sm, len, n, &b);
+        cost_step ref;
+        op_batch ob = {.len = len, .n = n, .fused = fused, .gpus = 1, .dropout = 1};
+        ck_assert_int_eq(cost_predict_step(m, &HW, c, &ob, &ref, NULL), UNPAD_OK);
+        double sum = 0;
+        for (int i = 0; i < OP_COUNT; i++) {
+            if (op_class_of((op_id)i) == OPC_COMM)
+                continue;
+            double got = step_op_us(&sm, (op_id)i, &b);
+            if (i == OP_FMHA_FWD || i == OP_FMHA_BWD)
+                got = ref.time_us[i]; /* the closed form: below */
+            else
+                ck_assert_msg(fabs(got - ref.time_us[i]) <= 1e-9 * ref.time_us[i] + 1e-9,
+                              "%s: step %.9g cost %.9g", op_name((op_id)i), got, ref.time_us[i]);
+            if (i != OP_LAMB)
+                sum += ref.ops[i].instances * got;
+        }
+        double batch = step_batch_us(&sm, &b);
+        double closed = 0, sim = 0;
+        for (int d = 0; d < 2; d++) {
+            op_id op = d ? OP_FMHA_BWD : OP_FMHA_FWD;
+            closed += ref.ops[op].instances * step_op_us(&sm, op, &b);
+            sim += ref.ops[op].instances * ref.time_us[op];
+        }
+        ck_assert_double_eq_tol(batch, sum - sim + closed, 1e-9 * batch);
+        /* and the whole step, less the collectives, as cost_predict_step adds it up */
+        cost_step st;
+        ck_assert_int_eq(step_model_predict(&sm, m, &HW, c, &b, 1, &st, NULL), UNPAD_OK);
+        ck_assert_double_eq_tol(st.step_us, ref.step_us - sim + closed, 1e-9 * ref.step_us);
+        ck_assert_double_eq_tol(st.model_flops, ref.model_flops, 1e-9 * ref.model_flops);
+    }
+}
+END_TEST
+
+START_TEST(test_batch_sums)
+{
+    step_model sm;
+    ck_assert_int_eq(step_model_init(&sm, &M, &HW, &FITTED, 1, NULL), UNPAD_OK);
+    /* Predictions per sequence as ops_predictions, for every length. */
+    for (int l = 1; l <= 512; l++) {
+        step_batch b;
+        step_batch_of(&sm, &l, 1, &b);
+        ck_assert_int_eq((int)b.shape.preds, ops_predictions(l, M.max_predictions));
+    }
+    /* Tiles, rows x keys (rounded to 64) and the class of the longest, by hand. */
+    int len[] = {1, 64, 65, 128, 129, 200, 300, 300};
+    step_batch b;
+    step_batch_of(&sm, len, 8, &b);
+    ck_assert_double_eq(b.tiles, 1 + 1 + 1 + 1 + 2 + 2 + 3 + 3);
+    ck_assert_double_eq(b.tile_work, 64.0 * 64 * 2 + 128.0 * 128 * 2 + 192.0 * 192 + 256.0 * 256 +
+                                         2 * 320.0 * 320);
+    ck_assert_int_eq(b.top_k64, 5);
+    ck_assert_double_eq(b.top_tiles, 2 * 2); /* 300 = 128 + 128 + 44: two 128-row tiles each */
+    ck_assert_double_eq(b.shape.tokens, 1 + 64 + 65 + 128 + 129 + 200 + 600);
+    ck_assert_double_eq(b.shape.sum_len2, 1 + 64.0 * 64 + 65 * 65 + 128 * 128 + 129 * 129 +
+                                              200 * 200 + 2 * 300.0 * 300);
+}
+END_TEST
+
+START_TEST(test_fmha_exact_cases)
+{
+    calib_coef c = FITTED;
+    c.attn_ctas_per_sm = 2;
+    step_model sm;
+    ck_assert_int_eq(step_model_init(&sm, &M, &HW, &c, 1, NULL), UNPAD_OK);
+    int len[64];
+    /* Every tile in a slot of its own: the longest tile. 16 heads x 16 tiles = 256 <= 264. */
+    for (int i = 0; i < 16; i++)
+        len[i] = 20 + 7 * i;
+    step_batch b;
+    step_batch_of(&sm, len, 16, &b);
+    for (int d = 0; d < 2; d++)
+        ck_assert_double_eq_tol(step_fmha_us(&sm, &b, d), cost_fmha_us(&HW, &c, 16, len, 16, d), 1e-9);
+    /* Equal 512-long sequences: whole waves of equal tiles, as the simulation. */
+    for (int n = 1; n <= 64; n += 7) {
+        for (int i = 0; i < n; i++)
+            len[i] = 512;
+        step_batch_of(&sm, len, n, &b);
+        for (int d = 0; d < 2; d++) {
+            double sim = cost_fmha_us(&HW, &c, 16, len, n, d);
+            double got = step_fmha_us(&sm, &b, d);
+            ck_assert_msg(got >= sim - 1e-9 && got <= sim * 1.0 + STEP_FMHA_TAIL *
+                          cost_fmha_cta_us(&HW, &c, 128, 512, d) + 1e-9, "n %d: %g vs %g", n, got, sim);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_fmha_closed_form_error)
+{
+    /* Against the simulation averaged over random launch orders (what the calibration fits), on
+     * four length shapes, bert-large and bert-base: the error bounds docs/cost-model.md states. */
+    const model_cfg *ms[] = {&M, &BASE};
+    static const int sizes[] = {16, 32, 56, 96, 256};
+    static const double max_bias[] = {0.03, 0.02, 0.012, 0.01, 0.006};
+    static const double max_mean[] = {0.04, 0.03, 0.02, 0.013, 0.006};
+    int len[256];
+    for (int k = 0; k < 5; k++) {
+        double bias = 0, mabs = 0;
+        int cnt = 0;
+        for (int mi = 0; mi < 2; mi++) {
+            step_model sm;
+            ck_assert_int_eq(step_model_init(&sm, ms[mi], &HW, &FITTED, 1, NULL), UNPAD_OK);
+            for (int mode = 0; mode < 4; mode++)
+                for (int rep = 0; rep < 6; rep++) {
+                    int n = sizes[k];
+                    for (int i = 0; i < n; i++)
+                        len[i] = next_len(mode);
+                    step_batch b;
+                    step_batch_of(&sm, len, n, &b);
+                    for (int d = 0; d < 2; d++) {
+                        double sim = fit_fmha_us(&HW, &FITTED, ms[mi]->heads, len, n, d);
+                        double r = (step_fmha_us(&sm, &b, d) - sim) / sim;
+                        bias += r;
+                        mabs += fabs(r);
+                        cnt++;
+                    }
+                }
+        }
+        bias /= cnt;
+        mabs /= cnt;
+        ck_assert_msg(fabs(bias) <= max_bias[k] && mabs <= max_mean[k],
+                      "%d sequences: bias %+.4f, mean |error| %.4f", sizes[k], bias, mabs);
+    }
+}
+END_TEST
+
+Suite *step_suite(void)
+{
+    Suite *s = suite_create("step");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_operators_match_cost_model);
+    tcase_add_test(tc, test_batch_sums);
+    tcase_add_test(tc, test_fmha_exact_cases);
+    tcase_add_test(tc, test_fmha_closed_form_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
