@@ -448,34 +448,40 @@ static int node_before(const kk_node *a, const kk_node *b)
     return a->diff > b->diff || (a->diff == b->diff && a->id < b->id);
 }
 
+/* The partial partitions' heap is 4-ary (half the levels of a binary one, the children of a node
+ * side by side) and sifts by moving the hole, one copy a level. */
+#define KK_ARITY 4
+
 static void node_down(kk_node *h, int size, int i)
 {
+    kk_node x = h[i];
     for (;;) {
-        int l = 2 * i + 1, best = i;
-        if (l < size && node_before(&h[l], &h[best]))
-            best = l;
-        if (l + 1 < size && node_before(&h[l + 1], &h[best]))
-            best = l + 1;
-        if (best == i)
-            return;
-        kk_node t = h[i];
+        int c = KK_ARITY * i + 1, best = c;
+        if (c >= size)
+            break;
+        int end = c + KK_ARITY < size ? c + KK_ARITY : size;
+        for (int j = c + 1; j < end; j++)
+            if (node_before(&h[j], &h[best]))
+                best = j;
+        if (!node_before(&h[best], &x))
+            break;
         h[i] = h[best];
-        h[best] = t;
         i = best;
     }
+    h[i] = x;
 }
 
 static void node_up(kk_node *h, int i)
 {
+    kk_node x = h[i];
     while (i > 0) {
-        int p = (i - 1) / 2;
-        if (!node_before(&h[i], &h[p]))
-            return;
-        kk_node t = h[i];
+        int p = (i - 1) / KK_ARITY;
+        if (!node_before(&x, &h[p]))
+            break;
         h[i] = h[p];
-        h[p] = t;
         i = p;
     }
+    h[i] = x;
 }
 
 static kk_node node_pop(kk_node *h, int *size)
@@ -647,16 +653,30 @@ int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *o
                                   .id = id++};
             ws->arena_top += k;
         }
-        for (int i = live / 2 - 1; i >= 0; i--)
+        for (int i = (live - 2) / KK_ARITY; i >= 0; i--)
             node_down(h, live, i);
     }
     while (live + (n - qh) > 1) {
         if (ws->arena_top + k > ws->arena_cap)
             arena_compact(ws, live);
         kk_node A = kk_take(ws, w, &qh, n, &live);
-        kk_node B = kk_take(ws, w, &qh, n, &live);
-        h[live] = kk_merge(ws, k, &A, &B, id++);
-        node_up(h, live++);
+        /* B from the heap: the merge replaces it at the top (one sift instead of a pop and a
+         * push; the heap's order is total, so what it yields next is the same) */
+        int from_queue = 0;
+        if (qh < n) {
+            int s = ws->order[qh];
+            kk_node q = {.diff = w[s], .off = qh, .m = 1, .id = s, .single = 1};
+            from_queue = live == 0 || node_before(&q, &h[0]);
+        }
+        if (from_queue) {
+            kk_node B = kk_take(ws, w, &qh, n, &live);
+            h[live] = kk_merge(ws, k, &A, &B, id++);
+            node_up(h, live++);
+        } else {
+            kk_node B = h[0];
+            h[0] = kk_merge(ws, k, &A, &B, id++);
+            node_down(h, live, 0);
+        }
     }
     /* The last partial partition: subset p (heaviest first) goes to GPU p. */
     kk_node last = live ? h[0] : (kk_node){.off = 0, .m = 1, .single = 1}; /* n == 1 */
@@ -681,13 +701,13 @@ static void tree_set(balance_ws *ws, int g, int64_t v)
         ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
 }
 
-/* Lowest-index GPU whose remaining budget is >= need, or -1. */
-static int tree_first_fit(const balance_ws *ws, int64_t need)
+/* Lowest-index GPU whose key (ffd_key at `reserve`) is >= need, or -1. */
+static int64_t ffd_key(const balance_ws *ws, int g, int64_t reserve);
+static int tree_first_fit(const balance_ws *ws, int64_t need, int64_t reserve)
 {
-    const int64_t *leaf = ws->tree + ws->tree_size;
-    if (ws->tree_linear) {
+    if (ws->tree_linear) { /* few GPUs: the keys from the state directly, no tree to keep */
         for (int g = 0; g < ws->tree_k; g++)
-            if (leaf[g] >= need)
+            if (ws->cnt[g] < ws->cap[g] && ffd_key(ws, g, reserve) >= need)
                 return g;
         return -1;
     }
@@ -711,10 +731,10 @@ static void ffd_rebuild(balance_ws *ws, int k, int64_t reserve)
 {
     ws->tree_k = k;
     ws->tree_linear = k <= 32;
-    for (int g = 0; g < (ws->tree_linear ? k : ws->tree_size); g++)
-        ws->tree[ws->tree_size + g] = g < k ? ffd_key(ws, g, reserve) : -1;
     if (ws->tree_linear)
         return;
+    for (int g = 0; g < ws->tree_size; g++)
+        ws->tree[ws->tree_size + g] = g < k ? ffd_key(ws, g, reserve) : -1;
     for (int i = ws->tree_size - 1; i >= 1; i--)
         ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
 }
@@ -746,7 +766,7 @@ static int ffd_fits(balance_ws *ws, const int *len, int n, int k, int64_t budget
                 ffd_rebuild(ws, k, reserve);
             }
         }
-        int g = tree_first_fit(ws, len[s]);
+        int g = tree_first_fit(ws, len[s], reserve);
         if (g < 0 && equal && i + 1 < n) {
             /* Refused under a stale reservation: retry with the current one (with it, a budget
              * of the whole batch always fits). */
@@ -754,7 +774,7 @@ static int ffd_fits(balance_ws *ws, const int *len, int n, int k, int64_t budget
             if (mean < reserve) {
                 reserve = mean;
                 ffd_rebuild(ws, k, reserve);
-                g = tree_first_fit(ws, len[s]);
+                g = tree_first_fit(ws, len[s], reserve);
             }
         }
         if (g < 0)

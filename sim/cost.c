@@ -65,25 +65,29 @@ double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int 
     return c->attn_cta_us + flops / (per_slot * c->attn_eff);
 }
 
-/* Min-heap of slot free times. */
+/* Min-heap of slot free times: replaces the root (the smallest) with v. The hole left by the root
+ * goes down along the smaller children to a leaf, then v rises to its place (Floyd's order: one
+ * comparison a level on the way down; v, a slot's new end, belongs near the bottom). Slots are
+ * interchangeable, so only the multiset of free times matters, which any correct heap keeps. */
 static void heap_push_pop(double *h, int n, double v)
 {
-    /* replace the root (smallest) with v and sift down */
-    h[0] = v;
     int i = 0;
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, s = i;
-        if (l < n && h[l] < h[s])
-            s = l;
-        if (r < n && h[r] < h[s])
-            s = r;
-        if (s == i)
+        int l = 2 * i + 1;
+        if (l >= n)
             break;
-        double t = h[i];
-        h[i] = h[s];
-        h[s] = t;
-        i = s;
+        int c = l + 1 < n && h[l + 1] < h[l] ? l + 1 : l;
+        h[i] = h[c];
+        i = c;
     }
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (h[p] <= v)
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = v;
 }
 
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,

@@ -3,6 +3,7 @@
 #include "step.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "net.h"
@@ -82,6 +83,20 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         }
         sm->lamb_us = cost_op_us(hw, c, &at1[OP_LAMB]);
     }
+    for (int i = 0; i < OP_COUNT; i++) { /* the batch's operators, x instances */
+        if (i == OP_LAMB || op_class_of((op_id)i) == OPC_COMM)
+            continue;
+        sm->run_launch += sm->instances[i] * sm->launch[i];
+        if (i == OP_FMHA_FWD || i == OP_FMHA_BWD)
+            continue;
+        int r = sm->nrun++;
+        sm->run_op[r] = i;
+        for (int f = 0; f < X_COUNT; f++) {
+            sm->run_flop[r][f] = sm->instances[i] * sm->flop[i][f];
+            sm->run_mem[r][f] = sm->instances[i] * sm->mem[i][f];
+        }
+        sm->run_small[r] = sm->instances[i] * sm->small_m[i];
+    }
     double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / c->attn_ctas_per_sm;
     for (int dir = 0; dir < 2; dir++) /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
         sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * c->attn_eff);
@@ -89,7 +104,21 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     sm->slots = (int)(hw->sms * c->attn_ctas_per_sm);
     sm->overhead_us = c->step_overhead_us;
     sm->param_bytes = 4.0 * (double)model_param_count(m);
+    if (!(sm->per_len = malloc(((size_t)m->max_len + 1) * sizeof *sm->per_len)))
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    for (int l = 0; l <= m->max_len; l++) {
+        int k64 = (l + 63) / 64, full = l / 128, rem = l % 128;
+        sm->per_len[l] = (step_len){.preds = l ? ops_predictions(l, m->max_predictions) : 0,
+                                    .tiles = full + (rem > 0), .work = k64 * 64 * k64 * 64,
+                                    .top = k64 >= 2 ? full + (rem > 64) : l > 0};
+    }
     return UNPAD_OK;
+}
+
+void step_model_free(step_model *sm)
+{
+    free(sm->per_len);
+    sm->per_len = NULL;
 }
 
 void step_batch_clear(step_batch *b)
@@ -97,11 +126,16 @@ void step_batch_clear(step_batch *b)
     memset(b, 0, sizeof *b);
 }
 
-void step_batch_of(const step_model *sm, const int *len, int n, step_batch *b)
+int step_batch_of(const step_model *sm, const int *len, int n, step_batch *b, unpad_err *err)
 {
     step_batch_clear(b);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (len[i] < 1 || len[i] > sm->max_len)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "sequence %d has length %d (expected 1..%d)",
+                              i, len[i], sm->max_len);
         step_batch_add(sm, b, len[i], len[i], len[i]);
+    }
+    return UNPAD_OK;
 }
 
 double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
@@ -155,10 +189,19 @@ double step_batch_us(const step_model *sm, const step_batch *b)
 {
     double x[X_COUNT];
     step_feat(b, x);
-    double t = 0;
-    for (int i = 0; i < OP_COUNT; i++)
-        if (i != OP_LAMB && op_class_of((op_id)i) != OPC_COMM)
-            t += sm->instances[i] * op_us_x(sm, i, b, x);
+    double t = sm->run_launch;
+    for (int r = 0; r < sm->nrun; r++) {
+        const double *f = sm->run_flop[r], *m = sm->run_mem[r];
+        double tf = f[0] + f[1] * x[1] + f[2] * x[2] + f[3] * x[3] + f[4] * x[4] + f[5] * x[5];
+        double tm = m[0] + m[1] * x[1] + m[2] * x[2] + m[3] * x[3] + m[4] * x[4] + m[5] * x[5];
+        tf += tf > 0 ? sm->run_small[r] : 0;
+        t += tf > tm ? tf : tm;
+    }
+    for (int d = 0; d < 2; d++) {
+        int i = d ? OP_FMHA_BWD : OP_FMHA_FWD;
+        double tf = step_fmha_us(sm, b, d), tm = dot(sm->mem[i], x);
+        t += sm->instances[i] * (tf > tm ? tf : tm);
+    }
     return t;
 }
 

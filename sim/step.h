@@ -23,7 +23,7 @@
 #ifndef UNPAD_STEP_H
 #define UNPAD_STEP_H
 
-#include <math.h>
+#include <stdint.h>
 
 #include "calib.h"
 #include "cost.h"
@@ -44,12 +44,19 @@ typedef struct {
     double real_len2;  /* sum of squared real lengths: the useful attention work (model FLOPs) */
 } step_batch;
 
-/* Per-configuration coefficients (step_model_init). Plain data: copy it, share it read-only. */
+typedef struct step_len step_len;
+
+/* Per-configuration coefficients (step_model_init; step_model_free). Read-only once made: share
+ * it between threads. */
 typedef struct {
     int layers, heads, max_len, max_pred;
     int fused;
     /* Non-FMHA operators: time = max(flop . x + small_m, mem . x) + launch, x = step_feat(). */
     double flop[OP_COUNT][6], mem[OP_COUNT][6];
+    /* The same per step (x instances) for the operators of step_batch_us, compacted. */
+    int nrun, run_op[OP_COUNT];
+    double run_flop[OP_COUNT][6], run_mem[OP_COUNT][6], run_small[OP_COUNT];
+    double run_launch;        /* every launch of the batch's operators */
     double small_m[OP_COUNT]; /* the GEMM small-M penalty: constant microseconds */
     double launch[OP_COUNT];  /* launches x launch_us */
     int instances[OP_COUNT];
@@ -59,38 +66,47 @@ typedef struct {
     double overhead_us;       /* per step: host work, synchronisation (calibration) */
     double param_bytes;       /* fp32 gradients all-reduced */
     int calib_fitted;
+    step_len *per_len;        /* (max_len + 1) */
 } step_model;
 
 int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
                     int fused, unpad_err *err);
+void step_model_free(step_model *sm);
 
 void step_batch_clear(step_batch *b);
+/* Per length l (0..max_len): what one sequence of that length adds to the batch's sums. */
+struct step_len {
+    int32_t preds;      /* masked predictions (ops_predictions) */
+    int32_t tiles;      /* FMHA tiles per head: ceil(l / 128) */
+    int32_t work;       /* rows x keys of its tiles, rounded to 64: ceil64(l)^2 */
+    int32_t top;        /* of them, tiles as long as its longest (128 rows, or the whole) */
+};
+
 /* One sequence of real length len (its predictions; what the exchange moves), occupying gemm_tokens
  * rows of the GEMMs (its padded length; 0 when the layout counts rows separately, step_batch_rows)
- * and attending over attn_len positions (its padded length, or len). */
+ * and attending over attn_len positions (its padded length, or len); both at most sm->max_len. */
 static inline void step_batch_add(const step_model *sm, step_batch *b, int len, int gemm_tokens,
                                   int attn_len)
 {
     ops_shape *s = &b->shape;
-    long p = lrint(0.15 * len); /* ops_predictions: 15% rounded half to even, 1..max_pred */
+    const step_len *a = &sm->per_len[attn_len];
     s->seqs += 1;
     s->tokens += gemm_tokens;
     s->attn_tokens += attn_len;
     s->sum_len2 += (double)attn_len * attn_len;
     s->real_tokens += len;
     b->real_len2 += (double)len * len;
-    s->preds += p < 1 ? 1 : p > sm->max_pred ? sm->max_pred : p;
+    s->preds += sm->per_len[len].preds;
     if (attn_len > s->max_len)
         s->max_len = attn_len;
-    int k64 = (attn_len + 63) >> 6, full = attn_len >> 7, rem = attn_len & 127;
-    b->tiles += full + (rem > 0);
-    b->tile_work += (double)(k64 * 64) * (k64 * 64);
-    double top = k64 >= 2 ? full + (rem > 64) : 1; /* tiles of 128 rows (or the whole short one) */
+    int k64 = (attn_len + 63) >> 6;
+    b->tiles += a->tiles;
+    b->tile_work += a->work;
     if (k64 > b->top_k64) {
         b->top_k64 = k64;
-        b->top_tiles = top;
+        b->top_tiles = a->top;
     } else if (k64 == b->top_k64) {
-        b->top_tiles += top;
+        b->top_tiles += a->top;
     }
 }
 /* Packed layouts: the GEMMs run on `rows` rows of `row_len` tokens, padding within rows included. */
@@ -98,8 +114,8 @@ static inline void step_batch_rows(step_batch *b, int rows, int row_len)
 {
     b->shape.tokens += (double)rows * row_len;
 }
-/* The unpadded batch len[0..n). */
-void step_batch_of(const step_model *sm, const int *len, int n, step_batch *b);
+/* The unpadded batch len[0..n); EINVAL when a length is outside 1..max_len. */
+int step_batch_of(const step_model *sm, const int *len, int n, step_batch *b, unpad_err *err);
 
 /* Closed-form FMHA time of the batch, one direction (0 forward, 1 backward), per layer. */
 double step_fmha_us(const step_model *sm, const step_batch *b, int dir);

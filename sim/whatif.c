@@ -1,6 +1,6 @@
-/* whatif.c — Monte Carlo sweeps over (GPUs, batch, policy, count): sampling, balancing, metrics,
- * FMHA attention of the slowest GPU; configurations sharing GPUs and batch share their steps and
- * run on one worker thread each. */
+/* whatif.c — Monte Carlo sweeps over (GPUs, batch, policy, count, layout): sampling in chunks,
+ * balancing, the step model on every GPU's batch, metrics, the slowest GPU's FMHA; chunks of steps
+ * are the jobs the worker threads take. */
 #include "whatif.h"
 
 #include <errno.h>
@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "cost.h"
+#include "memory.h"
+#include "step.h"
 
 void whatif_setup_default(whatif_setup *s)
 {
@@ -21,29 +23,31 @@ void whatif_setup_default(whatif_setup *s)
     s->granularity = 1;
 }
 
+/* Bytes one GPU's samples take in the exchange (ids, segments, positions; predictions; records),
+ * as ops_count counts them. */
+static double exchange_bytes(double tokens, double preds, double seqs)
+{
+    return tokens * 12 + preds * 8 + seqs * 8;
+}
+
 int whatif_fixed_us(const model_cfg *m, const hw_spec *hw, const calib_coef *c, double mean_len,
                     int gpus, int batch, balance_policy policy, double *out, unpad_err *err)
 {
     int l = (int)(mean_len + 0.5);
-    if (l < 1)
-        l = 1;
-    if (l > m->max_len)
-        l = m->max_len;
-    int *len = malloc((size_t)batch * sizeof *len);
-    if (!len)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    for (int i = 0; i < batch; i++)
-        len[i] = l;
-    op_batch b = {.len = len, .n = batch, .fused = 1, .gpus = gpus, .dropout = 1};
-    cost_step st;
-    int rc = cost_predict_step(m, hw, c, &b, &st, err);
-    free(len);
+    l = l < 1 ? 1 : l > m->max_len ? m->max_len : l;
+    step_model sm;
+    int rc = step_model_init(&sm, m, hw, c, 1, err);
     if (rc)
         return rc;
-    double f = st.ops[OP_LAMB].instances * st.time_us[OP_LAMB] + c->step_overhead_us +
-               st.ops[OP_ALLREDUCE].instances * st.time_us[OP_ALLREDUCE];
-    if (policy != BAL_NONE)
-        f += st.ops[OP_EXCHANGE].instances * st.time_us[OP_EXCHANGE];
+    net_cost ar, ex;
+    net_allreduce(hw, c, sm.param_bytes, gpus, &ar);
+    double f = sm.lamb_us + sm.overhead_us + ar.us;
+    step_model_free(&sm);
+    if (policy != BAL_NONE) {
+        double preds = (double)batch * ops_predictions(l, m->max_predictions);
+        net_exchange(hw, c, exchange_bytes((double)batch * l, preds, batch), gpus, &ex);
+        f += ex.us;
+    }
     *out = f;
     return UNPAD_OK;
 }
@@ -65,8 +69,9 @@ void whatif_typical_batch(const unpad_dist *d, int b, int *len)
 
 typedef struct {
     int gpus, batch;
+    int sampling;       /* -1: the capped distribution; else a buckets layout's index */
     int *rows, nrows;   /* indices into the row array */
-    double work;        /* for scheduling: sequences x steps x rows */
+    double work;        /* for scheduling */
 } cell;
 
 typedef struct {
@@ -75,16 +80,46 @@ typedef struct {
     int streams;
 } batch_groups;
 
+/* One row's sums over one chunk of steps (written once, at the end of the chunk's job). */
+typedef struct {
+    double step_us, fixed_us, token_imb, tokens, real_tokens, exchange_us, attn, attn_grouped;
+    double max_tokens, max_seqs, max_preds; /* per GPU, the most seen */
+} partial;
+
+typedef struct {
+    unpad_dist pick;    /* bucket j + 1: its share of the sequences */
+    unpad_dist *sub;    /* (nb) the distribution within each bucket */
+} bucket_dists;
+
 typedef struct {
     const whatif_setup *s;
     whatif_row *rows;
+    int nrows;
     cell *cells;
-    int ncells;
+    int ncells, chunks;
+    int *job_cell;      /* (ncells x chunks) jobs, heaviest cells first */
     const batch_groups *bg;
     int nbg;
     seq_cost sc;
+    step_model sm;
+    unpad_dist dist;    /* capped */
+    layout *lay;        /* (nlay) resolved */
+    int nlay;
+    bucket_dists *bd;   /* (nlay) for buckets layouts */
+    double *allreduce_us; /* (nrows) */
+    double *imb, *idle; /* (nrows x steps) per step */
+    partial *part;      /* (nrows x chunks) */
     int max_n, max_gpus;
 } sweep;
+
+/* What one worker thread owns. */
+typedef struct {
+    balance_ws *ws;
+    balance_result r;
+    int *len, *glen, *scratch;
+    int64_t *w;
+    double *t;          /* (max_gpus) per-GPU batch time */
+} worker;
 
 static uint64_t splitmix(uint64_t x)
 {
@@ -102,114 +137,199 @@ static const batch_groups *groups_for(const sweep *sw, int batch)
     return NULL;
 }
 
-static int run_cell(sweep *sw, const cell *c, balance_ws *ws, balance_result *r, unpad_err *err)
+/* Samplers of one chunk: the capped distribution, or a buckets layout's pick and buckets. */
+typedef struct {
+    dist_sampler *one, *pick, **sub;
+    int nb;
+} samplers;
+
+static void samplers_free(samplers *p)
+{
+    dist_sampler_free(p->one);
+    dist_sampler_free(p->pick);
+    for (int j = 0; j < p->nb && p->sub; j++)
+        dist_sampler_free(p->sub[j]);
+    free(p->sub);
+}
+
+static int samplers_alloc(const sweep *sw, const cell *c, int chunk, samplers *p, unpad_err *err)
+{
+    memset(p, 0, sizeof *p);
+    uint64_t seed = splitmix(sw->s->seed ^ splitmix(((uint64_t)c->gpus << 32) | (uint32_t)c->batch));
+    seed = splitmix(seed ^ ((uint64_t)(c->sampling + 1) << 40) ^ (uint64_t)chunk);
+    if (c->sampling < 0)
+        return dist_sampler_alloc(&sw->dist, seed, &p->one, err);
+    const bucket_dists *bd = &sw->bd[c->sampling];
+    int nb = sw->lay[c->sampling].nb, rc = dist_sampler_alloc(&bd->pick, seed, &p->pick, err);
+    if (!rc && !(p->sub = calloc((size_t)nb, sizeof *p->sub)))
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    p->nb = rc ? 0 : nb;
+    for (int j = 0; j < p->nb && !rc; j++)
+        if (bd->sub[j].total > 0)
+            rc = dist_sampler_alloc(&bd->sub[j], splitmix(seed + 1 + (uint64_t)j), &p->sub[j], err);
+    if (rc)
+        samplers_free(p);
+    return rc;
+}
+
+static void sample_step(samplers *p, int *len, int n)
+{
+    if (p->one) {
+        dist_sample(p->one, len, n);
+        return;
+    }
+    int b;
+    dist_sample(p->pick, &b, 1); /* bucket b - 1 */
+    dist_sample(p->sub[b - 1], len, n);
+}
+
+/* One row on one sampled step: the assignment, every GPU's time, the metrics. */
+static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, partial *pa,
+                        unpad_err *err)
 {
     const whatif_setup *s = sw->s;
-    int n = c->gpus * c->batch, steps = s->steps, R = c->nrows, rc = UNPAD_OK;
-    int attn_steps = s->attn_steps < steps ? s->attn_steps : steps;
-    int *len = malloc((size_t)n * sizeof *len), *glen = malloc((size_t)n * sizeof *glen);
-    int64_t *w = malloc((size_t)n * sizeof *w);
-    double *v = malloc((size_t)R * steps * 4 * sizeof *v);
-    double *attn = calloc((size_t)R * 2, sizeof *attn);
-    dist_sampler *smp = NULL;
-    if (!len || !glen || !w || !v || !attn) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d GPUs x %d", c->gpus,
-                        c->batch);
-        goto out;
+    int ri = c->rows[j], n = c->gpus * c->batch, k = c->gpus, rc;
+    whatif_row *row = &sw->rows[ri];
+    const layout *lay = &sw->lay[row->layout];
+    balance_input in = {wk->len, s->weights_tokens ? NULL : wk->w, n, k, row->policy, row->count};
+    if ((rc = balance_assign(wk->ws, &in, &wk->r, err)))
+        return rc;
+    const balance_result *r = &wk->r;
+    double tmax = -1, tsum = 0, tok = 0, real = 0, preds = 0;
+    int strag = 0;
+    int64_t kmax = 0, ksum = 0;
+    for (int g = 0; g < k; g++) {
+        int m = r->start[g + 1] - r->start[g];
+        step_batch sb;
+        layout_batch(lay, &sw->sm, wk->len, r->seq + r->start[g], m, wk->scratch, &sb);
+        double tg = m > 0 ? step_batch_us(&sw->sm, &sb) : 0;
+        wk->t[g] = tg;
+        tsum += tg;
+        if (tg > tmax) {
+            tmax = tg;
+            strag = g;
+        }
+        tok += sb.shape.tokens;
+        real += sb.shape.real_tokens;
+        preds += sb.shape.preds;
+        pa->max_tokens = sb.shape.tokens > pa->max_tokens ? sb.shape.tokens : pa->max_tokens;
+        pa->max_seqs = m > pa->max_seqs ? m : pa->max_seqs;
+        pa->max_preds = sb.shape.preds > pa->max_preds ? sb.shape.preds : pa->max_preds;
+        kmax = r->tokens[g] > kmax ? r->tokens[g] : kmax;
+        ksum += r->tokens[g];
     }
-    uint64_t seed = splitmix(s->seed ^ splitmix(((uint64_t)c->gpus << 32) | (uint32_t)c->batch));
-    if ((rc = dist_sampler_alloc(s->dist, seed, &smp, err)))
-        goto out;
+    double fixed = sw->sm.lamb_us + sw->sm.overhead_us, ex = 0, step;
+    if (s->serial_ranks) {
+        step = tsum + fixed;
+    } else {
+        if (row->policy != BAL_NONE) {
+            net_cost nc;
+            net_exchange(s->hw, s->calib, exchange_bytes(real, preds, n) / k, k, &nc);
+            ex = nc.us;
+        }
+        fixed += sw->allreduce_us[ri] + ex;
+        step = tmax + fixed;
+    }
+    double mx = tmax + fixed, mean = tsum / k + fixed;
+    sw->imb[(size_t)ri * s->steps + t] = mean > 0 ? mx / mean : 1;
+    sw->idle[(size_t)ri * s->steps + t] = mx > 0 ? 1 - mean / mx : 0;
+    pa->step_us += step;
+    pa->fixed_us += fixed;
+    pa->exchange_us += ex;
+    pa->tokens += tok / k;
+    pa->real_tokens += real / k;
+    pa->token_imb += ksum > 0 ? (double)kmax * k / ksum : 1;
     const batch_groups *bg = groups_for(sw, c->batch);
-    int layers = s->model->layers, heads = s->model->heads;
-    for (int t = 0; t < steps; t++) {
-        dist_sample(smp, len, n);
-        balance_weights(&sw->sc, len, n, w);
-        for (int j = 0; j < R; j++) {
-            whatif_row *row = &sw->rows[c->rows[j]];
-            balance_input in = {len, s->weights_tokens ? NULL : w, n, c->gpus, row->policy,
-                                row->count};
-            if ((rc = balance_assign(ws, &in, r, err)))
-                goto out;
-            balance_metrics m;
-            balance_metrics_compute(r, s->weights_tokens ? w : NULL, row->fixed_us, &m);
-            double *vr = v + (size_t)j * steps * 4;
-            vr[t] = m.imbalance;
-            vr[steps + t] = m.idle;
-            vr[2 * steps + t] = m.max_us;
-            vr[3 * steps + t] = m.token_imbalance;
-            if (t < attn_steps && bg) {
-                int g = m.straggler, k = 0;
-                for (int p = r->start[g]; p < r->start[g + 1]; p++)
-                    glen[k++] = len[r->seq[p]];
-                if (k > 0) {
-                    group_plan gp;
-                    if ((rc = group_plan_bounds(s->hw, s->calib, heads, glen, k, bg->bounds, bg->nb,
-                                                bg->streams, &gp, err)))
-                        goto out;
-                    attn[2 * j] += layers * group_one_launch_us(s->hw, s->calib, heads, glen, k);
-                    attn[2 * j + 1] += layers * gp.total_us;
-                }
-            }
+    if (t < s->attn_steps && bg && lay->kind == LAYOUT_UNPADDED) {
+        int q = 0, heads = s->model->heads, layers = s->model->layers;
+        for (int p = r->start[strag]; p < r->start[strag + 1]; p++)
+            wk->glen[q++] = wk->len[r->seq[p]];
+        if (q > 0) {
+            group_plan gp;
+            if ((rc = group_plan_bounds(s->hw, s->calib, heads, wk->glen, q, bg->bounds, bg->nb,
+                                        bg->streams, &gp, err)))
+                return rc;
+            pa->attn += layers * group_one_launch_us(s->hw, s->calib, heads, wk->glen, q);
+            pa->attn_grouped += layers * gp.total_us;
         }
     }
-    for (int j = 0; j < R; j++) {
-        whatif_row *row = &sw->rows[c->rows[j]];
-        double *vr = v + (size_t)j * steps * 4;
-        balance_mc mc;
-        if ((rc = balance_mc_summarise(vr, vr + steps, vr + 2 * steps, vr + 3 * steps, steps, &mc,
-                                       err)))
-            goto out;
-        row->steps = steps;
-        row->step_us = mc.step_us_mean;
-        row->samples_per_s = (double)n / (mc.step_us_mean * 1e-6);
-        row->imbalance_mean = mc.imbalance_mean;
-        row->imbalance_p99 = mc.imbalance_p99;
-        row->imbalance_max = mc.imbalance_max;
-        row->idle_mean = mc.idle_mean;
-        row->idle_p99 = mc.idle_p99;
-        row->token_imbalance_mean = mc.token_imbalance_mean;
-        row->attn_us = attn_steps && bg ? attn[2 * j] / attn_steps : 0;
-        row->attn_grouped_us = attn_steps && bg ? attn[2 * j + 1] / attn_steps : 0;
-        if (bg) {
-            row->groups = bg->nb + 1;
-            row->streams = bg->streams;
-            group_bounds_format(bg->bounds, bg->nb, row->bounds, sizeof row->bounds);
-        }
+    return UNPAD_OK;
+}
+
+static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
+{
+    const whatif_setup *s = sw->s;
+    const cell *c = &sw->cells[sw->job_cell[job]];
+    int chunk = job % sw->chunks, n = c->gpus * c->batch, rc;
+    int t0 = chunk * WHATIF_CHUNK, t1 = t0 + WHATIF_CHUNK < s->steps ? t0 + WHATIF_CHUNK : s->steps;
+    samplers smp;
+    if ((rc = samplers_alloc(sw, c, chunk, &smp, err)))
+        return rc;
+    partial local[64], *pa = c->nrows <= 64 ? local : calloc((size_t)c->nrows, sizeof *pa);
+    if (!pa) {
+        samplers_free(&smp);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
-out:
-    dist_sampler_free(smp);
-    free(len);
-    free(glen);
-    free(w);
-    free(v);
-    free(attn);
+    memset(pa, 0, sizeof *pa * (size_t)c->nrows);
+    for (int t = t0; t < t1 && !rc; t++) {
+        sample_step(&smp, wk->len, n);
+        balance_weights(&sw->sc, wk->len, n, wk->w);
+        for (int j = 0; j < c->nrows && !rc; j++)
+            rc = run_row_step(sw, c, j, t, wk, &pa[j], err);
+    }
+    for (int j = 0; j < c->nrows && !rc; j++) /* one write per row: no sharing between threads */
+        sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
+    if (pa != local)
+        free(pa);
+    samplers_free(&smp);
     return rc;
 }
 
 /* Jobs 0..njobs-1 over `threads` threads (the caller's included), taken in order; the first
  * failure stops the others and is kept. */
 typedef struct {
-    int (*fn)(sweep *sw, int job, balance_ws *ws, balance_result *r, unpad_err *err);
+    int (*fn)(sweep *sw, int job, worker *wk, unpad_err *err);
     sweep *sw;
     int njobs, next, rc, need_ws;
     unpad_err err;
     pthread_mutex_t lock;
 } job_pool;
 
+static void worker_free(worker *wk)
+{
+    balance_ws_free(wk->ws);
+    if (wk->r.gpu)
+        balance_result_free(&wk->r);
+    free(wk->len);
+    free(wk->glen);
+    free(wk->scratch);
+    free(wk->w);
+    free(wk->t);
+}
+
+static int worker_alloc(const sweep *sw, worker *wk, unpad_err *err)
+{
+    memset(wk, 0, sizeof *wk);
+    int n = sw->max_n > 0 ? sw->max_n : 1, k = sw->max_gpus > 0 ? sw->max_gpus : 1;
+    int rc = balance_ws_alloc(n, k, &wk->ws, err);
+    if (!rc)
+        rc = balance_result_alloc(n, k, &wk->r, err);
+    wk->len = malloc((size_t)n * sizeof *wk->len);
+    wk->glen = malloc((size_t)n * sizeof *wk->glen);
+    wk->scratch = malloc((size_t)layout_scratch_len(n) * sizeof *wk->scratch);
+    wk->w = malloc((size_t)n * sizeof *wk->w);
+    wk->t = malloc((size_t)k * sizeof *wk->t);
+    if (!rc && (!wk->len || !wk->glen || !wk->scratch || !wk->w || !wk->t))
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d sequences", n);
+    return rc;
+}
+
 static void *pool_worker(void *arg)
 {
     job_pool *jp = arg;
-    sweep *sw = jp->sw;
     unpad_err err = {0};
-    balance_ws *ws = NULL;
-    balance_result r = {0};
-    int rc = UNPAD_OK;
-    if (jp->need_ws) {
-        rc = balance_ws_alloc(sw->max_n, sw->max_gpus, &ws, &err);
-        if (!rc)
-            rc = balance_result_alloc(sw->max_n, sw->max_gpus, &r, &err);
-    }
+    worker wk = {0};
+    int rc = jp->need_ws ? worker_alloc(jp->sw, &wk, &err) : UNPAD_OK;
     for (;;) {
         pthread_mutex_lock(&jp->lock);
         if (rc && !jp->rc) {
@@ -220,17 +340,14 @@ static void *pool_worker(void *arg)
         pthread_mutex_unlock(&jp->lock);
         if (i >= jp->njobs)
             break;
-        rc = jp->fn(sw, i, ws, &r, &err);
+        rc = jp->fn(jp->sw, i, &wk, &err);
     }
-    balance_ws_free(ws);
-    if (r.gpu)
-        balance_result_free(&r);
+    worker_free(&wk);
     return NULL;
 }
 
 static int pool_run(sweep *sw, int threads, int njobs, int need_ws,
-                    int (*fn)(sweep *, int, balance_ws *, balance_result *, unpad_err *),
-                    unpad_err *err)
+                    int (*fn)(sweep *, int, worker *, unpad_err *), unpad_err *err)
 {
     job_pool jp = {.fn = fn, .sw = sw, .njobs = njobs, .need_ws = need_ws};
     if (threads > njobs)
@@ -254,22 +371,18 @@ static int pool_run(sweep *sw, int threads, int njobs, int need_ws,
     return jp.rc;
 }
 
-static int cell_job(sweep *sw, int i, balance_ws *ws, balance_result *r, unpad_err *err)
-{
-    return run_cell(sw, &sw->cells[i], ws, r, err);
-}
-
 /* One grouping per batch size, planned on the distribution's typical batch (coarse: at most 24
  * candidate units, as boundaries of a plan file are). */
-static int groups_job(sweep *sw, int i, balance_ws *ws, balance_result *r, unpad_err *err)
+static int groups_job(sweep *sw, int i, worker *wk, unpad_err *err)
 {
+    (void)wk;
     const whatif_setup *s = sw->s;
     batch_groups *bg = (batch_groups *)&sw->bg[i];
     group_opts o = {s->max_streams, s->granularity, 24};
     int *tl = malloc((size_t)bg->batch * sizeof *tl);
     if (!tl)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    whatif_typical_batch(s->dist, bg->batch, tl);
+    whatif_typical_batch(&sw->dist, bg->batch, tl);
     group_plan gp;
     int rc = group_plan_auto(s->hw, s->calib, s->model->heads, tl, bg->batch, &o, &gp, err);
     free(tl);
@@ -287,7 +400,133 @@ static int cmp_cell_work(const void *a, const void *b)
         return x->work < y->work ? 1 : -1; /* heaviest first: the sweep ends sooner */
     if (x->gpus != y->gpus)
         return x->gpus - y->gpus;
-    return x->batch - y->batch;
+    if (x->batch != y->batch)
+        return x->batch - y->batch;
+    return x->sampling - y->sampling;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Mean, the value at rank ceil(0.99 n) and the maximum of v[0..n) (v is sorted). */
+static void summarise(double *v, int n, double *mean, double *p99, double *max)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    *mean = s / n;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    long rank = (long)(0.99 * n);
+    if ((double)rank < 0.99 * n)
+        rank++;
+    *p99 = v[(rank < 1 ? 1 : rank) - 1];
+    if (max)
+        *max = v[n - 1];
+}
+
+static void row_results(sweep *sw, int i)
+{
+    const whatif_setup *s = sw->s;
+    whatif_row *w = &sw->rows[i];
+    int steps = s->steps, attn_steps = s->attn_steps < steps ? s->attn_steps : steps;
+    partial sum = {0};
+    for (int c = 0; c < sw->chunks; c++) { /* in chunk order: the same sums on any thread count */
+        const partial *p = &sw->part[(size_t)i * sw->chunks + c];
+        sum.step_us += p->step_us;
+        sum.fixed_us += p->fixed_us;
+        sum.token_imb += p->token_imb;
+        sum.tokens += p->tokens;
+        sum.real_tokens += p->real_tokens;
+        sum.exchange_us += p->exchange_us;
+        sum.attn += p->attn;
+        sum.attn_grouped += p->attn_grouped;
+        sum.max_tokens = p->max_tokens > sum.max_tokens ? p->max_tokens : sum.max_tokens;
+        sum.max_seqs = p->max_seqs > sum.max_seqs ? p->max_seqs : sum.max_seqs;
+        sum.max_preds = p->max_preds > sum.max_preds ? p->max_preds : sum.max_preds;
+    }
+    w->steps = steps;
+    w->step_us = sum.step_us / steps;
+    w->samples_per_s = (double)w->gpus * w->batch * steps / (sum.step_us * 1e-6);
+    w->fixed_us = sum.fixed_us / steps;
+    w->token_imbalance_mean = sum.token_imb / steps;
+    w->tokens_per_gpu = sum.tokens / steps;
+    w->padding = sum.tokens > 0 ? 1 - sum.real_tokens / sum.tokens : 0;
+    w->exchange_us = sum.exchange_us / steps;
+    summarise(sw->imb + (size_t)i * steps, steps, &w->imbalance_mean, &w->imbalance_p99,
+              &w->imbalance_max);
+    summarise(sw->idle + (size_t)i * steps, steps, &w->idle_mean, &w->idle_p99, NULL);
+    int timed = groups_for(sw, w->batch) && sw->lay[w->layout].kind == LAYOUT_UNPADDED;
+    w->attn_us = timed && attn_steps ? sum.attn / attn_steps : 0;
+    w->attn_grouped_us = timed && attn_steps ? sum.attn_grouped / attn_steps : 0;
+    const batch_groups *bg = groups_for(sw, w->batch);
+    if (bg && timed) {
+        w->groups = bg->nb + 1;
+        w->streams = bg->streams;
+        group_bounds_format(bg->bounds, bg->nb, w->bounds, sizeof w->bounds);
+    }
+    /* what an arena sized for the most any GPU got would take */
+    memory_setup ms = {.tokens = (long)sum.max_tokens, .seqs = (long)sum.max_seqs,
+                       .preds = (long)sum.max_preds, .nccl = w->gpus > 1 && !s->serial_ranks};
+    memory_use mu;
+    memory_predict(s->model, s->hw, &ms, &mu);
+    w->mem_budget_gib = mu.total_gib;
+}
+
+static void sweep_free(sweep *sw)
+{
+    free(sw->cells);
+    free(sw->job_cell);
+    free((void *)sw->bg);
+    free(sw->allreduce_us);
+    free(sw->imb);
+    free(sw->idle);
+    free(sw->part);
+    dist_free(&sw->dist);
+    step_model_free(&sw->sm);
+    for (int l = 0; l < sw->nlay && sw->bd; l++) {
+        if (sw->lay[l].kind != LAYOUT_BUCKETS)
+            continue;
+        dist_free(&sw->bd[l].pick);
+        for (int j = 0; j < sw->lay[l].nb && sw->bd[l].sub; j++)
+            dist_free(&sw->bd[l].sub[j]);
+        free(sw->bd[l].sub);
+    }
+    free(sw->bd);
+    free(sw->lay);
+}
+
+/* The rows' layouts resolved against the cap and the distribution; buckets' distributions. */
+static int sweep_layouts(sweep *sw, unpad_err *err)
+{
+    const whatif_setup *s = sw->s;
+    static const layout unpadded = {.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    sw->nlay = s->layouts && s->nlayouts > 0 ? s->nlayouts : 1;
+    sw->lay = malloc((size_t)sw->nlay * sizeof *sw->lay);
+    sw->bd = calloc((size_t)sw->nlay, sizeof *sw->bd);
+    if (!sw->lay || !sw->bd)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    int rc = UNPAD_OK;
+    for (int l = 0; l < sw->nlay && !rc; l++) {
+        sw->lay[l] = s->layouts && s->nlayouts > 0 ? s->layouts[l] : unpadded;
+        if ((rc = layout_resolve(&sw->lay[l], s->max_len, s->model->max_len, sw->dist.max_len,
+                                 "--layout", err)))
+            break;
+        if (sw->lay[l].kind != LAYOUT_BUCKETS)
+            continue;
+        if (!(sw->bd[l].sub = calloc((size_t)sw->lay[l].nb, sizeof *sw->bd[l].sub)))
+            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        else
+            rc = layout_bucket_dists(&sw->lay[l], &sw->dist, &sw->bd[l].pick, sw->bd[l].sub, err);
+        if (rc) {
+            free(sw->bd[l].sub);
+            sw->bd[l].sub = NULL;
+            sw->lay[l].kind = LAYOUT_UNPADDED; /* nothing of it to free */
+        }
+    }
+    return rc;
 }
 
 int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
@@ -297,42 +536,71 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     if (s->steps < 1 || s->steps > 100000000 || n < 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "what-if: %d steps x %d configurations",
                           s->steps, n);
-    sweep sw = {.s = s, .rows = rows};
+    sweep sw = {.s = s, .rows = rows, .nrows = n};
     int rc = cost_seq_model(s->model, s->hw, s->calib, &sw.sc, err);
-    if (rc)
+    if (!rc)
+        rc = step_model_init(&sw.sm, s->model, s->hw, s->calib, 1, err);
+    if (!rc)
+        rc = layout_truncate(s->dist, s->max_len, &sw.dist, err);
+    if (!rc)
+        rc = sweep_layouts(&sw, err);
+    if (rc) {
+        sweep_free(&sw);
         return rc;
-    dist_stats ds;
-    dist_compute_stats(s->dist, &ds);
-    cell *cells = calloc((size_t)n, sizeof *cells);
+    }
+    sw.chunks = (s->steps + WHATIF_CHUNK - 1) / WHATIF_CHUNK;
+    sw.cells = calloc((size_t)n, sizeof *sw.cells);
     int *idx = malloc((size_t)n * sizeof *idx);
     batch_groups *bg = calloc((size_t)n, sizeof *bg);
-    if (!cells || !idx || !bg) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    sw.bg = bg;
+    sw.allreduce_us = calloc((size_t)n, sizeof *sw.allreduce_us);
+    sw.imb = malloc((size_t)n * s->steps * sizeof *sw.imb);
+    sw.idle = malloc((size_t)n * s->steps * sizeof *sw.idle);
+    sw.part = calloc((size_t)n * sw.chunks, sizeof *sw.part);
+    if (!sw.cells || !idx || !bg || !sw.allreduce_us || !sw.imb || !sw.idle || !sw.part) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d configurations x %d steps",
+                        n, s->steps);
         goto out;
     }
     int nc = 0, nbg = 0;
     for (int i = 0; i < n; i++) {
         whatif_row *w = &rows[i];
         if (w->gpus < 1 || w->batch < 1 || (long)w->gpus * w->batch > (1L << 24) ||
-            (unsigned)w->policy >= BAL_POLICY_COUNT || (unsigned)w->count >= BAL_COUNT_COUNT)
-        {
+            (unsigned)w->policy >= BAL_POLICY_COUNT || (unsigned)w->count >= BAL_COUNT_COUNT ||
+            w->layout < 0 || w->layout >= sw.nlay) {
             rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                            "what-if row %d: %d GPUs x %d sequences, policy %d, count %d is out of "
-                            "range", i, w->gpus, w->batch, (int)w->policy, (int)w->count);
+                            "what-if row %d: %d GPUs x %d sequences, policy %d, count %d, layout %d "
+                            "is out of range", i, w->gpus, w->batch, (int)w->policy, (int)w->count,
+                            w->layout);
             goto out;
         }
-        if ((rc = whatif_fixed_us(s->model, s->hw, s->calib, ds.mean, w->gpus, w->batch, w->policy,
-                                  &w->fixed_us, err)))
-            goto out;
+        layout_name(&sw.lay[w->layout], w->layout_name, sizeof w->layout_name);
+        net_cost ar;
+        net_allreduce(s->hw, s->calib, sw.sm.param_bytes, s->serial_ranks ? 1 : w->gpus, &ar);
+        sw.allreduce_us[i] = w->allreduce_us = ar.us;
+        w->net = ar.algo;
+        w->nodes = ar.nodes;
+        /* the trainer's arena: B x max_len tokens; free counts let a rank take up to 4B sequences */
+        int seq_cap = w->count == BAL_FREE ? (4 * w->batch < w->gpus * w->batch ? 4 * w->batch
+                                                                                  : w->gpus * w->batch)
+                                           : w->batch;
+        memory_setup ms;
+        memory_trainer_setup(s->model, w->batch, sw.lay[w->layout].len, seq_cap,
+                             w->gpus > 1 && !s->serial_ranks, &ms);
+        memory_use mu;
+        memory_predict(s->model, s->hw, &ms, &mu);
+        w->mem_gib = mu.total_gib;
+        w->mem_fits = memory_fits(&mu, s->hw, NULL, 0);
         w->groups = 1;
         w->streams = 1;
         snprintf(w->bounds, sizeof w->bounds, "none");
-        int c;
+        int sampling = sw.lay[w->layout].kind == LAYOUT_BUCKETS ? w->layout : -1, c;
         for (c = 0; c < nc; c++)
-            if (cells[c].gpus == w->gpus && cells[c].batch == w->batch)
+            if (sw.cells[c].gpus == w->gpus && sw.cells[c].batch == w->batch &&
+                sw.cells[c].sampling == sampling)
                 break;
         if (c == nc) {
-            cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch};
+            sw.cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch, .sampling = sampling};
             int b;
             for (b = 0; b < nbg; b++)
                 if (bg[b].batch == w->batch)
@@ -340,32 +608,40 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
             if (b == nbg)
                 bg[nbg++].batch = w->batch;
         }
-        cells[c].nrows++;
-        cells[c].work += (double)w->gpus * w->batch * (w->policy == BAL_KK && w->count == BAL_FREE
+        sw.cells[c].nrows++;
+        sw.cells[c].work += (double)w->gpus * w->batch * (w->policy == BAL_KK && w->count == BAL_FREE
                                                               ? 4 : 1);
     }
     /* Row index lists, then heaviest cells first. */
     for (int c = 0, o = 0; c < nc; c++) {
-        cells[c].rows = idx + o;
-        o += cells[c].nrows;
-        cells[c].nrows = 0;
+        sw.cells[c].rows = idx + o;
+        o += sw.cells[c].nrows;
+        sw.cells[c].nrows = 0;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        int sampling = sw.lay[rows[i].layout].kind == LAYOUT_BUCKETS ? rows[i].layout : -1;
         for (int c = 0; c < nc; c++)
-            if (cells[c].gpus == rows[i].gpus && cells[c].batch == rows[i].batch) {
-                cells[c].rows[cells[c].nrows++] = i;
+            if (sw.cells[c].gpus == rows[i].gpus && sw.cells[c].batch == rows[i].batch &&
+                sw.cells[c].sampling == sampling) {
+                sw.cells[c].rows[sw.cells[c].nrows++] = i;
                 break;
             }
-    qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_work);
-    sw.cells = cells;
+    }
+    qsort(sw.cells, (size_t)nc, sizeof *sw.cells, cmp_cell_work);
     sw.ncells = nc;
-    sw.bg = bg;
     sw.nbg = nbg;
     for (int c = 0; c < nc; c++) {
-        int cn = cells[c].gpus * cells[c].batch;
+        int cn = sw.cells[c].gpus * sw.cells[c].batch;
         sw.max_n = cn > sw.max_n ? cn : sw.max_n;
-        sw.max_gpus = cells[c].gpus > sw.max_gpus ? cells[c].gpus : sw.max_gpus;
+        sw.max_gpus = sw.cells[c].gpus > sw.max_gpus ? sw.cells[c].gpus : sw.max_gpus;
     }
+    /* Jobs: every chunk of the heaviest cell first, then the next cell's. */
+    if (!(sw.job_cell = malloc((size_t)nc * sw.chunks * sizeof *sw.job_cell))) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < nc * sw.chunks; j++)
+        sw.job_cell[j] = j / sw.chunks;
     int threads = s->threads > 0 ? s->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1)
         threads = 1;
@@ -373,18 +649,21 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         goto out;
     if (s->attn_steps <= 0)
         sw.nbg = 0;
-    rc = pool_run(&sw, threads, nc, 1, cell_job, err);
+    if ((rc = pool_run(&sw, threads, nc * sw.chunks, 1, run_chunk, err)))
+        goto out;
+    for (int i = 0; i < n; i++)
+        row_results(&sw, i);
 out:
-    free(cells);
     free(idx);
-    free(bg);
+    sweep_free(&sw);
     return rc;
 }
 
 const char whatif_csv_header[] =
     "gpus,batch,policy,count,steps,step_us,samples_per_s,imbalance_mean,imbalance_p99,"
     "imbalance_max,idle_mean,idle_p99,token_imbalance_mean,fixed_us,attn_us,attn_grouped_us,"
-    "groups,streams,bounds";
+    "groups,streams,bounds,layout,tokens_per_gpu,padding,allreduce_us,net,nodes,exchange_us,"
+    "mem_gib,mem_budget_gib,mem_fits";
 
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
 {
@@ -399,11 +678,14 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
         for (char *p = b; *p; p++)
             if (*p == ',')
                 *p = '/'; /* one CSV column */
-        fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%d,%d,%s\n",
+        fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%d,%d,%s,"
+                   "%s,%.1f,%.6f,%.3f,%s,%d,%.3f,%.3f,%.3f,%d\n",
                 r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
                 r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
                 r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us,
-                r->attn_us, r->attn_grouped_us, r->groups, r->streams, b);
+                r->attn_us, r->attn_grouped_us, r->groups, r->streams, b, r->layout_name,
+                r->tokens_per_gpu, r->padding, r->allreduce_us, net_algo_name(r->net), r->nodes,
+                r->exchange_us, r->mem_gib, r->mem_budget_gib, r->mem_fits);
     }
     if (fclose(f) != 0)
         return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
@@ -412,15 +694,20 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)
 {
-    fprintf(f, "%5s %5s %-9s %-5s %9s %10s %8s %8s %7s %10s %10s  %s\n", "gpus", "batch", "policy",
-            "count", "step ms", "samples/s", "imb mean", "imb p99", "idle %", "attn ms", "grouped",
-            "fmha groups (streams)");
+    fprintf(f, "%5s %5s %-9s %-5s %-22s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
+            "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
+            "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
+            "grouped", "fmha groups (streams)");
     for (int i = 0; i < n; i++) {
         const whatif_row *r = &rows[i];
-        fprintf(f, "%5d %5d %-9s %-5s %9.2f %10.1f %8.4f %8.4f %7.2f %10.2f %10.2f  %s (%d)\n",
+        char mem[32];
+        snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
+        fprintf(f, "%5d %5d %-9s %-5s %-22s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
+                   "%10s %9.2f %9.2f  %s (%d)\n",
                 r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-                r->step_us / 1e3, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
-                100 * r->idle_mean, r->attn_us / 1e3, r->attn_grouped_us / 1e3, r->bounds,
-                r->streams);
+                r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,
+                r->imbalance_p99, 100 * r->idle_mean, r->tokens_per_gpu, 100 * r->padding,
+                r->allreduce_us / 1e3, net_algo_name(r->net), mem, r->attn_us / 1e3,
+                r->attn_grouped_us / 1e3, r->bounds, r->streams);
     }
 }

@@ -1,18 +1,28 @@
 /* whatif.h — Monte Carlo what-if sweeps: for each configuration (GPUs, per-GPU batch, policy,
- * count constraint), sample many steps from a length distribution, balance each, and report the
- * predicted step time, throughput, imbalance distribution and FMHA attention time.
+ * count constraint, length layout), sample many steps from a length distribution, balance each, time
+ * every GPU's batch with the step model, and report the step time, throughput, imbalance, tokens
+ * computed and padding, the all-reduce, and whether the trainer's memory fits.
  *
- * Model of one step: GPU g's time = sum over its sequences of the per-sequence cost (cost.h,
- * c0 + c1 len + c2 len^2) + the per-step work every GPU does (optimizer, overhead, gradient
- * all-reduce, and for a balancing policy the sample exchange; whatif_fixed_us). The step ends
- * with the slowest GPU. Configurations with the same GPUs and batch share their sampled steps
- * (common random numbers: policy differences are not sampling noise), drawn from a generator
- * seeded by (seed, gpus, batch), so a row does not depend on the other rows or on the threads.
+ * Model of one step (the same as `unpad predict`, step.h): GPU g's time = its batch's forward and
+ * backward per operator (step_batch_us on the batch's sums in the row's layout, layout.h) + the
+ * per-step work every GPU does: the optimizer, the step overhead, the gradient all-reduce over the
+ * row's GPUs (net.h: a flat ring in one node, hierarchical across nodes) and, for a balancing
+ * policy, the sample exchange of the step's samples. The step ends with the slowest GPU. With
+ * serial_ranks (unpad-train --virtual-ranks on one GPU) the row's GPUs are virtual ranks run one
+ * after another: the step is the sum of their batches plus one optimizer step and the overhead.
  *
- * Attention: on the first attn_steps steps, the slowest GPU's FMHA (forward + backward, all
- * layers) is timed with one launch in loader order and with the grouping of the configuration's
- * batch size (group boundaries planned once on a typical GPU batch — the distribution's
- * quantiles — replayed on each step's lengths, as a trainer with a plan file would). */
+ * Sampling: lengths from the distribution capped at max_len (layout_truncate); a buckets layout
+ * draws each step's batch from one bucket. Configurations with the same GPUs, batch and sampling
+ * share their sampled steps (common random numbers: policy and layout differences are not
+ * sampling noise). Steps are sampled in chunks of WHATIF_CHUNK, each chunk from a generator seeded
+ * by (seed, gpus, batch, sampling, chunk), and the chunks are spread over the worker threads; a
+ * row's numbers depend neither on the other rows nor on the thread count.
+ *
+ * Attention (unpadded rows): on the first attn_steps steps, the slowest GPU's FMHA (forward +
+ * backward, all layers) is timed by the tile simulation with one launch in loader order and with
+ * the grouping of the configuration's batch size (group boundaries planned once on a typical GPU
+ * batch — the distribution's quantiles — replayed on each step's lengths, as a trainer with a
+ * plan file would). */
 #ifndef UNPAD_WHATIF_H
 #define UNPAD_WHATIF_H
 
@@ -23,7 +33,11 @@
 #include "calib.h"
 #include "dist.h"
 #include "group.h"
+#include "layout.h"
 #include "model.h"
+#include "net.h"
+
+#define WHATIF_CHUNK 250 /* sampled steps a job; part of the definition of the sampled steps */
 
 typedef struct {
     const unpad_dist *dist;
@@ -37,6 +51,10 @@ typedef struct {
     int attn_steps;      /* steps whose attention is timed (0: none) */
     int max_streams;     /* FMHA grouping: streams */
     int granularity;     /* FMHA grouping: length bin width for cuts */
+    int max_len;         /* cap: longer sequences are truncated (0: none) */
+    const layout *layouts; /* the rows' layouts (row.layout indexes them); NULL: unpadded only */
+    int nlayouts;
+    int serial_ranks;    /* 1: a row's GPUs are virtual ranks on one GPU, run one after another */
 } whatif_setup;
 
 void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
@@ -46,22 +64,33 @@ typedef struct {
     int gpus, batch;
     balance_policy policy;
     balance_count count;
+    int layout;                /* index into whatif_setup.layouts (0 without layouts) */
     /* results */
     int steps;
     double step_us;            /* mean predicted step time */
-    double samples_per_s;      /* gpus x batch / step time */
+    double samples_per_s;      /* gpus x batch x steps / total time of the steps */
     double imbalance_mean, imbalance_p99, imbalance_max;
     double idle_mean, idle_p99; /* straggler idle fraction 1 - mean/max */
     double token_imbalance_mean;
-    double fixed_us;           /* per-step part every GPU pays */
+    double fixed_us;           /* per-step part every GPU pays, mean over the steps */
+    double tokens_per_gpu;     /* GEMM tokens computed per GPU and step, padding included */
+    double padding;            /* fraction of them that is padding */
+    double allreduce_us;       /* the gradient all-reduce (0 on one GPU) */
+    double exchange_us;        /* the sample exchange, mean over the steps */
+    net_algo net;              /* how the all-reduce runs */
+    int nodes;
+    double mem_gib;            /* the trainer's device memory per GPU (memory.h: B x max_len arena) */
+    double mem_budget_gib;     /* the same with an arena sized for the most tokens a GPU got */
+    int mem_fits;              /* mem_gib within the hardware's memory */
     double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps) */
     double attn_grouped_us;    /* the same with the grouping below */
     int groups, streams;       /* the grouping used */
     char bounds[128];          /* its boundaries ("128,384"; "none": a single group) */
+    char layout_name[64];
 } whatif_row;
 
 /* Fixed per-step time of one GPU: optimizer + step overhead + all-reduce over `gpus`, plus the
- * sample exchange when `policy` moves samples (every policy but none). */
+ * sample exchange of a batch of mean_len sequences when `policy` moves samples (all but none). */
 int whatif_fixed_us(const model_cfg *m, const hw_spec *hw, const calib_coef *c, double mean_len,
                     int gpus, int batch, balance_policy policy, double *out, unpad_err *err);
 

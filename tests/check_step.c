@@ -3,6 +3,7 @@
  * docs/cost-model.md states, exact where the closed form is exact, the batch sums. */
 #include <check.h>
 #include <math.h>
+#include <string.h>
 
 #include "dist.h"
 #include "fit.h"
@@ -54,7 +55,7 @@ START_TEST(test_operators_match_cost_model)
         step_model sm;
         ck_assert_int_eq(step_model_init(&sm, m, &HW, c, fused, NULL), UNPAD_OK);
         step_batch b;
-        step_batch_of(&sm, len, n, &b);
+        ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
         cost_step ref;
         op_batch ob = {.len = len, .n = n, .fused = fused, .gpus = 1, .dropout = 1};
         ck_assert_int_eq(cost_predict_step(m, &HW, c, &ob, &ref, NULL), UNPAD_OK);
@@ -84,6 +85,7 @@ START_TEST(test_operators_match_cost_model)
         ck_assert_int_eq(step_model_predict(&sm, m, &HW, c, &b, 1, &st, NULL), UNPAD_OK);
         ck_assert_double_eq_tol(st.step_us, ref.step_us - sim + closed, 1e-9 * ref.step_us);
         ck_assert_double_eq_tol(st.model_flops, ref.model_flops, 1e-9 * ref.model_flops);
+        step_model_free(&sm);
     }
 }
 END_TEST
@@ -95,13 +97,13 @@ START_TEST(test_batch_sums)
     /* Predictions per sequence as ops_predictions, for every length. */
     for (int l = 1; l <= 512; l++) {
         step_batch b;
-        step_batch_of(&sm, &l, 1, &b);
+        ck_assert_int_eq(step_batch_of(&sm, &l, 1, &b, NULL), UNPAD_OK);
         ck_assert_int_eq((int)b.shape.preds, ops_predictions(l, M.max_predictions));
     }
     /* Tiles, rows x keys (rounded to 64) and the class of the longest, by hand. */
     int len[] = {1, 64, 65, 128, 129, 200, 300, 300};
     step_batch b;
-    step_batch_of(&sm, len, 8, &b);
+    ck_assert_int_eq(step_batch_of(&sm, len, 8, &b, NULL), UNPAD_OK);
     ck_assert_double_eq(b.tiles, 1 + 1 + 1 + 1 + 2 + 2 + 3 + 3);
     ck_assert_double_eq(b.tile_work, 64.0 * 64 * 2 + 128.0 * 128 * 2 + 192.0 * 192 + 256.0 * 256 +
                                          2 * 320.0 * 320);
@@ -110,6 +112,12 @@ START_TEST(test_batch_sums)
     ck_assert_double_eq(b.shape.tokens, 1 + 64 + 65 + 128 + 129 + 200 + 600);
     ck_assert_double_eq(b.shape.sum_len2, 1 + 64.0 * 64 + 65 * 65 + 128 * 128 + 129 * 129 +
                                               200 * 200 + 2 * 300.0 * 300);
+    /* a length the model cannot train is refused, naming it */
+    int bad[] = {100, 513};
+    unpad_err e = {0};
+    ck_assert_int_eq(step_batch_of(&sm, bad, 2, &b, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "sequence 1 has length 513"));
+    step_model_free(&sm);
 }
 END_TEST
 
@@ -124,14 +132,14 @@ START_TEST(test_fmha_exact_cases)
     for (int i = 0; i < 16; i++)
         len[i] = 20 + 7 * i;
     step_batch b;
-    step_batch_of(&sm, len, 16, &b);
+    ck_assert_int_eq(step_batch_of(&sm, len, 16, &b, NULL), UNPAD_OK);
     for (int d = 0; d < 2; d++)
         ck_assert_double_eq_tol(step_fmha_us(&sm, &b, d), cost_fmha_us(&HW, &c, 16, len, 16, d), 1e-9);
     /* Equal 512-long sequences: whole waves of equal tiles, as the simulation. */
     for (int n = 1; n <= 64; n += 7) {
         for (int i = 0; i < n; i++)
             len[i] = 512;
-        step_batch_of(&sm, len, n, &b);
+        ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
         for (int d = 0; d < 2; d++) {
             double sim = cost_fmha_us(&HW, &c, 16, len, n, d);
             double got = step_fmha_us(&sm, &b, d);
@@ -139,6 +147,7 @@ START_TEST(test_fmha_exact_cases)
                           cost_fmha_cta_us(&HW, &c, 128, 512, d) + 1e-9, "n %d: %g vs %g", n, got, sim);
         }
     }
+    step_model_free(&sm);
 }
 END_TEST
 
@@ -163,7 +172,7 @@ START_TEST(test_fmha_closed_form_error)
                     for (int i = 0; i < n; i++)
                         len[i] = next_len(mode);
                     step_batch b;
-                    step_batch_of(&sm, len, n, &b);
+                    ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
                     for (int d = 0; d < 2; d++) {
                         double sim = fit_fmha_us(&HW, &FITTED, ms[mi]->heads, len, n, d);
                         double r = (step_fmha_us(&sm, &b, d) - sim) / sim;
@@ -172,6 +181,7 @@ START_TEST(test_fmha_closed_form_error)
                         cnt++;
                     }
                 }
+            step_model_free(&sm);
         }
         bias /= cnt;
         mabs /= cnt;

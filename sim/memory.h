@@ -1,0 +1,53 @@
+/* memory.h — predicted device memory of one training process (unpad-train) per GPU, and whether it
+ * fits the hardware spec's memory.
+ *
+ * What the trainer allocates (exec/gpu/bert.c, gemm.c, dp.c), all at start, so the peak is the sum:
+ *   parameters      fp32 master weights, 4 bytes each, in the trainer's table (every tensor starts at
+ *                   a multiple of 64 elements; the word embeddings have the vocabulary padded to 64)
+ *   working copy    bf16 (fp32 in the fp32 build) of the weights the kernels read
+ *   gradients       fp32
+ *   optimizer       LAMB m and v, fp32
+ *   activations     one arena sized for a micro-batch of T tokens, n sequences and P predictions:
+ *                   every layer's saved tensors (QKV, attention output and its log-sum-exp, both
+ *                   LayerNorms' inputs and statistics, FFN pre-activation and output), the gradient
+ *                   buffers, the MLM and NSP heads, the uploaded batch (256-byte aligned pieces)
+ *   workspaces      the FMHA backward's fp32 accumulators (in the arena), the kernels' column-sum
+ *                   scratch (in the arena), cuBLASLt's 32 MiB
+ *   context         hw->context_gib (CUDA context, cuBLASLt handle), and hw->nccl_gib when several
+ *                   processes talk through NCCL.
+ * The trainer sizes its arena for B x max_len tokens whatever the batch holds (memory_trainer);
+ * memory_tokens gives what an arena sized for a token budget would take. */
+#ifndef UNPAD_MEMORY_H
+#define UNPAD_MEMORY_H
+
+#include "model.h"
+
+typedef struct {
+    long tokens;     /* activation rows of a micro-batch (the trainer: B x max_len) */
+    long seqs;       /* sequences of a micro-batch (the trainer: B, more with free counts) */
+    long preds;      /* masked predictions of a micro-batch */
+    int nccl;        /* 1: several processes (NCCL communicator buffers) */
+    int fp32;        /* 1: the fp32 build (fp32 working copy and activations) */
+} memory_setup;
+
+typedef struct {
+    long params;           /* elements of the trainer's parameter table (aligned, padded) */
+    double master_gib, work_gib, grad_gib, optim_gib;
+    double acts_gib;       /* the activation arena, workspaces in it included */
+    double workspace_gib;  /* cuBLASLt and the other buffers outside the arena */
+    double context_gib;    /* CUDA context (+ NCCL) */
+    double total_gib;      /* what cudaMemGetInfo would count in use */
+    double trainer_gib;    /* what unpad-train prints as its own ("device memory: ... GiB"):
+                            * weights, gradients, optimizer and the arena */
+} memory_use;
+
+/* The trainer's allocation for per-GPU batch B at max length max_len: seq_cap sequences (B with
+ * equal counts; free counts: min(4B, ranks x B)), B x max_predictions + (seq_cap - B) predictions. */
+void memory_trainer_setup(const model_cfg *m, int batch, int max_len, int seq_cap, int nccl,
+                          memory_setup *out);
+void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s, memory_use *out);
+
+/* 1 when u fits hw's memory; why (may be NULL) gets "needs 45.2 GiB of 39.6 GiB (a100-sxm4-40g)". */
+int memory_fits(const memory_use *u, const hw_spec *hw, char *why, size_t n);
+
+#endif
