@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "group.h"
 #include "plan.h"
 
@@ -49,7 +49,8 @@ int cmd_plan(int argc, char **argv)
         {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
         {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -59,11 +60,11 @@ int cmd_plan(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plan", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("plan", "--batch", optarg, 1, 65536, &batch)) return 2; break;
         case 'p':
@@ -111,7 +112,7 @@ int cmd_plan(int argc, char **argv)
                 gpus, batch);
         return 2;
     }
-    if (cli_inputs_load("plan", &in, 1))
+    if (cli_inputs_load("plan", &rq, &in, 1))
         return 1;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -123,7 +124,8 @@ int cmd_plan(int argc, char **argv)
     int n = 0, rc = 1;
     unpad_err err = {0};
     printf("unpad plan: %s on %d x %s (%s), %d sequences per GPU, lengths from %s\n",
-           in.model.name, gpus, in.hw.name, in.calib.fitted ? "calibrated" : "uncalibrated defaults",
+           in.model.name, gpus, in.hw.name, in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
+           ? "transferred calibration" : "uncalibrated defaults",
            batch, in.dist_path);
     printf("  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
            s.steps, seed, s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
@@ -191,6 +193,6 @@ int cmd_plan(int argc, char **argv)
     }
     rc = 0;
 out:
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "whatif.h"
 
 const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance per policy";
@@ -84,7 +84,8 @@ int cmd_whatif(int argc, char **argv)
         {"attn-steps", required_argument, 0, 'a'}, {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"csv", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -118,11 +119,11 @@ int cmd_whatif(int argc, char **argv)
                           BAL_COUNT_COUNT * 4))
                 goto out;
             break;
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'k': if (cli_int("whatif", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
         case 's': if (cli_int("whatif", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
         case 't': if (cli_int("whatif", "--threads", optarg, 0, 256, &s.threads)) goto out; break;
@@ -165,7 +166,7 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &in, 1))
+    if (cli_inputs_load("whatif", &rq, &in, 1))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -186,7 +187,8 @@ int cmd_whatif(int argc, char **argv)
                                              .count = cnt[q]};
     unpad_err err = {0};
     printf("unpad whatif: %s on %s (%s), lengths from %s\n", in.model.name, in.hw.name,
-           in.calib.fitted ? "calibrated" : "uncalibrated defaults", in.dist_path);
+           in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
+           ? "transferred calibration" : "uncalibrated defaults", in.dist_path);
     printf("  %d configurations x %d sampled steps (seed %d), balancing %s\n\n", n, s.steps, seed,
            s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
     if (whatif_run(&s, rows, n, &err)) {
@@ -213,6 +215,6 @@ out:
     free(gpus);
     free(batch);
     free(rows);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }
