@@ -122,20 +122,11 @@ static int merge_plan(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
         p->policy = BAL_NONE;
         p->streams = 0;
     }
-    if (rq->policy) {
-        int v = balance_policy_from_name(rq->policy);
-        if (v < 0)
-            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--policy: unknown '%s' (expected %s)",
-                              rq->policy, "none, sort-deal, lpt, kk or pack");
-        p->policy = (balance_policy)v;
-    }
-    if (rq->count) {
-        int v = balance_count_from_name(rq->count);
-        if (v < 0)
-            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                              "--count: unknown '%s' (expected equal or free)", rq->count);
-        p->count = (balance_count)v;
-    }
+    unpad_err pe = {0};
+    if (rq->policy && balance_policy_parse(rq->policy, &p->policy, &pe))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--policy: %s", pe.msg);
+    if (rq->count && balance_count_parse(rq->count, &p->count, &pe))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--count: %s", pe.msg);
     if (rq->fmha_groups) {
         unpad_err ge = {0};
         if (group_bounds_parse(rq->fmha_groups, p->fmha_bounds, &p->fmha_nb, &ge))

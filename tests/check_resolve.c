@@ -252,8 +252,9 @@ START_TEST(test_errors)
     unpad_err e = {0};
     resolve_inputs in;
     static const struct { resolve_req rq; const char *says; } bad[] = {
-        {{.policy = "fastest"}, "--policy: unknown 'fastest'"},
-        {{.count = "some"}, "--count: unknown 'some'"},
+        {{.policy = "fastest"}, "--policy: unknown policy 'fastest' (expected none | sort-deal"},
+        {{.policy = "pack"}, "--policy: 'pack' is now 'ffd-tokens'"},
+        {{.count = "some"}, "--count: unknown count 'some'"},
         {{.fmha_groups = "384,128"}, "--fmha-groups"},
         {{.streams = 99}, "--streams"},
         {{.model = ""}, "--model: empty"},

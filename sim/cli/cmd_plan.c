@@ -14,6 +14,7 @@ const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan f
 
 static void usage(FILE *f)
 {
+    char names[256];
     fprintf(f,
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
@@ -25,8 +26,8 @@ static void usage(FILE *f)
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --gpus N         data-parallel GPUs, 1..65536 (default 8)\n"
             "  --batch B        sequences per GPU, 1..65536 (default 56)\n"
-            "  --policy P       none, sort-deal, lpt, kk, pack, or auto: the lowest predicted step\n"
-            "                   time (default auto)\n"
+            "  --policy P       %s, or auto: the lowest predicted step\n"
+            "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
             "  --steps K        sampled steps behind the predictions, 1..10000000 (default 1000)\n"
             "  --seed S         seed (default 1)\n"
@@ -34,8 +35,10 @@ static void usage(FILE *f)
             "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
-            "  --out F          write the plan file (for unpad-train --plan)\n",
-            GROUP_MAX_STREAMS);
+            "  --out F          write the plan file (for unpad-train --plan)\n"
+            "The balancing policies:\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    balance_policy_help_print(f, "  ");
 }
 
 int cmd_plan(int argc, char **argv)
@@ -70,10 +73,15 @@ int cmd_plan(int argc, char **argv)
         case 'p':
             if (!strcmp(optarg, "auto"))
                 policy = -1;
-            else if ((policy = balance_policy_from_name(optarg)) < 0) {
-                fprintf(stderr, "unpad plan: --policy: unknown '%s' (expected none, sort-deal, "
-                                "lpt, kk, pack or auto)\n", optarg);
-                return 2;
+            else {
+                balance_policy pv;
+                unpad_err pe = {0};
+                if (balance_policy_parse(optarg, &pv, &pe)) {
+                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
+                            strcmp(optarg, "pack") ? ", or auto" : "");
+                    return 2;
+                }
+                policy = (int)pv;
             }
             break;
         case 'n': {
