@@ -754,7 +754,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
 {
     memset(out, 0, sizeof *out);
     out->coef = *init;
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    unpad_gsl_quiet();
     fit_ctx fc = {0};
     row_ctx **sorted = NULL;
     double *gaps = NULL, *spans = NULL, *e = NULL, *scratch = NULL, *sim = NULL;
@@ -842,7 +842,6 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
         summarize(&out->resid[FIT_GROUP_STEP], e, keep, ngaps, scratch);
     }
 out:
-    gsl_set_error_handler(old);
     free(sim);
     free(gaps);
     free(spans);

@@ -163,6 +163,7 @@ static double resid_cv(const gsl_matrix *X, const double *y, int n)
 
 int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, unpad_err *err)
 {
+    unpad_gsl_quiet();
     memset(out, 0, sizeof *out);
     int n = oc->nobs;
     out->obs = n;
@@ -175,7 +176,6 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
     double *cnt = calloc((size_t)n, sizeof *cnt);
     gsl_matrix *A = NULL;
     robust_fit rf = {0};
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
     int rc = UNPAD_OK;
     if (!s1 || !s2 || !cnt) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -307,7 +307,6 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
         out->max_abs_pct = mx;
     }
 out:
-    gsl_set_error_handler(old);
     robust_free(&rf);
     if (A) gsl_matrix_free(A);
     free(s1);

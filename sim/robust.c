@@ -4,14 +4,12 @@
 #include <math.h>
 #include <string.h>
 
-#include <gsl/gsl_errno.h>
-
 int robust_alloc(robust_fit *f, size_t n, size_t p, unpad_err *err)
 {
     memset(f, 0, sizeof *f);
     if (p < 1 || n <= p)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "robust fit of %zu equations in %zu unknowns", n, p);
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    unpad_gsl_quiet();
     f->n = n;
     f->p = p;
     f->X = gsl_matrix_calloc(n, p);
@@ -21,7 +19,6 @@ int robust_alloc(robust_fit *f, size_t n, size_t p, unpad_err *err)
     f->w = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, n, p);
     if (f->w)
         gsl_multifit_robust_maxiter(ROBUST_MAXITER, f->w);
-    gsl_set_error_handler(old);
     if (!f->X || !f->y || !f->b || !f->cov || !f->w) {
         robust_free(f);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for a fit of %zu x %zu", n, p);
@@ -46,10 +43,7 @@ void robust_free(robust_fit *f)
 
 int robust_solve(robust_fit *f)
 {
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
-    int st = gsl_multifit_robust(f->X, f->y, f->b, f->cov, f->w);
-    gsl_set_error_handler(old);
-    return st;
+    return gsl_multifit_robust(f->X, f->y, f->b, f->cov, f->w);
 }
 
 double robust_coef(const robust_fit *f, size_t j) { return gsl_vector_get(f->b, j); }

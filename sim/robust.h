@@ -9,7 +9,7 @@
  *   robust_coef(&f, j), robust_se(&f, j), robust_weight(&f, i)
  *   robust_free(&f);
  *
- * GSL's error handler is off during these calls, so a GSL failure is a status, never an abort. */
+ * robust_alloc turns GSL's aborting error handler off (unpad_gsl_quiet): a failure is a status. */
 #ifndef UNPAD_ROBUST_H
 #define UNPAD_ROBUST_H
 

@@ -49,7 +49,7 @@ int synth_trace_write(FILE *f, const model_cfg *m, const hw_spec *hw, const cali
     if (o->gpus < 1 || o->steps < 1 || o->batch < 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "synthetic trace needs gpus, steps, batch >= 1");
     dist_sampler *smp = NULL;
-    int rc = dist_sampler_alloc(dist, o->seed, &smp, err);
+    int rc = dist_sampler_alloc(dist, o->seed, &smp, err); /* also unpad_gsl_quiet */
     if (rc)
         return rc;
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
