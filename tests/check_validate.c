@@ -138,7 +138,7 @@ END_TEST
 START_TEST(test_committed_synthetic_traces)
 {
     /* Calibrate on tests/data/synthetic-calib-*, validate on synthetic-heldout-*: generated from
-     * known coefficients (1% noise), so the issue's targets must be met with room. */
+     * known coefficients (1% noise), so the validation targets must be met with room. */
     char p[512];
     model_cfg base;
     hw_spec hw;
