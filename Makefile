@@ -236,7 +236,7 @@ demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu
 	@bash scripts/demo.sh
 
-# Calibration report (issue 7): calibrate, validate on held-out traces, plot, cross-hardware.
+# Calibration report: calibrate, validate on held-out traces, plot, cross-hardware.
 report: cpu
 	@bash scripts/report.sh $(REPORT_ARGS)
 

@@ -694,7 +694,7 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)
 {
-    fprintf(f, "%5s %5s %-9s %-5s %-22s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
+    fprintf(f, "%5s %5s %-10s %-5s %-22s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
             "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
             "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
             "grouped", "fmha groups (streams)");
@@ -702,7 +702,7 @@ void whatif_print_table(FILE *f, const whatif_row *rows, int n)
         const whatif_row *r = &rows[i];
         char mem[32];
         snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
-        fprintf(f, "%5d %5d %-9s %-5s %-22s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
+        fprintf(f, "%5d %5d %-10s %-5s %-22s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
                    "%10s %9.2f %9.2f  %s (%d)\n",
                 r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
                 r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,

@@ -33,6 +33,7 @@
 
 static void usage(FILE *f)
 {
+    char policies[256];
     fprintf(f,
             "usage: unpad-train --model F (--data F | --synthetic) --batch B --steps N [options]\n"
             "  --model F          model config (models/bert-large.cfg, ...)\n"
@@ -50,7 +51,7 @@ static void usage(FILE *f)
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
-            "                     none | sort-deal | lpt | kk | pack (default: no balancing, loader order)\n"
+            "                     %s (default: no balancing, loader order)\n"
             "  --count C          equal | free sequence counts per rank (equal)\n"
             "  --plan F           take policy and count from a plan written by 'unpad plan'\n"
             "  --calib F          cost-model coefficients for the balanced cost and the FMHA grouping\n"
@@ -77,7 +78,8 @@ static void usage(FILE *f)
             "  --precision P      bf16 (default: bf16 activations and weights, fp32 accumulation, master\n"
             "                     weights and optimizer) | fp32 (everything fp32, GEMMs without TF32, a\n"
             "                     plain FMHA: slow, for tight checks); runs bin/unpad-train-fp32\n"
-            "  --fp32             the same as --precision fp32\n");
+            "  --fp32             the same as --precision fp32\n",
+            balance_policy_list(policies, sizeof policies, " | "));
 }
 
 typedef struct {
@@ -206,13 +208,16 @@ static int parse_args(int argc, char **argv, train_args *a)
             }
             a->precision = optarg;
             break;
-        case O_POLICY:
-            if (balance_policy_from_name(optarg) < 0) {
-                fprintf(stderr, "unpad-train: --policy: '%s' is not none, sort-deal, lpt, kk or pack\n", optarg);
+        case O_POLICY: {
+            balance_policy p;
+            unpad_err e = {0};
+            if (balance_policy_parse(optarg, &p, &e)) {
+                fprintf(stderr, "unpad-train: --policy: %s\n", e.msg);
                 bad = 1;
             }
             a->policy = optarg;
             break;
+        }
         case O_COUNT:
             if (balance_count_from_name(optarg) < 0) {
                 fprintf(stderr, "unpad-train: --count: '%s' is not equal or free\n", optarg);
