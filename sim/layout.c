@@ -183,6 +183,80 @@ int layout_bucket_dists(const layout *l, const unpad_dist *d, unpad_dist *pick, 
     return rc;
 }
 
+struct layout_sampler {
+    dist_sampler *one;          /* not buckets: the distribution */
+    dist_sampler *pick, **sub;  /* buckets: which bucket, then the lengths within it */
+    unpad_dist pick_d, *sub_d;
+    int nb;
+};
+
+void layout_sampler_free(layout_sampler *s)
+{
+    if (!s)
+        return;
+    dist_sampler_free(s->one);
+    dist_sampler_free(s->pick);
+    for (int j = 0; j < s->nb; j++) {
+        if (s->sub)
+            dist_sampler_free(s->sub[j]);
+        if (s->sub_d)
+            dist_free(&s->sub_d[j]);
+    }
+    dist_free(&s->pick_d);
+    free(s->sub);
+    free(s->sub_d);
+    free(s);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+int layout_sampler_alloc(const layout *l, const unpad_dist *d, uint64_t seed, layout_sampler **out,
+                         unpad_err *err)
+{
+    layout_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    int rc;
+    if (l->kind != LAYOUT_BUCKETS) {
+        rc = dist_sampler_alloc(d, seed, &s->one, err);
+    } else {
+        s->sub = calloc((size_t)l->nb, sizeof *s->sub);
+        s->sub_d = calloc((size_t)l->nb, sizeof *s->sub_d);
+        rc = !s->sub || !s->sub_d ? unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory")
+                                  : layout_bucket_dists(l, d, &s->pick_d, s->sub_d, err);
+        if (!rc) {
+            s->nb = l->nb;
+            rc = dist_sampler_alloc(&s->pick_d, seed, &s->pick, err);
+        }
+        for (int j = 0; j < s->nb && !rc; j++) /* empty buckets are never picked */
+            if (s->sub_d[j].total > 0)
+                rc = dist_sampler_alloc(&s->sub_d[j], mix(seed + 1 + (uint64_t)j), &s->sub[j], err);
+    }
+    if (rc) {
+        layout_sampler_free(s);
+        return rc;
+    }
+    *out = s;
+    return UNPAD_OK;
+}
+
+void layout_sample(layout_sampler *s, int *len, int n)
+{
+    if (s->one) {
+        dist_sample(s->one, len, n);
+        return;
+    }
+    int b;
+    dist_sample(s->pick, &b, 1); /* bucket b - 1 */
+    dist_sample(s->sub[b - 1], len, n);
+}
+
 static int bucket_bound(const layout *l, int len)
 {
     for (int j = 0; j < l->nb; j++)

@@ -64,6 +64,14 @@ int layout_truncate(const unpad_dist *d, int cap, unpad_dist *out, unpad_err *er
 int layout_bucket_dists(const layout *l, const unpad_dist *d, unpad_dist *pick, unpad_dist *out,
                         unpad_err *err);
 
+/* Draws a step's lengths as the layout's loader would: from d (already capped), or for buckets
+ * one bucket (with its share of the sequences) and the lengths within it. */
+typedef struct layout_sampler layout_sampler;
+int layout_sampler_alloc(const layout *l, const unpad_dist *d, uint64_t seed, layout_sampler **out,
+                         unpad_err *err);
+void layout_sampler_free(layout_sampler *s);
+void layout_sample(layout_sampler *s, int *len, int n);
+
 /* Scratch (ints) layout_batch needs for a batch of n sequences. */
 static inline int layout_scratch_len(int n)
 {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
+
 /* The file's form: strings where the plan has enums and lists; checked after parsing. */
 typedef struct {
     char policy[CFG_STR_LEN], count[CFG_STR_LEN], weights[CFG_STR_LEN];
@@ -14,7 +16,7 @@ typedef struct {
     char fmha_groups[CFG_STR_LEN];
     int fmha_granularity, streams, seed;
     double cost_c0, cost_c1, cost_c2;
-    char model[CFG_STR_LEN], hw[CFG_STR_LEN], dist[CFG_STR_LEN];
+    char model[CFG_STR_LEN], hw[CFG_STR_LEN], dist[CFG_STR_LEN], calib[CFG_STR_LEN];
     int steps;
     double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
     double none_step_us, none_imbalance, pred_attn_us, pred_attn_grouped_us;
@@ -41,6 +43,8 @@ static const cfg_field plan_schema[] = {
     PF("model", CFG_STRING, model, 0, 0, CFG_OPTIONAL, "model the plan was made for"),
     PF("hw", CFG_STRING, hw, 0, 0, CFG_OPTIONAL, "hardware the plan was made for"),
     PF("dist", CFG_STRING, dist, 0, 0, CFG_OPTIONAL, "length distribution the plan was made for"),
+    PF("calib", CFG_STRING, calib, 0, 0, CFG_OPTIONAL,
+       "the predictions' coefficients: calibrated, uncalibrated defaults or an estimate"),
     PF("steps", CFG_INT, steps, 0, 1000000000, CFG_OPTIONAL, "Monte Carlo steps behind the predictions"),
     PF("pred_step_us", CFG_DOUBLE, pred_step_us, 0, 1e12, CFG_OPTIONAL, "predicted mean step time, us"),
     PF("pred_samples_per_s", CFG_DOUBLE, pred_samples_per_s, 0, 1e12, CFG_OPTIONAL, "predicted samples/s"),
@@ -70,6 +74,7 @@ void plan_default(unpad_plan *p)
     strcpy(p->model, "unknown");
     strcpy(p->hw, "unknown");
     strcpy(p->dist, "unknown");
+    strcpy(p->calib, "unknown");
 }
 
 const seq_cost *plan_seq_cost(const unpad_plan *p)
@@ -126,6 +131,7 @@ int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err
     strcpy(f.model, "unknown");
     strcpy(f.hw, "unknown");
     strcpy(f.dist, "unknown");
+    strcpy(f.calib, "unknown");
     f.fmha_granularity = 1;
     f.streams = 1;
     f.seed = 1;
@@ -167,6 +173,7 @@ int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err
     memcpy(q.model, f.model, sizeof q.model);
     memcpy(q.hw, f.hw, sizeof q.hw);
     memcpy(q.dist, f.dist, sizeof q.dist);
+    memcpy(q.calib, f.calib, sizeof q.calib);
     q.steps = f.steps;
     q.pred_step_us = f.pred_step_us;
     q.pred_samples_per_s = f.pred_samples_per_s;
@@ -213,6 +220,7 @@ int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
     snprintf(f.model, sizeof f.model, "%s", p->model[0] ? p->model : "unknown");
     snprintf(f.hw, sizeof f.hw, "%s", p->hw[0] ? p->hw : "unknown");
     snprintf(f.dist, sizeof f.dist, "%s", p->dist[0] ? p->dist : "unknown");
+    snprintf(f.calib, sizeof f.calib, "%s", p->calib[0] ? p->calib : "unknown");
     f.steps = p->steps;
     f.pred_step_us = p->pred_step_us;
     f.pred_samples_per_s = p->pred_samples_per_s;
@@ -235,9 +243,23 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_co
     if (policy >= BAL_POLICY_COUNT || (unsigned)count >= BAL_COUNT_COUNT)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "plan: bad policy %d or count %d", policy,
                           (int)count);
+    /* The trainer runs unpadded: the plan is for that layout (with the cap, if any). */
     whatif_setup ws = *s;
+    ws.layouts = NULL;
+    ws.nlayouts = 0;
     if (ws.attn_steps < 1)
         ws.attn_steps = 32;
+    int seq_cap = count == BAL_FREE ? (4 * batch < gpus * batch ? 4 * batch : gpus * batch) : batch;
+    memory_setup ms;
+    memory_use mu;
+    char why[256];
+    memory_trainer_setup(s->model, batch, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap,
+                         gpus > 1, &ms);
+    memory_predict(s->model, s->hw, &ms, &mu);
+    if (!memory_fits(&mu, s->hw, why, sizeof why))
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                          "%d sequences per GPU do not fit: the trainer (%s, an arena for %ld tokens) "
+                          "%s; use a smaller --batch", batch, s->model->name, ms.tokens, why);
     int n = 0;
     rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = BAL_NONE, .count = count};
     for (int p = BAL_SORT_DEAL; p < BAL_POLICY_COUNT; p++)

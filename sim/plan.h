@@ -14,6 +14,8 @@
  *   seed = 1
  *   cost_c0 = ... cost_c1 = ... cost_c2 = ...   # per-sequence cost, microseconds
  *   model = ..., hw = ..., dist = ...           # what the plan was made for (informational)
+ *   calib = calibrated (models/calib/h200-sxm.cfg)   # what the predictions' coefficients are:
+ *                               # calibrated, uncalibrated defaults, or an estimate (transferred)
  *   steps = 1000                # Monte Carlo steps behind the predictions
  *   pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle,
  *   none_step_us, none_imbalance, pred_attn_us, pred_attn_grouped_us   # predictions
@@ -38,6 +40,7 @@ typedef struct {
     long seed;
     seq_cost cost;              /* per-sequence cost the balancer uses (weights = cost) */
     char model[CFG_STR_LEN], hw[CFG_STR_LEN], dist[CFG_STR_LEN];
+    char calib[CFG_STR_LEN];    /* what the predictions' coefficients are (cli_calib_label) */
     int steps;
     double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
     double none_step_us, none_imbalance;

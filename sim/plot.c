@@ -12,6 +12,7 @@
 
 #include "cost.h"
 #include "group.h"
+#include "step.h"
 
 #define GNUPLOT_INSTALL "install it with: sudo apt-get install gnuplot-nox (or run `make deps` as root)"
 
@@ -185,6 +186,7 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
     balance_ws *ws = NULL;
     balance_result r = {0};
     dist_sampler *smp = NULL;
+    step_model sm = {0};
     FILE *f = NULL;
     char path[4096];
     if (!len || !glen || !w || !t) {
@@ -193,6 +195,7 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
     }
     seq_cost sc;
     if ((rc = cost_seq_model(s->model, s->hw, s->calib, &sc, err)) ||
+        (rc = step_model_init(&sm, s->model, s->hw, s->calib, 1, err)) ||
         (rc = dist_sampler_alloc(s->dist, s->seed, &smp, err)) ||
         (rc = balance_ws_alloc(n, k, &ws, err)) || (rc = balance_result_alloc(n, k, &r, err)))
         goto out;
@@ -208,12 +211,14 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
             for (int q = r.start[g]; q < r.start[g + 1]; q++)
                 glen[m++] = len[r.seq[q]];
             cost_step st;
-            op_batch b = {.len = glen, .n = m, .fused = 1, .gpus = k, .dropout = 1};
+            step_batch b;
             if (m == 0) {
                 t[p * k + g] = 0;
                 continue;
             }
-            if ((rc = cost_predict_step(s->model, s->hw, s->calib, &b, &st, err)))
+            /* the step model of predict and whatif, on this GPU's batch */
+            if ((rc = step_batch_of(&sm, glen, m, &b, err)) ||
+                (rc = step_model_predict(&sm, s->model, s->hw, s->calib, &b, k, &st, err)))
                 goto out;
             if (p == BAL_NONE) /* loader order moves no samples */
                 st.step_us -= st.ops[OP_EXCHANGE].instances * st.time_us[OP_EXCHANGE];
@@ -256,6 +261,7 @@ out:
     if (f)
         fclose(f);
     dist_sampler_free(smp);
+    step_model_free(&sm);
     balance_ws_free(ws);
     if (r.gpu)
         balance_result_free(&r);

@@ -87,11 +87,6 @@ typedef struct {
 } partial;
 
 typedef struct {
-    unpad_dist pick;    /* bucket j + 1: its share of the sequences */
-    unpad_dist *sub;    /* (nb) the distribution within each bucket */
-} bucket_dists;
-
-typedef struct {
     const whatif_setup *s;
     whatif_row *rows;
     int nrows;
@@ -105,7 +100,6 @@ typedef struct {
     unpad_dist dist;    /* capped */
     layout *lay;        /* (nlay) resolved */
     int nlay;
-    bucket_dists *bd;   /* (nlay) for buckets layouts */
     double *allreduce_us; /* (nrows) */
     double *imb, *idle; /* (nrows x steps) per step */
     partial *part;      /* (nrows x chunks) */
@@ -137,50 +131,15 @@ static const batch_groups *groups_for(const sweep *sw, int batch)
     return NULL;
 }
 
-/* Samplers of one chunk: the capped distribution, or a buckets layout's pick and buckets. */
-typedef struct {
-    dist_sampler *one, *pick, **sub;
-    int nb;
-} samplers;
-
-static void samplers_free(samplers *p)
+/* The sampler of one chunk: seeded by (seed, gpus, batch, sampling, chunk). */
+static int chunk_sampler(const sweep *sw, const cell *c, int chunk, layout_sampler **out,
+                         unpad_err *err)
 {
-    dist_sampler_free(p->one);
-    dist_sampler_free(p->pick);
-    for (int j = 0; j < p->nb && p->sub; j++)
-        dist_sampler_free(p->sub[j]);
-    free(p->sub);
-}
-
-static int samplers_alloc(const sweep *sw, const cell *c, int chunk, samplers *p, unpad_err *err)
-{
-    memset(p, 0, sizeof *p);
     uint64_t seed = splitmix(sw->s->seed ^ splitmix(((uint64_t)c->gpus << 32) | (uint32_t)c->batch));
     seed = splitmix(seed ^ ((uint64_t)(c->sampling + 1) << 40) ^ (uint64_t)chunk);
-    if (c->sampling < 0)
-        return dist_sampler_alloc(&sw->dist, seed, &p->one, err);
-    const bucket_dists *bd = &sw->bd[c->sampling];
-    int nb = sw->lay[c->sampling].nb, rc = dist_sampler_alloc(&bd->pick, seed, &p->pick, err);
-    if (!rc && !(p->sub = calloc((size_t)nb, sizeof *p->sub)))
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    p->nb = rc ? 0 : nb;
-    for (int j = 0; j < p->nb && !rc; j++)
-        if (bd->sub[j].total > 0)
-            rc = dist_sampler_alloc(&bd->sub[j], splitmix(seed + 1 + (uint64_t)j), &p->sub[j], err);
-    if (rc)
-        samplers_free(p);
-    return rc;
-}
-
-static void sample_step(samplers *p, int *len, int n)
-{
-    if (p->one) {
-        dist_sample(p->one, len, n);
-        return;
-    }
-    int b;
-    dist_sample(p->pick, &b, 1); /* bucket b - 1 */
-    dist_sample(p->sub[b - 1], len, n);
+    static const layout plain = {.kind = LAYOUT_UNPADDED};
+    return layout_sampler_alloc(c->sampling < 0 ? &plain : &sw->lay[c->sampling], &sw->dist, seed,
+                                out, err);
 }
 
 /* One row on one sampled step: the assignment, every GPU's time, the metrics. */
@@ -262,17 +221,17 @@ static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
     const cell *c = &sw->cells[sw->job_cell[job]];
     int chunk = job % sw->chunks, n = c->gpus * c->batch, rc;
     int t0 = chunk * WHATIF_CHUNK, t1 = t0 + WHATIF_CHUNK < s->steps ? t0 + WHATIF_CHUNK : s->steps;
-    samplers smp;
-    if ((rc = samplers_alloc(sw, c, chunk, &smp, err)))
+    layout_sampler *smp;
+    if ((rc = chunk_sampler(sw, c, chunk, &smp, err)))
         return rc;
     partial local[64], *pa = c->nrows <= 64 ? local : calloc((size_t)c->nrows, sizeof *pa);
     if (!pa) {
-        samplers_free(&smp);
+        layout_sampler_free(smp);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
     memset(pa, 0, sizeof *pa * (size_t)c->nrows);
     for (int t = t0; t < t1 && !rc; t++) {
-        sample_step(&smp, wk->len, n);
+        layout_sample(smp, wk->len, n);
         balance_weights(&sw->sc, wk->len, n, wk->w);
         for (int j = 0; j < c->nrows && !rc; j++)
             rc = run_row_step(sw, c, j, t, wk, &pa[j], err);
@@ -281,7 +240,7 @@ static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
         sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
     if (pa != local)
         free(pa);
-    samplers_free(&smp);
+    layout_sampler_free(smp);
     return rc;
 }
 
@@ -486,47 +445,25 @@ static void sweep_free(sweep *sw)
     free(sw->part);
     dist_free(&sw->dist);
     step_model_free(&sw->sm);
-    for (int l = 0; l < sw->nlay && sw->bd; l++) {
-        if (sw->lay[l].kind != LAYOUT_BUCKETS)
-            continue;
-        dist_free(&sw->bd[l].pick);
-        for (int j = 0; j < sw->lay[l].nb && sw->bd[l].sub; j++)
-            dist_free(&sw->bd[l].sub[j]);
-        free(sw->bd[l].sub);
-    }
-    free(sw->bd);
     free(sw->lay);
 }
 
-/* The rows' layouts resolved against the cap and the distribution; buckets' distributions. */
+/* The rows' layouts resolved against the cap and the distribution. */
 static int sweep_layouts(sweep *sw, unpad_err *err)
 {
     const whatif_setup *s = sw->s;
     static const layout unpadded = {.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
     sw->nlay = s->layouts && s->nlayouts > 0 ? s->nlayouts : 1;
-    sw->lay = malloc((size_t)sw->nlay * sizeof *sw->lay);
-    sw->bd = calloc((size_t)sw->nlay, sizeof *sw->bd);
-    if (!sw->lay || !sw->bd)
+    if (!(sw->lay = malloc((size_t)sw->nlay * sizeof *sw->lay)))
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    int rc = UNPAD_OK;
-    for (int l = 0; l < sw->nlay && !rc; l++) {
+    for (int l = 0; l < sw->nlay; l++) {
         sw->lay[l] = s->layouts && s->nlayouts > 0 ? s->layouts[l] : unpadded;
-        if ((rc = layout_resolve(&sw->lay[l], s->max_len, s->model->max_len, sw->dist.max_len,
-                                 "--layout", err)))
-            break;
-        if (sw->lay[l].kind != LAYOUT_BUCKETS)
-            continue;
-        if (!(sw->bd[l].sub = calloc((size_t)sw->lay[l].nb, sizeof *sw->bd[l].sub)))
-            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-        else
-            rc = layout_bucket_dists(&sw->lay[l], &sw->dist, &sw->bd[l].pick, sw->bd[l].sub, err);
-        if (rc) {
-            free(sw->bd[l].sub);
-            sw->bd[l].sub = NULL;
-            sw->lay[l].kind = LAYOUT_UNPADDED; /* nothing of it to free */
-        }
+        int rc = layout_resolve(&sw->lay[l], s->max_len, s->model->max_len, sw->dist.max_len,
+                                "--layout", err);
+        if (rc)
+            return rc;
     }
-    return rc;
+    return UNPAD_OK;
 }
 
 int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
@@ -694,7 +631,7 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)
 {
-    fprintf(f, "%5s %5s %-10s %-5s %-22s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
+    fprintf(f, "%5s %5s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
             "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
             "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
             "grouped", "fmha groups (streams)");
@@ -702,7 +639,7 @@ void whatif_print_table(FILE *f, const whatif_row *rows, int n)
         const whatif_row *r = &rows[i];
         char mem[32];
         snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
-        fprintf(f, "%5d %5d %-10s %-5s %-22s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
+        fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
                    "%10s %9.2f %9.2f  %s (%d)\n",
                 r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
                 r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,

@@ -102,3 +102,25 @@ int cli_error(const char *cmd, const unpad_err *err)
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
     return 1;
 }
+
+const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)
+{
+    if (in->calib_from == CALIB_DEFAULT) {
+        snprintf(buf, n, "uncalibrated defaults");
+        return buf;
+    }
+    if (in->calib_from == CALIB_FITTED) {
+        snprintf(buf, n, "calibrated (%s)", in->calib_path);
+        return buf;
+    }
+    /* `unpad calibrate --transfer` names the hardware it was fitted on in its first comment */
+    char from[256] = "other hardware", *text = NULL;
+    if (unpad_read_file(in->calib_path, &text, NULL, NULL) == UNPAD_OK) {
+        const char *p = strstr(text, "(fitted on ");
+        if (p && sscanf(p, "(fitted on %255[^)])", from) != 1)
+            snprintf(from, sizeof from, "other hardware");
+        free(text);
+    }
+    snprintf(buf, n, "estimate (transferred from %s: %s)", from, in->calib_path);
+    return buf;
+}

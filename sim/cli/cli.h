@@ -18,6 +18,11 @@ int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n);
  * Commands zero `in` where they declare it, so resolve_inputs_free is safe on every path. */
 int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist);
 
+/* What the coefficients are, for every output that uses them: "calibrated (FILE)", "uncalibrated
+ * defaults", or "estimate (transferred from HW: FILE)" (calibrate --transfer: nothing measured on
+ * this hardware). */
+const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n);
+
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "layout.h"
 #include "resolve.h"
 #include "group.h"
 #include "plan.h"
@@ -18,7 +19,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
-            "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
+            "                  [--tokens] [--streams S] [--granularity G] [--threads T]\n"
+            "                  [--max-len N] [--layout LIST] [--out plan.cfg]\n"
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
             "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
@@ -35,7 +37,11 @@ static void usage(FILE *f)
             "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
+            "  --max-len N      predict with sequences truncated to N (at most the model's max_len)\n"
+            "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
+            "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n"
             "  --out F          write the plan file (for unpad-train --plan)\n"
+            "A batch whose trainer memory does not fit the hardware's is refused.\n"
             "The balancing policies:\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
     balance_policy_help_print(f, "  ");
@@ -51,7 +57,8 @@ int cmd_plan(int argc, char **argv)
         {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
         {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
-        {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"out", required_argument, 0, 'o'},    {"max-len", required_argument, 0, 'L'},
+        {"layout", required_argument, 0, 'Y'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -60,6 +67,9 @@ int cmd_plan(int argc, char **argv)
     int gpus = 8, batch = 56, policy = -1, seed = 1, c;
     balance_count count = BAL_EQUAL;
     const char *out = NULL;
+    layout lay[16];
+    int nlay = 0;
+    unpad_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -107,6 +117,11 @@ int cmd_plan(int argc, char **argv)
             break;
         case 't': if (cli_int("plan", "--threads", optarg, 0, 256, &s.threads)) return 2; break;
         case 'o': out = optarg; break;
+        case 'L': if (cli_int("plan", "--max-len", optarg, 1, 1 << 20, &s.max_len)) return 2; break;
+        case 'Y':
+            if (layout_parse_list("--layout", optarg, lay + 1, &nlay, 15, &err))
+                return cli_error("plan", &err) + 1;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -128,20 +143,43 @@ int cmd_plan(int argc, char **argv)
     s.hw = &in.hw;
     s.calib = &in.calib;
     unpad_plan p;
-    whatif_row rows[BAL_POLICY_COUNT + 1];
+    whatif_row rows[BAL_POLICY_COUNT + 1], lrows[16];
     int n = 0, rc = 1;
-    unpad_err err = {0};
-    printf("unpad plan: %s on %d x %s (%s), %d sequences per GPU, lengths from %s\n",
-           in.model.name, gpus, in.hw.name, in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
-           ? "transferred calibration" : "uncalibrated defaults",
-           batch, in.dist_path);
-    printf("  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
+    char label[4400];
+    cli_calib_label(&in, label, sizeof label);
+    if (layout_check_cap(s.max_len, in.model.max_len, &err)) {
+        cli_error("plan", &err);
+        goto out;
+    }
+    printf("unpad plan: %s on %d x %s, %s; %d sequences per GPU, lengths from %s",
+           in.model.name, gpus, in.hw.name, label, batch, in.dist_path);
+    if (s.max_len)
+        printf(", truncated to %d (the trainer truncates nothing: give it data made at that length)",
+               s.max_len);
+    printf("\n  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
            s.steps, seed, s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
     if (plan_make(&s, gpus, batch, policy, count, &p, rows, &n, &err)) {
         cli_error("plan", &err);
         goto out;
     }
+    snprintf(p.calib, sizeof p.calib, "%.255s", label);
     whatif_print_table(stdout, rows, n);
+    if (nlay > 0) { /* the chosen policy in the other layouts, beside the trainer's */
+        lay[0] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+        whatif_setup ls = s;
+        ls.layouts = lay;
+        ls.nlayouts = nlay + 1;
+        for (int l = 0; l <= nlay; l++)
+            lrows[l] = (whatif_row){.gpus = gpus, .batch = batch, .policy = p.policy, .count = count,
+                                    .layout = l};
+        if (whatif_run(&ls, lrows, nlay + 1, &err)) {
+            cli_error("plan", &err);
+            goto out;
+        }
+        printf("\nthe policy %s in other length layouts (the plan is for the trainer's, unpadded):\n",
+               balance_policy_name(p.policy));
+        whatif_print_table(stdout, lrows, nlay + 1);
+    }
     char groups[CFG_STR_LEN];
     group_bounds_format(p.fmha_bounds, p.fmha_nb, groups, sizeof groups);
     printf("\nplan: policy %s (%s), %s counts\n", balance_policy_name(p.policy),

@@ -1,5 +1,6 @@
-/* cmd_predict.c — `unpad predict`: one training step per operator on one GPU, unpadded and
- * (with --padded) padded to the maximum length, side by side. */
+/* cmd_predict.c — `unpad predict`: one training step per operator on one GPU for a sampled batch,
+ * in one or more length layouts side by side, and the expected throughput over many sampled
+ * batches, all from the step model (step.h) that `whatif` and `plan` use. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -7,29 +8,42 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cost.h"
+#include "layout.h"
+#include "memory.h"
+#include "net.h"
 #include "resolve.h"
+#include "step.h"
 #include "trace.h"
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
+
+#define MAX_LAYOUTS 6
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
-            "                     [--padded] [--unfused] [--seed S] [--steps K] [--csv OUT]\n"
-            "  --dist F     sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
-            "  --model F    model config (default models/bert-large.cfg)\n"
-            "  --hw F       hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
-            "  --no-calib       the uncalibrated default coefficients instead\n"
-            "  --gpus N     data-parallel GPUs, for all-reduce and exchange (default 1)\n"
-            "  --batch B    sequences per GPU per step (default 56)\n"
-            "  --padded     also predict the same batch padded to the model's max_len\n"
-            "  --unfused    use unfused kernels (every intermediate through memory)\n"
-            "  --seed S     seed of the sampled batch (default 1)\n"
-            "  --steps K    also average samples/s over K sampled batches (default 100)\n"
-            "  --csv OUT    write the predicted rows in the trace format (padded: OUT.padded.csv)\n");
+            "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
+            "                     [--steps K] [--csv OUT]\n"
+            "  --dist F       sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
+            "  --model F      model config (default models/bert-large.cfg)\n"
+            "  --hw F         hardware spec (default models/hw/h200-sxm.cfg)\n"
+            "  --calib F      fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --no-calib     the uncalibrated default coefficients instead\n"
+            "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
+            "  --batch B      sequences per GPU per step (default 56)\n"
+            "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
+            "  --layout LIST  up to %d of unpadded (default), padded, pad-longest, buckets=B1/B2/...,\n"
+            "                 packed[:K], side by side (docs/planning.md defines them)\n"
+            "  --padded       the same as --layout unpadded,padded\n"
+            "  --unfused      use unfused kernels (every intermediate through memory)\n"
+            "  --seed S       seed of the sampled batches (default 1)\n"
+            "  --steps K      the expected throughput over K sampled batches (default 100)\n"
+            "  --csv OUT      the sampled batch's predicted rows in the trace format (first layout;\n"
+            "                 the others in OUT.<layout>.csv)\n"
+            "With --gpus N every GPU is taken to run a batch like this one (`unpad whatif` for the\n"
+            "balance between GPUs).\n",
+            MAX_LAYOUTS);
 }
 
 static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st)
@@ -51,20 +65,34 @@ static int write_csv(const char *path, const resolve_inputs *in, int gpus, const
     return 0;
 }
 
+/* One layout's prediction: the sampled batch per operator, and the sums over the sampled steps. */
+typedef struct {
+    layout lay;
+    char name[64];
+    layout_sampler *smp;
+    cost_step st;           /* the sampled batch */
+    step_batch sb;
+    double sum_us, sum_tokens, sum_real; /* over the sampled steps */
+} column;
+
 int cmd_predict(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"dist", required_argument, 0, 'd'}, {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},   {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
-        {"gpus", required_argument, 0, 'g'}, {"batch", required_argument, 0, 'b'},
-        {"padded", no_argument, 0, 'p'},     {"unfused", no_argument, 0, 'u'},
-        {"seed", required_argument, 0, 's'}, {"steps", required_argument, 0, 'k'},
-        {"csv", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"hw", required_argument, 0, 'w'},   {"calib", required_argument, 0, 'c'},
+        {"no-calib", no_argument, 0, 'N'},   {"gpus", required_argument, 0, 'g'},
+        {"batch", required_argument, 0, 'b'}, {"padded", no_argument, 0, 'p'},
+        {"unfused", no_argument, 0, 'u'},    {"seed", required_argument, 0, 's'},
+        {"steps", required_argument, 0, 'k'}, {"csv", required_argument, 0, 'o'},
+        {"max-len", required_argument, 0, 'L'}, {"layout", required_argument, 0, 'Y'},
+        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
-    int gpus = 1, batch = 56, padded = 0, fused = 1, seed = 1, steps = 100, c;
+    int gpus = 1, batch = 56, fused = 1, seed = 1, steps = 100, cap = 0, c, nlay = 1;
+    layout lays[MAX_LAYOUTS] = {{.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT}};
     const char *csv = NULL;
+    unpad_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -75,11 +103,19 @@ int cmd_predict(int argc, char **argv)
         case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("predict", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("predict", "--batch", optarg, 1, 4096, &batch)) return 2; break;
-        case 'p': padded = 1; break;
+        case 'p':
+            nlay = 2;
+            lays[1] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
+            break;
         case 'u': fused = 0; break;
         case 's': if (cli_int("predict", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
         case 'k': if (cli_int("predict", "--steps", optarg, 1, 1000000, &steps)) return 2; break;
         case 'o': csv = optarg; break;
+        case 'L': if (cli_int("predict", "--max-len", optarg, 1, 1 << 20, &cap)) return 2; break;
+        case 'Y':
+            if (layout_parse_list("--layout", optarg, lays, &nlay, MAX_LAYOUTS, &err))
+                return cli_error("predict", &err) + 1;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -90,117 +126,162 @@ int cmd_predict(int argc, char **argv)
     }
     if (cli_inputs_load("predict", &rq, &in, 1))
         return 1;
-    unpad_err err = {0};
-    int rc = 1;
-    int *len = malloc(sizeof *len * (size_t)batch);
-    dist_sampler *smp = NULL;
-    cost_step *st = calloc(2, sizeof *st);
-    if (!len || !st) {
+    int rc = 1, *len = malloc(sizeof *len * (size_t)batch);
+    int *scratch = malloc(sizeof *scratch * (size_t)layout_scratch_len(batch));
+    column *col = calloc(MAX_LAYOUTS, sizeof *col);
+    unpad_dist capped = {0};
+    step_model sm = {0};
+    const model_cfg *m = &in.model;
+    if (!len || !scratch || !col) {
         fprintf(stderr, "unpad predict: out of memory\n");
         goto out;
     }
-    if (dist_sampler_alloc(&in.dist, (uint64_t)seed, &smp, &err)) {
+    if (layout_check_cap(cap, m->max_len, &err) || layout_truncate(&in.dist, cap, &capped, &err) ||
+        step_model_init(&sm, m, &in.hw, &in.calib, fused, &err)) {
         cli_error("predict", &err);
         goto out;
     }
-    dist_sample(smp, len, batch);
-    const model_cfg *m = &in.model;
-    op_batch b = {.len = len, .n = batch, .fused = fused, .gpus = gpus, .dropout = 1};
-    if (cost_predict_step(m, &in.hw, &in.calib, &b, &st[0], &err)) {
-        cli_error("predict", &err);
-        goto out;
+    for (int l = 0; l < nlay; l++) {
+        column *k = &col[l];
+        k->lay = lays[l];
+        /* every layout but buckets sees the same batches (the same seed) */
+        if (layout_resolve(&k->lay, cap, m->max_len, capped.max_len, "--layout", &err) ||
+            layout_sampler_alloc(&k->lay, &capped, (uint64_t)seed, &k->smp, &err)) {
+            cli_error("predict", &err);
+            goto out;
+        }
+        layout_name(&k->lay, k->name, sizeof k->name);
     }
-    op_batch bp = b;
-    bp.padded = 1;
-    bp.pad_len = m->max_len;
-    if (padded && cost_predict_step(m, &in.hw, &in.calib, &bp, &st[1], &err)) {
-        cli_error("predict", &err);
-        goto out;
-    }
-    long tokens = st[0].ops[OP_QKV_FWD].tokens;
-    printf("unpad predict: %s on %s, %d GPU%s x %d sequences (seed %d) from %s\n", m->name,
-           in.hw.name, gpus, gpus > 1 ? "s" : "", batch, seed, in.dist_path);
-    printf("  %ld tokens (mean length %.1f), %s kernels, ", tokens, (double)tokens / batch,
+    net_cost ar;
+    net_allreduce(&in.hw, &in.calib, sm.param_bytes, gpus, &ar);
+    /* The sampled batch (the first step of each layout's sampler), then the expected throughput
+     * over `steps` sampled batches: total samples / total predicted time. */
+    for (int t = 0; t < steps; t++)
+        for (int l = 0; l < nlay; l++) {
+            column *k = &col[l];
+            cost_step st;
+            layout_sample(k->smp, len, batch);
+            layout_batch(&k->lay, &sm, len, NULL, batch, scratch, &k->sb);
+            if (step_model_predict(&sm, m, &in.hw, &in.calib, &k->sb, gpus, &st, &err)) {
+                cli_error("predict", &err);
+                goto out;
+            }
+            if (t == 0)
+                k->st = st;
+            k->sum_us += st.step_us;
+            k->sum_tokens += k->sb.shape.tokens;
+            k->sum_real += k->sb.shape.real_tokens;
+        }
+    char label[4400];
+    const cost_step *s0 = &col[0].st;
+    printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", m->name, in.hw.name, gpus,
+           gpus > 1 ? "s" : "", batch, in.dist_path);
+    if (cap)
+        printf(", truncated to %d", cap);
+    printf("\n  coefficients: %s; %s kernels\n", cli_calib_label(&in, label, sizeof label),
            fused ? "fused" : "unfused");
-    if (in.calib_from == CALIB_DEFAULT)
-        printf("uncalibrated default coefficients\n\n");
-    else
-        printf("coefficients %s in %s\n\n", calib_source_name(in.calib_from), in.calib_path);
+    printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", seed,
+           col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / batch, col[0].sb.shape.max_len);
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
            "time_us", "share");
-    if (padded)
-        printf(" | %10s %10s %6s", "pad_GFLOP", "pad_us", "share");
+    for (int l = 1; l < nlay; l++)
+        printf(" | %-17.17s", col[l].name);
+    printf("\n%-14s %-13s %5s %10s %10s %10s %6s", "", "", "", "", "", col[0].name, "");
+    for (int l = 1; l < nlay; l++)
+        printf(" | %10s %6s", "time_us", "share");
     printf("\n");
     for (int i = 0; i < OP_COUNT; i++) {
-        const op_cost *o = &st[0].ops[i];
-        double t = o->instances * st[0].time_us[i];
+        const op_cost *o = &s0->ops[i];
+        double t = o->instances * s0->time_us[i];
         if (t == 0 && (i == OP_ALLREDUCE || i == OP_EXCHANGE))
             continue;
         printf("%-14s %-13s %5d %10.2f %10.1f %10.1f %5.1f%%", op_name((op_id)i),
                op_class_name(op_class_of((op_id)i)), o->instances, o->instances * o->flops / 1e9,
-               o->instances * o->bytes / 1e6, t, 100 * t / st[0].step_us);
-        if (padded) {
-            const op_cost *q = &st[1].ops[i];
-            double tp = q->instances * st[1].time_us[i];
-            printf(" | %10.2f %10.1f %5.1f%%", q->instances * q->flops / 1e9, tp,
-                   100 * tp / st[1].step_us);
+               o->instances * o->bytes / 1e6, t, 100 * t / s0->step_us);
+        for (int l = 1; l < nlay; l++) {
+            const cost_step *q = &col[l].st;
+            double tp = q->ops[i].instances * q->time_us[i];
+            printf(" | %10.1f %5.1f%%", tp, 100 * tp / q->step_us);
         }
         printf("\n");
     }
     printf("%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "step overhead", "", "", "", "",
-           in.calib.step_overhead_us, 100 * in.calib.step_overhead_us / st[0].step_us);
-    if (padded)
-        printf(" | %10s %10.1f %5.1f%%", "", in.calib.step_overhead_us,
-               100 * in.calib.step_overhead_us / st[1].step_us);
-    printf("\n\n");
-    printf("%-34s %14s", "", "unpadded");
-    if (padded)
-        printf(" %14s", "padded");
-    printf("\n");
-    printf("%-34s %14.2f", "step time (ms)", st[0].step_us / 1e3);
-    if (padded)
-        printf(" %14.2f", st[1].step_us / 1e3);
-    printf("\n%-34s %14.1f", "samples/s (all GPUs)", gpus * batch / (st[0].step_us / 1e6));
-    if (padded)
-        printf(" %14.1f", gpus * batch / (st[1].step_us / 1e6));
-    printf("\n%-34s %14.1f", "model TFLOP/s per GPU (useful work)", st[0].model_flops / st[0].step_us / 1e6);
-    if (padded)
-        printf(" %14.1f", st[0].model_flops / st[1].step_us / 1e6);
-    printf("\n");
-    if (padded)
-        printf("%-34s %14s %13.2fx\n", "speed-up of unpadded", "", st[1].step_us / st[0].step_us);
-
-    /* Expected throughput over many sampled batches (one GPU's batch per step). */
-    double sum_us = 0;
-    for (int k = 0; k < steps; k++) {
-        dist_sample(smp, len, batch);
-        cost_step s1;
-        if (cost_predict_step(m, &in.hw, &in.calib, &b, &s1, &err)) {
-            cli_error("predict", &err);
-            goto out;
-        }
-        sum_us += s1.step_us;
+           sm.overhead_us, 100 * sm.overhead_us / s0->step_us);
+    for (int l = 1; l < nlay; l++)
+        printf(" | %10.1f %5.1f%%", sm.overhead_us, 100 * sm.overhead_us / col[l].st.step_us);
+    printf("\n\n%-46s", "");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.23s", col[l].name);
+    printf("\n%-46s", "tokens computed, the sampled batch");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.0f", col[l].sb.shape.tokens);
+    printf("\n%-46s", "padding fraction, the sampled batch");
+    for (int l = 0; l < nlay; l++)
+        printf(" %22.1f%%", 100 * (1 - col[l].sb.shape.real_tokens / col[l].sb.shape.tokens));
+    printf("\n%-46s", "step time, the sampled batch (ms)");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.2f", col[l].st.step_us / 1e3);
+    printf("\n%-46s", "samples/s, the sampled batch (all GPUs)");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.1f", gpus * batch / (col[l].st.step_us / 1e6));
+    printf("\n%-46s", "model TFLOP/s per GPU, the sampled batch");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.1f", col[l].st.model_flops / col[l].st.step_us / 1e6);
+    char what[96];
+    snprintf(what, sizeof what, "padding fraction over %d sampled batches", steps);
+    printf("\n%-46s", what);
+    for (int l = 0; l < nlay; l++)
+        printf(" %22.1f%%", 100 * (1 - col[l].sum_real / col[l].sum_tokens));
+    snprintf(what, sizeof what, "mean step time over %d sampled batches (ms)", steps);
+    printf("\n%-46s", what);
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.2f", col[l].sum_us / steps / 1e3);
+    snprintf(what, sizeof what, "EXPECTED samples/s (%d batches: samples/time)", steps);
+    printf("\n%-46s", what);
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.1f", (double)gpus * batch * steps / (col[l].sum_us / 1e6));
+    if (nlay > 1) {
+        printf("\n%-46s", "expected time against the first layout");
+        for (int l = 0; l < nlay; l++)
+            printf(" %22.3fx", col[l].sum_us / col[0].sum_us);
     }
-    printf("%-34s %14.1f   (mean over %d sampled batches)\n", "samples/s, expected", 
-           gpus * batch / (sum_us / steps / 1e6), steps);
+    printf("\n\n");
+    char net[256], why[128];
+    printf("  all-reduce over %d GPU%s: %s, %.3f ms\n", gpus, gpus > 1 ? "s" : "",
+           net_algo_describe(&ar, net, sizeof net), ar.us / 1e3);
+    memory_setup ms;
+    memory_use mu;
+    memory_trainer_setup(m, batch, col[0].lay.len, batch, gpus > 1, &ms);
+    memory_predict(m, &in.hw, &ms, &mu);
+    int fits = memory_fits(&mu, &in.hw, why, sizeof why);
+    printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
+           batch, col[0].lay.len, mu.total_gib, fits ? "fits" : "DOES NOT FIT", why);
     if (csv) {
-        if (write_csv(csv, &in, gpus, &st[0]))
+        if (write_csv(csv, &in, gpus, &col[0].st))
             goto out;
-        printf("\nwrote %s", csv);
-        if (padded) {
-            char pbuf[4200];
-            snprintf(pbuf, sizeof pbuf, "%s.padded.csv", csv);
-            if (write_csv(pbuf, &in, gpus, &st[1]))
+        printf("  wrote %s", csv);
+        for (int l = 1; l < nlay; l++) {
+            char pbuf[4200], nm[64];
+            snprintf(nm, sizeof nm, "%s", col[l].name);
+            for (char *p = nm; *p; p++)
+                if (*p == '/' || *p == ':' || *p == '=')
+                    *p = '-';
+            snprintf(pbuf, sizeof pbuf, "%s.%s.csv", csv, nm);
+            if (write_csv(pbuf, &in, gpus, &col[l].st))
                 goto out;
-            printf(" and %s", pbuf);
+            printf(" %s", pbuf);
         }
         printf("\n");
     }
     rc = 0;
 out:
-    dist_sampler_free(smp);
-    free(st);
+    for (int l = 0; col && l < nlay; l++)
+        layout_sampler_free(col[l].smp);
+    free(col);
     free(len);
+    free(scratch);
+    dist_free(&capped);
+    step_model_free(&sm);
     resolve_inputs_free(&in);
     return rc;
 }

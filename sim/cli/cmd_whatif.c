@@ -1,5 +1,5 @@
-/* cmd_whatif.c — `unpad whatif`: Monte Carlo sweep over GPU counts, batch sizes, policies and count
- * constraints; prints the table and writes one CSV row per configuration. */
+/* cmd_whatif.c — `unpad whatif`: Monte Carlo sweep over GPU counts, batch sizes, policies, count
+ * constraints and length layouts; prints the table and writes one CSV row per configuration. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include "resolve.h"
 #include "whatif.h"
 
-const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance per policy";
+const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance, memory per policy and layout";
 
 static void usage(FILE *f)
 {
@@ -18,7 +18,8 @@ static void usage(FILE *f)
             "usage: unpad whatif [--gpus LIST] [--batch LIST] [--policy LIST] [--count LIST]\n"
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
-            "                    [--granularity G] [--csv OUT]\n"
+            "                    [--granularity G] [--max-len N] [--layout LIST] [--virtual-ranks]\n"
+            "                    [--csv OUT]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
             "  --policy LIST    of %s (default all; below)\n"
@@ -35,10 +36,17 @@ static void usage(FILE *f)
             "  --attn-steps A   steps whose slowest GPU's attention is timed (default 32; 0: none)\n"
             "  --streams S      FMHA grouping: at most S streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
+            "  --max-len N      truncate longer sequences to N (at most the model's max_len)\n"
+            "  --layout LIST    of unpadded (default), padded, pad-longest, buckets=B1/B2/...,\n"
+            "                   packed[:K] (rows of max_len, at most K sequences a row, default 3)\n"
+            "  --virtual-ranks  the --gpus are virtual ranks run one after another on one GPU\n"
+            "                   (unpad-train --virtual-ranks): the step is the sum of their batches\n"
             "  --csv OUT        write one row per configuration\n"
-            "Step time = slowest GPU's summed per-sequence cost + optimizer, overhead, all-reduce and\n"
-            "(for a balancing policy) sample exchange. Policies with the same GPUs and batch share\n"
-            "their sampled steps. The policies:\n",
+            "Step time = the slowest GPU's batch timed per operator by the step model (as unpad\n"
+            "predict) + optimizer, overhead, all-reduce (a ring in a node, hierarchical across nodes)\n"
+            "and, for a balancing policy, the sample exchange. Memory: the trainer's device memory per\n"
+            "GPU (NO: more than the hardware's). Rows with the same GPUs and batch share their\n"
+            "sampled steps. The policies:\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
     balance_policy_help_print(f, "  ");
 }
@@ -102,7 +110,8 @@ int cmd_whatif(int argc, char **argv)
         {"threads", required_argument, 0, 't'},    {"tokens", no_argument, 0, 'T'},
         {"attn-steps", required_argument, 0, 'a'}, {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"csv", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+        {"max-len", required_argument, 0, 'L'},    {"layout", required_argument, 0, 'Y'},
+        {"virtual-ranks", no_argument, 0, 'V'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -115,6 +124,10 @@ int cmd_whatif(int argc, char **argv)
     cnt[nc++] = BAL_EQUAL;
     const char *csv = NULL;
     whatif_row *rows = NULL;
+    layout lay[16];
+    int nlay = 1;
+    lay[0] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    unpad_err err = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -158,6 +171,14 @@ int cmd_whatif(int argc, char **argv)
                 goto out;
             break;
         case 'o': csv = optarg; break;
+        case 'L': if (cli_int("whatif", "--max-len", optarg, 1, 1 << 20, &s.max_len)) goto out; break;
+        case 'Y':
+            if (layout_parse_list("--layout", optarg, lay, &nlay, 16, &err)) {
+                cli_error("whatif", &err);
+                goto out;
+            }
+            break;
+        case 'V': s.serial_ranks = 1; break;
         case 'h': usage(stdout); rc = 0; goto out;
         default: usage(stderr); goto out;
         }
@@ -177,7 +198,7 @@ int cmd_whatif(int argc, char **argv)
                         gpus[i], batch[j]);
                 goto out;
             }
-    long total = (long)ng * nb * np * nc;
+    long total = (long)ng * nb * np * nc * nlay;
     if (total > 100000) {
         fprintf(stderr, "unpad whatif: %ld configurations (at most 100,000)\n", total);
         goto out;
@@ -190,6 +211,12 @@ int cmd_whatif(int argc, char **argv)
     s.model = &in.model;
     s.hw = &in.hw;
     s.calib = &in.calib;
+    s.layouts = lay;
+    s.nlayouts = nlay;
+    if (layout_check_cap(s.max_len, in.model.max_len, &err)) {
+        cli_error("whatif", &err);
+        goto out;
+    }
     rows = calloc((size_t)total, sizeof *rows);
     if (!rows) {
         fprintf(stderr, "unpad whatif: out of memory\n");
@@ -198,23 +225,44 @@ int cmd_whatif(int argc, char **argv)
     int n = 0;
     for (int i = 0; i < ng; i++)
         for (int j = 0; j < nb; j++)
-            for (int p = 0; p < np; p++)
-                for (int q = 0; q < nc; q++)
-                    rows[n++] = (whatif_row){.gpus = gpus[i], .batch = batch[j], .policy = pol[p],
-                                             .count = cnt[q]};
-    unpad_err err = {0};
-    printf("unpad whatif: %s on %s (%s), lengths from %s\n", in.model.name, in.hw.name,
-           in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
-           ? "transferred calibration" : "uncalibrated defaults", in.dist_path);
-    printf("  %d configurations x %d sampled steps (seed %d), balancing %s\n\n", n, s.steps, seed,
-           s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
+            for (int l = 0; l < nlay; l++)
+                for (int p = 0; p < np; p++)
+                    for (int q = 0; q < nc; q++)
+                        rows[n++] = (whatif_row){.gpus = gpus[i], .batch = batch[j],
+                                                 .policy = pol[p], .count = cnt[q], .layout = l};
+    char label[4400];
+    printf("unpad whatif: %s on %s, %s; lengths from %s", in.model.name, in.hw.name,
+           cli_calib_label(&in, label, sizeof label), in.dist_path);
+    if (s.max_len)
+        printf(", truncated to %d", s.max_len);
+    printf("\n  %d configurations x %d sampled steps (seed %d), balancing %s%s\n\n", n, s.steps, seed,
+           s.weights_tokens ? "tokens" : "the predicted per-sequence cost",
+           s.serial_ranks ? "; the GPUs are virtual ranks run one after another on one GPU" : "");
     if (whatif_run(&s, rows, n, &err)) {
         cli_error("whatif", &err);
         goto out;
     }
     whatif_print_table(stdout, rows, n);
     printf("\n  imb = slowest / mean GPU step time (mean and 99th percentile over the steps); idle = "
-           "1 - mean/max.\n");
+           "1 - mean/max.\n"
+           "  tokens = rows the GEMMs run per GPU and step (padding included), pad = their padding.\n");
+    for (int i = 0; i < ng; i++) { /* how each GPU count's all-reduce runs */
+        net_cost nc1;
+        char d[256];
+        net_allreduce(&in.hw, &in.calib, 4.0 * (double)model_param_count(&in.model),
+                      s.serial_ranks ? 1 : gpus[i], &nc1);
+        printf("  all-reduce on %d GPU%s: %s, %.3f ms\n", gpus[i], gpus[i] > 1 ? "s" : "",
+               net_algo_describe(&nc1, d, sizeof d), nc1.us / 1e3);
+    }
+    int nofit = 0;
+    for (int i = 0; i < n; i++)
+        nofit += !rows[i].mem_fits;
+    printf("  memory = the trainer's device memory per GPU (its arena holds batch x %d tokens)%s",
+           s.max_len ? s.max_len : in.model.max_len, nofit ? "" : "; every row fits");
+    if (nofit)
+        printf("; %d row%s marked NO need more than the %.1f GiB of %s", nofit, nofit > 1 ? "s" : "",
+               in.hw.memory_gib, in.hw.name);
+    printf("\n");
     if (s.attn_steps > 0)
         printf("  attn = slowest GPU's FMHA per step (all layers, fwd + bwd; mean of %d steps): one "
                "launch vs grouped.\n", s.attn_steps < s.steps ? s.attn_steps : s.steps);
