@@ -205,6 +205,20 @@ double step_batch_us(const step_model *sm, const step_batch *b)
     return t;
 }
 
+void step_model_rank_us(const step_model *sm, const balance_result *r, const int *len, double *us)
+{
+    for (int g = 0; g < r->gpus; g++) {
+        step_batch b;
+        step_batch_clear(&b);
+        for (int p = r->start[g]; p < r->start[g + 1]; p++) {
+            int l = len[r->seq[p]];
+            l = l < 1 ? 1 : l > sm->max_len ? sm->max_len : l; /* the loader's lengths are in range */
+            step_batch_add(sm, &b, l, l, l);
+        }
+        us[g] = b.shape.seqs > 0 ? step_batch_us(sm, &b) : 0;
+    }
+}
+
 int step_model_predict(const step_model *sm, const model_cfg *m, const hw_spec *hw,
                        const calib_coef *c, const step_batch *b, int gpus, cost_step *out,
                        unpad_err *err)

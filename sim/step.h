@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "balance.h"
 #include "calib.h"
 #include "cost.h"
 #include "ops.h"
@@ -124,6 +125,11 @@ double step_op_us(const step_model *sm, op_id op, const step_batch *b);
 /* Forward and backward of every operator over the batch: the part of a GPU's step that depends on
  * its batch (without the optimizer, the step overhead and the collectives). */
 double step_batch_us(const step_model *sm, const step_batch *b);
+
+/* Each GPU's batch time (step_batch_us, unpadded) under an assignment: us[g] for the sequences r
+ * gives GPU g out of len (the global batch in loader order). The trainer's predicted per-rank
+ * load (exec/gpu/dp.c). */
+void step_model_rank_us(const step_model *sm, const balance_result *r, const int *len, double *us);
 
 /* The whole step per operator for one GPU's batch, as cost_predict_step reports it (counts from
  * ops_count, times from the step model; all-reduce and exchange from net.h over `gpus`). */

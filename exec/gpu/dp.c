@@ -264,7 +264,9 @@ int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred
                         .count = d->o.count};
     if ((rc = balance_assign(d->ws, &in, &d->res, err)))
         return rc;
-    if (pred_us)
+    if (pred_us && d->o.step)
+        step_model_rank_us(d->o.step, &d->res, d->len, pred_us);
+    else if (pred_us)
         for (int g = 0; g < d->R; g++)
             pred_us[g] = (double)d->res.load[g] / (d->o.cost ? BALANCE_NS_PER_US : 1.0);
     d->phys.n = n;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "balance.h"
+#include "step.h"
 #include "gpu/comm.h"
 #include "gpu/source.h"
 
@@ -26,6 +27,7 @@ typedef struct {
     balance_policy policy;
     balance_count count;
     const seq_cost *cost;    /* per-sequence cost balanced; NULL: tokens */
+    const step_model *step;  /* predicts each rank's compute (sim/step.h); NULL: the balanced weights */
 } dp_options;
 
 /* Micro-batch capacities are sized for free counts (a virtual rank may get up to all R B samples'
@@ -35,7 +37,8 @@ void dp_free(dp *d);
 
 /* Builds this process's K micro-batches of the global batch at stream position pos. mb[v] must
  * have the capacities dp_create was given. pred_us (R) receives each virtual rank's predicted
- * compute (the balanced weights in microseconds), or NULL. */
+ * compute (the step model's time of its batch; without one, the balanced weights in
+ * microseconds), or NULL. */
 int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred_us, unpad_err *err);
 
 /* Samples on local virtual rank v in the last dp_step. */

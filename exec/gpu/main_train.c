@@ -526,8 +526,12 @@ int main(int argc, char **argv)
     cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     dp *dpp = NULL;
     if (balanced) {
+        static step_model sm; /* the predicted per-rank load: the step model of unpad predict */
+        if (step_model_init(&sm, &cfg, &hw, &cc, 1, &err))
+            return fail(NULL, &err);
         dp_options o = {.K = K, .B = B, .max_len = max_len, .max_pred = cfg.max_predictions,
-                        .policy = policy, .count = count, .cost = weights_tokens ? NULL : &scost};
+                        .policy = policy, .count = count, .cost = weights_tokens ? NULL : &scost,
+                        .step = &sm};
         if (!(dpp = dp_create(&comm, &o, opt.max_tokens, &err)))
             return fail(NULL, &err);
     }

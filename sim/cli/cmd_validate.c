@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "resolve.h"
 #include "validate.h"
+#include "workload.h"
 
 extern char **environ;
 
@@ -23,6 +24,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
             "                      [--plot OUT.png]\n"
+            "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -30,7 +32,12 @@ static void usage(FILE *f)
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg); other hardware is refused\n"
             "  --model F    model config (default: models/<name>.cfg for each model the traces name)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
-            "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n");
+            "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
+            "  --workloads F  a table of measured workloads (traces/heldout-workloads.csv): per\n"
+            "               workload the measured wall step time, predict on the trainer's own\n"
+            "               batches, the what-if's mean step time, their errors, and the memory\n"
+            "  --seed S     the trainer's --seed of those runs (default 21, scripts/gpu-heldout.sh)\n"
+            "  --steps K    sampled steps of the what-if (default 2000)\n");
 }
 
 static int run_gnuplot(const char *csv, const char *png)
@@ -62,16 +69,49 @@ static int have_gnuplot(void)
     return system("command -v gnuplot >/dev/null 2>&1") == 0;
 }
 
+/* --workloads: measured wall step times against predict and whatif (workload.h). */
+static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps)
+{
+    resolve_inputs in;
+    memset(&in, 0, sizeof in);
+    if (cli_inputs_load("validate", rq, &in, 0))
+        return 1;
+    unpad_err err = {0};
+    workload_row *rows = NULL;
+    int n = 0, rc = 1;
+    char home[4096], label[4400];
+    if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
+        cli_error("validate", &err);
+        goto out;
+    }
+    workload_setup s = {.home = home, .hw = &in.hw, .calib = &in.calib, .seed = seed,
+                        .whatif_steps = steps};
+    printf("unpad validate: %d workloads of %s on %s, %s\n\n", n, path, in.hw.name,
+           cli_calib_label(&in, label, sizeof label));
+    if (workload_predict(&s, rows, n, &err)) {
+        cli_error("validate", &err);
+        goto out;
+    }
+    workload_print(stdout, rows, n);
+    rc = 0;
+out:
+    free(rows);
+    resolve_inputs_free(&in);
+    return rc;
+}
+
 int cmd_validate(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"traces", required_argument, 0, 't'}, {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"hw", required_argument, 0, 'w'},     {"model", required_argument, 0, 'm'},
         {"csv", required_argument, 0, 'o'},    {"plot", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"workloads", required_argument, 0, 'W'}, {"seed", required_argument, 0, 's'},
+        {"steps", required_argument, 0, 'k'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
     int ntraces = 0, nmodel_paths = 0, c;
-    const char *csv = NULL, *plot = NULL;
+    const char *csv = NULL, *plot = NULL, *workloads = NULL;
+    int wseed = 21, wsteps = 2000;
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -97,6 +137,9 @@ int cmd_validate(int argc, char **argv)
             break;
         case 'o': csv = optarg; break;
         case 'p': plot = optarg; break;
+        case 'W': workloads = optarg; break;
+        case 's': if (cli_int("validate", "--seed", optarg, 0, 2147483647, &wseed)) return 2; break;
+        case 'k': if (cli_int("validate", "--steps", optarg, 1, 10000000, &wsteps)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -108,8 +151,10 @@ int cmd_validate(int argc, char **argv)
         }
         traces[ntraces++] = argv[optind];
     }
+    if (workloads && !ntraces)
+        return validate_workloads(&rq, workloads, (uint64_t)wseed, wsteps);
     if (!ntraces) {
-        fprintf(stderr, "unpad validate: --traces is required\n");
+        fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
         return 2;
     }

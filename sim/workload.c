@@ -1,0 +1,296 @@
+/* workload.c — measured workloads against predict (the trainer's own batches) and whatif (sampled
+ * steps): the table, the reproduced batches, the errors (workload.h). */
+#include "workload.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "balance.h"
+#include "dist.h"
+#include "memory.h"
+#include "step.h"
+#include "whatif.h"
+
+#define SYNTH_MIN_LEN 8 /* exec/gpu/source.c: synthetic samples are at least 8 tokens long */
+
+static const char HEADER[] =
+    "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace";
+
+/* A name that is one plain file name (it becomes models/<name>.cfg). */
+static int plain_name(const char *s)
+{
+    if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
+        return 0;
+    for (; *s; s++)
+        if (*s == '/' || *s == ' ')
+            return 0;
+    return 1;
+}
+
+static int row_parse(const char *path, int lineno, char *line, workload_row *w, unpad_err *err)
+{
+    char raw[1024], *col[16];
+    snprintf(raw, sizeof raw, "%s", line);
+    int nc = 0;
+    for (char *p = line, *t; nc < 16 && (t = strsep(&p, ",")); )
+        col[nc++] = t;
+    long v[3];
+    double d[3];
+    const char *why = NULL;
+    memset(w, 0, sizeof *w);
+    if (nc != 11)
+        why = "11 columns";
+    else if (!plain_name(col[1]) || !plain_name(col[5]))
+        why = "a plain model and distribution name (models/<model>.cfg, models/dists/<dist>.csv)";
+    else if (unpad_parse_long(col[2], &v[0]) || v[0] < 1 || v[0] > 65536 ||
+             unpad_parse_long(col[3], &v[1]) || v[1] < 1 || v[1] > 4096 ||
+             unpad_parse_long(col[6], &v[2]) || v[2] < 1 || v[2] > 1000000)
+        why = "batch 1..65536, vranks 1..4096 and steps 1..1000000";
+    else if (unpad_parse_double(col[7], &d[0]) || !(d[0] > 0) || unpad_parse_double(col[8], &d[1]) ||
+             !(d[1] > 0) || unpad_parse_double(col[9], &d[2]) || !(d[2] >= 0))
+        why = "positive step_ms_median and step_ms_mean and a memory in GiB";
+    if (why) {
+        unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected %s", why);
+        unpad_err_show_line(err, lineno, raw);
+        return UNPAD_EINVAL;
+    }
+    snprintf(w->name, sizeof w->name, "%s", col[0]);
+    snprintf(w->model, sizeof w->model, "%s", col[1]);
+    snprintf(w->policy, sizeof w->policy, "%s", col[4]);
+    snprintf(w->dist, sizeof w->dist, "%s", col[5]);
+    w->batch = (int)v[0];
+    w->vranks = (int)v[1];
+    w->steps = (int)v[2];
+    w->meas_ms = d[0];
+    w->meas_mean_ms = d[1];
+    w->meas_gib = d[2];
+    balance_policy bp;
+    unpad_err pe = {0};
+    if (balance_policy_parse(w->policy, &bp, &pe)) {
+        unpad_fail(err, UNPAD_EINVAL, path, lineno, "%s", pe.msg);
+        unpad_err_show_line(err, lineno, raw);
+        return UNPAD_EINVAL;
+    }
+    return UNPAD_OK;
+}
+
+int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err)
+{
+    char *text;
+    int rc = unpad_read_file(path, &text, NULL, err);
+    if (rc)
+        return rc;
+    int cap = 1;
+    for (char *p = text; *p; p++)
+        cap += *p == '\n';
+    workload_row *w = calloc((size_t)cap, sizeof *w);
+    int k = 0, lineno = 0;
+    if (!w) {
+        free(text);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    }
+    for (char *p = text, *line; (line = strsep(&p, "\n"));) {
+        lineno++;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r')
+            line[--l] = '\0';
+        if (!l || line[0] == '#')
+            continue;
+        if (lineno == 1 || (k == 0 && !strncmp(line, "workload,", 9))) {
+            if (strcmp(line, HEADER)) {
+                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected the header '%s'", HEADER);
+                break;
+            }
+            continue;
+        }
+        if ((rc = row_parse(path, lineno, line, &w[k], err)))
+            break;
+        k++;
+    }
+    free(text);
+    if (!rc && k == 0)
+        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "no workloads (only a header)");
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    *rows = w;
+    *n = k;
+    return UNPAD_OK;
+}
+
+/* The synthetic loader's distribution: lengths below 8 are drawn as 8, above max_len as max_len. */
+static int synthetic_dist(const unpad_dist *d, int max_len, unpad_dist *out, unpad_err *err)
+{
+    int top = d->max_len < max_len ? d->max_len : max_len;
+    if (top < SYNTH_MIN_LEN)
+        top = SYNTH_MIN_LEN;
+    memset(out, 0, sizeof *out);
+    if (!(out->count = calloc((size_t)top + 1, sizeof *out->count)))
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    out->max_len = top;
+    for (int l = 1; l <= d->max_len; l++) {
+        int c = l < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : l > top ? top : l;
+        out->count[c] += d->count[l];
+    }
+    out->total = d->total;
+    snprintf(out->source, sizeof out->source, "%s", d->source);
+    return UNPAD_OK;
+}
+
+/* The step times the step model gives for the trainer's steps first..steps: out[s - first]. The
+ * lengths are drawn from the file's distribution d and clamped afterwards, as the trainer does. */
+static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
+                         const unpad_dist *d, double *out, unpad_err *err)
+{
+    int maxl = d->max_len < m->max_len ? d->max_len : m->max_len;
+    int K = w->vranks, B = w->batch, n = K * B, rc;
+    int *len = malloc((size_t)n * sizeof *len);
+    int64_t *wt = malloc((size_t)n * sizeof *wt);
+    double *us = malloc((size_t)K * sizeof *us);
+    dist_sampler *ds = NULL;
+    balance_ws *ws = NULL;
+    balance_result r = {0};
+    step_model sm = {0};
+    seq_cost sc;
+    balance_policy pol;
+    if (!len || !wt || !us) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    if ((rc = balance_policy_parse(w->policy, &pol, err)) ||
+        (rc = step_model_init(&sm, m, s->hw, s->calib, 1, err)) ||
+        (rc = cost_seq_model(m, s->hw, s->calib, &sc, err)) ||
+        (rc = dist_sampler_alloc(d, 1, &ds, err)) || (rc = balance_ws_alloc(n, K, &ws, err)) ||
+        (rc = balance_result_alloc(n, K, &r, err)))
+        goto out;
+    for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
+        for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
+            uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
+            dist_sampler_seed(ds, s->seed * 1000003ull + p + 1);
+            dist_sample(ds, &len[k], 1);
+            len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
+        }
+        double t = sm.lamb_us + sm.overhead_us;
+        if (K == 1) {
+            step_batch b;
+            if ((rc = step_batch_of(&sm, len, n, &b, err)))
+                goto out;
+            t += step_batch_us(&sm, &b);
+        } else {
+            balance_weights(&sc, len, n, wt);
+            balance_input in = {len, wt, n, K, pol, BAL_EQUAL};
+            if ((rc = balance_assign(ws, &in, &r, err)))
+                goto out;
+            step_model_rank_us(&sm, &r, len, us);
+            for (int g = 0; g < K; g++)
+                t += us[g];
+        }
+        out[st - WORKLOAD_FIRST_STEP] = t / 1e3;
+    }
+out:
+    free(len);
+    free(wt);
+    free(us);
+    dist_sampler_free(ds);
+    balance_ws_free(ws);
+    if (r.gpu)
+        balance_result_free(&r);
+    step_model_free(&sm);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
+{
+    char path[4200];
+    model_cfg m;
+    unpad_dist raw = {0}, d = {0};
+    snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
+    int rc = model_load(path, &m, err);
+    snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);
+    if (!rc)
+        rc = dist_load(path, &raw, err);
+    if (!rc)
+        rc = synthetic_dist(&raw, m.max_len, &d, err);
+    int ns = w->steps;
+    double *t = malloc((size_t)ns * sizeof *t);
+    if (!rc && !t)
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    if (!rc)
+        rc = predict_steps(s, w, &m, &raw, t, err);
+    if (!rc) {
+        qsort(t, (size_t)ns, sizeof *t, cmp_double);
+        w->predict_ms = ns % 2 ? t[ns / 2] : (t[ns / 2 - 1] + t[ns / 2]) / 2;
+        whatif_setup ws;
+        whatif_setup_default(&ws);
+        ws.dist = &d;
+        ws.model = &m;
+        ws.hw = s->hw;
+        ws.calib = s->calib;
+        ws.steps = s->whatif_steps;
+        ws.threads = s->threads;
+        ws.attn_steps = 0;
+        ws.serial_ranks = w->vranks > 1; /* virtual ranks, one after another on one GPU */
+        whatif_row row = {.gpus = w->vranks, .batch = w->batch, .count = BAL_EQUAL};
+        balance_policy_parse(w->policy, &row.policy, NULL);
+        rc = whatif_run(&ws, &row, 1, err);
+        w->whatif_ms = row.step_us / 1e3;
+    }
+    if (!rc) {
+        memory_setup ms;
+        memory_use mu;
+        memory_trainer_setup(&m, w->batch, d.max_len, w->batch, 0, &ms);
+        memory_predict(&m, s->hw, &ms, &mu);
+        w->mem_gib = mu.total_gib;
+        w->predict_err = (w->predict_ms - w->meas_ms) / w->meas_ms;
+        w->whatif_err = (w->whatif_ms - w->meas_ms) / w->meas_ms;
+        w->mem_err = w->meas_gib > 0 ? (w->mem_gib - w->meas_gib) / w->meas_gib : 0;
+    }
+    free(t);
+    dist_free(&raw);
+    dist_free(&d);
+    return rc;
+}
+
+int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = predict_one(s, &rows[i], err);
+        if (rc)
+            return rc;
+    }
+    return UNPAD_OK;
+}
+
+void workload_print(FILE *f, const workload_row *rows, int n)
+{
+    fprintf(f, "%-44s %8s %9s %9s %7s %9s %7s | %7s %7s %6s\n", "workload", "measured", "predict",
+            "whatif", "err %", "", "err %", "mem GiB", "pred", "err %");
+    fprintf(f, "%-44s %8s %9s %9s %7s %9s %7s | %7s %7s %6s\n", "", "ms", "same", "sampled",
+            "whatif", "", "predict", "meas", "", "");
+    double wmax = 0, pmax = 0, mmax = 0;
+    int within = 0;
+    for (int i = 0; i < n; i++) {
+        const workload_row *w = &rows[i];
+        fprintf(f, "%-44s %8.2f %9.2f %9.2f %+7.2f %9s %+7.2f | %7.2f %7.2f %+6.1f\n", w->name,
+                w->meas_ms, w->predict_ms, w->whatif_ms, 100 * w->whatif_err, "",
+                100 * w->predict_err, w->meas_gib, w->mem_gib, 100 * w->mem_err);
+        wmax = fabs(w->whatif_err) > wmax ? fabs(w->whatif_err) : wmax;
+        pmax = fabs(w->predict_err) > pmax ? fabs(w->predict_err) : pmax;
+        mmax = fabs(w->mem_err) > mmax ? fabs(w->mem_err) : mmax;
+        within += fabs(w->whatif_err) <= 0.02;
+    }
+    fprintf(f, "\n  measured: median wall step of the trainer's untraced steps %d..; predict: the step "
+               "model on those very batches (median); whatif: mean over sampled steps\n",
+            WORKLOAD_FIRST_STEP);
+    fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
+               "predict %.2f%%); memory max |error| %.1f%% (target 10%%)\n",
+            within, n, 100 * wmax, 100 * pmax, 100 * mmax);
+}

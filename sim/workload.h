@@ -1,0 +1,57 @@
+/* workload.h — measured workloads against the step model: for each row of a workload table
+ * (traces/heldout-workloads.csv, written by scripts/gpu-heldout.sh), the measured steady-state wall
+ * step time, what `predict` gives for the very batches the trainer ran, and what `whatif` gives as
+ * the mean over sampled steps, with the errors; and the predicted device memory against the
+ * measured.
+ *
+ * The table, one header line then one row per workload:
+ *   workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace
+ * model names models/<model>.cfg, dist models/dists/<dist>.csv; steps counts the steady-state steps
+ * measured (9, 10, ...: untraced, after the warm-up), step_ms_median is the median of their wall
+ * times; mem_gib cudaMemGetInfo's total - free at the end of the run.
+ *
+ * The trainer's batches are reproduced: `unpad-train --synthetic --seed S` draws the sample at
+ * stream position p from the distribution with a generator seeded S x 1000003 + p + 1, clamped to
+ * [8, the longest length] (exec/gpu/source.c); step s of R = vranks x 1 ranks x B takes positions
+ * [(s-1) R B, s R B). With vranks > 1 the trainer balances them with the policy on the calibration's
+ * per-sequence cost and runs the virtual ranks one after another on its GPU. */
+#ifndef UNPAD_WORKLOAD_H
+#define UNPAD_WORKLOAD_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "calib.h"
+#include "model.h"
+
+#define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
+
+typedef struct {
+    char name[128], model[64], policy[32], dist[64];
+    int batch, vranks, steps;  /* steps: measured steps 9 .. 9 + steps - 1 */
+    double meas_ms, meas_mean_ms, meas_gib; /* measured: median and mean wall step, memory in use */
+    /* predicted */
+    double predict_ms;   /* the step model on the trainer's own batches: median over the steps */
+    double whatif_ms;    /* the what-if's mean step time over sampled steps */
+    double mem_gib;      /* memory.h */
+    double predict_err, whatif_err, mem_err; /* (predicted - measured) / measured */
+} workload_row;
+
+/* Reads a workload table; errors name the file, the line and what was expected. */
+int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err);
+
+typedef struct {
+    const char *home;        /* project folder: models/ and models/dists/ under it */
+    const hw_spec *hw;
+    const calib_coef *calib;
+    uint64_t seed;           /* the trainer's --seed (scripts/gpu-heldout.sh: 21) */
+    int whatif_steps;        /* sampled steps of the what-if */
+    int threads;
+} workload_setup;
+
+/* Fills every row's predictions. */
+int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
+
+void workload_print(FILE *f, const workload_row *rows, int n);
+
+#endif
