@@ -3,7 +3,7 @@
  * time = max(tensor FLOPs / (peak x eff) + other FLOPs / fp32 peak, bytes / (bandwidth x eff))
  *        + launches x launch overhead,
  * with the efficiencies of calib.h. The FMHA is timed by simulating its tiles (one CTA per
- * sequence, head and 128-row query tile) over the multiprocessors, so wave quantization and the
+ * sequence, head and 64-row tile) over the multiprocessors, so wave quantization and the
  * tail of long sequences show. Collectives use a ring model over the link bandwidth. */
 #ifndef UNPAD_COST_H
 #define UNPAD_COST_H
@@ -32,8 +32,10 @@ double cost_bw_eff(const calib_coef *c, op_id op);
 /* Predicted time of one operator instance. */
 double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
 
-/* Query rows per FMHA tile (one CTA per sequence, head and tile), as the kernels launch them. */
-#define COST_FMHA_TILE 128
+/* Rows per FMHA tile (one CTA per sequence, head and tile), as the kernels launch them in training:
+ * the forward with dropout takes 64 query rows a CTA (fmha.cu "fwd q64 w4"), the backward 64 keys a
+ * CTA against every query ("bwd k64 q32 w4"); either is 64 x the sequence's length of work. */
+#define COST_FMHA_TILE 64
 
 /* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd):
  * tiles go in launch order to the multiprocessor slot that frees first. */

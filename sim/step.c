@@ -107,10 +107,9 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     if (!(sm->per_len = malloc(((size_t)m->max_len + 1) * sizeof *sm->per_len)))
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     for (int l = 0; l <= m->max_len; l++) {
-        int k64 = (l + 63) / 64, full = l / 128, rem = l % 128;
+        int k64 = (l + 63) / 64; /* COST_FMHA_TILE = 64: every tile 64 rows against ceil64(l) keys */
         sm->per_len[l] = (step_len){.preds = l ? ops_predictions(l, m->max_predictions) : 0,
-                                    .tiles = full + (rem > 0), .work = k64 * 64 * k64 * 64,
-                                    .top = k64 >= 2 ? full + (rem > 64) : l > 0};
+                                    .tiles = k64, .work = k64 * 64 * k64 * 64, .top = k64};
     }
     return UNPAD_OK;
 }
@@ -143,8 +142,8 @@ double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
     if (b->tiles <= 0)
         return 0;
     double a = sm->tile_a[dir], H = sm->heads, S = sm->slots;
-    int k = b->top_k64 * 64, q = k < 128 ? k : 128;
-    double p = sm->cta_us + a * q * k; /* the longest tile */
+    int k = b->top_k64 * 64;
+    double p = sm->cta_us + a * COST_FMHA_TILE * k; /* the longest tile */
     if (H * b->tiles <= S)
         return p;
     double work = H * (b->tiles * sm->cta_us + a * b->tile_work);

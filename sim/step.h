@@ -10,11 +10,11 @@
  * operator.
  *
  * The FMHA is the one term that is not affine. Its tile simulation (cost_fmha_us: one tile per
- * sequence, head and 128-row query tile, dispatched to sms x ctas_per_sm slots) is replaced by a
+ * sequence, head and 64-row tile, dispatched to sms x ctas_per_sm slots) is replaced by a
  * closed form on the tiles' sums, fitted to the simulation averaged over random launch orders
  * (fit_fmha_us, the order the calibration assumes):
  *   W     = heads x (tiles x attn_cta_us + a x sum over tiles of rows64 x keys64)   all tiles' time
- *   p     = the longest tile (128 rows, or the sequence when shorter, against the longest keys)
+ *   p     = the longest tile (64 rows against the longest keys)
  *   time  = p                                           when every tile has a slot of its own
  *         = max(p x ceil(top / slots), W / slots + STEP_FMHA_TAIL x p)   otherwise
  * where top counts the tiles as long as p (waves of them cannot be shortened) and the second term
@@ -33,15 +33,15 @@
 /* The tail of a random launch order, in units of the longest tile (fitted to fit_fmha_us on
  * Wikipedia, uniform, short-heavy and bimodal batches of 1..512 sequences, bert-base and
  * bert-large: bias within 1% from 8 sequences up). */
-#define STEP_FMHA_TAIL 0.42
+#define STEP_FMHA_TAIL 0.36
 
 /* The sums of one GPU's batch the step model needs (step_batch_add, one sequence at a time). */
 typedef struct {
     ops_shape shape;   /* sequences, GEMM tokens, attention tokens and squares, predictions, ... */
-    double tiles;      /* FMHA tiles per head: sum of ceil(attention length / 128) */
+    double tiles;      /* FMHA tiles per head: sum of ceil(attention length / 64) */
     double tile_work;  /* per head, sum over tiles of rows x keys rounded to 64: sum of ceil64(len)^2 */
     int top_k64;       /* keys of the longest attention length, rounded up to 64 */
-    double top_tiles;  /* per head, tiles as long as the longest (its class, 128-row or whole) */
+    double top_tiles;  /* per head, tiles as long as the longest (those of its keys class) */
     double real_len2;  /* sum of squared real lengths: the useful attention work (model FLOPs) */
 } step_batch;
 
@@ -78,9 +78,9 @@ void step_batch_clear(step_batch *b);
 /* Per length l (0..max_len): what one sequence of that length adds to the batch's sums. */
 struct step_len {
     int32_t preds;      /* masked predictions (ops_predictions) */
-    int32_t tiles;      /* FMHA tiles per head: ceil(l / 128) */
+    int32_t tiles;      /* FMHA tiles per head: ceil(l / 64) */
     int32_t work;       /* rows x keys of its tiles, rounded to 64: ceil64(l)^2 */
-    int32_t top;        /* of them, tiles as long as its longest (128 rows, or the whole) */
+    int32_t top;        /* of them, tiles as long as its longest (all: 64-row tiles) */
 };
 
 /* One sequence of real length len (its predictions; what the exchange moves), occupying gemm_tokens

@@ -103,14 +103,14 @@ END_TEST
 
 START_TEST(test_fmha_waves)
 {
-    /* One 128-row tile per sequence and head: 2 x 132 slots fill one wave exactly; one more tile
+    /* One 64-row tile per sequence and head: 2 x 132 slots fill one wave exactly; one more tile
      * starts a second wave. */
     calib_coef c = C;
     c.attn_ctas_per_sm = 2;
     int len[600];
     for (int i = 0; i < 600; i++)
-        len[i] = 128;
-    double one = cost_fmha_cta_us(&HW, &c, 128, 128, 0);
+        len[i] = COST_FMHA_TILE;
+    double one = cost_fmha_cta_us(&HW, &c, COST_FMHA_TILE, COST_FMHA_TILE, 0);
     ck_assert_double_eq_tol(cost_fmha_us(&HW, &c, 1, len, 264, 0), one, 1e-9);
     ck_assert_double_eq_tol(cost_fmha_us(&HW, &c, 1, len, 265, 0), 2 * one, 1e-9);
     ck_assert_double_eq_tol(cost_fmha_us(&HW, &c, 2, len, 132, 0), one, 1e-9);

@@ -100,15 +100,15 @@ START_TEST(test_batch_sums)
         ck_assert_int_eq(step_batch_of(&sm, &l, 1, &b, NULL), UNPAD_OK);
         ck_assert_int_eq((int)b.shape.preds, ops_predictions(l, M.max_predictions));
     }
-    /* Tiles, rows x keys (rounded to 64) and the class of the longest, by hand. */
+    /* Tiles (64 rows), rows x keys (rounded to 64) and the class of the longest, by hand. */
     int len[] = {1, 64, 65, 128, 129, 200, 300, 300};
     step_batch b;
     ck_assert_int_eq(step_batch_of(&sm, len, 8, &b, NULL), UNPAD_OK);
-    ck_assert_double_eq(b.tiles, 1 + 1 + 1 + 1 + 2 + 2 + 3 + 3);
+    ck_assert_double_eq(b.tiles, 1 + 1 + 2 + 2 + 3 + 4 + 5 + 5);
     ck_assert_double_eq(b.tile_work, 64.0 * 64 * 2 + 128.0 * 128 * 2 + 192.0 * 192 + 256.0 * 256 +
                                          2 * 320.0 * 320);
     ck_assert_int_eq(b.top_k64, 5);
-    ck_assert_double_eq(b.top_tiles, 2 * 2); /* 300 = 128 + 128 + 44: two 128-row tiles each */
+    ck_assert_double_eq(b.top_tiles, 2 * 5); /* 300: five 64-row tiles each */
     ck_assert_double_eq(b.shape.tokens, 1 + 64 + 65 + 128 + 129 + 200 + 600);
     ck_assert_double_eq(b.shape.sum_len2, 1 + 64.0 * 64 + 65 * 65 + 128 * 128 + 129 * 129 +
                                               200 * 200 + 2 * 300.0 * 300);
