@@ -852,10 +852,12 @@ static int ffd_fits(ffd_ws *s, const int *len, int n, int k, int64_t budget, int
     for (int i = 0; i < n; i++) {
         int q = s->order[i];
         if (equal && i + 1 < n) {
-            int64_t mean = (left_tokens - len[q]) / (n - i - 1);
+            /* mean = (left - len) / m <= reserve - drop, without dividing for every sequence:
+             * floor(a / m) <= r  <=>  a < (r + 1) m */
+            int64_t a = left_tokens - len[q], m = n - i - 1;
             int64_t drop = reserve / 128 > 1 ? reserve / 128 : 1;
-            if (mean <= reserve - drop) {
-                reserve = mean;
+            if ((__int128)a < (__int128)(reserve - drop + 1) * m) {
+                reserve = a / m;
                 ffd_rebuild(s, k, reserve);
             }
         }
@@ -910,27 +912,38 @@ static int assign_ffd_tokens(balance_ws *ws, const balance_input *in, balance_re
     int64_t step = lo / (equal ? 64 : 256), tol = lo / 512;
     step = step > 1 ? step : 1;
     tol = tol > 1 ? tol : 1;
+    /* out->gpu keeps the assignment of the last budget that fitted (fitted_at): the search ends
+     * on it unless it ended on the whole batch untried */
+    int64_t fitted_at = -1;
     for (hi = lo;; step *= 2) {
         if (hi >= total) {
             hi = total; /* any GPU can hold everything its slots allow */
             break;
         }
-        if (ffd_fits(s, in->len, n, k, hi, total, equal))
+        if (ffd_fits(s, in->len, n, k, hi, total, equal)) {
+            memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
+            fitted_at = hi;
             break;
+        }
         lo = hi + 1;
         hi += step;
     }
     while (hi - lo > tol) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (ffd_fits(s, in->len, n, k, mid, total, equal))
+        if (ffd_fits(s, in->len, n, k, mid, total, equal)) {
             hi = mid;
-        else
+            memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
+            fitted_at = mid;
+        } else {
             lo = mid + 1;
+        }
     }
-    /* a budget of the whole batch always fits: the search ends on one that does */
-    int fits = ffd_fits(s, in->len, n, k, hi, total, equal);
-    UNPAD_INVARIANT(fits);
-    memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
+    if (fitted_at != hi) {
+        /* a budget of the whole batch always fits: the search ends on one that does */
+        int fits = ffd_fits(s, in->len, n, k, hi, total, equal);
+        UNPAD_INVARIANT(fits);
+        memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
+    }
     out->ffd_budget = hi;
     finish(in, w, out);
     return UNPAD_OK;

@@ -90,36 +90,79 @@ static void heap_push_pop(double *h, int n, double v)
     h[i] = v;
 }
 
+/* Slots' free times a[0..S) kept ascending. A run of r tiles of equal duration d, each dispatched
+ * to the slot that frees first (the block scheduler): the times taken come out in ascending order
+ * and each comes back d later, so the new times form a second ascending queue (q, circular, at most
+ * S live); taking the smaller head of the two queues r times, then merging them, gives the very
+ * multiset r heap operations would (the same additions in the same order), in O(S + r) instead of
+ * O(r log S). Returns the largest new time (0 when r == 0). */
+static double run_equal(double *a, double *q, double *tmp, int S, long r, double d)
+{
+    int i = 0, qh = 0, qn = 0;
+    double last = 0;
+    for (long t = 0; t < r; t++) {
+        double v;
+        if (qn > 0 && (i >= S || q[qh] < a[i])) {
+            v = q[qh];
+            qh = qh + 1 == S ? 0 : qh + 1;
+            qn--;
+        } else {
+            v = a[i++];
+        }
+        last = v + d;
+        int tail = qh + qn < S ? qh + qn : qh + qn - S;
+        q[tail] = last;
+        qn++;
+    }
+    int o = 0;
+    while (i < S || qn > 0) {
+        if (qn > 0 && (i >= S || q[qh] < a[i])) {
+            tmp[o++] = q[qh];
+            qh = qh + 1 == S ? 0 : qh + 1;
+            qn--;
+        } else {
+            tmp[o++] = a[i++];
+        }
+    }
+    memcpy(a, tmp, sizeof *a * (size_t)S);
+    return last;
+}
+
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after)
 {
     int slots = (int)(hw->sms * c->attn_ctas_per_sm);
-    double stack[1024];
-    double *h = slots <= 1024 ? stack : calloc((size_t)slots, sizeof *h);
-    if (!h)
+    double stack[3 * 1024];
+    double *a = slots <= 1024 ? stack : calloc(3 * (size_t)slots, sizeof *a);
+    if (!a)
         return 0;
-    memset(h, 0, sizeof(double) * (size_t)slots);
+    double *q = a + slots, *tmp = q + slots;
+    memset(a, 0, sizeof(double) * (size_t)slots);
     const int tile = COST_FMHA_TILE;
     double end = 0;
-    /* Launch order: sequence-major, heads, then query tiles (blockIdx.x fastest). Each tile goes to
-     * the slot that frees first, as the hardware block scheduler does. */
+    /* Launch order: sequence-major, then its tiles, each over the heads. Each tile goes to the
+     * slot that frees first, as the hardware block scheduler does; consecutive tiles of equal
+     * time (a sequence's 64-row tiles) are dispatched as one run. */
     for (int s = 0; s < n; s++) {
         int tiles = (len[s] + tile - 1) / tile;
-        for (int t = 0; t < tiles; t++) {
-            int rows = t + 1 < tiles ? tile : len[s] - t * tile;
-            double d = cost_fmha_cta_us(hw, c, rows, len[s], dir);
-            for (int k = 0; k < heads; k++) {
-                double f = h[0] + d;
-                heap_push_pop(h, slots, f);
-                if (f > end)
-                    end = f;
-            }
+        if (tiles < 1)
+            continue;
+        double full = cost_fmha_cta_us(hw, c, tile, len[s], dir);
+        double last = cost_fmha_cta_us(hw, c, len[s] - (tiles - 1) * tile, len[s], dir);
+        double f;
+        if (last == full) { /* a short last tile rounds to the same work: one run */
+            f = run_equal(a, q, tmp, slots, (long)tiles * heads, full);
+        } else {
+            f = run_equal(a, q, tmp, slots, (long)(tiles - 1) * heads, full);
+            double g = run_equal(a, q, tmp, slots, heads, last);
+            f = g > f ? g : f;
         }
+        end = f > end ? f : end;
         if (end_after)
             end_after[s] = end;
     }
-    if (h != stack)
-        free(h);
+    if (a != stack)
+        free(a);
     return end;
 }
 
@@ -141,8 +184,9 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
     int *seq = calloc((size_t)G + 1, sizeof *seq), *t = calloc((size_t)G + 1, sizeof *t),
         *k = calloc((size_t)G + 1, sizeof *k), *prev = calloc((size_t)G + 1, sizeof *prev);
     double *ready = calloc((size_t)G + 1, sizeof *ready), *end = calloc((size_t)G + 1, sizeof *end);
+    double *dur = calloc((size_t)G + 1, sizeof *dur); /* the time of each group's current tile */
     double total = 0;
-    if (!h || !seq || !t || !k || !prev || !ready || !end)
+    if (!h || !seq || !t || !k || !prev || !ready || !end || !dur)
         goto out;
     memset(h, 0, sizeof(double) * (size_t)slots);
     int left = 0;
@@ -171,8 +215,11 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
             continue;
         }
         int L = len[g][seq[g]], tiles = (L + tile - 1) / tile;
-        int rows = t[g] + 1 < tiles ? tile : L - t[g] * tile;
-        double f = now + cost_fmha_cta_us(hw, c, rows, L, dir);
+        if (k[g] == 0) { /* a new tile: its time, for every head */
+            int rows = t[g] + 1 < tiles ? tile : L - t[g] * tile;
+            dur[g] = cost_fmha_cta_us(hw, c, rows, L, dir);
+        }
+        double f = now + dur[g];
         heap_push_pop(h, slots, f);
         if (f > end[g])
             end[g] = f;
@@ -205,6 +252,7 @@ out:
     free(prev);
     free(ready);
     free(end);
+    free(dur);
     return total;
 }
 
