@@ -17,7 +17,7 @@
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
 
-#define MAX_LAYOUTS 6
+#define MAX_LAYOUTS 6 /* and, with --max-len, the uncapped unpadded batch beside them */
 
 static void usage(FILE *f)
 {
@@ -69,6 +69,7 @@ static int write_csv(const char *path, const resolve_inputs *in, int gpus, const
 typedef struct {
     layout lay;
     char name[64];
+    int cap;                /* lengths truncated to this (0: none) */
     layout_sampler *smp;
     cost_step st;           /* the sampled batch */
     step_batch sb;
@@ -90,7 +91,7 @@ int cmd_predict(int argc, char **argv)
     resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 1, batch = 56, fused = 1, seed = 1, steps = 100, cap = 0, c, nlay = 1;
-    layout lays[MAX_LAYOUTS] = {{.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT}};
+    layout lays[MAX_LAYOUTS + 1] = {{.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT}};
     const char *csv = NULL;
     unpad_err err = {0};
     optind = 1;
@@ -128,7 +129,7 @@ int cmd_predict(int argc, char **argv)
         return 1;
     int rc = 1, *len = malloc(sizeof *len * (size_t)batch);
     int *scratch = malloc(sizeof *scratch * (size_t)layout_scratch_len(batch));
-    column *col = calloc(MAX_LAYOUTS, sizeof *col);
+    column *col = calloc(MAX_LAYOUTS + 1, sizeof *col);
     unpad_dist capped = {0};
     step_model sm = {0};
     const model_cfg *m = &in.model;
@@ -141,16 +142,25 @@ int cmd_predict(int argc, char **argv)
         cli_error("predict", &err);
         goto out;
     }
+    if (cap) /* what the cap changes: the same batches, uncapped */
+        lays[nlay++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
     for (int l = 0; l < nlay; l++) {
         column *k = &col[l];
         k->lay = lays[l];
-        /* every layout but buckets sees the same batches (the same seed) */
-        if (layout_resolve(&k->lay, cap, m->max_len, capped.max_len, "--layout", &err) ||
-            layout_sampler_alloc(&k->lay, &capped, (uint64_t)seed, &k->smp, &err)) {
+        k->cap = cap && l == nlay - 1 ? 0 : cap;
+        /* every layout but buckets sees the same batches (the same seed), capped afterwards;
+         * buckets draw from the capped distribution, one bucket a step */
+        int buckets = k->lay.kind == LAYOUT_BUCKETS;
+        if (layout_resolve(&k->lay, k->cap, m->max_len, (buckets ? &capped : &in.dist)->max_len,
+                           "--layout", &err) ||
+            layout_sampler_alloc(&k->lay, buckets ? &capped : &in.dist, (uint64_t)seed, &k->smp,
+                                 &err)) {
             cli_error("predict", &err);
             goto out;
         }
         layout_name(&k->lay, k->name, sizeof k->name);
+        if (cap && !k->cap)
+            snprintf(k->name, sizeof k->name, "no cap (unpadded)");
     }
     net_cost ar;
     net_allreduce(&in.hw, &in.calib, sm.param_bytes, gpus, &ar);
@@ -161,6 +171,8 @@ int cmd_predict(int argc, char **argv)
             column *k = &col[l];
             cost_step st;
             layout_sample(k->smp, len, batch);
+            for (int i = 0; k->cap && i < batch; i++)
+                len[i] = len[i] > k->cap ? k->cap : len[i];
             layout_batch(&k->lay, &sm, len, NULL, batch, scratch, &k->sb);
             if (step_model_predict(&sm, m, &in.hw, &in.calib, &k->sb, gpus, &st, &err)) {
                 cli_error("predict", &err);
