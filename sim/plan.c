@@ -256,10 +256,23 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_co
     memory_trainer_setup(s->model, batch, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap,
                          gpus > 1, &ms);
     memory_predict(s->model, s->hw, &ms, &mu);
-    if (!memory_fits(&mu, s->hw, why, sizeof why))
+    if (!memory_fits(&mu, s->hw, why, sizeof why)) {
+        int lo = 0, hi = batch; /* the largest batch that fits: memory grows with it */
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2, cap = count == BAL_FREE ? (4 * mid < gpus * mid ? 4 * mid
+                                                                                       : gpus * mid)
+                                                                  : mid;
+            memory_setup m2;
+            memory_use u2;
+            memory_trainer_setup(s->model, mid, (int)(ms.tokens / batch), cap, gpus > 1, &m2);
+            memory_predict(s->model, s->hw, &m2, &u2);
+            *(memory_fits(&u2, s->hw, NULL, 0) ? &lo : &hi) = mid;
+        }
         return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                           "%d sequences per GPU do not fit: the trainer (%s, an arena for %ld tokens) "
-                          "%s; use a smaller --batch", batch, s->model->name, ms.tokens, why);
+                          "%s; at most %d sequences per GPU fit", batch, s->model->name, ms.tokens,
+                          why, lo);
+    }
     int n = 0;
     rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = BAL_NONE, .count = count};
     for (int p = BAL_SORT_DEAL; p < BAL_POLICY_COUNT; p++)

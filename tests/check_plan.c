@@ -193,11 +193,27 @@ START_TEST(test_make)
     ck_assert_int_eq(p.policy, BAL_SORT_DEAL);
     ck_assert_int_eq(p.count, BAL_FREE);
     ck_assert_double_eq(p.pred_step_us, rows[1].step_us);
+    /* what does not fit the hardware's memory is refused, with needed against available */
+    hw_spec a100;
+    ck_assert_int_eq(hw_load(tu_path(path, sizeof path, "models/hw/a100-sxm4-40g.cfg"), &a100, &e), 0);
+    calib_coef ca;
+    calib_default(&a100, &ca);
+    whatif_setup sa = s;
+    sa.hw = &a100;
+    sa.calib = &ca;
+    unpad_plan pa;
+    ck_assert_int_eq(plan_make(&sa, 8, 256, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_ERANGE);
+    ck_assert_msg(strstr(e.msg, "256 sequences per GPU do not fit") && strstr(e.msg, "needs 107.") &&
+                  strstr(e.msg, "of 39.6 GiB (a100-sxm4-40g)") && strstr(e.msg, "at most 83"),
+                  "%s", e.msg);
     /* written and read back, it loads */
+    p.calib[0] = '\0';
+    snprintf(p.calib, sizeof p.calib, "estimate (transferred from h200-sxm: a100.cfg)");
     tu_write_tmp(path, sizeof path, ".cfg", "");
     ck_assert_int_eq(plan_write(path, &p, &e), UNPAD_OK);
     unpad_plan q;
     ck_assert_int_eq(plan_load(path, &q, &e), UNPAD_OK);
+    ck_assert_str_eq(q.calib, "estimate (transferred from h200-sxm: a100.cfg)");
     ck_assert_int_eq(q.fmha_nb, p.fmha_nb);
     unlink(path);
     dist_free(&d);

@@ -170,6 +170,72 @@ START_TEST(test_csv_and_errors)
 }
 END_TEST
 
+
+START_TEST(test_layouts_network_memory)
+{
+    unpad_err e = {0};
+    layout lay[4];
+    int nl;
+    ck_assert_int_eq(layout_parse_list("--layout", "unpadded,padded,packed,buckets=128/256/384/512",
+                                       lay, &nl, 4, &e), UNPAD_OK);
+    whatif_setup s = setup_of(200, 0);
+    s.layouts = lay;
+    s.nlayouts = nl;
+    whatif_row r[7];
+    for (int l = 0; l < 4; l++)
+        r[l] = (whatif_row){.gpus = 8, .batch = 32, .policy = BAL_KK, .count = BAL_EQUAL, .layout = l};
+    r[4] = (whatif_row){.gpus = 64, .batch = 32, .policy = BAL_KK, .count = BAL_EQUAL};
+    r[5] = (whatif_row){.gpus = 512, .batch = 32, .policy = BAL_KK, .count = BAL_EQUAL};
+    r[6] = (whatif_row){.gpus = 8, .batch = 700, .policy = BAL_NONE, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&s, r, 7, &e), UNPAD_OK);
+    /* padded: every sequence at 512; its padding the distribution's (mean 255.8 of 512) */
+    ck_assert_double_eq(r[1].tokens_per_gpu, 32 * 512);
+    ck_assert_double_eq_tol(r[1].padding, 1 - r[0].tokens_per_gpu / (32 * 512.0), 1e-12);
+    ck_assert_double_eq_tol(r[1].padding, 1 - 255.8 / 512, 0.02);
+    ck_assert_double_eq(r[0].padding, 0);
+    /* packed rows of 512 tokens: whole rows, less padding than padded, more time than unpadded */
+    ck_assert_double_eq_tol(fmod(r[2].tokens_per_gpu * 200 * 8 + 0.5, 512), 0.5, 1e-6);
+    ck_assert(r[2].padding > 0 && r[2].padding < r[1].padding);
+    ck_assert(r[0].step_us < r[2].step_us && r[2].step_us < r[1].step_us);
+    /* buckets: padding within the bucket only */
+    ck_assert(r[3].padding > 0 && r[3].padding < r[1].padding);
+    ck_assert_str_eq(r[3].layout_name, "buckets=128/256/384/512");
+    /* the all-reduce: a ring in one node, hierarchical beyond, growing with the nodes */
+    ck_assert_int_eq(r[0].net, NET_RING);
+    ck_assert_int_eq(r[4].net, NET_HIER);
+    ck_assert_int_eq(r[5].nodes, 64);
+    ck_assert(r[0].allreduce_us < r[4].allreduce_us && r[4].allreduce_us < r[5].allreduce_us);
+    /* memory: 8 x 32 fits an H200, 700 sequences a GPU do not */
+    ck_assert_int_eq(r[0].mem_fits, 1);
+    ck_assert_int_eq(r[6].mem_fits, 0);
+    ck_assert(r[6].mem_gib > HW.memory_gib);
+    ck_assert(r[0].mem_budget_gib < r[0].mem_gib); /* an arena for the tokens a GPU got */
+    /* virtual ranks on one GPU: the step is the sum of their batches, no all-reduce */
+    whatif_setup v = setup_of(200, 0);
+    v.serial_ranks = 1;
+    whatif_row one = {.gpus = 1, .batch = 32, .policy = BAL_NONE, .count = BAL_EQUAL};
+    whatif_row four = {.gpus = 4, .batch = 32, .policy = BAL_NONE, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&v, &one, 1, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_run(&v, &four, 1, &e), UNPAD_OK);
+    double fixed = one.fixed_us;
+    ck_assert_double_eq(four.allreduce_us, 0);
+    ck_assert_double_eq_tol((four.step_us - fixed) / (one.step_us - fixed), 4, 0.1);
+    /* a cap: no sequence above it, fewer tokens */
+    whatif_setup c = setup_of(200, 0);
+    c.max_len = 128;
+    whatif_row capped = {.gpus = 8, .batch = 32, .policy = BAL_KK, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&c, &capped, 1, &e), UNPAD_OK);
+    ck_assert(capped.tokens_per_gpu <= 32 * 128);
+    ck_assert(capped.step_us < r[0].step_us);
+    /* a bucket list that cannot hold the longest length is refused */
+    ck_assert_int_eq(layout_parse_list("--layout", "buckets=128/256", lay, &nl, 4, &e), UNPAD_OK);
+    s.nlayouts = nl;
+    r[0].layout = 0;
+    ck_assert_int_eq(whatif_run(&s, r, 1, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "the last bucket ends at 256"));
+}
+END_TEST
+
 Suite *whatif_suite(void)
 {
     Suite *s = suite_create("whatif");
@@ -180,6 +246,7 @@ Suite *whatif_suite(void)
     tcase_add_test(tc, test_metrics_consistent);
     tcase_add_test(tc, test_fixed_and_typical);
     tcase_add_test(tc, test_csv_and_errors);
+    tcase_add_test(tc, test_layouts_network_memory);
     suite_add_tcase(s, tc);
     return s;
 }
