@@ -72,8 +72,8 @@ say "== 3. cross-hardware: 8 x A100, MLPerf Training v2.0 BERT =================
 $U calibrate --transfer "$cfg" --hw "$a100" --out "$out/a100-sxm4-40g.from-h200.cfg" | tee -a "$report"
 $U predict --hw "$a100" --calib "$out/a100-sxm4-40g.from-h200.cfg" --gpus 8 --batch 56 --steps 500 \
     >"$out/crosshw.txt"
-pred=$(awk '/^samples\/s, expected/ {print $3}' "$out/crosshw.txt")
-step=$(awk '/^step time \(ms\)/ {print $4}' "$out/crosshw.txt")
+pred=$(awk '/^EXPECTED samples\/s/ {print $NF}' "$out/crosshw.txt")
+step=$(awk '/^step time, the sampled batch/ {print $NF}' "$out/crosshw.txt")
 # MLPerf Training v2.0, NVIDIA closed division, system dgxa100_ngc22.04_pytorch (1 node, 8 x
 # A100-SXM4-80GB), config_DGXA100_1x8x56x1.sh (batch 56 per GPU, unpadded FMHA): train_samples /
 # (run_stop - run_start) of result_0..3.txt in github.com/mlcommons/training_results_v2.0,
@@ -82,7 +82,7 @@ mlperf="2402.6 2443.3 2409.2 2402.9"
 mean=$(echo "$mlperf" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.1f", s / NF}')
 say "BERT-Large, 8 GPUs x 56 sequences, unpadded, Wikipedia lengths (models/dists/wiki512.csv)"
 say "  predicted on $a100 with the transferred calibration:"
-say "      step time of one GPU's sampled batch ${step} ms, ${pred} samples/s (mean over 500 batches; no imbalance, no evaluation)"
+say "      step time of one GPU's sampled batch ${step} ms, ${pred} samples/s (500 batches: samples / time; no imbalance, no evaluation)"
 say "  MLPerf Training v2.0, NVIDIA dgxa100_ngc22.04_pytorch (8 x A100-SXM4-80GB), runs 0-3:"
 say "      $mlperf samples/s (mean $mean; whole timed run, evaluations included)"
 say "  predicted / measured: $(awk -v p="$pred" -v m="$mean" 'BEGIN {printf "%.3f", p / m}')  (docs/calibration.md explains the gap)"
