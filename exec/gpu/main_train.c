@@ -47,6 +47,7 @@ static void usage(FILE *f)
             "  --max-grad-norm X  global gradient clipping norm (1.0)\n"
             "  --seed S           initialisation, data order and dropout (1)\n"
             "  --no-dropout       no dropout (the peer comparison)\n"
+            "  --attn-dropout P   attention-probability dropout instead of the model config's\n"
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
@@ -89,6 +90,7 @@ typedef struct {
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every;
     int no_dropout, gelu_erf, trace_a, trace_b;
     double lr, wd, max_norm;
+    double attn_dropout; /* --attn-dropout; < 0: the model config's */
     long seed;
 } train_args;
 
@@ -119,7 +121,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
            O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
            O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
-           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_HELP };
+           O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_ADROP, O_HELP };
     static const struct option opts[] = {
         {"model", 1, 0, O_MODEL}, {"data", 1, 0, O_DATA}, {"synthetic", 0, 0, O_SYN},
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
@@ -134,7 +136,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"calib", 1, 0, O_CALIB}, {"nproc", 1, 0, O_NPROC}, {"fmha-groups", 1, 0, O_GROUPS},
         {"streams", 1, 0, O_STREAMS}, {"bucket-mb", 1, 0, O_BUCKET}, {"no-calib", 0, 0, O_NOCALIB},
         {"calibrate-online", 0, 0, O_ONLINE}, {"online-window", 1, 0, O_OWIN}, {"precision", 1, 0, O_PREC},
-        {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+        {"attn-dropout", 1, 0, O_ADROP}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->lr = 4.25e-4;
     a->precision = UNPAD_PRECISION;
@@ -149,6 +151,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->hw = "models/hw/h200-sxm.cfg";
     a->bucket_mb = 32;
     a->online_window = 8;
+    a->attn_dropout = -1;
     int c, bad = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -169,6 +172,7 @@ static int parse_args(int argc, char **argv, train_args *a)
             break;
         }
         case O_NODROP: a->no_dropout = 1; break;
+        case O_ADROP: bad |= arg_double("--attn-dropout", optarg, 0, 0.99, &a->attn_dropout); break;
         case O_GELU:
             if (!strcmp(optarg, "erf"))
                 a->gelu_erf = 1;
@@ -421,6 +425,8 @@ int main(int argc, char **argv)
     hw_spec hw;
     if (model_load(a.model, &cfg, &err))
         return fail(NULL, &err);
+    if (a.attn_dropout >= 0)
+        cfg.attn_dropout = a.attn_dropout;
     if (hw_load(a.hw, &hw, &err))
         return fail(NULL, &err);
 
@@ -558,9 +564,9 @@ int main(int argc, char **argv)
                                            : "fp32 throughout (the fp32 build)");
     printf("  data %s\n", source_describe(src));
     printf("  batch %d x %d virtual rank%s = %d sequences/step, %d steps, lr %.3g (warm-up %d, poly 1), "
-           "wd %.3g, dropout %s, GELU %s\n",
+           "wd %.3g, dropout %s (attention %g), GELU %s\n",
            B, K, K == 1 ? "" : "s", B * K, a.steps, a.lr, a.warmup, a.wd, a.no_dropout ? "off" : "on",
-           a.gelu_erf ? "erf" : "tanh");
+           a.no_dropout ? 0.0 : cfg.attn_dropout, a.gelu_erf ? "erf" : "tanh");
     printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch)\n",
            bert_device_bytes(b) / 1073741824.0, opt.max_tokens);
     if (balanced)

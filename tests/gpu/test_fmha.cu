@@ -1,8 +1,9 @@
 /* test_fmha.cu — the variable-length FMHA (kernels/fmha.cu; kernels/fmha_fp32.cu in the fp32 build)
  * against its plain-C reference (kernels/ref/fmha_ref.c, double accumulation) on fresh random
  * inputs exact in floatX (common.h): one batch with ragged lengths 1, 2, 63, 64, 65, 127, 128,
- * 129, 511, 512 (and a few others), NH = 3, every kernel shape of fmha.h, with and without
- * attention dropout, as one group and as three groups launched on three streams at once. Outputs
+ * 129, 192, 256, 257, 383, 511, 512 (and a few others, around every tile size of the kernels),
+ * NH = 3, every kernel shape of fmha.h, with and without attention dropout, as one group and as
+ * three groups launched on three streams at once. Outputs
  * (and the backward workspace) are poisoned with NaN before each run, so an unwritten element
  * fails. One row per check; exit status 1 on any failure.
  *
@@ -83,7 +84,7 @@ static void report(const char *what, const char *tensor, double max_abs, double 
     const int ok = w <= 1.0;
     checks++;
     failures += !ok;
-    printf("%-40s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
+    printf("%-46s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
 }
 
 typedef struct {
@@ -308,7 +309,8 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
 int main(int argc, char **argv)
 {
     const int small = argc > 1 && strcmp(argv[1], "--small") == 0;
-    static const int full_len[] = {129, 1, 512, 63, 2, 300, 64, 511, 65, 17, 127, 200, 128, 96};
+    static const int full_len[] = {129, 1, 512, 63, 2, 300, 64, 511, 65, 17,
+                                   127, 200, 128, 96, 256, 257, 383, 192};
     static const int small_len[] = {65, 1, 130, 2, 63};
     const int *len = small ? small_len : full_len;
     const int n = small ? 5 : (int)(sizeof full_len / sizeof full_len[0]);
@@ -318,7 +320,7 @@ int main(int argc, char **argv)
     batch_make(&b, len, n, NH);
     printf("fmha test (%s): %d sequences, T = %d, NH = %d, max_len = %d\n", UNPAD_PRECISION, n, b.T,
            NH, b.max_len);
-    printf("%-40s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "what", "max|err|",
+    printf("%-46s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "what", "max|err|",
            "err/bound");
     const float ps[2] = {0.0f, 0.15f};
     for (int pi = 0; pi < 2; pi++) {
