@@ -44,17 +44,38 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t by
                  : "memory");
 }
 
-/* Waits until the barrier's phase with parity `parity` has completed. */
+/* 1 once the barrier's phase with parity `parity` has completed (may wait a while in hardware). */
+__device__ __forceinline__ uint32_t mbar_try_wait(uint64_t *bar, uint32_t parity)
+{
+    uint32_t done;
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(smem_u32(bar)), "r"(parity)
+                 : "memory");
+    return done;
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %globaltimer;\n" : "=l"(t));
+    return t;
+}
+
+/* Waits until the barrier's phase with parity `parity` has completed. A copy that never lands
+ * (a wrong tensor map, say) traps after 4 seconds instead of hanging the device. */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
 {
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, 10000000;\n"
-                 "@!done bra WAIT_%=;\n"
-                 "}\n" ::"r"(smem_u32(bar)),
-                 "r"(parity)
-                 : "memory");
+    if (mbar_try_wait(bar, parity))
+        return;
+    const uint64_t t0 = globaltimer_ns();
+    while (!mbar_try_wait(bar, parity))
+        if (globaltimer_ns() - t0 > 4000000000ull)
+            __trap();
 }
 
 /* ---- bulk copies ------------------------------------------------------------------------------ */
