@@ -5,7 +5,9 @@
  * attention dropout 0.1, the default and the fastest shapes, and the batch split into 3 groups
  * on 3 streams. Writes the lengths (one per line) for bench/fmha_peer.py and a CSV result (the
  * default shapes without and with dropout):
- *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE] */
+ *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE]
+ *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD]
+ * (only the listed shapes; the rows of the launchers' shapes 0/0 taken from --default instead) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,11 +118,30 @@ static void fill_random_bf16(bf16 *d, size_t n, float scale, unsigned long long 
     free(h);
 }
 
+/* 1 if shape k is in the comma-separated list (NULL: every shape). */
+static int listed(const char *list, int k)
+{
+    if (!list)
+        return 1;
+    for (const char *c = list; *c;) {
+        char *end;
+        const long v = strtol(c, &end, 10);
+        if (end == c)
+            return 0;
+        if (v == k)
+            return 1;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int n = 56, NH = 16, reps = 30;
     unsigned long seed = 1;
     const char *len_path = "fmha_lengths.txt", *res_path = "fmha_result.csv";
+    const char *fwd_list = NULL, *bwd_list = NULL;
+    int def_fwd = 0, def_bwd = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -139,6 +160,17 @@ int main(int argc, char **argv)
             len_path = v;
         else if (!strcmp(argv[i], "--result"))
             res_path = v;
+        else if (!strcmp(argv[i], "--fwd-shapes"))
+            fwd_list = v;
+        else if (!strcmp(argv[i], "--bwd-shapes"))
+            bwd_list = v;
+        else if (!strcmp(argv[i], "--default")) {
+            if (sscanf(v, "%d/%d", &def_fwd, &def_bwd) != 2 || def_fwd < 0 || def_fwd >= fmha_fwd_shape_count() ||
+                def_bwd < 0 || def_bwd >= fmha_bwd_shape_count()) {
+                fprintf(stderr, "bench_fmha: --default: '%s' is not FWD/BWD\n", v);
+                return 1;
+            }
+        }
         else {
             fprintf(stderr, "bench_fmha: unknown flag %s\n", argv[i]);
             return 1;
@@ -210,11 +242,13 @@ int main(int argc, char **argv)
     /* Every forward shape with backward shape 0, then every backward shape with forward shape 0,
      * each without and with attention dropout 0.1. */
     const float ps[2] = {0.0f, 0.1f};
-    int best_f[2] = {0, 0}, best_b[2] = {0, 0};
+    int best_f[2] = {def_fwd, def_fwd}, best_b[2] = {def_bwd, def_bwd};
     float best_ft[2] = {1e30f, 1e30f}, best_bt[2] = {1e30f, 1e30f};
     for (int pi = 0; pi < 2; pi++)
         for (int f = 0; f < fmha_fwd_shape_count(); f++) {
-            setup c = {f, 0, 1, ps[pi]};
+            if (!listed(fwd_list, f))
+                continue;
+            setup c = {f, def_bwd, 1, ps[pi]};
             const float tf = time_ms(&P, &c, 1, 0, reps);
             char label[96];
             snprintf(label, sizeof label, "%s p=%.1f", fmha_fwd_shape_name(f), ps[pi]);
@@ -226,7 +260,9 @@ int main(int argc, char **argv)
         }
     for (int pi = 0; pi < 2; pi++)
         for (int b = 0; b < fmha_bwd_shape_count(); b++) {
-            setup c = {0, b, 1, ps[pi]};
+            if (!listed(bwd_list, b))
+                continue;
+            setup c = {def_fwd, b, 1, ps[pi]};
             run(&P, &c, 1, 0); /* the forward outputs this backward reads */
             const float tb = time_ms(&P, &c, 0, 1, reps);
             char label[96];
@@ -239,11 +275,11 @@ int main(int argc, char **argv)
         }
 
     const setup rows[] = {
-        {0, 0, 1, 0.0f},                 /* the launchers' defaults */
-        {0, 0, 1, 0.1f},                 /* defaults with attention dropout 0.1 */
+        {def_fwd, def_bwd, 1, 0.0f},     /* the launchers' defaults (or --default) */
+        {def_fwd, def_bwd, 1, 0.1f},     /* the same with attention dropout 0.1 */
         {best_f[0], best_b[0], 1, 0.0f}, /* the fastest shapes of this run */
         {best_f[1], best_b[1], 1, 0.1f},
-        {0, 0, 3, 0.0f},                 /* defaults, 3 groups on 3 streams */
+        {def_fwd, def_bwd, 3, 0.0f},     /* defaults, 3 groups on 3 streams */
     };
     const char *labels[] = {"default", "default, dropout 0.1", "best shapes", "best shapes, dropout 0.1",
                             "default, 3 groups/3 streams"};
