@@ -2,24 +2,26 @@
 # fmha-dev.sh — the FMHA's checks and measurements in one call on a machine with an H100/H200. It
 # builds only what they need, then runs, each given what is left of DEADLINE seconds:
 #   test      bin/test_fmha per pair of shapes, each in its own process (a kernel that traps takes
-#             only its own pair down): the mma.sync pairs, each wgmma forward with the mma.sync
-#             backward, the wgmma backward with the mma.sync forward, then the defaults (0/0,
+#             only its own pair down): the mma.sync pair, each wgmma forward with the mma.sync
+#             backward, each wgmma backward with the mma.sync forward, then the defaults (0/0,
 #             also on 3 streams)
 #   bench     bin/bench_fmha over the shapes that passed (56 Wikipedia lengths, 16 heads) and
 #             bench/fmha_peer.py (PyTorch's variable-length flash attention) beside it
 #   train     unpad-train BERT-Large batch 56, attention dropout 0.1 and 0 (if the defaults passed)
-#   torch     bench/peer_torch.py (TORCH_VARIANTS) beside the two trainer runs
+#   ncu       Nsight Compute on one launch of each default wgmma kernel (throughput, stalls)
+#   torch     bench/peer_torch.py (TORCH_VARIANTS, then the compiled one with foreach LAMB)
+#             beside the two trainer runs
 #   sanitize  compute-sanitizer memcheck and racecheck on bin/test_fmha --small (first when a
 #             default pair failed: it says where)
 #   fp32      bin/test_fmha-fp32 (the fp32 build's FMHA with the same mask), built meanwhile
-#   scripts/fmha-dev.sh [STAGES]      (default test,bench,train,torch,sanitize,fp32)
+#   scripts/fmha-dev.sh [STAGES]      (default test,bench,train,ncu,torch,sanitize,fp32)
 # $OUT (default out/fmha-dev) gets summary.txt and logs.tgz (every log); the summary is printed last.
 # DEPS=dir is passed to make (unpacked GSL and Check where the machine has none).
 set -u
-STAGES=${1:-test,bench,train,torch,sanitize,fp32}
+STAGES=${1:-test,bench,train,ncu,torch,sanitize,fp32}
 OUT=${OUT:-out/fmha-dev}
 DEADLINE=${DEADLINE:-285}
-TORCH_VARIANTS=${TORCH_VARIANTS:-unpad-compile,unpad-eager,unpad-compile:ad}
+TORCH_VARIANTS=${TORCH_VARIANTS:-unpad-compile,unpad-compile-model,unpad-compile:ad,unpad-eager,unpad-compile-max}
 L=$OUT/logs
 mkdir -p "$L"
 trap 'tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"' EXIT
@@ -57,19 +59,19 @@ test_pair() { # pairs label
     say "test $1 rc=$rc $(tail -1 "$L/test-$2.log")"
     grep -E 'FAIL|per sequence' "$L/test-$2.log" | head -12 | cut -c1-400 >>"$SUM"
 }
+# Shapes (fmha.h, kernels/fmha.cu): forward 0-3 wgmma, 4 mma.sync; backward 0-1 wgmma, 2 mma.sync.
+MMA_F=4 MMA_B=2
 if has test; then
-    test_pair 2/1,3/1 mma
-    test_pair 0/1 wfwd0
-    test_pair 1/1 wfwd1
-    test_pair 2/0 wbwd
+    test_pair $MMA_F/$MMA_B mma
+    for f in 0 1 2 3; do test_pair $f/$MMA_B wfwd$f; done
+    for b in 0 1; do test_pair $MMA_F/$b wbwd$b; done
     test_pair 0/0 default
     grep -h PASS "$L"/test-*.log | awk '{print $(NF-1), $0}' | sort -g -r | head -3 | cut -c1-120 |
         sed 's/^/  worst passing: /' >>"$SUM"
 fi
-fwd_list=2,3 bwd_list=1 def_f=2 def_b=1
-[ -n "${ok[1/1]:-}" ] && fwd_list=1,$fwd_list def_f=1
-[ -n "${ok[0/1]:-}" ] && fwd_list=0,$fwd_list def_f=0
-[ -n "${ok[2/0]:-}" ] && bwd_list=0,$bwd_list def_b=0
+fwd_list=$MMA_F bwd_list=$MMA_B def_f=$MMA_F def_b=$MMA_B
+for f in 3 2 1 0; do [ -n "${ok[$f/$MMA_B]:-}" ] && fwd_list=$f,$fwd_list def_f=$f; done
+for b in 1 0; do [ -n "${ok[$MMA_F/$b]:-}" ] && bwd_list=$b,$bwd_list def_b=$b; done
 defaults_ok=${ok[0/0]:-}
 
 sanitize() {
@@ -107,13 +109,33 @@ if (has train || has torch) && [ -n "$defaults_ok" ] && [ "$(left)" -gt 50 ]; th
     done
 fi
 
-if has torch && [ "$(left)" -gt 90 ]; then
+if has ncu && [ -n "$defaults_ok" ] && [ "$(left)" -gt 60 ]; then
+    # one launch of each default kernel: throughput and where the warps stall
+    for k in fwd bwd; do
+        timeout "$(cap 40)" ncu --clock-control none --kernel-name "regex:fmha_${k}_wgmma" --launch-skip 2 \
+            --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy \
+            --section LaunchStats bin/bench_fmha --reps 2 --fwd-shapes 0 --bwd-shapes 0 \
+            --lengths "$L/ncu_lengths.txt" --result "$L/ncu_result.csv" >"$L/ncu-$k.log" 2>&1
+        say "ncu $k rc=$?"
+        grep -E 'fmha_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slot|Stall|stalled|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|No Eligible|One or More' \
+            "$L/ncu-$k.log" | grep -v '^==PROF' | head -24 | cut -c1-160 >>"$SUM"
+    done
+fi
+
+if has torch && [ "$(left)" -gt 60 ]; then
     ours=$(IFS=,; echo "${train_logs[*]}")
     timeout "$(cap 400)" python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 \
-        --warmup 3 --variants "$TORCH_VARIANTS" --compile-limit $(($(left) / 2)) --ours "$ours" >"$L/torch.log" 2>&1
+        --warmup 3 --variants "$TORCH_VARIANTS" --compile-limit 60 --ours "$ours" >"$L/torch.log" 2>&1
     say "torch    rc=$?"
     grep -E '^RESULT|warm-up|Error|error' "$L/torch.log" | cut -c1-300 >>"$SUM"
     grep -A30 '^peer (' "$L/torch.log" | grep -v '^PEERS' >>"$SUM"
+    if [ "$(left)" -gt 45 ]; then
+        timeout "$(cap 90)" python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 \
+            --warmup 3 --variants unpad-compile --optimizer lamb --compile-limit 40 --ours "$ours" \
+            >"$L/torch-lamb.log" 2>&1
+        say "torch    foreach LAMB rc=$?"
+        grep -A30 '^peer (' "$L/torch-lamb.log" | grep -v '^PEERS' >>"$SUM"
+    fi
 fi
 
 if has sanitize && [ -z "$sanitized" ] && [ "$(left)" -gt 40 ]; then
