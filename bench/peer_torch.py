@@ -26,12 +26,12 @@ masked (at most 76), random NSP labels. The unpadded model is initialised as BER
 0.02; zero biases), as the Hugging Face model is.
 
 Prints one line per variant:  variant  samples/s  tokens/s  ms/step  peak GiB  (and a JSON line), and
-with --ours LABEL=LOG,... (unpad-train logs of the same batch) a table of ours beside every peer
-with the ratio ours / peer.
+with --ours P=LOG,... (unpad-train logs of the same batch, run with --attn-dropout P) a table of
+ours beside every peer of the same attention dropout, with the ratio ours / peer.
 
 usage: peer_torch.py [--model models/bert-large.cfg] [--dist models/dists/wiki512.csv] [--batch 56]
                      [--steps 10] [--warmup 3] [--optimizer adamw|lamb]
-                     [--variants hf-padded,unpad-eager,unpad-compile] [--ours LABEL=LOG,...]
+                     [--variants hf-padded,unpad-eager,unpad-compile] [--ours P=LOG,...]
 """
 import argparse
 import json
@@ -303,23 +303,28 @@ def run_variant(args):
         tokens += sum(len(s[0]) for s in batches[i])
     torch.cuda.synchronize()
     dt = time.time() - t0
-    res = {"variant": args.variant, "samples_per_s": args.batch * args.steps / dt, "tokens_per_s": tokens / dt,
+    attn_p = float(cfg["attn_dropout"]) if args.variant == "hf-padded" or args.variant.endswith(":ad") else 0.0
+    res = {"variant": args.variant, "attn_dropout": attn_p, "samples_per_s": args.batch * args.steps / dt,
+           "tokens_per_s": tokens / dt,
            "ms_per_step": 1e3 * dt / args.steps, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
            "loss": float(loss), "warmup_s": warm_s}
     print("RESULT " + json.dumps(res), flush=True)
 
 
 def read_ours(spec):
-    """LABEL=LOG,...: samples/s and ms/step of the last window line of each unpad-train log."""
+    """P=LOG,...: samples/s and ms/step of the last window line of each unpad-train log, run with
+    attention dropout P."""
     rows = []
     for item in filter(None, spec.split(",")):
-        label, _, path = item.partition("=")
+        p, _, path = item.partition("=")
+        row = {"variant": f"unpad-train (attention dropout {float(p):g})", "attn_dropout": float(p)}
         try:
             lines = [l for l in open(path) if l.startswith("step ")]
             m = re.search(r"([0-9.]+) samples/s .*\| ([0-9.]+) ms/step", lines[-1])
-            rows.append({"variant": label, "samples_per_s": float(m.group(1)), "ms_per_step": float(m.group(2))})
+            row.update(samples_per_s=float(m.group(1)), ms_per_step=float(m.group(2)))
         except (OSError, IndexError, AttributeError) as e:
-            rows.append({"variant": label, "error": f"no step line in {path} ({type(e).__name__})"})
+            row["error"] = f"no step line in {path} ({type(e).__name__})"
+        rows.append(row)
     return rows
 
 
@@ -336,7 +341,7 @@ def main():
     ap.add_argument("--variants", default="hf-padded,unpad-eager,unpad-compile")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
     ap.add_argument("--compile-limit", type=float, default=200.0)
-    ap.add_argument("--ours", default="", help="LABEL=unpad-train log,... printed beside the peers")
+    ap.add_argument("--ours", default="", help="P=unpad-train log (run with --attn-dropout P),...")
     args = ap.parse_args()
     if args.variant:
         return run_variant(args)
@@ -369,14 +374,14 @@ def main():
                   f"{r['ms_per_step']:>8.1f} {r['peak_gib']:>9.2f}")
     ours = read_ours(args.ours)
     if ours:
-        # equal work: a peer with ':ad' (or hf-padded) has attention dropout, the others none
-        print(f"{'ours vs peer':<44} {'ours':>8} {'peer':>8} {'ours/peer':>9}  (samples/s)")
+        # equal work: each peer beside the trainer run with the same attention dropout
+        print(f"{'attn p':>6} {'ours samples/s':>15} {'peer':<28} {'peer samples/s':>15} {'ours/peer':>9}")
         for o in ours:
             for r in results:
-                if "error" in o or "error" in r:
+                if "error" in o or "error" in r or r.get("attn_dropout", 0.0) != o["attn_dropout"]:
                     continue
-                print(f"{o['variant'] + ' vs ' + r['variant']:<44} {o['samples_per_s']:>8.1f} "
-                      f"{r['samples_per_s']:>8.1f} {o['samples_per_s'] / r['samples_per_s']:>9.3f}")
+                print(f"{o['attn_dropout']:>6g} {o['samples_per_s']:>15.1f} {r['variant']:<28} "
+                      f"{r['samples_per_s']:>15.1f} {o['samples_per_s'] / r['samples_per_s']:>9.3f}")
     print("PEERS " + json.dumps(results + ours))
 
 

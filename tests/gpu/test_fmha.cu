@@ -375,7 +375,10 @@ int main(int argc, char **argv)
 {
     int small = 0, npairs = 0, pairs[16][2];
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) {
+        if (!strcmp(argv[i], "--shape-counts")) { /* for scripts: how many shapes to pair */
+            printf("%d %d\n", fmha_fwd_shape_count(), fmha_bwd_shape_count());
+            return 0;
+        } else if (!strcmp(argv[i], "--small")) {
             small = 1;
         } else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) {
             for (char *tok = strtok(argv[++i], ","); tok && npairs < 16; tok = strtok(NULL, ","))
@@ -389,7 +392,7 @@ int main(int argc, char **argv)
                     return 2;
                 }
         } else {
-            fprintf(stderr, "usage: test_fmha [--small] [--pairs FWD/BWD,...]\n");
+            fprintf(stderr, "usage: test_fmha [--small] [--pairs FWD/BWD,...] [--shape-counts]\n");
             return 2;
         }
     }
