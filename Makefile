@@ -70,6 +70,10 @@ ifneq ($(HAVE_NCCL),)
 CUDA_LIBS += -lnccl
 GPU_DEFS  += -DUNPAD_HAVE_NCCL=1
 endif
+# The build's identity in the trainer's summary (git describe of the source tree); the objects that
+# print it depend on a stamp rewritten only when it changes.
+UNPAD_BUILD_ID := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+GPU_DEFS  += -DUNPAD_BUILD='"$(UNPAD_BUILD_ID)"'
 ifneq ($(HAVE_MPI),)
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
@@ -110,7 +114,7 @@ CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
-        bench-cpu deps clean
+        bench-cpu deps clean FORCE
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
 probe:
@@ -169,6 +173,11 @@ $(KERNLIB): $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
 	$(AR) rcs $@ $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC))
 
 kernels: $(if $(KERN_SRC),$(KERNLIB))
+
+$(BUILD)/build-id: FORCE | $(BUILD)/.dir
+	@echo '$(UNPAD_BUILD_ID)' | cmp -s - $@ || echo '$(UNPAD_BUILD_ID)' > $@
+$(GBUILD)/gpuc/exec/gpu/train_setup.o $(GBUILD)/gpuc/exec/gpu/train_report.o: $(BUILD)/build-id
+FORCE:
 
 TRAIN_OBJ := $(patsubst %.c,$(GBUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(GBUILD)/cu/%.o,$(TRAIN_CU))
 bin/unpad-train$(XS): $(GBUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)

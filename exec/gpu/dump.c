@@ -52,8 +52,8 @@ int dump_params(dump_file *d, bert *b, int which, unpad_err *err)
     if (!all)
         return unpad_fail(err, UNPAD_ENOMEM, d->path, 0, "out of host memory for %lld parameters", (long long)N);
     cudaCheck(cudaDeviceSynchronize());
-    if (which == 1) {
-        cudaCheck(cudaMemcpy(all, bert_grad(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
+    if (which >= 1) {
+        cudaCheck(cudaMemcpy(all, which == 1 ? bert_grad(b) : bert_master(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
     } else {
         floatX *w = malloc((size_t)N * sizeof *w);
         if (!w) {

@@ -28,7 +28,8 @@ void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t
 int dump_close(dump_file *d, unpad_err *err);
 
 /* Every parameter tensor of b: the floatX working copy (what the forward used) as fp32 (which = 0),
- * or the fp32 gradient (which = 1). ENOMEM without the host memory for a copy. */
+ * the fp32 gradient (which = 1) or the fp32 master weights (which = 2). ENOMEM without the host
+ * memory for a copy. */
 int dump_params(dump_file *d, bert *b, int which, unpad_err *err);
 
 #ifdef __cplusplus

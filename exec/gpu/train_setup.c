@@ -1,0 +1,283 @@
+/* train_setup.c — a run's setup: its inputs, data, model, balancer and outputs (trainer.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "cost.h"
+#include "gpu/devmem.h"
+#include "gpu/trainer.h"
+#include "plan.h"
+
+/* The trainer's inputs in one place: model, hardware, calibration, plan and the flags over it.
+ * Defaults are relative to the current folder (models/...), as the scripts run from the project
+ * root. With --plan, its policy, count, weights (plan_seq_cost: tokens, or its per-sequence cost)
+ * and FMHA grouping apply, and the flags override them; --calib recomputes the per-sequence cost
+ * from that calibration (a plan's weights = tokens is kept). */
+static int resolve_inputs(trainer *t, unpad_err *err)
+{
+    const train_args *a = t->a;
+    int rc;
+    if ((rc = model_load(a->model, &t->cfg, err)) || (rc = hw_load(a->hw, &t->hw, err)))
+        return rc;
+    char fitted[512];
+    snprintf(fitted, sizeof fitted, "models/calib/%s.cfg", t->hw.name);
+    snprintf(t->calib_from, sizeof t->calib_from, "%s", "the uncalibrated defaults");
+    if (a->calib || (!a->no_calib && access(fitted, R_OK) == 0)) {
+        const char *f = a->calib ? a->calib : fitted;
+        if ((rc = calib_load(f, &t->hw, &t->cc, err)))
+            return rc;
+        snprintf(t->calib_from, sizeof t->calib_from, "%s", f);
+    } else {
+        calib_default(&t->hw, &t->cc);
+    }
+    fmha_grouping *fg = &t->fg;
+    *fg = (fmha_grouping){.nb = 0, .hw = &t->hw, .cc = &t->cc, .heads = t->cfg.heads};
+    group_opts_default(&fg->opts);
+    fg->opts.max_streams = 2;
+    unpad_plan plan;
+    plan_default(&plan);
+    if (a->plan && (rc = plan_load(a->plan, &plan, err)))
+        return rc;
+    if (a->plan) {
+        fg->nb = plan.fmha_nb;
+        memcpy(fg->bounds, plan.fmha_bounds, sizeof fg->bounds);
+        fg->opts.granularity = plan.fmha_granularity;
+        fg->opts.max_streams = plan.streams;
+    }
+    if (a->groups && (rc = group_bounds_parse(a->groups, fg->bounds, &fg->nb, err)))
+        return rc;
+    if (a->streams)
+        fg->opts.max_streams = a->streams;
+    /* grouped attention needs micro-batches longest first: the balanced path builds them so */
+    t->balanced = a->policy || a->plan || t->comm.launcher != COMM_SINGLE || fg->nb != 0;
+    t->policy = BAL_NONE;
+    t->count = BAL_EQUAL;
+    if (t->balanced) {
+        const seq_cost *pc = a->plan ? plan_seq_cost(&plan) : NULL;
+        t->weights_tokens = a->plan && !pc;
+        if (a->plan) {
+            t->policy = plan.policy;
+            t->count = plan.count;
+        }
+        if (pc && !a->calib)
+            t->scost = *pc;
+        else if ((rc = cost_seq_model(&t->cfg, &t->hw, &t->cc, &t->scost, err)))
+            return rc;
+        if (a->policy)
+            t->policy = (balance_policy)balance_policy_from_name(a->policy);
+        if (a->count)
+            t->count = (balance_count)balance_count_from_name(a->count);
+    }
+    if (a->online && (!t->balanced || t->weights_tokens))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "--calibrate-online refits the balanced per-sequence cost: it needs --policy (or "
+                          "--plan with weights = cost)");
+    return UNPAD_OK;
+}
+
+static int setup_data(trainer *t, unpad_err *err)
+{
+    const train_args *a = t->a;
+    int rc;
+    if (a->synthetic) {
+        if ((rc = dist_load(a->dist ? a->dist : dist_default_path(), &t->dist, err)) ||
+            (rc = source_synthetic(&t->cfg, &t->dist, (uint64_t)a->seed, &t->src, err)))
+            return rc;
+    } else if ((rc = source_shard(&t->cfg, a->data, (uint64_t)a->seed, &t->src, err))) {
+        return rc;
+    }
+    if (a->eval && (rc = source_shard(&t->cfg, a->eval, 0, &t->evsrc, err)))
+        return rc;
+    t->max_len = source_max_len(t->src);
+    if (t->evsrc && source_max_len(t->evsrc) > t->max_len)
+        t->max_len = source_max_len(t->evsrc);
+    return UNPAD_OK;
+}
+
+/* Host buffers of the step loop; every allocation checked. */
+static int setup_buffers(trainer *t, unpad_err *err)
+{
+    int K = t->K, R = t->R;
+    t->bufs = calloc(2 * (size_t)K, sizeof *t->bufs);
+    t->lens = malloc((size_t)t->seq_cap * sizeof *t->lens);
+    t->pred_buf = calloc(2 * (size_t)R, sizeof *t->pred_buf);
+    t->meas_us = calloc((size_t)K, sizeof *t->meas_us);
+    t->rank_us = calloc((size_t)K, sizeof *t->rank_us);
+    t->evr = calloc(2 * (size_t)K, sizeof *t->evr);
+    if (!t->bufs || !t->lens || !t->pred_buf || !t->meas_us || !t->rank_us || !t->evr)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the step's buffers");
+    for (int r = 0; r < 2 * K; r++)
+        /* free counts: more, shorter sequences may round their 15% up once each */
+        if (shard_batch_alloc(&t->bufs[r], t->seq_cap, (long)t->B * t->max_len,
+                              (long)t->B * t->cfg.max_predictions + (t->seq_cap - t->B)))
+            return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the batches");
+    if (cudaMallocHost((void **)&t->stop_host, sizeof *t->stop_host) != cudaSuccess) {
+        cudaGetLastError();
+        t->stop_host = NULL;
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of pinned host memory");
+    }
+    int rc;
+    if ((rc = dev_alloc((void **)&t->stop_dev, sizeof *t->stop_dev, "the stop flag", err)))
+        return rc;
+    cudaCheck(cudaEventCreateWithFlags(&t->ev_ar, cudaEventDisableTiming));
+    for (int r = 0; r < 2 * K; r++)
+        cudaCheck(cudaEventCreate(&t->evr[r]));
+    if (t->a->online) {
+        online_opts oo = {.window = t->a->online_window};
+        if ((rc = online_alloc(&oo, R, &t->oc, err)))
+            return rc;
+        t->olen = malloc(2 * (size_t)t->step_samples * sizeof *t->olen);
+        t->ooff = malloc(2 * ((size_t)R + 1) * sizeof *t->ooff);
+        t->otime = malloc((size_t)R * sizeof *t->otime);
+        if (!t->olen || !t->ooff || !t->otime)
+            return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for --calibrate-online");
+        if ((rc = dev_alloc((void **)&t->otime_dev, (size_t)R * sizeof *t->otime_dev, "--calibrate-online", err)))
+            return rc;
+    }
+    return UNPAD_OK;
+}
+
+static int setup_model(trainer *t, unpad_err *err)
+{
+    const train_args *a = t->a;
+    int B = t->B;
+    /* with free counts a rank may take more, shorter sequences than B */
+    t->seq_cap = t->balanced && t->count == BAL_FREE ? (4 * B < t->R * B ? 4 * B : t->R * B) : B;
+    t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
+                            .max_tokens = B * t->max_len, .max_seqs = t->seq_cap,
+                            .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B)};
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    snprintf(t->device, sizeof t->device, "%s", prop.name);
+    if (!(t->b = bert_create(&t->cfg, &t->opt, err)))
+        return err->code ? err->code : UNPAD_ENOMEM;
+    cudaCheck(cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
+    if (t->balanced) {
+        dp_options o = {.K = t->K, .B = B, .max_len = t->max_len, .max_pred = t->cfg.max_predictions,
+                        .policy = t->policy, .count = t->count, .tokens = t->weights_tokens, .cost = t->scost};
+        if (!(t->dpp = dp_create(&t->comm, &o, t->opt.max_tokens, err)))
+            return err->code ? err->code : UNPAD_ENOMEM;
+    }
+    if (t->comm.launcher != COMM_SINGLE && a->bucket_mb > 0 &&
+        !(t->gs = gradsync_create(&t->comm, bert_grad(t->b), bert_param_count(t->b), a->bucket_mb * 1048576.0, err)))
+        return err->code ? err->code : UNPAD_ENOMEM;
+    return UNPAD_OK;
+}
+
+static int open_file(const char *path, const char *mode, FILE **f, unpad_err *err)
+{
+    if (path && !(*f = fopen(path, mode)))
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    return UNPAD_OK;
+}
+
+/* Traces (a JSON file per process), the metrics file, the batch dump. */
+static int setup_outputs(trainer *t, unpad_err *err)
+{
+    const train_args *a = t->a;
+    int rc;
+    if ((rc = open_file(a->trace, "w", &t->tcsv, err)))
+        return rc;
+    if (a->trace_json) {
+        char path[4200];
+        if ((rc = chrome_trace_rank_path(a->trace_json, t->comm.rank, t->comm.size, path, sizeof path, err)) ||
+            (rc = chrome_trace_open(path, t->start_us, UNPAD_BUILD, &t->tjson, err)))
+            return rc;
+    }
+    if ((t->tcsv || t->tjson) &&
+        !(t->tr = optrace_create(t->hw.name, &t->cfg, t->tcsv, t->tjson, t->comm.rank, t->K, t->start_us, err)))
+        return err->code;
+    if (t->rank0 && (rc = train_log_open(a->log_file, &t->log, err)))
+        return rc;
+    if (a->dump_batches && t->comm.size > 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--dump-batches writes one process's batches: run one process");
+    if (t->rank0 && (rc = open_file(a->dump_batches, "wb", &t->dump_batches, err)))
+        return rc;
+    return UNPAD_OK;
+}
+
+int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad_err *err)
+{
+    memset(t, 0, sizeof *t);
+    t->a = a;
+    t->argc = argc;
+    t->argv = argv;
+    t->first_loss = -1;
+    t->eval_loss = t->eval_acc = NAN;
+    t->start_us = chrome_trace_now_us();
+    int rc;
+    if ((rc = comm_init(&t->comm, err)))
+        return rc;
+    t->rank0 = t->comm.rank == 0;
+    t->K = a->vranks;
+    t->B = a->batch;
+    t->R = t->comm.size * t->K;
+    t->step_samples = (int64_t)t->R * t->B;
+    /* ranks = all ranks x virtual ranks: the global batch's layout, whatever the process count */
+    t->st = (ckpt_state){.step = 0, .data_pos = 0, .seed = (uint64_t)a->seed, .batch = t->B, .ranks = t->R};
+    if ((rc = resolve_inputs(t, err)) || (rc = setup_data(t, err)) || (rc = setup_model(t, err)) ||
+        (rc = setup_buffers(t, err)) || (rc = setup_outputs(t, err)))
+        return rc;
+    if (!t->rank0) /* one voice: rank 0 reports for all */
+        if (!freopen("/dev/null", "w", stdout))
+            return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
+                              strerror(errno));
+    trainer_print_setup(t);
+    if (a->resume && (rc = trainer_resume(t, err)))
+        return rc;
+    t->first_step = (int)t->st.step + 1;
+    return UNPAD_OK;
+}
+
+void trainer_free(trainer *t)
+{
+    unpad_err e = {0};
+    online_free(t->oc);
+    free(t->olen);
+    free(t->ooff);
+    free(t->otime);
+    if (t->otime_dev)
+        cudaFree(t->otime_dev);
+    if (t->stop_dev)
+        cudaFree(t->stop_dev);
+    if (t->stop_host)
+        cudaFreeHost(t->stop_host);
+    optrace_free(t->tr);
+    chrome_trace_close(t->tjson, &e);
+    train_log_close(t->log, &e);
+    if (t->tcsv)
+        fclose(t->tcsv);
+    if (t->dump_batches)
+        fclose(t->dump_batches);
+    gradsync_free(t->gs);
+    dp_free(t->dpp);
+    if (t->evr)
+        for (int r = 0; r < 2 * t->K; r++)
+            if (t->evr[r])
+                cudaEventDestroy(t->evr[r]);
+    free(t->evr);
+    if (t->ev_ar)
+        cudaEventDestroy(t->ev_ar);
+    if (t->bufs)
+        for (int r = 0; r < 2 * t->K; r++)
+            shard_batch_free(&t->bufs[r]);
+    free(t->bufs);
+    free(t->pred_buf);
+    free(t->meas_us);
+    free(t->rank_us);
+    free(t->lens);
+    source_free(t->src);
+    source_free(t->evsrc);
+    dist_free(&t->dist);
+    bert_free(t->b);
+    if (t->s)
+        cudaStreamDestroy(t->s);
+    comm_free(&t->comm);
+}
