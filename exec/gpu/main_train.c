@@ -66,7 +66,8 @@ static void usage(FILE *f)
             "  --precision P      bf16 (default: bf16 activations and weights, fp32 accumulation, master\n"
             "                     weights and optimizer) | fp32 (everything fp32, GEMMs without TF32, a\n"
             "                     plain FMHA: slow, for tight checks); runs bin/unpad-train-fp32\n"
-            "  --fp32             the same as --precision fp32\n");
+            "  --fp32             the same as --precision fp32\n"
+            "  --help             this text\n");
 }
 
 

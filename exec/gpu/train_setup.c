@@ -198,7 +198,7 @@ static int setup_outputs(trainer *t, unpad_err *err)
         return rc;
     if (a->dump_batches && t->comm.size > 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--dump-batches writes one process's batches: run one process");
-    if (t->rank0 && (rc = open_file(a->dump_batches, "wb", &t->dump_batches, err)))
+    if (t->rank0 && a->dump_batches && (rc = dump_open(&t->dumpb, a->dump_batches, err)))
         return rc;
     return UNPAD_OK;
 }
@@ -212,10 +212,10 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
     t->first_loss = -1;
     t->eval_loss = t->eval_acc = NAN;
     t->start_us = chrome_trace_now_us();
-    int rc;
-    if ((rc = comm_init(&t->comm, err)))
+    int rc = comm_init(&t->comm, err);
+    t->rank0 = t->comm.rank == 0; /* known even when no GPU is: the summary still gets written */
+    if (rc)
         return rc;
-    t->rank0 = t->comm.rank == 0;
     t->K = a->vranks;
     t->B = a->batch;
     t->R = t->comm.size * t->K;
@@ -254,8 +254,8 @@ void trainer_free(trainer *t)
     train_log_close(t->log, &e);
     if (t->tcsv)
         fclose(t->tcsv);
-    if (t->dump_batches)
-        fclose(t->dump_batches);
+    if (t->dumpb.f && dump_close(&t->dumpb, &e))
+        fprintf(stderr, "unpad-train: --dump-batches: %s\n", e.msg);
     gradsync_free(t->gs);
     dp_free(t->dpp);
     if (t->evr)

@@ -186,13 +186,11 @@ static int step_dumps(trainer *t, int step, const step_result *r, unpad_err *err
     const shard_batch *mb = t->bufs + (size_t)t->cur * t->K;
     dump_file d;
     int rc;
-    if (t->dump_batches) { /* the dump format, one record per tensor, appended step after step */
+    if (t->dumpb.f) { /* one dump file, six tensors per step appended (dump_close writes the count) */
         char pre[48];
         snprintf(pre, sizeof pre, "step.%d.batch.", step);
-        d = (dump_file){.f = t->dump_batches};
-        snprintf(d.path, sizeof d.path, "%s", a->dump_batches);
-        dump_batch(&d, pre, mb, t->K);
-        if (d.failed || fflush(t->dump_batches))
+        dump_batch(&t->dumpb, pre, mb, t->K);
+        if (t->dumpb.failed)
             return unpad_fail(err, UNPAD_EIO, a->dump_batches, 0, "write failed");
     }
     if (step != t->first_step)

@@ -74,6 +74,7 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* reads and waits go on; the loop looks at the flag after the step */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     *outcome = "failed";

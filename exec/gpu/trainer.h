@@ -28,6 +28,7 @@
 #include "gpu/ckpt.h"
 #include "gpu/comm.h"
 #include "gpu/dp.h"
+#include "gpu/dump.h"
 #include "gpu/gradsync.h"
 #include "gpu/optrace.h"
 #include "gpu/source.h"
@@ -131,7 +132,8 @@ typedef struct {
     ckpt_state st;
     int first_step;
     char last_ckpt[4200];
-    FILE *tcsv, *dump_batches;
+    FILE *tcsv;
+    dump_file dumpb;             /* --dump-batches, open when dumpb.f */
     chrome_trace *tjson;
     optrace *tr;
     train_log *log;

@@ -180,7 +180,8 @@ static void run_case(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtyp
 
 int main(void)
 {
-    unpad_err err = {0};
+    unpad_err err;
+    memset(&err, 0, sizeof err);
     gemm_ctx *g = gemm_ctx_create(FP32_EXACT, &err);
     if (!g) {
         fprintf(stderr, "test_gemm: %s\n", err.msg);
