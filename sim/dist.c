@@ -10,17 +10,16 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "resolve.h"
+
 #define DIST_MAX_LEN 65536
 
 const char *dist_default_path(void)
 {
-    static char buf[4096];
-    const char *home = getenv("UNPAD_HOME");
-    if (home && *home) {
-        snprintf(buf, sizeof buf, "%s/models/dists/wiki512.csv", home);
-        return buf;
-    }
-    return "models/dists/wiki512.csv";
+    static char buf[RESOLVE_PATH_LEN];
+    if (resolve_project_path("models/dists/wiki512.csv", buf, sizeof buf, NULL))
+        snprintf(buf, sizeof buf, "models/dists/wiki512.csv");
+    return buf;
 }
 
 static int dist_alloc(unpad_dist *d, int max_len, const char *path, unpad_err *err)

@@ -25,8 +25,8 @@ typedef struct {
     double sum_len2_mean;  /* E[len^2], drives the attention cost */
 } dist_stats;
 
-/* The path to the default distribution (models/dists/wiki512.csv) relative to the project root,
- * or the value of UNPAD_HOME/models/dists/wiki512.csv when that variable is set. */
+/* The default distribution, models/dists/wiki512.csv under the project home (resolve.h); kept
+ * for the trainer until it resolves its inputs with resolve_inputs_load. */
 const char *dist_default_path(void);
 
 int dist_load_csv(const char *path, unpad_dist *d, unpad_err *err);

@@ -1117,6 +1117,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     for (int p = 0; p < FIT_NPARAM; p++)
         out->param[p].value = *coef_field(c, (fit_param_id)p);
     c->fitted = 1;
+    c->transferred = 0;
     snprintf(c->hw, sizeof c->hw, "%s", hw->name);
 
     /* Residuals of every row under the fitted coefficients, per operator class. */
@@ -1269,6 +1270,7 @@ void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to,
 {
     *out = *src;
     snprintf(out->hw, sizeof out->hw, "%s", to->name);
+    out->transferred = 1;
     if (from->sms > 0)
         out->gemm_m_half = src->gemm_m_half * to->sms / from->sms;
     if (to->clock_ghz > 0)

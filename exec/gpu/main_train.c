@@ -13,6 +13,7 @@
 
 static void usage(FILE *f)
 {
+    char policies[256];
     fprintf(f,
             "usage: unpad-train --model F (--data F | --synthetic) --batch B --steps N [options]\n"
             "  --model F          model config (models/bert-large.cfg, ...)\n"
@@ -30,7 +31,7 @@ static void usage(FILE *f)
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
-            "                     none | sort-deal | lpt | kk | pack (default: no balancing, loader order)\n"
+            "                     %s (default: no balancing, loader order)\n"
             "  --count C          equal | free sequence counts per rank (equal)\n"
             "  --plan F           take policy and count from a plan written by 'unpad plan'\n"
             "  --calib F          cost-model coefficients for the balanced cost and the FMHA grouping\n"
@@ -67,7 +68,9 @@ static void usage(FILE *f)
             "                     weights and optimizer) | fp32 (everything fp32, GEMMs without TF32, a\n"
             "                     plain FMHA: slow, for tight checks); runs bin/unpad-train-fp32\n"
             "  --fp32             the same as --precision fp32\n"
-            "  --help             this text\n");
+            "  --help             this text\n"
+            "Default files (models/...) are under the project home: $UNPAD_HOME, else the folder above bin/.\n",
+            balance_policy_list(policies, sizeof policies, " | "));
 }
 
 
@@ -160,10 +163,16 @@ static int parse_one(int c, const char *v, train_args *a)
         bad = arg_name("--precision", v, !strcmp(v, "bf16") || !strcmp(v, "fp32"), "bf16 or fp32");
         a->precision = v;
         break;
-    case O_POLICY:
-        bad = arg_name("--policy", v, balance_policy_from_name(v) >= 0, "none, sort-deal, lpt, kk or pack");
+    case O_POLICY: {
+        balance_policy p;
+        unpad_err e = {0};
+        if (balance_policy_parse(v, &p, &e)) {
+            fprintf(stderr, "unpad-train: --policy: %s\n", e.msg);
+            bad = 1;
+        }
         a->policy = v;
         break;
+    }
     case O_COUNT:
         bad = arg_name("--count", v, balance_count_from_name(v) >= 0, "equal or free");
         a->count = v;
@@ -203,7 +212,6 @@ static void args_default(train_args *a)
     a->eval_batches = 20;
     a->trace_a = 1;
     a->trace_b = 1 << 30;
-    a->hw = "models/hw/h200-sxm.cfg";
     a->bucket_mb = 32;
     a->online_window = 8;
 }

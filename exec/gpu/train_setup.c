@@ -8,71 +8,41 @@
 #include <cuda_runtime.h>
 
 #include "common.h"
-#include "cost.h"
 #include "gpu/devmem.h"
 #include "gpu/trainer.h"
 #include "plan.h"
+#include "resolve.h"
 
-/* The trainer's inputs in one place: model, hardware, calibration, plan and the flags over it.
- * Defaults are relative to the current folder (models/...), as the scripts run from the project
- * root. With --plan, its policy, count, weights (plan_seq_cost: tokens, or its per-sequence cost)
- * and FMHA grouping apply, and the flags override them; --calib recomputes the per-sequence cost
- * from that calibration (a plan's weights = tokens is kept). */
-static int resolve_inputs(trainer *t, unpad_err *err)
+/* The run's inputs through the library's resolver (sim/resolve.h, the same as `unpad`'s): model,
+ * hardware, calibration, distribution (synthetic data), the plan with the flags on top of it. */
+static int resolve_run_inputs(trainer *t, unpad_err *err)
 {
     const train_args *a = t->a;
-    int rc;
-    if ((rc = model_load(a->model, &t->cfg, err)) || (rc = hw_load(a->hw, &t->hw, err)))
+    resolve_req rq = {.model = a->model, .hw = a->hw, .calib = a->calib, .dist = a->dist, .plan = a->plan,
+                      .no_calib = a->no_calib, .need_dist = a->synthetic, .policy = a->policy, .count = a->count,
+                      .fmha_groups = a->groups, .streams = a->streams};
+    int rc = resolve_inputs_load(&rq, &t->in, err);
+    if (rc)
         return rc;
-    char fitted[512];
-    snprintf(fitted, sizeof fitted, "models/calib/%s.cfg", t->hw.name);
-    snprintf(t->calib_from, sizeof t->calib_from, "%s", "the uncalibrated defaults");
-    if (a->calib || (!a->no_calib && access(fitted, R_OK) == 0)) {
-        const char *f = a->calib ? a->calib : fitted;
-        if ((rc = calib_load(f, &t->hw, &t->cc, err)))
-            return rc;
-        snprintf(t->calib_from, sizeof t->calib_from, "%s", f);
-    } else {
-        calib_default(&t->hw, &t->cc);
-    }
+    const unpad_plan *plan = &t->in.plan;
+    t->cfg = t->in.model;
+    t->hw = t->in.hw;
+    t->cc = t->in.calib;
+    snprintf(t->calib_from, sizeof t->calib_from, "%s",
+             t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults");
     fmha_grouping *fg = &t->fg;
-    *fg = (fmha_grouping){.nb = 0, .hw = &t->hw, .cc = &t->cc, .heads = t->cfg.heads};
+    *fg = (fmha_grouping){.nb = plan->fmha_nb, .hw = &t->hw, .cc = &t->cc, .heads = t->cfg.heads};
+    memcpy(fg->bounds, plan->fmha_bounds, sizeof fg->bounds);
     group_opts_default(&fg->opts);
-    fg->opts.max_streams = 2;
-    unpad_plan plan;
-    plan_default(&plan);
-    if (a->plan && (rc = plan_load(a->plan, &plan, err)))
-        return rc;
-    if (a->plan) {
-        fg->nb = plan.fmha_nb;
-        memcpy(fg->bounds, plan.fmha_bounds, sizeof fg->bounds);
-        fg->opts.granularity = plan.fmha_granularity;
-        fg->opts.max_streams = plan.streams;
-    }
-    if (a->groups && (rc = group_bounds_parse(a->groups, fg->bounds, &fg->nb, err)))
-        return rc;
-    if (a->streams)
-        fg->opts.max_streams = a->streams;
+    if (t->in.have_plan)
+        fg->opts.granularity = plan->fmha_granularity;
+    fg->opts.max_streams = plan->streams ? plan->streams : 2;
     /* grouped attention needs micro-batches longest first: the balanced path builds them so */
-    t->balanced = a->policy || a->plan || t->comm.launcher != COMM_SINGLE || fg->nb != 0;
-    t->policy = BAL_NONE;
-    t->count = BAL_EQUAL;
-    if (t->balanced) {
-        const seq_cost *pc = a->plan ? plan_seq_cost(&plan) : NULL;
-        t->weights_tokens = a->plan && !pc;
-        if (a->plan) {
-            t->policy = plan.policy;
-            t->count = plan.count;
-        }
-        if (pc && !a->calib)
-            t->scost = *pc;
-        else if ((rc = cost_seq_model(&t->cfg, &t->hw, &t->cc, &t->scost, err)))
-            return rc;
-        if (a->policy)
-            t->policy = (balance_policy)balance_policy_from_name(a->policy);
-        if (a->count)
-            t->count = (balance_count)balance_count_from_name(a->count);
-    }
+    t->balanced = a->policy || t->in.have_plan || t->comm.launcher != COMM_SINGLE || fg->nb != 0;
+    t->policy = t->balanced ? plan->policy : BAL_NONE;
+    t->count = t->balanced ? plan->count : BAL_EQUAL;
+    t->weights_tokens = t->balanced && plan->weights_tokens;
+    t->scost = plan->cost;
     if (a->online && (!t->balanced || t->weights_tokens))
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                           "--calibrate-online refits the balanced per-sequence cost: it needs --policy (or "
@@ -85,8 +55,7 @@ static int setup_data(trainer *t, unpad_err *err)
     const train_args *a = t->a;
     int rc;
     if (a->synthetic) {
-        if ((rc = dist_load(a->dist ? a->dist : dist_default_path(), &t->dist, err)) ||
-            (rc = source_synthetic(&t->cfg, &t->dist, (uint64_t)a->seed, &t->src, err)))
+        if ((rc = source_synthetic(&t->cfg, &t->in.dist, (uint64_t)a->seed, &t->src, err)))
             return rc;
     } else if ((rc = source_shard(&t->cfg, a->data, (uint64_t)a->seed, &t->src, err))) {
         return rc;
@@ -222,7 +191,7 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
     t->step_samples = (int64_t)t->R * t->B;
     /* ranks = all ranks x virtual ranks: the global batch's layout, whatever the process count */
     t->st = (ckpt_state){.step = 0, .data_pos = 0, .seed = (uint64_t)a->seed, .batch = t->B, .ranks = t->R};
-    if ((rc = resolve_inputs(t, err)) || (rc = setup_data(t, err)) || (rc = setup_model(t, err)) ||
+    if ((rc = resolve_run_inputs(t, err)) || (rc = setup_data(t, err)) || (rc = setup_model(t, err)) ||
         (rc = setup_buffers(t, err)) || (rc = setup_outputs(t, err)))
         return rc;
     if (!t->rank0) /* one voice: rank 0 reports for all */
@@ -275,7 +244,7 @@ void trainer_free(trainer *t)
     free(t->lens);
     source_free(t->src);
     source_free(t->evsrc);
-    dist_free(&t->dist);
+    resolve_inputs_free(&t->in);
     bert_free(t->b);
     if (t->s)
         cudaStreamDestroy(t->s);

@@ -2,7 +2,7 @@
  * checkpointed and reported. main_train.c parses the arguments and calls these; the files split by
  * concern:
  *   trainer.c        create / free, the step loop with its stops (signals, non-finite steps)
- *   train_setup.c    the inputs (one resolution function), data, model, balancer, outputs
+ *   train_setup.c    the inputs (through sim/resolve.h), data, model, balancer, outputs
  *   train_step.c     one batch fetcher, one training step, the online calibration, evaluation
  *   train_report.c   progress lines, the metrics file, the summary lines and JSON
  *   train_ckpt.c     checkpoints and resume
@@ -35,6 +35,7 @@
 #include "group.h"
 #include "model.h"
 #include "online.h"
+#include "resolve.h"
 #include "train_log.h"
 
 #define TRAIN_EXIT_DIVERGED 3
@@ -91,12 +92,12 @@ typedef struct {
     char **argv;
     comm_t comm;
     int rank0;
-    /* inputs */
+    /* inputs: as resolved (sim/resolve.h), and the parts the run uses */
+    resolve_inputs in;
     model_cfg cfg;
     hw_spec hw;
     calib_coef cc;
     char calib_from[4096];
-    unpad_dist dist;
     batch_source *src, *evsrc;
     int K, B, R, seq_cap, max_len;
     int64_t step_samples;

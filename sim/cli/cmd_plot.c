@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "group.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "plot.h"
 
 const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
@@ -57,7 +57,8 @@ int cmd_plot(int argc, char **argv)
                 kind);
         return 2;
     }
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
         nl = 0;
@@ -67,11 +68,11 @@ int cmd_plot(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
         case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
         case 'n': {
@@ -134,15 +135,18 @@ int cmd_plot(int argc, char **argv)
         snprintf(obuf, sizeof obuf, "unpad-%s", kind);
         out = obuf;
     }
-    if (!plots)
-        plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    if (!plots) {
+        if (cli_project_path("plot", "plots", pbuf, sizeof pbuf))
+            goto out;
+        plots = pbuf;
+    }
     if (k == 2) {
         if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
     } else {
-        if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
+        if (cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
             goto out;
         if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
             cli_error("plot", &err);
@@ -190,6 +194,6 @@ int cmd_plot(int argc, char **argv)
     rc = 0;
 out:
     free(lens);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }
