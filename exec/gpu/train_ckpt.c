@@ -12,10 +12,10 @@ int trainer_resume(trainer *t, unpad_err *err)
     ckpt_model_of(t->b, &want);
     char path[4200], notes[2048];
     int rc = ckpt_dir_latest(t->a->resume, &want, path, sizeof path, notes, sizeof notes, err);
-    if (notes[0])
-        printf("  resume: %s", notes); /* each skipped checkpoint and why, one per line */
-    if (rc)
+    if (rc) /* the message lists every checkpoint skipped and why */
         return rc;
+    if (notes[0])
+        printf("  resume: %s", notes); /* each newer checkpoint skipped and why, one per line */
     ckpt_state got;
     if ((rc = ckpt_file_check(path, &want, NULL, &got, err)) || (rc = ckpt_state_check(path, &got, &t->st, err)))
         return rc;
