@@ -400,8 +400,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
     if (cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4) != cudaSuccess ||
         cudaMallocHost((void **)&b->h_stats, BERT_STATS * sizeof *b->h_stats) != cudaSuccess) {
-        cudaGetLastError();
-        b->h_stage = NULL;
+        cudaGetLastError(); /* bert_free releases whichever of the two was had */
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "cannot allocate %.1f MiB of pinned host memory for the batch upload",
                    2.0 * b->stage_words * 4 / 1048576.0);
         bert_free(b);
