@@ -3,7 +3,8 @@
  * check macro per library and one for invariants (they print file:line and the reason and stop the
  * program; only the trainer and GPU tests use them, never the CPU library).
  *
- * Error policy of the trainer (exec/, exec/gpu/, kernels/):
+ * Error policy of the trainer (exec/, exec/gpu/, kernels/): the library's (sim/unpad.h), with the
+ * GPU's check macros and a formatted invariant check:
  * - Input and environment errors RETURN: a bad flag, file, shard, plan, checkpoint or batch, a
  *   folder that cannot be written, a full disk, host or device memory that cannot be had, a
  *   missing GPU. The function fills an unpad_err ("file:line: reason", with what to do where it

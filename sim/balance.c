@@ -907,8 +907,9 @@ static int assign_ffd_tokens(balance_ws *ws, const balance_input *in, balance_re
         else
             lo = mid + 1;
     }
-    if (!ffd_fits(s, in->len, n, k, hi, total, equal))
-        return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "ffd-tokens: no budget fits (internal error)");
+    /* a budget of the whole batch always fits: the search ends on one that does */
+    int fits = ffd_fits(s, in->len, n, k, hi, total, equal);
+    UNPAD_INVARIANT(fits);
     memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
     out->ffd_budget = hi;
     finish(in, w, out);

@@ -350,6 +350,7 @@ struct dist_sampler {
 
 int dist_sampler_alloc(const unpad_dist *d, uint64_t seed, dist_sampler **out, unpad_err *err)
 {
+    unpad_gsl_quiet();
     dist_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -385,9 +386,4 @@ void dist_sample(dist_sampler *s, int *len, int n)
 void dist_sampler_seed(dist_sampler *s, uint64_t seed)
 {
     gsl_rng_set(s->rng, (unsigned long)(seed ? seed : 1));
-}
-
-unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n)
-{
-    return gsl_rng_uniform_int(s->rng, n);
 }

@@ -50,7 +50,5 @@ void dist_sampler_free(dist_sampler *s);
 void dist_sample(dist_sampler *s, int *len, int n);
 /* Restarts the sampler's generator from seed (same stream as a fresh sampler with that seed). */
 void dist_sampler_seed(dist_sampler *s, uint64_t seed);
-/* Uniform integer in [0, n) from the sampler's generator (shuffles, masks). */
-unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n);
 
 #endif

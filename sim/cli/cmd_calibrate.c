@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "fit.h"
+#include "synth.h"
 #include "resolve.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
@@ -42,23 +43,7 @@ static void usage(FILE *f)
             "  --outliers X   fraction of rows made outliers (default 0.005), x --outlier-scale (default 2.5)\n");
 }
 
-/* The coefficients the synthetic traces of the tests and the demonstration use. */
-static void synth_truth(const hw_spec *hw, calib_coef *c)
-{
-    calib_default(hw, c);
-    c->gemm_eff = 0.62;
-    c->gemm_m_half = 400;
-    c->attn_eff = 0.38;
-    c->attn_cta_us = 1.5;
-    c->attn_ctas_per_sm = 2;
-    c->bw_eff = 0.71;
-    c->launch_us = 4;
-    c->optim_bw_eff = 0.75;
-    c->comm_eff = 0.85;
-    c->step_overhead_us = 150;
-}
-
-static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_path, fit_synth_opts *o)
+static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_path, synth_opts *o)
 {
     unpad_err err = {0};
     calib_coef truth;
@@ -66,7 +51,7 @@ static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_
         if (calib_load(truth_path, &in->hw, &truth, &err))
             return cli_error("calibrate", &err);
     } else {
-        synth_truth(&in->hw, &truth);
+        synth_truth_default(&in->hw, &truth);
     }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
@@ -75,7 +60,7 @@ static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_
         fprintf(stderr, "unpad calibrate: cannot write %s\n", out);
         return 1;
     }
-    int rc = fit_synth_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
+    int rc = synth_trace_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
     if (fclose(f) && !rc)
         rc = unpad_fail(&err, UNPAD_EIO, out, 0, "write failed");
     if (!rc && rename(tmp, out))
@@ -160,8 +145,8 @@ int cmd_calibrate(int argc, char **argv)
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
-    fit_synth_opts so = {.gpus = 2, .steps = 8, .batch = 56, .seed = 1, .noise = 0.01,
-                         .outlier_frac = 0.005, .outlier_scale = 2.5, .overhead_jitter = 0.05};
+    synth_opts so;
+    synth_opts_default(&so);
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
