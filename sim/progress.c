@@ -100,6 +100,12 @@ void progress_add(progress *p, long long items, long long work)
     atomic_flag_clear(&p->drawing);
 }
 
+void progress_counts(progress *p, long long *items, long long *work)
+{
+    *items = atomic_load(&p->items);
+    *work = atomic_load(&p->work);
+}
+
 void progress_hold(progress *p)
 {
     if (!p || !p->enabled)

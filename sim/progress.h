@@ -31,6 +31,8 @@ int progress_wanted(int quiet);
 int progress_start(const char *what, const char *unit, long long total_items,
                    long long total_work, int enabled, progress **out, unpad_err *err);
 void progress_add(progress *p, long long items, long long work);
+/* What was added so far. */
+void progress_counts(progress *p, long long *items, long long *work);
 /* Around other output to the terminal (rows printed as they finish): progress_hold waits for a
  * redraw in progress, erases the line and keeps it away until progress_release. */
 void progress_hold(progress *p);
