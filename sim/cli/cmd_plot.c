@@ -8,6 +8,7 @@
 #include "group.h"
 #include "inputs.h"
 #include "plot.h"
+#include "prov.h"
 
 const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
 
@@ -136,21 +137,31 @@ int cmd_plot(int argc, char **argv)
     }
     if (!plots)
         plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    cli_prov prov;
+    char pc[8192];
+    cli_prov_init(&prov, argc, argv);
     if (k == 2) {
-        if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (plot_imbalance(plots, csv, batch, gpus, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
     } else {
         if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
             goto out;
-        if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
+        cli_prov_inputs(&prov, &in, !(k == 3 && lens));
+        if (k == 0) /* the histogram uses only the distribution */
+            prov.model = prov.hw = prov.calibration = NULL;
+        if (k != 0 && !(k == 3 && lens))
+            cli_prov_seed(&prov, seed);
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (k == 0 && plot_hist(plots, &in.dist, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
         if (k == 1) {
             plot_load_setup ls = {&in.dist, &in.model, &in.hw, &in.calib, gpus ? gpus : 8,
-                                  batch ? batch : 56, count, (uint64_t)seed, tokens};
+                                  batch ? batch : 56, count, (uint64_t)seed, tokens, pc};
             if (plot_load(plots, &ls, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
@@ -178,7 +189,7 @@ int cmd_plot(int argc, char **argv)
                             lens[i], in.model.max_len);
                     goto out;
                 }
-            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what};
+            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what, pc};
             if (plot_groups(plots, &gs, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
@@ -186,7 +197,7 @@ int cmd_plot(int argc, char **argv)
         }
     }
     printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", kind, out, out, out,
-           k == 2 ? "-gpus.csv, -batch.csv" : ".csv");
+           k == 2 ? "-gpus.csv, -batch.csv" : k == 1 ? ".csv, -gpus.csv" : ".csv");
     rc = 0;
 out:
     free(lens);
