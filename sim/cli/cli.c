@@ -1,6 +1,7 @@
 /* cli.c — flag parsing and default paths for the `unpad` subcommands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,4 +119,73 @@ int cli_error(const char *cmd, const unpad_err *err)
 {
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
     return 1;
+}
+
+/* ---- --json ------------------------------------------------------------------------------------ */
+
+int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j)
+{
+    memset(j, 0, sizeof j[0]);
+    if (!strcmp(path, "-")) {
+        /* The document keeps the real standard output; printf's text goes to /dev/null. */
+        int fd = dup(STDOUT_FILENO);
+        fflush(stdout);
+        if (fd < 0 || !(j->f = fdopen(fd, "w")) || !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "unpad %s: --json -: cannot use standard output: %s\n", cmd,
+                    strerror(errno));
+            if (j->f)
+                fclose(j->f);
+            else if (fd >= 0)
+                close(fd);
+            j->f = NULL;
+            return 1;
+        }
+        j->to_stdout = 1;
+        snprintf(j->path, sizeof j->path, "standard output");
+    } else {
+        snprintf(j->path, sizeof j->path, "%s", path);
+        snprintf(j->tmp, sizeof j->tmp, "%s.tmp", path);
+        if (!(j->f = fopen(j->tmp, "w"))) {
+            fprintf(stderr, "unpad %s: --json: cannot write %s: %s\n", cmd, path, strerror(errno));
+            return 1;
+        }
+    }
+    json_init(&j->w, j->f, 1);
+    json_obj(&j->w, NULL);
+    json_int(&j->w, "unpad_json", CLI_JSON_FORMAT);
+    json_str(&j->w, "command", cmd);
+    cli_prov_json(&j->w, prov);
+    return 0;
+}
+
+int cli_json_close(const char *cmd, cli_json *j)
+{
+    unpad_err err = {0};
+    json_end(&j->w);
+    int rc = json_finish(&j->w, &err);
+    int bad = ferror(j->f);
+    if (fclose(j->f) != 0)
+        bad = 1;
+    j->f = NULL;
+    if (!rc && bad)
+        rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
+    if (!rc && !j->to_stdout && rename(j->tmp, j->path) != 0)
+        rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "cannot rename %s: %s", j->tmp, strerror(errno));
+    if (rc) {
+        if (!j->to_stdout)
+            remove(j->tmp);
+        fprintf(stderr, "unpad %s: --json %s: %s\n", cmd, j->path, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_json_abandon(cli_json *j)
+{
+    if (!j->f)
+        return;
+    fclose(j->f);
+    j->f = NULL;
+    if (!j->to_stdout)
+        remove(j->tmp);
 }

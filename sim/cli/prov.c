@@ -71,7 +71,8 @@ void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
     ADD("# unpad: %s (commit %s)\n", UNPAD_VERSION, unpad_commit());
     ADD("# command: %s\n", p->command_line);
     if (p->model)
-        ADD("# model: %s (%s)\n", p->model, p->model_path ? p->model_path : "");
+        ADD("# model: %s%s%s%s\n", p->model, p->model_path ? " (" : "",
+            p->model_path ? p->model_path : "", p->model_path ? ")" : "");
     if (p->hw)
         ADD("# hw: %s (%s)\n", p->hw, p->hw_path ? p->hw_path : "");
     if (p->calibration)
@@ -86,8 +87,15 @@ void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
 
 void cli_prov_print(FILE *f, const cli_prov *p)
 {
-    if (p->model)
-        fprintf(f, "  model %s (%s), hw %s (%s)\n", p->model, p->model_path, p->hw, p->hw_path);
+    if (p->model || p->hw) {
+        fprintf(f, " ");
+        if (p->model)
+            fprintf(f, " model %s%s%s%s", p->model, p->model_path ? " (" : "",
+                    p->model_path ? p->model_path : "", p->model_path ? ")" : "");
+        if (p->hw)
+            fprintf(f, "%s hw %s (%s)", p->model ? "," : "", p->hw, p->hw_path);
+        fprintf(f, "\n");
+    }
     if (p->calibration)
         fprintf(f, "  calibration %s%s%s%s\n", p->calibration,
                 p->calibration_path ? " (" : " (uncalibrated coefficients", 
