@@ -75,8 +75,11 @@ void progress_format(char *buf, size_t n, const char *what, const char *unit, lo
         format_duration(t, sizeof t, elapsed_s * (1 - frac) / frac);
         snprintf(eta, sizeof eta, "ETA %s", t);
     }
-    snprintf(buf, n, "%s: %lld/%lld %s, %.0f%% of the work, %.2g %s/s, %s, %s", what, items,
-             total_items, unit, 100 * frac, elapsed_s > 0 ? items / elapsed_s : 0.0, unit, el, eta);
+    char rate[64] = "";
+    if (items > 0 && elapsed_s > 0)
+        snprintf(rate, sizeof rate, ", %.2g %s/s", items / elapsed_s, unit);
+    snprintf(buf, n, "%s: %lld/%lld %s, %.0f%% of the work%s, %s, %s", what, items, total_items,
+             unit, 100 * frac, rate, el, eta);
 }
 
 void progress_add(progress *p, long long items, long long work)

@@ -21,16 +21,20 @@ const char *cli_project_path(const char *rel, char *buf, size_t n);
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);
 
-/* The JSON document of --json PATH (docs/json.md): written under a temporary name and renamed
- * when complete; PATH "-" writes it to standard output, and the command's text output is then
- * discarded so that standard output holds only the document. */
+/* The JSON document of --json PATH (docs/json.md): built in memory, written under a temporary
+ * name and renamed when complete, so an interrupted command leaves none; PATH "-" writes it to
+ * standard output, and the command's text output is then discarded so that standard output
+ * holds only the document. */
 #define CLI_JSON_FORMAT 1 /* "unpad_json": bumped when a key changes meaning or goes away */
 
 typedef struct {
-    FILE *f;
+    FILE *f;            /* the document, in memory until cli_json_close */
+    char *buf;
+    size_t len;
     json_w w;
+    FILE *out;          /* "-": the real standard output */
     int to_stdout;
-    char path[4096], tmp[4200];
+    char path[4096];
 } cli_json;
 
 /* Opens the document and writes its first keys: "unpad_json" (the format's version),
