@@ -174,7 +174,7 @@ int cmd_predict(int argc, char **argv)
         printf(" | %10s %10s %6s", "pad_GFLOP", "pad_us", "share");
     printf("\n");
     if (w) {
-        json_obj(w, "batch");
+        json_obj(w, "sampled_batch");
         json_int(w, "tokens", tokens);
         json_num(w, "mean_len", (double)tokens / batch);
         json_num(w, "step_us", st[0].step_us);
