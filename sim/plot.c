@@ -630,16 +630,19 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
         snprintf(steps, sizeof steps, "%d sampled steps per point", max_steps);
     else
         snprintf(steps, sizeof steps, "%d-%d sampled steps per point", min_steps, max_steps);
-    snprintf(title, sizeof title, "Imbalance = slowest / mean predicted GPU step time%s%s%s%s, %s%s",
+    snprintf(title, sizeof title,
+             "Imbalance: how much longer the slowest GPU's predicted step takes than the mean "
+             "GPU's%s%s%s%s, %s%s",
              src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw, steps,
              src.has_prov && !src.complete ? " (PARTIAL: an interrupted what-if)" : "");
     if (src.dist[0]) {
         size_t o = strlen(title);
-        snprintf(title + o, sizeof title - o, "\nlengths from %s; 1 = perfectly balanced",
-                 base_name(src.dist));
+        snprintf(title + o, sizeof title - o, "\nlengths from %s; imbalance 1.25 = 25%%; points "
+                 "on the bottom edge are below 0.001%% (near-perfect balance)", base_name(src.dist));
     } else {
         size_t o = strlen(title);
-        snprintf(title + o, sizeof title - o, "\n1 = perfectly balanced");
+        snprintf(title + o, sizeof title - o, "\nimbalance 1.25 = 25%%; points on the bottom edge "
+                 "are below 0.001%% (near-perfect balance)");
     }
     snprintf(pg, sizeof pg, "%s-gpus.csv", out);
     snprintf(pb, sizeof pb, "%s-batch.csv", out);

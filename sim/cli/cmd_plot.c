@@ -168,7 +168,7 @@ int cmd_plot(int argc, char **argv)
             }
         }
         if (k == 3) {
-            char what[128];
+            char what[512];
             if (!lens) {
                 nl = batch ? batch : 56;
                 dist_sampler *smp;
@@ -179,7 +179,9 @@ int cmd_plot(int argc, char **argv)
                 }
                 dist_sample(smp, lens, nl);
                 dist_sampler_free(smp);
-                snprintf(what, sizeof what, "sampled, seed %d", seed);
+                const char *base = strrchr(in.dist_path, '/');
+                snprintf(what, sizeof what, "sampled from %s, seed %d", base ? base + 1 : in.dist_path,
+                         seed);
             } else {
                 snprintf(what, sizeof what, "given lengths");
             }

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "inputs.h"
+#include "plot.h"
 #include "prov.h"
 #include "validate.h"
 
@@ -37,15 +38,16 @@ static void usage(FILE *f)
             "               on standard output\n");
 }
 
-static int run_gnuplot(const char *csv, const char *png)
+static int run_gnuplot(const char *csv, const char *png, const char *title)
 {
     if (strchr(csv, '\'') || strchr(png, '\'')) {
         fprintf(stderr, "unpad validate: --plot: file names with a quote are not supported\n");
         return 1;
     }
-    char script[4200], expr[9000];
+    char script[4200], expr[12000], qtitle[2100];
     cli_project_path("plots/validate.gp", script, sizeof script);
-    snprintf(expr, sizeof expr, "csv='%s'; out='%s'", csv, png);
+    plot_quote(title, qtitle, sizeof qtitle);
+    snprintf(expr, sizeof expr, "csv='%s'; out='%s'; title=%s", csv, png, qtitle);
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
     pid_t pid;
     if (posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ)) {
@@ -275,14 +277,22 @@ int cmd_validate(int argc, char **argv)
         close(fd);
     }
     const char *csv_path = csv ? csv : tmpcsv[0] ? tmpcsv : NULL;
-    if (csv_path && validate_write_csv(csv_path, &rep, &err)) {
+    char pc[8192];
+    cli_prov_comment(&prov, pc, sizeof pc);
+    if (csv_path && validate_write_csv(csv_path, &rep, pc, &err)) {
         cli_error("validate", &err);
         goto out;
     }
     if (csv)
         printf("\nwrote %s\n", csv);
     if (plot) {
-        if (run_gnuplot(csv_path, plot))
+        char title[2048];
+        snprintf(title, sizeof title,
+                 "unpad validate: predicted (%s calibration%s%s) against measured, %d trace%s on %s",
+                 prov.calibration, prov.calibration_path ? " " : "",
+                 prov.calibration_path ? prov.calibration_path : "", ntraces,
+                 ntraces > 1 ? "s" : "", in.hw.name);
+        if (run_gnuplot(csv_path, plot, title))
             goto out;
         printf("wrote %s\n", plot);
     }
