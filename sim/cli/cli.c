@@ -1,8 +1,7 @@
-/* cli.c — flag parsing and default paths for the `unpad` subcommands. */
+/* cli.c — flag parsing and input loading for the `unpad` subcommands. */
 #include "cli.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,32 +86,17 @@ int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, lo
     return 0;
 }
 
-const char *cli_project_path(const char *rel, char *buf, size_t n)
+int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n)
 {
-    const char *home = getenv("UNPAD_HOME");
-    if (home && *home) {
-        snprintf(buf, n, "%s/%s", home, rel);
-        return buf;
-    }
-    /* bin/unpad lives in <root>/bin: try <root>/rel, then the current folder. */
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            slash = strrchr(exe, '/');
-            if (slash) {
-                *slash = '\0';
-                snprintf(buf, n, "%s/%s", exe, rel);
-                if (access(buf, R_OK) == 0)
-                    return buf;
-            }
-        }
-    }
-    snprintf(buf, n, "%s", rel);
-    return buf;
+    unpad_err err = {0};
+    return resolve_project_path(rel, buf, n, &err) ? cli_error(cmd, &err) : 0;
+}
+
+int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist)
+{
+    unpad_err err = {0};
+    rq->need_dist = need_dist;
+    return resolve_inputs_load(rq, in, &err) ? cli_error(cmd, &err) : 0;
 }
 
 int cli_error(const char *cmd, const unpad_err *err)

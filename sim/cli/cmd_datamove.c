@@ -7,8 +7,8 @@
 
 #include "cli.h"
 #include "cost.h"
-#include "inputs.h"
 #include "prov.h"
+#include "resolve.h"
 
 const char cmd_datamove_what[] = "data movement per operator and class, fused against unfused";
 
@@ -33,17 +33,18 @@ int cmd_datamove(int argc, char **argv)
         {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'}, {"batch", required_argument, 0, 'b'},
         {"seq", required_argument, 0, 's'},   {"json", required_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int batch = 56, seq = 512, c;
     const char *json = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'b': if (cli_int("datamove", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 's': if (cli_int("datamove", "--seq", optarg, 1, 8192, &seq)) return 2; break;
         case 'j': json = optarg; break;
@@ -55,7 +56,7 @@ int cmd_datamove(int argc, char **argv)
         fprintf(stderr, "unpad datamove: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (cli_inputs_load("datamove", &in, 0))
+    if (cli_inputs_load("datamove", &rq, &in, 0))
         return 1;
     if (seq > in.model.max_len) {
         fprintf(stderr, "unpad datamove: --seq %d exceeds the model's max_len %d (%s)\n", seq,
@@ -187,6 +188,6 @@ int cmd_datamove(int argc, char **argv)
             printf("wrote %s\n", json);
     }
     free(len);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "group.h"
 #include "plan.h"
 #include "prov.h"
@@ -17,6 +17,7 @@ const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan f
 
 static void usage(FILE *f)
 {
+    char names[256];
     fprintf(f,
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus LIST] [--batch LIST]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
@@ -30,8 +31,8 @@ static void usage(FILE *f)
             "  --gpus LIST      data-parallel GPUs, 1..65536, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, 1..65536, comma-separated (default 56): one plan\n"
             "                   per GPU count and batch size\n"
-            "  --policy P       none, sort-deal, lpt, kk, pack, or auto: the lowest predicted step\n"
-            "                   time (default auto)\n"
+            "  --policy P       %s, or auto: the lowest predicted step\n"
+            "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
             "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
             "  --seed S         seed (default 1)\n"
@@ -44,8 +45,10 @@ static void usage(FILE *f)
             "                   (plan.cfg: plan-8x56.cfg, plan-16x56.cfg, ...)\n"
             "  --json F         write the plans as JSON (docs/json.md); F '-': only the JSON, on\n"
             "                   standard output\n"
-            "  --quiet          no progress line on stderr (it appears only on a terminal)\n",
-            GROUP_MAX_STREAMS);
+            "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
+            "The balancing policies:\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    balance_policy_help_print(f, "  ");
 }
 
 /* The FMHA on a typical GPU batch (the distribution's quantiles), per step, all layers:
@@ -55,7 +58,7 @@ typedef struct {
     int buckets_streams;
 } typical_fmha;
 
-static int fmha_typical(const cli_inputs *in, const whatif_setup *s, const unpad_plan *p,
+static int fmha_typical(const resolve_inputs *in, const whatif_setup *s, const unpad_plan *p,
                         typical_fmha *t, unpad_err *err)
 {
     int batch = p->batch, L = in->model.layers, H = in->model.heads;
@@ -145,7 +148,7 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
 }
 
 /* One configuration: the plan, its table and summary, its file. */
-static int plan_one(cli_inputs *in, whatif_setup *s, int gpus, int batch, int policy,
+static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int policy,
                     balance_count count, const char *file, const char *prov_comment, json_w *w)
 {
     unpad_plan p;
@@ -204,7 +207,8 @@ int cmd_plan(int argc, char **argv)
         {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
         {"out", required_argument, 0, 'o'},    {"json", required_argument, 0, 'j'},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -216,11 +220,11 @@ int cmd_plan(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g':
             free(gpus);
             if (cli_int_list("plan", "--gpus", optarg, 1, 65536, &gpus, &ng))
@@ -234,10 +238,15 @@ int cmd_plan(int argc, char **argv)
         case 'p':
             if (!strcmp(optarg, "auto"))
                 policy = -1;
-            else if ((policy = balance_policy_from_name(optarg)) < 0) {
-                fprintf(stderr, "unpad plan: --policy: unknown '%s' (expected none, sort-deal, "
-                                "lpt, kk, pack or auto)\n", optarg);
-                goto out;
+            else {
+                balance_policy pv;
+                unpad_err pe = {0};
+                if (balance_policy_parse(optarg, &pv, &pe)) {
+                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
+                            strcmp(optarg, "pack") ? ", or auto" : "");
+                    goto out;
+                }
+                policy = (int)pv;
             }
             break;
         case 'n': {
@@ -291,7 +300,7 @@ int cmd_plan(int argc, char **argv)
                 }
         }
     rc = 1;
-    if (cli_inputs_load("plan", &in, 1))
+    if (cli_inputs_load("plan", &rq, &in, 1))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -364,6 +373,6 @@ out:
     cli_json_abandon(&jdoc);
     free(gpus);
     free(batch);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

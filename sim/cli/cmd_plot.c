@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "group.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "plot.h"
 #include "prov.h"
 
@@ -58,7 +58,8 @@ int cmd_plot(int argc, char **argv)
                 kind);
         return 2;
     }
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
         nl = 0;
@@ -68,11 +69,11 @@ int cmd_plot(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
         case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
         case 'n': {
@@ -135,8 +136,11 @@ int cmd_plot(int argc, char **argv)
         snprintf(obuf, sizeof obuf, "unpad-%s", kind);
         out = obuf;
     }
-    if (!plots)
-        plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    if (!plots) {
+        if (cli_project_path("plot", "plots", pbuf, sizeof pbuf))
+            goto out;
+        plots = pbuf;
+    }
     cli_prov prov;
     char pc[8192];
     cli_prov_init(&prov, argc, argv);
@@ -147,7 +151,7 @@ int cmd_plot(int argc, char **argv)
             goto out;
         }
     } else {
-        if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
+        if (cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
             goto out;
         cli_prov_inputs(&prov, &in, !(k == 3 && lens));
         if (k == 0) /* the histogram uses only the distribution */
@@ -180,7 +184,7 @@ int cmd_plot(int argc, char **argv)
                 dist_sample(smp, lens, nl);
                 dist_sampler_free(smp);
                 const char *base = strrchr(in.dist_path, '/');
-                snprintf(what, sizeof what, "sampled from %s, seed %d", base ? base + 1 : in.dist_path,
+                snprintf(what, sizeof what, "sampled from %.400s, seed %d", base ? base + 1 : in.dist_path,
                          seed);
             } else {
                 snprintf(what, sizeof what, "given lengths");
@@ -203,6 +207,6 @@ int cmd_plot(int argc, char **argv)
     rc = 0;
 out:
     free(lens);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -9,8 +9,8 @@
 
 #include "cli.h"
 #include "cost.h"
-#include "inputs.h"
 #include "prov.h"
+#include "resolve.h"
 #include "trace.h"
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
@@ -48,7 +48,7 @@ static void padded_name(const char *path, char *buf, size_t n)
     snprintf(buf, n, "%.*s-padded%s", (int)stem, path, path + stem);
 }
 
-static int write_csv(const char *path, const cli_inputs *in, int gpus, const cost_step *st,
+static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st,
                      const char *prov)
 {
     char tmp[4200];
@@ -79,18 +79,19 @@ int cmd_predict(int argc, char **argv)
         {"seed", required_argument, 0, 's'}, {"steps", required_argument, 0, 'k'},
         {"csv", required_argument, 0, 'o'},  {"json", required_argument, 0, 'j'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 1, batch = 56, padded = 0, fused = 1, seed = 1, steps = 100, c;
     const char *csv = NULL, *json = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("predict", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("predict", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 'p': padded = 1; break;
@@ -107,7 +108,7 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "unpad predict: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (cli_inputs_load("predict", &in, 1))
+    if (cli_inputs_load("predict", &rq, &in, 1))
         return 1;
     unpad_err err = {0};
     int rc = 1;
@@ -297,6 +298,6 @@ out:
     dist_sampler_free(smp);
     free(st);
     free(len);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "inputs.h"
 #include "plot.h"
 #include "prov.h"
+#include "resolve.h"
 #include "validate.h"
 
 extern char **environ;
@@ -45,7 +45,8 @@ static int run_gnuplot(const char *csv, const char *png, const char *title)
         return 1;
     }
     char script[4200], expr[12000], qtitle[2100];
-    cli_project_path("plots/validate.gp", script, sizeof script);
+    if (cli_project_path("validate", "plots/validate.gp", script, sizeof script))
+        return 1;
     plot_quote(title, qtitle, sizeof qtitle);
     snprintf(expr, sizeof expr, "csv='%s'; out='%s'; title=%s", csv, png, qtitle);
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
@@ -156,7 +157,8 @@ int cmd_validate(int argc, char **argv)
     const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
     int ntraces = 0, nmodel_paths = 0, c;
     const char *csv = NULL, *plot = NULL, *json = NULL;
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -168,9 +170,9 @@ int cmd_validate(int argc, char **argv)
             }
             traces[ntraces++] = optarg;
             break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
-        case 'w': in.hw_path = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
+        case 'w': rq.hw = optarg; break;
         case 'm':
             if (nmodel_paths == MAX_MODELS) {
                 fprintf(stderr, "unpad validate: more than %d --model\n", MAX_MODELS);
@@ -202,7 +204,7 @@ int cmd_validate(int argc, char **argv)
                         "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
         return 1;
     }
-    if (cli_inputs_load("validate", &in, 0))
+    if (cli_inputs_load("validate", &rq, &in, 0))
         return 1;
     unpad_err err = {0};
     int rc = 1, nmodels = 0;
@@ -225,8 +227,10 @@ int cmd_validate(int argc, char **argv)
             cli_error("validate", &err);
             goto out;
         }
-    char mdir[4200];
-    if (fit_models_resolve(sets, ntraces, cli_project_path("models", mdir, sizeof mdir), models,
+    char mdir[RESOLVE_PATH_LEN];
+    if (cli_project_path("validate", "models", mdir, sizeof mdir))
+        goto out;
+    if (fit_models_resolve(sets, ntraces, mdir, models,
                            &nmodels, MAX_MODELS, &err)) {
         cli_error("validate", &err);
         goto out;
@@ -236,8 +240,7 @@ int cmd_validate(int argc, char **argv)
     cli_prov_inputs(&prov, &in, 0);
     prov.model = nmodels == 1 ? models[0].name : NULL; /* the traces name their models */
     prov.model_path = nmodel_paths == 1 ? model_paths[0] : NULL;
-    printf("unpad validate: %d trace%s on %s, %s\n", ntraces, ntraces > 1 ? "s" : "", in.hw.name,
-           in.calib.fitted ? in.calib_path : "uncalibrated default coefficients");
+    printf("unpad validate: %d trace%s on %s\n", ntraces, ntraces > 1 ? "s" : "", in.hw.name);
     cli_prov_print(stdout, &prov);
     validate_ctx ctx = {.models = models, .n_models = nmodels, .hw = &in.hw, .calib = &in.calib};
     for (int i = 0; i < ntraces; i++) {
@@ -306,6 +309,6 @@ out:
     free(sets);
     free(models);
     validate_report_free(&rep);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

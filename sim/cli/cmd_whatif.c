@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
 #include "prov.h"
+#include "resolve.h"
 #include "rows.h"
 #include "whatif.h"
 
@@ -15,6 +15,7 @@ const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance p
 
 static void usage(FILE *f)
 {
+    char names[256];
     fprintf(f,
             "usage: unpad whatif [--gpus LIST] [--batch LIST] [--policy LIST] [--count LIST]\n"
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
@@ -22,7 +23,7 @@ static void usage(FILE *f)
             "                    [--granularity G] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
-            "  --policy LIST    of none, sort-deal, lpt, kk, pack (default all five)\n"
+            "  --policy LIST    of %s (default all; below)\n"
             "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal);\n"
             "                   none and sort-deal always give equal counts: one row each\n"
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
@@ -44,13 +45,30 @@ static void usage(FILE *f)
             "Step time = slowest GPU's summed per-sequence cost + optimizer, overhead, all-reduce and\n"
             "(for a balancing policy) sample exchange. Policies with the same GPUs and batch share\n"
             "their sampled steps. Rows are printed as they are done (the largest configurations\n"
-            "first); the CSV and JSON list them in the order of the lists.\n",
-            GROUP_MAX_STREAMS);
+            "first); the CSV and JSON list them in the order of the lists. The policies:\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    balance_policy_help_print(f, "  ");
 }
 
-/* Parses a comma list of names with from_name (returning -1 for unknown) into out[]. */
-static int name_list(const char *flag, const char *val, int (*from_name)(const char *),
-                     const char *expected, int *out, int *n, int max)
+static int policy_parse(const char *s, int *v, unpad_err *err)
+{
+    balance_policy p;
+    int rc = balance_policy_parse(s, &p, err);
+    *v = (int)p;
+    return rc;
+}
+
+static int count_parse(const char *s, int *v, unpad_err *err)
+{
+    balance_count c;
+    int rc = balance_count_parse(s, &c, err);
+    *v = (int)c;
+    return rc;
+}
+
+/* Parses a comma list of names with parse into out[]. */
+static int name_list(const char *flag, const char *val, int (*parse)(const char *, int *, unpad_err *),
+                     int *out, int *n, int max)
 {
     char buf[512];
     if (strlen(val) >= sizeof buf) {
@@ -60,10 +78,11 @@ static int name_list(const char *flag, const char *val, int (*from_name)(const c
     strcpy(buf, val);
     *n = 0;
     char *save = NULL;
+    unpad_err err = {0};
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int v = from_name(t);
-        if (v < 0) {
-            fprintf(stderr, "unpad whatif: %s: unknown '%s' (expected %s)\n", flag, t, expected);
+        int v;
+        if (parse(t, &v, &err)) {
+            fprintf(stderr, "unpad whatif: %s: %s\n", flag, err.msg);
             return 1;
         }
         if (*n >= max) {
@@ -73,7 +92,7 @@ static int name_list(const char *flag, const char *val, int (*from_name)(const c
         out[(*n)++] = v;
     }
     if (!*n) {
-        fprintf(stderr, "unpad whatif: %s: empty list (expected %s)\n", flag, expected);
+        fprintf(stderr, "unpad whatif: %s: empty list\n", flag);
         return 1;
     }
     return 0;
@@ -92,7 +111,8 @@ int cmd_whatif(int argc, char **argv)
         {"granularity", required_argument, 0, 'G'}, {"csv", required_argument, 0, 'o'},
         {"json", required_argument, 0, 'j'},       {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -120,20 +140,18 @@ int cmd_whatif(int argc, char **argv)
                 goto out;
             break;
         case 'p':
-            if (name_list("--policy", optarg, balance_policy_from_name,
-                          "none, sort-deal, lpt, kk or pack", pol, &np, BAL_POLICY_COUNT * 4))
+            if (name_list("--policy", optarg, policy_parse, pol, &np, BAL_POLICY_COUNT * 4))
                 goto out;
             break;
         case 'n':
-            if (name_list("--count", optarg, balance_count_from_name, "equal or free", cnt, &nc,
-                          BAL_COUNT_COUNT * 4))
+            if (name_list("--count", optarg, count_parse, cnt, &nc, BAL_COUNT_COUNT * 4))
                 goto out;
             break;
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'k': if (cli_int("whatif", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
         case 's': if (cli_int("whatif", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
         case 't': if (cli_int("whatif", "--threads", optarg, 0, 256, &s.threads)) goto out; break;
@@ -178,7 +196,7 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &in, 1))
+    if (cli_inputs_load("whatif", &rq, &in, 1))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -294,6 +312,6 @@ out:
     free(gpus);
     free(batch);
     free(rows);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

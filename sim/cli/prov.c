@@ -27,15 +27,15 @@ void cli_prov_init(cli_prov *p, int argc, char **argv)
     }
 }
 
-void cli_prov_inputs(cli_prov *p, const cli_inputs *in, int with_dist)
+void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist)
 {
     p->model = in->model.name;
     p->model_path = in->model_path;
     p->hw = in->hw.name;
     p->hw_path = in->hw_path;
-    p->calibration = in->calib.fitted ? "fitted" : "default";
-    p->calibration_path = in->calib.fitted ? in->calib_path : NULL;
-    p->dist_path = with_dist ? in->dist_path : NULL;
+    p->calibration = calib_source_name(in->calib_from);
+    p->calibration_path = in->calib_from != CALIB_DEFAULT ? in->calib_path : NULL;
+    p->dist_path = with_dist && in->dist_path[0] ? in->dist_path : NULL;
 }
 
 void cli_prov_seed(cli_prov *p, long long seed)

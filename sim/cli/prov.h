@@ -14,8 +14,8 @@
 
 #include <stdio.h>
 
-#include "inputs.h"
 #include "json.h"
+#include "resolve.h"
 
 typedef struct {
     char command_line[2048];    /* "unpad whatif --gpus 8,16 ..." (arguments quoted as needed) */
@@ -29,8 +29,9 @@ typedef struct {
 
 /* The command line (argv[0] is the subcommand's name, as the commands receive it). */
 void cli_prov_init(cli_prov *p, int argc, char **argv);
-/* The inputs a command loaded; need_dist 0 leaves the distribution out. */
-void cli_prov_inputs(cli_prov *p, const cli_inputs *in, int with_dist);
+/* The inputs a command loaded (the resolver's paths and calibration source); with_dist 0 leaves
+ * the distribution out. */
+void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist);
 void cli_prov_seed(cli_prov *p, long long seed);
 
 /* "provenance": {...} inside the open object. */
