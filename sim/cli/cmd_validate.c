@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "plot.h"
+#include "progress.h"
 #include "prov.h"
 #include "resolve.h"
 #include "validate.h"
@@ -25,7 +26,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
-            "                      [--plot OUT.png] [--json F]\n"
+            "                      [--plot OUT.png] [--json F] [--quiet]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -35,7 +36,8 @@ static void usage(FILE *f)
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
             "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
             "  --json F     also write the error tables as JSON (docs/json.md); F '-': only the JSON,\n"
-            "               on standard output\n");
+            "               on standard output\n"
+            "  --quiet      no progress line on stderr (it appears only on a terminal)\n");
 }
 
 static int run_gnuplot(const char *csv, const char *png, const char *title)
@@ -153,9 +155,11 @@ int cmd_validate(int argc, char **argv)
         {"traces", required_argument, 0, 't'}, {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
         {"hw", required_argument, 0, 'w'},     {"model", required_argument, 0, 'm'},
         {"csv", required_argument, 0, 'o'},    {"plot", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'},   {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", required_argument, 0, 'j'},   {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
-    int ntraces = 0, nmodel_paths = 0, c;
+    int ntraces = 0, nmodel_paths = 0, quiet = 0, c;
+    progress *prog = NULL;
     const char *csv = NULL, *plot = NULL, *json = NULL;
     resolve_req rq = {0};
     resolve_inputs in;
@@ -183,6 +187,7 @@ int cmd_validate(int argc, char **argv)
         case 'o': csv = optarg; break;
         case 'p': plot = optarg; break;
         case 'j': json = optarg; break;
+        case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -243,6 +248,14 @@ int cmd_validate(int argc, char **argv)
     printf("unpad validate: %d trace%s on %s\n", ntraces, ntraces > 1 ? "s" : "", in.hw.name);
     cli_prov_print(stdout, &prov);
     validate_ctx ctx = {.models = models, .n_models = nmodels, .hw = &in.hw, .calib = &in.calib};
+    long long rows = 0;
+    for (int i = 0; i < ntraces; i++)
+        rows += (long long)sets[i].n;
+    if (progress_start("unpad validate", "traces", ntraces, rows, progress_wanted(quiet), &prog,
+                       &err)) {
+        cli_error("validate", &err);
+        goto out;
+    }
     for (int i = 0; i < ntraces; i++) {
         trace_set pred = {0};
         int r = validate_predict_set(&sets[i], models, nmodels, &in.hw, &in.calib, &pred, &err);
@@ -253,7 +266,10 @@ int cmd_validate(int argc, char **argv)
             fprintf(stderr, "unpad validate: %s: %s\n", traces[i], err.msg);
             goto out;
         }
+        progress_add(prog, 1, (long long)sets[i].n);
     }
+    progress_end(prog);
+    prog = NULL;
     if (validate_finish(&rep, &err)) {
         cli_error("validate", &err);
         goto out;
@@ -301,6 +317,7 @@ int cmd_validate(int argc, char **argv)
     }
     rc = 0;
 out:
+    progress_end(prog);
     if (tmpcsv[0])
         remove(tmpcsv);
     if (sets)
