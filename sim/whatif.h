@@ -7,7 +7,8 @@
  * all-reduce, and for a balancing policy the sample exchange; whatif_fixed_us). The step ends
  * with the slowest GPU. Configurations with the same GPUs and batch share their sampled steps
  * (common random numbers: policy differences are not sampling noise), drawn from a generator
- * seeded by (seed, gpus, batch), so a row does not depend on the other rows or on the threads.
+ * seeded by (seed, gpus, batch), so a row does not depend on the other rows or on the threads;
+ * each row is a job of its own (it draws its shape's steps again), done and reported alone.
  *
  * Attention: on the first attn_steps steps, the slowest GPU's FMHA (forward + backward, all
  * layers) is timed with one launch in loader order and with the grouping of the configuration's
