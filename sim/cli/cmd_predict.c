@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cost.h"
+#include "progress.h"
 #include "prov.h"
 #include "resolve.h"
 #include "trace.h"
@@ -20,6 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--padded] [--unfused] [--seed S] [--steps K] [--csv OUT] [--json OUT]\n"
+            "                     [--quiet]\n"
             "  --dist F     sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
             "  --model F    model config (default models/bert-large.cfg)\n"
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg)\n"
@@ -36,6 +38,7 @@ static void usage(FILE *f)
             "               (predict.csv: predict-padded.csv)\n"
             "  --json OUT   write the prediction as JSON (docs/json.md); OUT '-': only the JSON, on\n"
             "               standard output\n"
+            "  --quiet      no progress line on stderr (it appears only on a terminal)\n"
             "The throughput is the expected one: the mean step over K sampled steps (one GPU's batch\n"
             "each). The operator table is the first sampled batch, to show where the time goes.\n");
 }
@@ -78,11 +81,12 @@ int cmd_predict(int argc, char **argv)
         {"padded", no_argument, 0, 'p'},     {"unfused", no_argument, 0, 'u'},
         {"seed", required_argument, 0, 's'}, {"steps", required_argument, 0, 'k'},
         {"csv", required_argument, 0, 'o'},  {"json", required_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"quiet", no_argument, 0, 'q'},      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
-    int gpus = 1, batch = 56, padded = 0, fused = 1, seed = 1, steps = 100, c;
+    int gpus = 1, batch = 56, padded = 0, fused = 1, seed = 1, steps = 100, quiet = 0, c;
+    progress *prog = NULL;
     const char *csv = NULL, *json = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -100,6 +104,7 @@ int cmd_predict(int argc, char **argv)
         case 'k': if (cli_int("predict", "--steps", optarg, 1, 1000000, &steps)) return 2; break;
         case 'o': csv = optarg; break;
         case 'j': json = optarg; break;
+        case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -229,7 +234,14 @@ int cmd_predict(int argc, char **argv)
     /* The throughput: the mean step over `steps` sampled batches (the first is the table's). */
     double sum_us = st[0].step_us, sum_pad_us = padded ? st[1].step_us : 0,
            sum_flops = st[0].model_flops;
+    if (progress_start("unpad predict", "steps", steps, steps, progress_wanted(quiet), &prog,
+                       &err)) {
+        cli_error("predict", &err);
+        goto out;
+    }
     for (int k = 1; k < steps; k++) {
+        if (k % 1024 == 0)
+            progress_add(prog, 1024, 1024);
         dist_sample(smp, len, batch);
         cost_step s1, s2;
         if (cost_predict_step(m, &in.hw, &in.calib, &b, &s1, &err) ||
@@ -242,6 +254,8 @@ int cmd_predict(int argc, char **argv)
         if (padded)
             sum_pad_us += s2.step_us;
     }
+    progress_end(prog);
+    prog = NULL;
     double step_us = sum_us / steps, pad_us = sum_pad_us / steps;
     double sps = gpus * batch / (step_us / 1e6), pad_sps = gpus * batch / (pad_us / 1e6);
     double tflops = sum_flops / sum_us / 1e6, pad_tflops = sum_flops / sum_pad_us / 1e6;
@@ -294,6 +308,7 @@ int cmd_predict(int argc, char **argv)
     }
     rc = 0;
 out:
+    progress_end(prog);
     cli_json_abandon(&jdoc);
     dist_sampler_free(smp);
     free(st);
