@@ -76,8 +76,9 @@ void progress_format(char *buf, size_t n, const char *what, const char *unit, lo
         snprintf(eta, sizeof eta, "ETA %s", t);
     }
     char rate[64] = "";
+    double r = elapsed_s > 0 ? items / elapsed_s : 0;
     if (items > 0 && elapsed_s > 0)
-        snprintf(rate, sizeof rate, ", %.2g %s/s", items / elapsed_s, unit);
+        snprintf(rate, sizeof rate, r >= 100 ? ", %.0f %s/s" : ", %.2g %s/s", r, unit);
     snprintf(buf, n, "%s: %lld/%lld %s, %.0f%% of the work%s, %s, %s", what, items, total_items,
              unit, 100 * frac, rate, el, eta);
 }

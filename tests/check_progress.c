@@ -15,6 +15,9 @@ START_TEST(test_format)
                         "5.0 s, ETA 15.0 s");
     progress_format(b, sizeof b, "unpad whatif", "configurations", 0, 40, 0, 1000, 3.0);
     ck_assert_str_eq(b, "unpad whatif: 0/40 configurations, 0% of the work, 3.0 s, ETA unknown");
+    progress_format(b, sizeof b, "unpad predict", "steps", 150528, 300000, 150528, 300000, 89.0);
+    ck_assert_str_eq(b, "unpad predict: 150528/300000 steps, 50% of the work, 1691 steps/s, "
+                        "1 min 29 s, ETA 1 min 28 s");
     progress_format(b, sizeof b, "x", "steps", 1, 4, 1, 4, 100.0);
     ck_assert_ptr_nonnull(strstr(b, "1 min 40 s, ETA 5 min 00 s"));
     progress_format(b, sizeof b, "x", "steps", 1, 2, 1, 2, 4000.0);
