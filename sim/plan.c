@@ -23,7 +23,7 @@ typedef struct {
 #define PF(k, t, f, lo, hi, req, h) {k, t, offsetof(plan_file, f), lo, hi, req, h}
 static const cfg_field plan_schema[] = {
     PF("policy", CFG_STRING, policy, 0, 0, CFG_REQUIRED,
-       "balancing policy: none, sort-deal, lpt, kk or pack"),
+       "balancing policy (`unpad plan --help` lists them)"),
     PF("count", CFG_STRING, count, 0, 0, CFG_REQUIRED, "sequences per GPU: equal or free"),
     PF("weights", CFG_STRING, weights, 0, 0, CFG_OPTIONAL,
        "what is balanced: cost (c0 + c1 len + c2 len^2) or tokens"),
@@ -135,11 +135,10 @@ int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err
         return rc;
     unpad_plan q;
     plan_default(&q);
-    int v = balance_policy_from_name(f.policy);
-    if (v < 0)
-        return bad_value(name, text, "policy", err,
-                         "unknown policy '%s' (expected none, sort-deal, lpt, kk or pack)", f.policy);
-    q.policy = v;
+    unpad_err pe = {0};
+    if (balance_policy_parse(f.policy, &q.policy, &pe))
+        return bad_value(name, text, "policy", err, "%s", pe.msg);
+    int v;
     if ((v = balance_count_from_name(f.count)) < 0)
         return bad_value(name, text, "count", err, "unknown count '%s' (expected equal or free)",
                          f.count);
@@ -224,10 +223,14 @@ int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
     f.none_imbalance = p->none_imbalance;
     f.pred_attn_us = p->pred_attn_us;
     f.pred_attn_grouped_us = p->pred_attn_grouped_us;
-    return cfg_write(path,
-                     "unpad plan: balancing and FMHA grouping for unpad-train --plan (written by "
-                     "`unpad plan`; the pred_* lines are the simulator's predictions)",
-                     plan_schema, plan_schema_len, &f, err);
+    char head[sizeof p->provenance + 256];
+    int len = snprintf(head, sizeof head,
+                       "unpad plan: balancing and FMHA grouping for unpad-train --plan (written by "
+                       "`unpad plan`; the pred_* lines are the simulator's predictions)\n%s",
+                       p->provenance);
+    while (len > 0 && len < (int)sizeof head && head[len - 1] == '\n')
+        head[--len] = '\0'; /* cfg_write ends the comment */
+    return cfg_write(path, head, plan_schema, plan_schema_len, &f, err);
 }
 
 int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,

@@ -3,7 +3,7 @@
  * step, calls balance_assign with the plan's policy, count and weights (plan_seq_cost) and groups
  * each GPU's attention with the plan's boundaries (or group_plan_auto when `fmha_groups = auto`).
  *
- *   policy = kk                 # none | sort-deal | lpt | kk | pack
+ *   policy = kk                 # a balancing policy of balance_policy_types (balance.h)
  *   count = equal               # equal | free
  *   weights = cost              # cost: c0 + c1 len + c2 len^2 (below) | tokens
  *   gpus = 8
@@ -42,6 +42,8 @@ typedef struct {
     double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
     double none_step_us, none_imbalance;
     double pred_attn_us, pred_attn_grouped_us;
+    char provenance[4096];      /* "# key: value" lines plan_write puts above the keys (what made
+                                 * the plan: version, command, calibration); not read back */
 } unpad_plan;
 
 void plan_default(unpad_plan *p);

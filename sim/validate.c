@@ -612,7 +612,7 @@ void validate_print(FILE *f, const validate_report *rep)
     }
     fprintf(f, "\n");
 
-    fprintf(f, "targets (issue 7, meant for held-out traces):\n");
+    fprintf(f, "targets (meant for held-out traces):\n");
     if (rep->step_time.n)
         fprintf(f, "  per-step time error   median %.2f%% (<= 2%%: %s), max %.2f%% (<= 5%%: %s)\n",
                 rep->step_time.median_abs_pct, met(rep->step_time.median_abs_pct <= 2),
@@ -657,13 +657,15 @@ void validate_print(FILE *f, const validate_report *rep)
         fprintf(f, "  fastest option        no comparable runs (same model, GPUs and batch) to rank\n");
 }
 
-int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err)
+int validate_write_csv(const char *path, const validate_report *rep, const char *comment,
+                       unpad_err *err)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write");
+    fputs(comment ? comment : "", f);
     fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
     for (size_t i = 0; i < rep->npairs; i++) {
         const validate_pair *p = &rep->pairs[i];

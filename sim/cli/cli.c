@@ -1,7 +1,7 @@
-/* cli.c — flag parsing and default paths for the `unpad` subcommands. */
+/* cli.c — flag parsing and input loading for the `unpad` subcommands. */
 #include "cli.h"
 
-#include <limits.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,36 +86,101 @@ int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, lo
     return 0;
 }
 
-const char *cli_project_path(const char *rel, char *buf, size_t n)
+int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n)
 {
-    const char *home = getenv("UNPAD_HOME");
-    if (home && *home) {
-        snprintf(buf, n, "%s/%s", home, rel);
-        return buf;
-    }
-    /* bin/unpad lives in <root>/bin: try <root>/rel, then the current folder. */
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            slash = strrchr(exe, '/');
-            if (slash) {
-                *slash = '\0';
-                snprintf(buf, n, "%s/%s", exe, rel);
-                if (access(buf, R_OK) == 0)
-                    return buf;
-            }
-        }
-    }
-    snprintf(buf, n, "%s", rel);
-    return buf;
+    unpad_err err = {0};
+    return resolve_project_path(rel, buf, n, &err) ? cli_error(cmd, &err) : 0;
+}
+
+int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist)
+{
+    unpad_err err = {0};
+    rq->need_dist = need_dist;
+    return resolve_inputs_load(rq, in, &err) ? cli_error(cmd, &err) : 0;
 }
 
 int cli_error(const char *cmd, const unpad_err *err)
 {
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
     return 1;
+}
+
+/* ---- --json ------------------------------------------------------------------------------------ */
+
+int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j)
+{
+    memset(j, 0, sizeof j[0]);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    if (!strcmp(path, "-")) {
+        /* The document keeps the real standard output; printf's text goes to /dev/null. */
+        fflush(stdout);
+        int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || !(j->out = fdopen(fd, "w")) || !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "unpad %s: --json -: cannot use standard output: %s\n", cmd,
+                    strerror(errno));
+            if (j->out)
+                fclose(j->out);
+            else if (fd >= 0)
+                close(fd);
+            j->out = NULL;
+            return 1;
+        }
+        j->to_stdout = 1;
+    }
+    /* The document is built in memory and written out only when complete. */
+    if (!(j->f = open_memstream(&j->buf, &j->len))) {
+        fprintf(stderr, "unpad %s: --json: out of memory\n", cmd);
+        return 1;
+    }
+    json_init(&j->w, j->f, 1);
+    json_obj(&j->w, NULL);
+    json_int(&j->w, "unpad_json", CLI_JSON_FORMAT);
+    json_str(&j->w, "command", cmd);
+    cli_prov_json(&j->w, prov);
+    return 0;
+}
+
+int cli_json_close(const char *cmd, cli_json *j)
+{
+    unpad_err err = {0};
+    json_end(&j->w);
+    int rc = json_finish(&j->w, &err);
+    if (fclose(j->f) != 0 && !rc)
+        rc = unpad_fail(&err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    j->f = NULL;
+    if (!rc) {
+        FILE *out = j->out;
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", j->path);
+        if (!out && !(out = fopen(tmp, "w")))
+            rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "cannot write %s: %s", tmp, strerror(errno));
+        if (out) {
+            int bad = fwrite(j->buf, 1, j->len, out) != j->len;
+            if (fclose(out) != 0)
+                bad = 1;
+            j->out = NULL;
+            if (bad || (!j->to_stdout && rename(tmp, j->path) != 0))
+                rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
+            if (rc && !j->to_stdout)
+                remove(tmp);
+        }
+    }
+    free(j->buf);
+    j->buf = NULL;
+    if (rc) {
+        fprintf(stderr, "unpad %s: --json %s: %s\n", cmd, j->path, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_json_abandon(cli_json *j)
+{
+    if (j->f)
+        fclose(j->f);
+    if (j->out)
+        fclose(j->out);
+    free(j->buf);
+    j->f = j->out = NULL;
+    j->buf = NULL;
 }

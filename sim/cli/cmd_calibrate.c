@@ -9,7 +9,8 @@
 
 #include "cli.h"
 #include "fit.h"
-#include "inputs.h"
+#include "synth.h"
+#include "resolve.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
@@ -42,23 +43,7 @@ static void usage(FILE *f)
             "  --outliers X   fraction of rows made outliers (default 0.005), x --outlier-scale (default 2.5)\n");
 }
 
-/* The coefficients the synthetic traces of the tests and the demonstration use. */
-static void synth_truth(const hw_spec *hw, calib_coef *c)
-{
-    calib_default(hw, c);
-    c->gemm_eff = 0.62;
-    c->gemm_m_half = 400;
-    c->attn_eff = 0.38;
-    c->attn_cta_us = 1.5;
-    c->attn_ctas_per_sm = 2;
-    c->bw_eff = 0.71;
-    c->launch_us = 4;
-    c->optim_bw_eff = 0.75;
-    c->comm_eff = 0.85;
-    c->step_overhead_us = 150;
-}
-
-static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path, fit_synth_opts *o)
+static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_path, synth_opts *o)
 {
     unpad_err err = {0};
     calib_coef truth;
@@ -66,7 +51,7 @@ static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path
         if (calib_load(truth_path, &in->hw, &truth, &err))
             return cli_error("calibrate", &err);
     } else {
-        synth_truth(&in->hw, &truth);
+        synth_truth_default(&in->hw, &truth);
     }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
@@ -75,7 +60,7 @@ static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path
         fprintf(stderr, "unpad calibrate: cannot write %s\n", out);
         return 1;
     }
-    int rc = fit_synth_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
+    int rc = synth_trace_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
     if (fclose(f) && !rc)
         rc = unpad_fail(&err, UNPAD_EIO, out, 0, "write failed");
     if (!rc && rename(tmp, out))
@@ -103,7 +88,9 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     if (!from_hw_path) {
         char rel[600];
         snprintf(rel, sizeof rel, "models/hw/%s.cfg", src.hw);
-        from_hw_path = cli_project_path(rel, buf, sizeof buf);
+        if (cli_project_path("calibrate", rel, buf, sizeof buf))
+            return 1;
+        from_hw_path = buf;
     }
     hw_spec from;
     if (hw_load(from_hw_path, &from, &err))
@@ -128,6 +115,8 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     printf("%-18s %12s %12s\n", "coefficient", from.name, to->name);
     for (size_t i = 1; i < calib_schema_len; i++) {
         const cfg_field *k = &calib_schema[i];
+        if (k->type != CFG_DOUBLE)
+            continue;
         printf("%-18s %12.6g %12.6g\n", k->key, *(const double *)((const char *)&src + k->offset),
                *(const double *)((const char *)&dst + k->offset));
     }
@@ -153,10 +142,11 @@ int cmd_calibrate(int argc, char **argv)
     int ntraces = 0, nmodel_paths = 0, c, seed = 1;
     const char *init_path = NULL, *out = NULL, *resid_path = NULL, *transfer = NULL, *from_hw = NULL;
     const char *synth = NULL, *truth = NULL;
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
-    fit_synth_opts so = {.gpus = 2, .steps = 8, .batch = 56, .seed = 1, .noise = 0.01,
-                         .outlier_frac = 0.005, .outlier_scale = 2.5, .overhead_jitter = 0.05};
+    synth_opts so;
+    synth_opts_default(&so);
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -167,7 +157,7 @@ int cmd_calibrate(int argc, char **argv)
             }
             traces[ntraces++] = optarg;
             break;
-        case 'w': in.hw_path = optarg; break;
+        case 'w': rq.hw = optarg; break;
         case 'm':
             if (nmodel_paths == MAX_MODELS) {
                 fprintf(stderr, "unpad calibrate: more than %d --model\n", MAX_MODELS);
@@ -182,7 +172,7 @@ int cmd_calibrate(int argc, char **argv)
         case 'F': from_hw = optarg; break;
         case 'S': synth = optarg; break;
         case 'u': truth = optarg; break;
-        case 'd': in.dist_path = optarg; break;
+        case 'd': rq.dist = optarg; break;
         case 'g': if (cli_int("calibrate", "--gpus", optarg, 1, 1024, &so.gpus)) return 2; break;
         case 'k': if (cli_int("calibrate", "--steps", optarg, 1, 100000, &so.steps)) return 2; break;
         case 'b': if (cli_int("calibrate", "--batch", optarg, 1, 4096, &so.batch)) return 2; break;
@@ -213,14 +203,14 @@ int cmd_calibrate(int argc, char **argv)
             fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
             return 2;
         }
-        in.model_path = nmodel_paths ? model_paths[0] : NULL;
-        if (cli_inputs_load("calibrate", &in, 1))
+        rq.model = nmodel_paths ? model_paths[0] : NULL;
+        if (cli_inputs_load("calibrate", &rq, &in, 1))
             return 1;
         int rc = do_synthesize(synth, &in, truth, &so);
-        cli_inputs_free(&in);
+        resolve_inputs_free(&in);
         return rc;
     }
-    if (cli_inputs_load("calibrate", &in, 0))
+    if (cli_inputs_load("calibrate", &rq, &in, 0))
         return 1;
     if (transfer)
         return do_transfer(transfer, from_hw, &in.hw, out);
@@ -254,8 +244,10 @@ int cmd_calibrate(int argc, char **argv)
         }
         rows += (long)sets[i].n;
     }
-    char mdir[4200];
-    if (fit_models_resolve(sets, ntraces, cli_project_path("models", mdir, sizeof mdir), models,
+    char mdir[RESOLVE_PATH_LEN];
+    if (cli_project_path("calibrate", "models", mdir, sizeof mdir))
+        goto out;
+    if (fit_models_resolve(sets, ntraces, mdir, models,
                            &nmodels, MAX_MODELS, &err)) {
         cli_error("calibrate", &err);
         goto out;
@@ -300,6 +292,6 @@ out:
     free(sets);
     free(models);
     free(res);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -6,8 +6,9 @@
 
 #include "cli.h"
 #include "group.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "plot.h"
+#include "prov.h"
 
 const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
 
@@ -57,7 +58,8 @@ int cmd_plot(int argc, char **argv)
                 kind);
         return 2;
     }
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
         nl = 0;
@@ -67,11 +69,11 @@ int cmd_plot(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
         case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
         case 'n': {
@@ -134,30 +136,43 @@ int cmd_plot(int argc, char **argv)
         snprintf(obuf, sizeof obuf, "unpad-%s", kind);
         out = obuf;
     }
-    if (!plots)
-        plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    if (!plots) {
+        if (cli_project_path("plot", "plots", pbuf, sizeof pbuf))
+            goto out;
+        plots = pbuf;
+    }
+    cli_prov prov;
+    char pc[8192];
+    cli_prov_init(&prov, argc, argv);
     if (k == 2) {
-        if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (plot_imbalance(plots, csv, batch, gpus, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
     } else {
-        if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
+        if (cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
             goto out;
-        if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
+        cli_prov_inputs(&prov, &in, !(k == 3 && lens));
+        if (k == 0) /* the histogram uses only the distribution */
+            prov.model = prov.hw = prov.calibration = NULL;
+        if (k != 0 && !(k == 3 && lens))
+            cli_prov_seed(&prov, seed);
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (k == 0 && plot_hist(plots, &in.dist, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
         if (k == 1) {
             plot_load_setup ls = {&in.dist, &in.model, &in.hw, &in.calib, gpus ? gpus : 8,
-                                  batch ? batch : 56, count, (uint64_t)seed, tokens};
+                                  batch ? batch : 56, count, (uint64_t)seed, tokens, pc};
             if (plot_load(plots, &ls, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
             }
         }
         if (k == 3) {
-            char what[128];
+            char what[512];
             if (!lens) {
                 nl = batch ? batch : 56;
                 dist_sampler *smp;
@@ -168,7 +183,9 @@ int cmd_plot(int argc, char **argv)
                 }
                 dist_sample(smp, lens, nl);
                 dist_sampler_free(smp);
-                snprintf(what, sizeof what, "sampled, seed %d", seed);
+                const char *base = strrchr(in.dist_path, '/');
+                snprintf(what, sizeof what, "sampled from %.400s, seed %d", base ? base + 1 : in.dist_path,
+                         seed);
             } else {
                 snprintf(what, sizeof what, "given lengths");
             }
@@ -178,7 +195,7 @@ int cmd_plot(int argc, char **argv)
                             lens[i], in.model.max_len);
                     goto out;
                 }
-            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what};
+            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what, pc};
             if (plot_groups(plots, &gs, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
@@ -186,10 +203,10 @@ int cmd_plot(int argc, char **argv)
         }
     }
     printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", kind, out, out, out,
-           k == 2 ? "-gpus.csv, -batch.csv" : ".csv");
+           k == 2 ? "-gpus.csv, -batch.csv" : k == 1 ? ".csv, -gpus.csv" : ".csv");
     rc = 0;
 out:
     free(lens);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }
