@@ -5,7 +5,8 @@
 #   make gpu        GPU tests and trainer; make test-gpu / make bench on a machine with an NVIDIA GPU
 #                   (also the fp32 build: bin/unpad-train-fp32 and bin/test_*-fp32, see PRECISION)
 # Opt-outs: NO_CUDA=1, NO_NCCL=1, NO_MPI=1. DEPS=dir points at unpacked Debian packages (GSL, Check).
-# Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad (references);
+# Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad_ref (the kernels'
+# plain-C references, linked only by the tests that compare against them);
 # kernels/*.cu -> libunpad_kernels; exec/*.c -> libunpad_exec (CPU: shards, tokenizer);
 # exec/gpu/*.{c,cu} -> bin/unpad-train; tests/check_*.c -> build/tests/check_all;
 # tests/gpu/test_*.{c,cu} -> bin/test-gpu-*; bench/bench_*.{c,cu} -> bin/bench-*.
@@ -62,13 +63,18 @@ LDLIBS  := $(GSL_LIBS) -lm
 LDFLAGS += $(SAN)
 
 NVCCFLAGS ?= -O3 -lineinfo
-NVCCFLAGS += -arch=$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
+ARCH_FLAGS = -arch=$(CUDA_ARCH)
+NVCCFLAGS += $(ARCH_FLAGS) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
              -Isim -Ikernels -Iexec $(DEPS_INC) --expt-relaxed-constexpr
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 ifneq ($(HAVE_NCCL),)
 CUDA_LIBS += -lnccl
 GPU_DEFS  += -DUNPAD_HAVE_NCCL=1
 endif
+# The build's identity in the trainer's summary (git describe of the source tree); the objects that
+# print it depend on a stamp rewritten only when it changes.
+UNPAD_BUILD_ID := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+GPU_DEFS  += -DUNPAD_BUILD='"$(UNPAD_BUILD_ID)"'
 ifneq ($(HAVE_MPI),)
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
@@ -101,6 +107,7 @@ BENCH_CPU := $(patsubst bench/%.c,bin/%,$(wildcard bench/bench_*.c))
 
 o = $(patsubst %.c,$(BUILD)/%.o,$(1))
 LIB      := $(BUILD)/libunpad.a
+REFLIB   := $(BUILD)/libunpad_ref.a
 EXECLIB  := $(BUILD)/libunpad_exec.a
 KERNLIB  := $(GBUILD)/libunpad_kernels.a
 
@@ -108,7 +115,7 @@ CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
-        bench-cpu deps clean
+        bench-cpu deps clean FORCE
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
 probe:
@@ -121,8 +128,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(call o,$(SIM_SRC) $(REF_SRC))
+$(LIB): $(call o,$(SIM_SRC))
 	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(REFLIB): $(call o,$(REF_SRC))
+	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(EXECLIB): $(call o,$(EXEC_SRC)) | $(BUILD)/.dir
@@ -136,12 +148,30 @@ $(BUILD)/cli/commands.h: $(CLI_SRC) | $(BUILD)/.dir
 	@for f in $(sort $(filter sim/cli/cmd_%,$(CLI_SRC))); do n=$${f#sim/cli/cmd_}; echo "COMMAND($${n%.c})"; done > $@.tmp && \
 	  (cmp -s $@.tmp $@ || mv $@.tmp $@); rm -f $@.tmp
 
+# The build's git commit for provenance (sim/version.h): rewritten only when it changes, so
+# version.o alone is recompiled; "-dirty" marks uncommitted changes, "unknown" outside git.
+$(BUILD)/commit.txt: FORCE | $(BUILD)/.dir
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	  if [ "$$c" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then c="$$c-dirty"; fi; \
+	  echo "$$c" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/sim/version.o: sim/version.c $(BUILD)/commit.txt
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DUNPAD_COMMIT="\"$$(cat $(BUILD)/commit.txt)\"" -c $< -o $@
+
+FORCE:
+
 $(BUILD)/sim/cli/main.o: sim/cli/main.c $(BUILD)/cli/commands.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/cli -c $< -o $@
 
 bin/unpad: $(call o,$(CLI_SRC)) $(LIB)
 	@mkdir -p bin
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# The CLI built with this BUILD's flags (test-asan runs the sanitized one from the tests).
+$(BUILD)/bin/unpad: $(call o,$(CLI_SRC)) $(LIB)
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
@@ -153,6 +183,9 @@ $(GBUILD)/cu/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -c $< -o $@
 
+# The FMHA runs on wgmma, which only the sm_90a target (H100/H200) has; everything else stays sm_90.
+$(GBUILD)/cu/kernels/fmha.o: ARCH_FLAGS = -gencode=arch=compute_90a,code=sm_90a
+
 $(GBUILD)/gpuc/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(GPU_DEFS) $(MPI_CFLAGS) -I$(CUDA_HOME)/include -c $< -o $@
@@ -163,12 +196,17 @@ $(KERNLIB): $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
 
 kernels: $(if $(KERN_SRC),$(KERNLIB))
 
+$(BUILD)/build-id: FORCE | $(BUILD)/.dir
+	@echo '$(UNPAD_BUILD_ID)' | cmp -s - $@ || echo '$(UNPAD_BUILD_ID)' > $@
+$(GBUILD)/gpuc/exec/gpu/train_setup.o $(GBUILD)/gpuc/exec/gpu/train_report.o: $(BUILD)/build-id
+FORCE:
+
 TRAIN_OBJ := $(patsubst %.c,$(GBUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(GBUILD)/cu/%.o,$(TRAIN_CU))
 bin/unpad-train$(XS): $(GBUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin
 	$(NVCC) -arch=$(CUDA_ARCH) $^ -o $@ $(DEPS_LIB:-Wl,%=-Xlinker %) $(CUDA_LIBS) $(MPI_LIBS) $(GSL_LIBS:-Wl,%=-Xlinker %) -lm
 
-bin/test_%$(XS): tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+bin/test_%$(XS): tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(REFLIB) $(LIB)
 	@mkdir -p bin $(GBUILD)/cu/tests/gpu
 	$(NVCC) $(NVCCFLAGS) -MF $(GBUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
 
@@ -213,7 +251,7 @@ $(BUILD)/tests/check_%.o: tests/check_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-$(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECLIB) $(LIB)
+$(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECLIB) $(REFLIB) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
 # `make test` installs what is missing first, then builds and runs in a fresh make (probes re-read).
@@ -224,13 +262,13 @@ test: deps
 
 test-run: probe cpu $(BUILD)/tests/check_all
 	@$(if $(HAVE_CHECK),,echo "Check missing: run 'make deps' or 'apt-get install check'"; exit 1)
-	UNPAD_HOME=$(CURDIR) CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/bin/unpad CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
 
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  build/asan/tests/check_all
-	UNPAD_HOME=$(CURDIR) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
+	  build/asan/tests/check_all build/asan/bin/unpad
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/build/asan/bin/unpad CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
 
 demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu

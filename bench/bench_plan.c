@@ -1,4 +1,4 @@
-/* bench_plan.c — CPU benchmark of the planning library against its targets (issue 3):
+/* bench_plan.c — CPU benchmark of the planning library against its targets:
  *   assigning 448 sequences to 8 GPUs with kk or lpt (the trainer does it every step): <= 50 us;
  *   planning 4,096 GPUs x 64 sequences: works (time reported);
  *   a what-if of 10,000 steps x 100 configurations: <= 10 s on 2 cores.

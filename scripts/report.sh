@@ -31,7 +31,10 @@ if [ "$synthetic" = 1 ]; then
     label="SYNTHETIC traces from tests/data (known coefficients): a demonstration, not a measurement"
 else
     calib=(traces/calib-*.csv)
-    held=(traces/heldout-*.csv)
+    held=()
+    for f in traces/heldout-*.csv; do # heldout-workloads.csv is the workload table, not a trace
+        [ "$f" = traces/heldout-workloads.csv ] || held+=("$f")
+    done
     cfg=models/calib/h200-sxm.cfg
     label="measured traces from traces/"
 fi

@@ -657,13 +657,15 @@ void validate_print(FILE *f, const validate_report *rep)
         fprintf(f, "  fastest option        no comparable runs (same model, GPUs and batch) to rank\n");
 }
 
-int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err)
+int validate_write_csv(const char *path, const validate_report *rep, const char *comment,
+                       unpad_err *err)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write");
+    fputs(comment ? comment : "", f);
     fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
     for (size_t i = 0; i < rep->npairs; i++) {
         const validate_pair *p = &rep->pairs[i];

@@ -4,6 +4,7 @@
 #include "whatif.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ typedef struct {
     int sampling;       /* -1: the capped distribution; else a buckets layout's index */
     int *rows, nrows;   /* indices into the row array */
     double work;        /* for scheduling */
+    long long step_work; /* progress: work of one step of all its rows */
+    int chunks_left;    /* chunks not done yet (under the pool's lock) */
 } cell;
 
 typedef struct {
@@ -104,6 +107,7 @@ typedef struct {
     double *imb, *idle; /* (nrows x steps) per step */
     partial *part;      /* (nrows x chunks) */
     int max_n, max_gpus;
+    pthread_mutex_t lock; /* the cells' chunk counts */
 } sweep;
 
 /* What one worker thread owns. */
@@ -215,6 +219,8 @@ static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, part
     return UNPAD_OK;
 }
 
+static void row_results(sweep *sw, int i);
+
 static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
 {
     const whatif_setup *s = sw->s;
@@ -238,6 +244,18 @@ static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
     }
     for (int j = 0; j < c->nrows && !rc; j++) /* one write per row: no sharing between threads */
         sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
+    progress_add(s->progress, 0, (long long)(t1 - t0) * c->step_work);
+    /* the last chunk of a cell finishes its rows and reports them */
+    pthread_mutex_lock(&sw->lock);
+    int last = !rc && --((cell *)c)->chunks_left == 0;
+    pthread_mutex_unlock(&sw->lock);
+    if (last) {
+        for (int j = 0; j < c->nrows; j++)
+            row_results(sw, c->rows[j]);
+        for (int j = 0; j < c->nrows && s->row_done; j++)
+            s->row_done(s->row_ctx, &sw->rows[c->rows[j]]);
+        progress_add(s->progress, c->nrows, 0);
+    }
     if (pa != local)
         free(pa);
     layout_sampler_free(smp);
@@ -418,8 +436,8 @@ static void row_results(sweep *sw, int i)
               &w->imbalance_max);
     summarise(sw->idle + (size_t)i * steps, steps, &w->idle_mean, &w->idle_p99, NULL);
     int timed = groups_for(sw, w->batch) && sw->lay[w->layout].kind == LAYOUT_UNPADDED;
-    w->attn_us = timed && attn_steps ? sum.attn / attn_steps : 0;
-    w->attn_grouped_us = timed && attn_steps ? sum.attn_grouped / attn_steps : 0;
+    w->attn_us = timed && attn_steps ? sum.attn / attn_steps : NAN;
+    w->attn_grouped_us = timed && attn_steps ? sum.attn_grouped / attn_steps : NAN;
     const batch_groups *bg = groups_for(sw, w->batch);
     if (bg && timed) {
         w->groups = bg->nb + 1;
@@ -579,6 +597,10 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     }
     for (int j = 0; j < nc * sw.chunks; j++)
         sw.job_cell[j] = j / sw.chunks;
+    for (int c = 0; c < nc; c++) {
+        sw.cells[c].chunks_left = sw.chunks;
+        sw.cells[c].step_work = (long long)sw.cells[c].work;
+    }
     int threads = s->threads > 0 ? s->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1)
         threads = 1;
@@ -586,10 +608,9 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         goto out;
     if (s->attn_steps <= 0)
         sw.nbg = 0;
-    if ((rc = pool_run(&sw, threads, nc * sw.chunks, 1, run_chunk, err)))
-        goto out;
-    for (int i = 0; i < n; i++)
-        row_results(&sw, i);
+    pthread_mutex_init(&sw.lock, NULL);
+    rc = pool_run(&sw, threads, nc * sw.chunks, 1, run_chunk, err);
+    pthread_mutex_destroy(&sw.lock);
 out:
     free(idx);
     sweep_free(&sw);
@@ -602,49 +623,63 @@ const char whatif_csv_header[] =
     "groups,streams,bounds,layout,tokens_per_gpu,padding,allreduce_us,net,nodes,exchange_us,"
     "mem_gib,mem_budget_gib,mem_fits";
 
+void whatif_csv_row(FILE *f, const whatif_row *r)
+{
+    char b[sizeof r->bounds], attn[64] = ",";
+    snprintf(b, sizeof b, "%s", r->bounds);
+    for (char *p = b; *p; p++)
+        if (*p == ',')
+            *p = '/'; /* one CSV column */
+    if (!isnan(r->attn_us))
+        snprintf(attn, sizeof attn, "%.3f,%.3f", r->attn_us, r->attn_grouped_us);
+    fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%s,%d,%d,%s,%s,%.1f,%.6f,"
+               "%.3f,%s,%d,%.3f,%.3f,%.3f,%d\n",
+            r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
+            r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
+            r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us, attn,
+            r->groups, r->streams, b, r->layout_name, r->tokens_per_gpu, r->padding,
+            r->allreduce_us, net_algo_name(r->net), r->nodes, r->exchange_us, r->mem_gib,
+            r->mem_budget_gib, r->mem_fits);
+}
+
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
     fprintf(f, "%s\n", whatif_csv_header);
-    for (int i = 0; i < n; i++) {
-        const whatif_row *r = &rows[i];
-        char b[sizeof r->bounds];
-        snprintf(b, sizeof b, "%s", r->bounds);
-        for (char *p = b; *p; p++)
-            if (*p == ',')
-                *p = '/'; /* one CSV column */
-        fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%d,%d,%s,"
-                   "%s,%.1f,%.6f,%.3f,%s,%d,%.3f,%.3f,%.3f,%d\n",
-                r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-                r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
-                r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us,
-                r->attn_us, r->attn_grouped_us, r->groups, r->streams, b, r->layout_name,
-                r->tokens_per_gpu, r->padding, r->allreduce_us, net_algo_name(r->net), r->nodes,
-                r->exchange_us, r->mem_gib, r->mem_budget_gib, r->mem_fits);
-    }
+    for (int i = 0; i < n; i++)
+        whatif_csv_row(f, &rows[i]);
     if (fclose(f) != 0)
         return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
     return UNPAD_OK;
 }
 
-void whatif_print_table(FILE *f, const whatif_row *rows, int n)
+void whatif_print_header(FILE *f)
 {
     fprintf(f, "%5s %5s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
             "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
             "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
             "grouped", "fmha groups (streams)");
-    for (int i = 0; i < n; i++) {
-        const whatif_row *r = &rows[i];
-        char mem[32];
-        snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
-        fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s "
-                   "%10s %9.2f %9.2f  %s (%d)\n",
-                r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-                r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,
-                r->imbalance_p99, 100 * r->idle_mean, r->tokens_per_gpu, 100 * r->padding,
-                r->allreduce_us / 1e3, net_algo_name(r->net), mem, r->attn_us / 1e3,
-                r->attn_grouped_us / 1e3, r->bounds, r->streams);
-    }
+}
+
+void whatif_print_row(FILE *f, const whatif_row *r)
+{
+    char mem[32], attn[32] = "        -         -";
+    snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
+    if (!isnan(r->attn_us))
+        snprintf(attn, sizeof attn, "%9.2f %9.2f", r->attn_us / 1e3, r->attn_grouped_us / 1e3);
+    fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s %10s "
+               "%s  %s (%d)\n",
+            r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
+            r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,
+            r->imbalance_p99, 100 * r->idle_mean, r->tokens_per_gpu, 100 * r->padding,
+            r->allreduce_us / 1e3, net_algo_name(r->net), mem, attn, r->bounds, r->streams);
+}
+
+void whatif_print_table(FILE *f, const whatif_row *rows, int n)
+{
+    whatif_print_header(f);
+    for (int i = 0; i < n; i++)
+        whatif_print_row(f, &rows[i]);
 }

@@ -15,8 +15,9 @@
  * draws each step's batch from one bucket. Configurations with the same GPUs, batch and sampling
  * share their sampled steps (common random numbers: policy and layout differences are not
  * sampling noise). Steps are sampled in chunks of WHATIF_CHUNK, each chunk from a generator seeded
- * by (seed, gpus, batch, sampling, chunk), and the chunks are spread over the worker threads; a
- * row's numbers depend neither on the other rows nor on the thread count.
+ * by (seed, gpus, batch, sampling, chunk), and the chunks are the worker threads' jobs; a row is
+ * done (and reported, row_done) when the last chunk of its steps is. A row's numbers depend
+ * neither on the other rows nor on the thread count.
  *
  * Attention (unpadded rows): on the first attn_steps steps, the slowest GPU's FMHA (forward +
  * backward, all layers) is timed by the tile simulation with one launch in loader order and with
@@ -36,6 +37,9 @@
 #include "layout.h"
 #include "model.h"
 #include "net.h"
+#include "progress.h"
+
+struct whatif_row;
 
 #define WHATIF_CHUNK 250 /* sampled steps a job; part of the definition of the sampled steps */
 
@@ -55,11 +59,17 @@ typedef struct {
     const layout *layouts; /* the rows' layouts (row.layout indexes them); NULL: unpadded only */
     int nlayouts;
     int serial_ranks;    /* 1: a row's GPUs are virtual ranks on one GPU, run one after another */
+    /* Optional: progress (items = rows, work = sampled steps x sequences x rows) and a call as
+     * each row is done (when the last chunk of its steps is), from the worker thread that
+     * finished it (the callee locks). */
+    progress *progress;
+    void (*row_done)(void *ctx, const struct whatif_row *row);
+    void *row_ctx;
 } whatif_setup;
 
 void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
 
-typedef struct {
+typedef struct whatif_row {
     /* configuration */
     int gpus, batch;
     balance_policy policy;
@@ -82,8 +92,9 @@ typedef struct {
     double mem_gib;            /* the trainer's device memory per GPU (memory.h: B x max_len arena) */
     double mem_budget_gib;     /* the same with an arena sized for the most tokens a GPU got */
     int mem_fits;              /* mem_gib within the hardware's memory */
-    double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps) */
-    double attn_grouped_us;    /* the same with the grouping below */
+    double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps);
+                                * NaN when not timed (attn_steps 0, or a padded layout) */
+    double attn_grouped_us;    /* the same with the grouping below (NaN when not timed) */
     int groups, streams;       /* the grouping used */
     char bounds[128];          /* its boundaries ("128,384"; "none": a single group) */
     char layout_name[64];
@@ -100,9 +111,14 @@ void whatif_typical_batch(const unpad_dist *d, int b, int *len);
 /* Runs every row (configuration fields filled in; results written). */
 int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err);
 
-/* CSV with a header line (whatif_csv_header) and one line per row. */
+/* CSV with a header line (whatif_csv_header) and one line per row (whatif_csv_row: values not
+ * computed are empty cells). */
 extern const char whatif_csv_header[];
+void whatif_csv_row(FILE *f, const whatif_row *r);
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err);
+/* The table: its header line, then a line per row ("-" for what was not computed). */
+void whatif_print_header(FILE *f);
+void whatif_print_row(FILE *f, const whatif_row *r);
 void whatif_print_table(FILE *f, const whatif_row *rows, int n);
 
 #endif

@@ -267,7 +267,7 @@ START_TEST(test_lamb_one_step_by_hand)
     float w[3] = {3.0f, 4.0f, 2.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0.6f, 0.0f, 0.8f}, norm;
     lamb_hparams hp = {.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
                        .weight_decay = 0.01f, .max_grad_norm = 0.5f, .step = 1};
-    lamb_update_ref(w, m, v, g, t, 2, hp, &norm);
+    lamb_update_ref(w, m, v, g, t, 2, hp, &norm, NULL, 0);
     ck_assert_double_eq_tol(norm, 1.0, 1e-7); /* sqrt(0.36 + 0.64) */
     /* clip 0.5: g = (0.3, 0, 0.4); m = 0.1 g; v = 0.001 g^2; corrected m/sqrt(v) = sign(g) */
     ck_assert_double_eq_tol(m[0], 0.03, 1e-7);
@@ -281,8 +281,15 @@ START_TEST(test_lamb_one_step_by_hand)
     /* zero weights: ratio 1 */
     lamb_tensor z[1] = {{0, 1, 1, 0}};
     float wz = 0.0f, mz = 0, vz = 0, gz = 0.2f;
-    lamb_update_ref(&wz, &mz, &vz, &gz, z, 1, hp, NULL);
+    lamb_update_ref(&wz, &mz, &vz, &gz, z, 1, hp, NULL, NULL, 0);
     ck_assert_double_eq_tol(wz, -0.1 * 0.2 / (0.2 + 1e-6), 1e-6);
+    /* a non-finite loss (the guard) or gradient: nothing moves */
+    float guard[2] = {1.0f, INFINITY}, w2[3] = {3.0f, 4.0f, 2.0f}, m2[3] = {0}, v2[3] = {0};
+    lamb_update_ref(w2, m2, v2, g, t, 2, hp, &norm, guard, 2);
+    ck_assert(w2[0] == 3.0f && w2[1] == 4.0f && w2[2] == 2.0f && m2[0] == 0 && v2[2] == 0);
+    float gn[3] = {0.6f, NAN, 0.8f};
+    lamb_update_ref(w2, m2, v2, gn, t, 2, hp, &norm, NULL, 0);
+    ck_assert(w2[0] == 3.0f && m2[0] == 0 && isnan(norm));
 }
 END_TEST
 
@@ -346,6 +353,32 @@ START_TEST(test_dropout_rate)
 }
 END_TEST
 
+START_TEST(test_attention_mask_rate_and_pairs)
+{
+    /* The FMHA mask (dropout.h): keep rate 1 - floor(65536 p) / 65536 over 2000 rows of 512 keys,
+     * the two keys of one hash and keys of neighbouring rows independent (joint rate q^2, 5 sigma
+     * bounds), and p = 0 keeps everything. */
+    const float p = 0.1f;
+    const uint32_t thr = fmha_mask_threshold(p);
+    const double q = 1.0 - thr / 65536.0;
+    long kept = 0, pair = 0, rows = 0, n = 0;
+    for (uint64_t r = 0; r < 2000; r++)
+        for (int j = 0; j < 512; j++) {
+            const int a = fmha_mask_keep(99, 6, r, j, thr);
+            kept += a;
+            pair += a && (j % 2 == 0) && fmha_mask_keep(99, 6, r, j + 1, thr);
+            rows += a && fmha_mask_keep(99, 6, r + 1, j, thr);
+            n++;
+        }
+    ck_assert_double_eq_tol((double)kept / n, q, 5 * sqrt(q * (1 - q) / n));
+    ck_assert_double_eq_tol((double)pair / (n / 2), q * q, 5 * sqrt(q * q * (1 - q * q) / (n / 2)));
+    ck_assert_double_eq_tol((double)rows / n, q * q, 5 * sqrt(q * q * (1 - q * q) / n));
+    ck_assert_uint_eq(thr, 6553u);
+    for (int j = 0; j < 512; j++)
+        ck_assert_int_eq(fmha_mask_keep(99, 7, 3, j, fmha_mask_threshold(0.0f)), 1);
+}
+END_TEST
+
 Suite *kernels_ref_suite(void)
 {
     Suite *s = suite_create("kernels_ref");
@@ -361,6 +394,7 @@ Suite *kernels_ref_suite(void)
     tcase_add_test(tc, test_lamb_one_step_by_hand);
     tcase_add_test(tc, test_embedding_bwd_sums);
     tcase_add_test(tc, test_dropout_rate);
+    tcase_add_test(tc, test_attention_mask_rate_and_pairs);
     suite_add_tcase(s, tc);
     return s;
 }

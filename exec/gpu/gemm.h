@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "common.h"
+#include "unpad.h"
 
 #define cublasCheck(call)                                                                         \
     do {                                                                                          \
@@ -71,8 +72,9 @@ typedef struct {
 typedef struct gemm_ctx gemm_ctx;
 
 /* One cuBLASLt handle, a 32 MiB workspace on the device and an empty plan cache.
- * fp32_exact: fp32 products use true fp32 (1) or may use TF32 tensor cores (0). */
-gemm_ctx *gemm_ctx_create(int fp32_exact);
+ * fp32_exact: fp32 products use true fp32 (1) or may use TF32 tensor cores (0).
+ * NULL with the reason in err when host or device memory cannot be had. */
+gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err);
 void gemm_ctx_free(gemm_ctx *g);
 
 /* D = alpha op(A) op(B) + beta D (+ epilogue), on stream. bias / aux as the epilogue needs them
@@ -98,6 +100,15 @@ void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, con
 /* dW (out, in) fp32 = dY^T (out, T) X (T, in) + beta dW. */
 void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
                             const void *X, float *dW, float beta, cudaStream_t stream);
+
+/* Makes now the plans that steps of other token counts would make when they first meet them (a
+ * cuBLASLt heuristic query each, about a millisecond: a step meeting a new shape bucket stalls the
+ * GPU that long per product). Every plan cached so far is a template: each of its dimensions whose
+ * bucket lies in [bucket(lo), bucket(hi)] and is none of the `fixed` sizes (the model's feature
+ * sizes) takes every bucket value of that range, one dimension at a time, with the template's alignment and pointers, so the plans are the ones gemm_run would make
+ * (the same choice for a bucket whatever came first). Stops at half the cache; the plans
+ * made in *made. */
+int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int *made, unpad_err *err);
 
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);

@@ -1,9 +1,11 @@
 /* cli.c — flag parsing and input loading for the `unpad` subcommands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out)
 {
@@ -123,4 +125,84 @@ const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)
     }
     snprintf(buf, n, "estimate (transferred from %s: %s)", from, in->calib_path);
     return buf;
+}
+
+/* ---- --json ------------------------------------------------------------------------------------ */
+
+int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j)
+{
+    memset(j, 0, sizeof j[0]);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    if (!strcmp(path, "-")) {
+        /* The document keeps the real standard output; printf's text goes to /dev/null. */
+        fflush(stdout);
+        int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || !(j->out = fdopen(fd, "w")) || !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "unpad %s: --json -: cannot use standard output: %s\n", cmd,
+                    strerror(errno));
+            if (j->out)
+                fclose(j->out);
+            else if (fd >= 0)
+                close(fd);
+            j->out = NULL;
+            return 1;
+        }
+        j->to_stdout = 1;
+    }
+    /* The document is built in memory and written out only when complete. */
+    if (!(j->f = open_memstream(&j->buf, &j->len))) {
+        fprintf(stderr, "unpad %s: --json: out of memory\n", cmd);
+        return 1;
+    }
+    json_init(&j->w, j->f, 1);
+    json_obj(&j->w, NULL);
+    json_int(&j->w, "unpad_json", CLI_JSON_FORMAT);
+    json_str(&j->w, "command", cmd);
+    cli_prov_json(&j->w, prov);
+    return 0;
+}
+
+int cli_json_close(const char *cmd, cli_json *j)
+{
+    unpad_err err = {0};
+    json_end(&j->w);
+    int rc = json_finish(&j->w, &err);
+    if (fclose(j->f) != 0 && !rc)
+        rc = unpad_fail(&err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    j->f = NULL;
+    if (!rc) {
+        FILE *out = j->out;
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", j->path);
+        if (!out && !(out = fopen(tmp, "w")))
+            rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "cannot write %s: %s", tmp, strerror(errno));
+        if (out) {
+            int bad = fwrite(j->buf, 1, j->len, out) != j->len;
+            if (fclose(out) != 0)
+                bad = 1;
+            j->out = NULL;
+            if (bad || (!j->to_stdout && rename(tmp, j->path) != 0))
+                rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
+            if (rc && !j->to_stdout)
+                remove(tmp);
+        }
+    }
+    free(j->buf);
+    j->buf = NULL;
+    if (rc) {
+        fprintf(stderr, "unpad %s: --json %s: %s\n", cmd, j->path, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_json_abandon(cli_json *j)
+{
+    if (j->f)
+        fclose(j->f);
+    if (j->out)
+        fclose(j->out);
+    free(j->buf);
+    j->f = j->out = NULL;
+    j->buf = NULL;
 }

@@ -3,6 +3,7 @@
  * batches, all from the step model (step.h) that `whatif` and `plan` use. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "layout.h"
 #include "memory.h"
 #include "net.h"
+#include "progress.h"
+#include "prov.h"
 #include "resolve.h"
 #include "step.h"
 #include "trace.h"
@@ -24,7 +27,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
-            "                     [--steps K] [--csv OUT]\n"
+            "                     [--steps K] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --dist F       sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
             "  --model F      model config (default models/bert-large.cfg)\n"
             "  --hw F         hardware spec (default models/hw/h200-sxm.cfg)\n"
@@ -38,15 +41,30 @@ static void usage(FILE *f)
             "  --padded       the same as --layout unpadded,padded\n"
             "  --unfused      use unfused kernels (every intermediate through memory)\n"
             "  --seed S       seed of the sampled batches (default 1)\n"
-            "  --steps K      the expected throughput over K sampled batches (default 100)\n"
-            "  --csv OUT      the sampled batch's predicted rows in the trace format (first layout;\n"
-            "                 the others in OUT.<layout>.csv)\n"
+            "  --steps K      the expected throughput over K sampled batches, 1..1000000 (default 100)\n"
+            "  --csv OUT      the first sampled batch's predicted rows in the trace format (first\n"
+            "                 layout; the others with -<layout> before the extension:\n"
+            "                 predict.csv, predict-padded.csv)\n"
+            "  --json OUT     write the prediction as JSON (docs/json.md); OUT '-': only the JSON, on\n"
+            "                 standard output\n"
+            "  --quiet        no progress line on stderr (it appears only on a terminal)\n"
+            "The throughput is the expected one: total samples / total predicted time over K sampled\n"
+            "steps. The operator table is the first sampled batch, to show where the time goes.\n"
             "With --gpus N every GPU is taken to run a batch like this one (`unpad whatif` for the\n"
             "balance between GPUs).\n",
             MAX_LAYOUTS);
 }
 
-static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st)
+/* path with -tag before its extension: predict.csv, padded -> predict-padded.csv. */
+static void tagged_name(const char *path, const char *tag, char *buf, size_t n)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - path) : strlen(path);
+    snprintf(buf, n, "%.*s-%s%s", (int)stem, path, tag, path + stem);
+}
+
+static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st,
+                     const char *prov)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -55,6 +73,7 @@ static int write_csv(const char *path, const resolve_inputs *in, int gpus, const
         fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
+    fputs(prov, f);
     trace_write_header(f);
     trace_emit_predicted(f, in->hw.name, in->model.name, gpus, 0, 0, in->model.layers, st, 0);
     if (fclose(f) || rename(tmp, path)) {
@@ -73,8 +92,106 @@ typedef struct {
     layout_sampler *smp;
     cost_step st;           /* the sampled batch */
     step_batch sb;
-    double sum_us, sum_tokens, sum_real; /* over the sampled steps */
+    double sum_us, sum_tokens, sum_real, sum_flops; /* over the sampled steps */
 } column;
+
+/* The document of docs/json.md: the first layout in sampled_batch and expected, a `padded` layout
+ * (when asked) in their padded_* keys, and every layout in `layouts`. */
+static int predict_json(json_w *w, const resolve_inputs *in, const step_model *sm,
+                        const column *col, int nlay, int gpus, int batch, int fused, int steps,
+                        int cap, const net_cost *ar, const memory_use *mu, int fits)
+{
+    int pad = -1;
+    for (int l = 1; l < nlay && pad < 0; l++)
+        if (col[l].lay.kind == LAYOUT_PADDED && col[l].cap == cap)
+            pad = l;
+    const column *c0 = &col[0], *cp = pad >= 0 ? &col[pad] : NULL;
+    json_obj(w, "config");
+    json_int(w, "gpus", gpus);
+    json_int(w, "batch", batch);
+    json_bool(w, "fused", fused);
+    json_bool(w, "padded", cp != NULL);
+    if (cp)
+        json_int(w, "pad_len", cp->lay.len);
+    else
+        json_null(w, "pad_len");
+    json_int(w, "steps", steps);
+    if (cap)
+        json_int(w, "max_len", cap);
+    else
+        json_null(w, "max_len");
+    json_end(w);
+    json_obj(w, "sampled_batch");
+    json_int(w, "tokens", (long long)c0->sb.shape.real_tokens);
+    json_num(w, "mean_len", c0->sb.shape.real_tokens / batch);
+    json_num(w, "step_us", c0->st.step_us);
+    json_num(w, "padded_step_us", cp ? cp->st.step_us : NAN);
+    json_num(w, "step_overhead_us", sm->overhead_us);
+    json_arr(w, "operators");
+    for (int i = 0; i < OP_COUNT; i++) {
+        const op_cost *o = &c0->st.ops[i];
+        double t = o->instances * c0->st.time_us[i];
+        if (t == 0 && (i == OP_ALLREDUCE || i == OP_EXCHANGE))
+            continue;
+        json_obj(w, NULL);
+        json_str(w, "name", op_name((op_id)i));
+        json_str(w, "class", op_class_name(op_class_of((op_id)i)));
+        json_int(w, "instances", o->instances);
+        json_num(w, "flops", o->instances * o->flops);
+        json_num(w, "bytes", o->instances * o->bytes);
+        json_num(w, "time_us", t);
+        json_num(w, "share", t / c0->st.step_us);
+        const op_cost *q = cp ? &cp->st.ops[i] : NULL;
+        double tp = q ? q->instances * cp->st.time_us[i] : NAN;
+        json_num(w, "padded_flops", q ? q->instances * q->flops : NAN);
+        json_num(w, "padded_time_us", tp);
+        json_num(w, "padded_share", q ? tp / cp->st.step_us : NAN);
+        json_end(w);
+    }
+    json_end(w);
+    json_end(w);
+    double st0 = c0->sum_us / steps, stp = cp ? cp->sum_us / steps : NAN;
+    json_obj(w, "expected");
+    json_int(w, "steps", steps);
+    json_num(w, "step_us", st0);
+    json_num(w, "samples_per_s", (double)gpus * batch * steps / (c0->sum_us / 1e6));
+    json_num(w, "model_tflops_per_gpu", c0->sum_flops / c0->sum_us / 1e6);
+    json_num(w, "padded_step_us", stp);
+    json_num(w, "padded_samples_per_s", cp ? (double)gpus * batch * steps / (cp->sum_us / 1e6) : NAN);
+    json_num(w, "padded_model_tflops_per_gpu", cp ? c0->sum_flops / cp->sum_us / 1e6 : NAN);
+    json_num(w, "speedup", cp ? stp / st0 : NAN);
+    json_end(w);
+    json_arr(w, "layouts");
+    for (int l = 0; l < nlay; l++) {
+        const column *k = &col[l];
+        json_obj(w, NULL);
+        json_str(w, "layout", k->name);
+        if (k->cap)
+            json_int(w, "max_len", k->cap);
+        else
+            json_null(w, "max_len");
+        json_num(w, "sampled_tokens", k->sb.shape.tokens);
+        json_num(w, "sampled_padding_fraction", 1 - k->sb.shape.real_tokens / k->sb.shape.tokens);
+        json_num(w, "sampled_step_us", k->st.step_us);
+        json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
+        json_num(w, "step_us", k->sum_us / steps);
+        json_num(w, "samples_per_s", (double)gpus * batch * steps / (k->sum_us / 1e6));
+        json_end(w);
+    }
+    json_end(w);
+    char d[256];
+    json_obj(w, "allreduce");
+    json_str(w, "algorithm", net_algo_name(ar->algo));
+    json_str(w, "description", net_algo_describe(ar, d, sizeof d));
+    json_num(w, "us", ar->us);
+    json_end(w);
+    json_obj(w, "memory");
+    json_num(w, "gib", mu->total_gib);
+    json_num(w, "available_gib", in->hw.memory_gib);
+    json_bool(w, "fits", fits);
+    json_end(w);
+    return 0;
+}
 
 int cmd_predict(int argc, char **argv)
 {
@@ -86,14 +203,17 @@ int cmd_predict(int argc, char **argv)
         {"unfused", no_argument, 0, 'u'},    {"seed", required_argument, 0, 's'},
         {"steps", required_argument, 0, 'k'}, {"csv", required_argument, 0, 'o'},
         {"max-len", required_argument, 0, 'L'}, {"layout", required_argument, 0, 'Y'},
+        {"json", required_argument, 0, 'j'}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
     memset(&in, 0, sizeof in);
-    int gpus = 1, batch = 56, fused = 1, seed = 1, steps = 100, cap = 0, c, nlay = 1;
+    int gpus = 1, batch = 56, fused = 1, seed = 1, steps = 100, cap = 0, quiet = 0, c, nlay = 1;
     layout lays[MAX_LAYOUTS + 1] = {{.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT}};
-    const char *csv = NULL;
+    const char *csv = NULL, *json = NULL;
     unpad_err err = {0};
+    progress *prog = NULL;
+    cli_json jdoc = {0};
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -112,6 +232,8 @@ int cmd_predict(int argc, char **argv)
         case 's': if (cli_int("predict", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
         case 'k': if (cli_int("predict", "--steps", optarg, 1, 1000000, &steps)) return 2; break;
         case 'o': csv = optarg; break;
+        case 'j': json = optarg; break;
+        case 'q': quiet = 1; break;
         case 'L': if (cli_int("predict", "--max-len", optarg, 1, 1 << 20, &cap)) return 2; break;
         case 'Y':
             if (layout_parse_list("--layout", optarg, lays, &nlay, MAX_LAYOUTS, &err))
@@ -166,7 +288,13 @@ int cmd_predict(int argc, char **argv)
     net_allreduce(&in.hw, &in.calib, sm.param_bytes, gpus, &ar);
     /* The sampled batch (the first step of each layout's sampler), then the expected throughput
      * over `steps` sampled batches: total samples / total predicted time. */
-    for (int t = 0; t < steps; t++)
+    if (progress_start("unpad predict", "steps", steps, steps, progress_wanted(quiet), &prog, &err)) {
+        cli_error("predict", &err);
+        goto out;
+    }
+    for (int t = 0; t < steps; t++) {
+        if (t % 1024 == 1023)
+            progress_add(prog, 1024, 1024);
         for (int l = 0; l < nlay; l++) {
             column *k = &col[l];
             cost_step st;
@@ -183,7 +311,19 @@ int cmd_predict(int argc, char **argv)
             k->sum_us += st.step_us;
             k->sum_tokens += k->sb.shape.tokens;
             k->sum_real += k->sb.shape.real_tokens;
+            k->sum_flops += st.model_flops;
         }
+    }
+    progress_end(prog);
+    prog = NULL;
+    cli_prov prov;
+    char pc[8192];
+    cli_prov_init(&prov, argc, argv);
+    cli_prov_inputs(&prov, &in, 1);
+    cli_prov_seed(&prov, seed);
+    cli_prov_comment(&prov, pc, sizeof pc);
+    if (json && cli_json_open("predict", json, &prov, &jdoc))
+        goto out;
     char label[4400];
     const cost_step *s0 = &col[0].st;
     printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", m->name, in.hw.name, gpus,
@@ -192,6 +332,7 @@ int cmd_predict(int argc, char **argv)
         printf(", truncated to %d", cap);
     printf("\n  coefficients: %s; %s kernels\n", cli_calib_label(&in, label, sizeof label),
            fused ? "fused" : "unfused");
+    cli_prov_print(stdout, &prov);
     printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", seed,
            col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / batch, col[0].sb.shape.max_len);
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
@@ -268,25 +409,39 @@ int cmd_predict(int argc, char **argv)
     int fits = memory_fits(&mu, &in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
            batch, col[0].lay.len, mu.total_gib, fits ? "fits" : "DOES NOT FIT", why);
+    if (gpus > 1)
+        printf("  (every GPU as fast as one GPU's sampled batch: unpad whatif adds the wait for the "
+               "slowest of the %d)\n", gpus);
+    if (json && predict_json(&jdoc.w, &in, &sm, col, nlay, gpus, batch, fused, steps, cap, &ar, &mu,
+                             fits))
+        goto out;
     if (csv) {
-        if (write_csv(csv, &in, gpus, &col[0].st))
+        if (write_csv(csv, &in, gpus, &col[0].st, pc))
             goto out;
         printf("  wrote %s", csv);
         for (int l = 1; l < nlay; l++) {
             char pbuf[4200], nm[64];
             snprintf(nm, sizeof nm, "%s", col[l].name);
             for (char *p = nm; *p; p++)
-                if (*p == '/' || *p == ':' || *p == '=')
+                if (*p == '/' || *p == ':' || *p == '=' || *p == ' ' || *p == '(' || *p == ')')
                     *p = '-';
-            snprintf(pbuf, sizeof pbuf, "%s.%s.csv", csv, nm);
-            if (write_csv(pbuf, &in, gpus, &col[l].st))
+            tagged_name(csv, nm, pbuf, sizeof pbuf);
+            if (write_csv(pbuf, &in, gpus, &col[l].st, pc))
                 goto out;
             printf(" %s", pbuf);
         }
         printf("\n");
     }
+    if (json) {
+        if (cli_json_close("predict", &jdoc))
+            goto out;
+        if (!jdoc.to_stdout)
+            printf("  wrote %s\n", json);
+    }
     rc = 0;
 out:
+    progress_end(prog);
+    cli_json_abandon(&jdoc);
     for (int l = 0; col && l < nlay; l++)
         layout_sampler_free(col[l].smp);
     free(col);
