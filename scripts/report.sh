@@ -75,7 +75,7 @@ say "== 3. cross-hardware: 8 x A100, MLPerf Training v2.0 BERT =================
 $U calibrate --transfer "$cfg" --hw "$a100" --out "$out/a100-sxm4-40g.from-h200.cfg" | tee -a "$report"
 $U predict --hw "$a100" --calib "$out/a100-sxm4-40g.from-h200.cfg" --gpus 8 --batch 56 --steps 500 \
     >"$out/crosshw.txt"
-pred=$(awk '/^EXPECTED samples\/s/ {print $NF}' "$out/crosshw.txt")
+pred=$(awk '/throughput \(samples\/s: samples/ {print $NF}' "$out/crosshw.txt")
 step=$(awk '/^step time, the sampled batch/ {print $NF}' "$out/crosshw.txt")
 # MLPerf Training v2.0, NVIDIA closed division, system dgxa100_ngc22.04_pytorch (1 node, 8 x
 # A100-SXM4-80GB), config_DGXA100_1x8x56x1.sh (batch 56 per GPU, unpadded FMHA): train_samples /

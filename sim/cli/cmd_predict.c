@@ -374,27 +374,23 @@ int cmd_predict(int argc, char **argv)
     printf("\n%-46s", "step time, the sampled batch (ms)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.2f", col[l].st.step_us / 1e3);
-    printf("\n%-46s", "samples/s, the sampled batch (all GPUs)");
-    for (int l = 0; l < nlay; l++)
-        printf(" %23.1f", gpus * batch / (col[l].st.step_us / 1e6));
-    printf("\n%-46s", "model TFLOP/s per GPU, the sampled batch");
-    for (int l = 0; l < nlay; l++)
-        printf(" %23.1f", col[l].st.model_flops / col[l].st.step_us / 1e6);
     char what[96];
-    snprintf(what, sizeof what, "padding fraction over %d sampled batches", steps);
-    printf("\n%-46s", what);
+    snprintf(what, sizeof what, "\n\nexpected over %d sampled batches (seed %d):", steps, seed);
+    printf("%s", what);
+    printf("\n%-46s", "  padding fraction");
     for (int l = 0; l < nlay; l++)
         printf(" %22.1f%%", 100 * (1 - col[l].sum_real / col[l].sum_tokens));
-    snprintf(what, sizeof what, "mean step time over %d sampled batches (ms)", steps);
-    printf("\n%-46s", what);
+    printf("\n%-46s", "  mean step time (ms)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.2f", col[l].sum_us / steps / 1e3);
-    snprintf(what, sizeof what, "EXPECTED samples/s (%d batches: samples/time)", steps);
-    printf("\n%-46s", what);
+    printf("\n%-46s", "  throughput (samples/s: samples / total time)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.1f", (double)gpus * batch * steps / (col[l].sum_us / 1e6));
+    printf("\n%-46s", "  model TFLOP/s per GPU (useful work)");
+    for (int l = 0; l < nlay; l++)
+        printf(" %23.1f", col[l].sum_flops / col[l].sum_us / 1e6);
     if (nlay > 1) {
-        printf("\n%-46s", "expected time against the first layout");
+        printf("\n%-46s", "  time against the first layout");
         for (int l = 0; l < nlay; l++)
             printf(" %22.3fx", col[l].sum_us / col[0].sum_us);
     }
