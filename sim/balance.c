@@ -306,8 +306,10 @@ static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
     uint64_t *k = ws->key, *t = ws->key_tmp;
     for (int i = 0; i < n; i++)
         k[i] = ((uint64_t)(wmax - w[i]) << ib) | (uint64_t)i;
+    /* Only the weight bits are sorted: the keys start in index order and every pass is stable,
+     * so equal weights keep ascending indices (one pass fewer than sorting the index bits too). */
     int bits = ib + wb;
-    for (int shift = 0; shift < bits; shift += 8) {
+    for (int shift = ib; shift < bits; shift += 8) {
         int cnt[257] = {0};
         for (int i = 0; i < n; i++)
             cnt[((k[i] >> shift) & 255) + 1]++;

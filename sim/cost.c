@@ -94,9 +94,9 @@ static void heap_push_pop(double *h, int n, double v)
  * to the slot that frees first (the block scheduler): the times taken come out in ascending order
  * and each comes back d later, so the new times form a second ascending queue (q, circular, at most
  * S live); taking the smaller head of the two queues r times, then merging them, gives the very
- * multiset r heap operations would (the same additions in the same order), in O(S + r) instead of
- * O(r log S). Returns the largest new time (0 when r == 0). */
-static double run_equal(double *a, double *q, double *tmp, int S, long r, double d)
+ * multiset r heap operations would (the same additions in the same order), in O(r + where the
+ * last new time lands) instead of O(r log S). Returns the largest new time (0 when r == 0). */
+static double run_equal(double *a, double *q, int S, long r, double d)
 {
     int i = 0, qh = 0, qn = 0;
     double last = 0;
@@ -114,17 +114,19 @@ static double run_equal(double *a, double *q, double *tmp, int S, long r, double
         q[tail] = last;
         qn++;
     }
+    /* Merge in place, front to back: the queue holds as many times as a lost at its front (i),
+     * so the write position never passes the read position of a, and once the queue is empty
+     * the rest of a is where it belongs. */
     int o = 0;
-    while (i < S || qn > 0) {
-        if (qn > 0 && (i >= S || q[qh] < a[i])) {
-            tmp[o++] = q[qh];
+    while (qn > 0) {
+        if (i >= S || q[qh] < a[i]) {
+            a[o++] = q[qh];
             qh = qh + 1 == S ? 0 : qh + 1;
             qn--;
         } else {
-            tmp[o++] = a[i++];
+            a[o++] = a[i++];
         }
     }
-    memcpy(a, tmp, sizeof *a * (size_t)S);
     return last;
 }
 
@@ -132,11 +134,11 @@ double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, co
                            int dir, double *end_after)
 {
     int slots = (int)(hw->sms * c->attn_ctas_per_sm);
-    double stack[3 * 1024];
-    double *a = slots <= 1024 ? stack : calloc(3 * (size_t)slots, sizeof *a);
+    double stack[2 * 1024];
+    double *a = slots <= 1024 ? stack : calloc(2 * (size_t)slots, sizeof *a);
     if (!a)
         return 0;
-    double *q = a + slots, *tmp = q + slots;
+    double *q = a + slots;
     memset(a, 0, sizeof(double) * (size_t)slots);
     const int tile = COST_FMHA_TILE;
     double end = 0;
@@ -151,10 +153,10 @@ double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, co
         double last = cost_fmha_cta_us(hw, c, len[s] - (tiles - 1) * tile, len[s], dir);
         double f;
         if (last == full) { /* a short last tile rounds to the same work: one run */
-            f = run_equal(a, q, tmp, slots, (long)tiles * heads, full);
+            f = run_equal(a, q, slots, (long)tiles * heads, full);
         } else {
-            f = run_equal(a, q, tmp, slots, (long)(tiles - 1) * heads, full);
-            double g = run_equal(a, q, tmp, slots, heads, last);
+            f = run_equal(a, q, slots, (long)(tiles - 1) * heads, full);
+            double g = run_equal(a, q, slots, heads, last);
             f = g > f ? g : f;
         }
         end = f > end ? f : end;
