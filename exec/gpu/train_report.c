@@ -184,6 +184,9 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
                t->online_refused ? "; last refusal: " : "", t->online_refused ? t->online_why : "");
     if (t->skipped)
         printf("non-finite steps skipped: %d\n", t->skipped);
+    int plans, fallbacks;
+    bert_gemm_counts(t->b, &plans, &fallbacks);
+    printf("gemm: %d cuBLASLt plans cached, %d products with an uncached exact-shape plan\n", plans, fallbacks);
 }
 
 int trainer_report_summary(trainer *t, const char *outcome, const char *reason, unpad_err *err)
