@@ -12,6 +12,7 @@
 
 #include "cost.h"
 #include "group.h"
+#include "outfile.h"
 
 #define GNUPLOT_INSTALL "install it with: sudo apt-get install gnuplot-nox (or run `make deps` as root)"
 
@@ -59,12 +60,6 @@ void plot_quote(const char *s, char *buf, size_t n)
     buf[o] = '\0';
 }
 
-static long file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
-
 int plot_render(const char *plot_dir, const char *kind, const char *vars, const char *out,
                 unpad_err *err)
 {
@@ -80,23 +75,31 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
     for (int t = 0; t < 2; t++) {
         char file[4096], qfile[4200], qdir[4200], e[16384];
         snprintf(file, sizeof file, "%s.%s", out, terms[t]);
-        plot_quote(file, qfile, sizeof qfile);
+        /* gnuplot draws into a temporary, renamed to the final name only when not empty. */
+        unpad_outfile *img;
+        if ((rc = outfile_open(file, &img, err)))
+            return rc;
+        plot_quote(outfile_temp_path(img), qfile, sizeof qfile);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/", plot_dir);
         plot_quote(dir, qdir, sizeof qdir);
         if (snprintf(e, sizeof e, "term='%s'; out=%s; plotdir=%s; %s", terms[t], qfile, qdir,
-                     vars ? vars : "") >= (int)sizeof e)
+                     vars ? vars : "") >= (int)sizeof e) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "gnuplot variables too long");
-        remove(file);
+        }
         char log[] = "/tmp/unpad-gnuplot-XXXXXX";
         int fd = mkstemp(log);
-        if (fd < 0)
+        if (fd < 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot make a temporary file: %s",
                               strerror(errno));
+        }
         pid_t pid = fork();
         if (pid < 0) {
             close(fd);
             unlink(log);
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot start gnuplot: %s", strerror(errno));
         }
         if (pid == 0) {
@@ -117,30 +120,28 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
             fclose(lf);
         }
         unlink(log);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, script, 0, "gnuplot failed (%s, exit %d): %s", file,
                               WIFEXITED(status) ? WEXITSTATUS(status) : -1, msg);
-        if (file_size(file) <= 0)
+        }
+        if (outfile_size(img) <= 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, script, 0, "gnuplot wrote no %s: %s", file, msg);
+        }
+        if ((rc = outfile_commit(img, err)))
+            return rc;
     }
     return UNPAD_OK;
 }
 
-static FILE *open_csv(const char *out, const char *suffix, char *path, size_t n, unpad_err *err)
+/* Starts <out><suffix> (its name in path); NULL with err filled on failure. */
+static unpad_outfile *open_csv(const char *out, const char *suffix, char *path, size_t n,
+                               unpad_err *err)
 {
     snprintf(path, n, "%s%s", out, suffix);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
-    return f;
-}
-
-static int close_csv(FILE *f, const char *path, unpad_err *err)
-{
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    return UNPAD_OK;
+    unpad_outfile *o;
+    return outfile_open(path, &o, err) ? NULL : o;
 }
 
 /* ---- hist ------------------------------------------------------------------------------------ */
@@ -148,13 +149,14 @@ static int close_csv(FILE *f, const char *path, unpad_err *err)
 int plot_hist(const char *plot_dir, const unpad_dist *d, const char *out, unpad_err *err)
 {
     char path[4096], qpath[4200], title[1024], qtitle[1100], vars[8192];
-    FILE *f = open_csv(out, ".csv", path, sizeof path, err);
-    if (!f)
+    unpad_outfile *o = open_csv(out, ".csv", path, sizeof path, err);
+    if (!o)
         return UNPAD_EIO;
+    FILE *f = outfile_stream(o);
     fprintf(f, "length,count,percent\n");
     for (int l = 1; l <= d->max_len; l++)
         fprintf(f, "%d,%.0f,%.6f\n", l, d->count[l], 100.0 * d->count[l] / d->total);
-    int rc = close_csv(f, path, err);
+    int rc = outfile_commit(o, err);
     if (rc)
         return rc;
     dist_stats s;
@@ -185,7 +187,7 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
     balance_ws *ws = NULL;
     balance_result r = {0};
     dist_sampler *smp = NULL;
-    FILE *f = NULL;
+    unpad_outfile *o = NULL;
     char path[4096];
     if (!len || !glen || !w || !t) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -223,10 +225,11 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
         }
         imb[p] = sum > 0 ? mx / (sum / k) : 1;
     }
-    if (!(f = open_csv(out, ".csv", path, sizeof path, err))) {
+    if (!(o = open_csv(out, ".csv", path, sizeof path, err))) {
         rc = UNPAD_EIO;
         goto out;
     }
+    FILE *f = outfile_stream(o);
     fprintf(f, "gpu");
     for (int p = 0; p < BAL_POLICY_COUNT; p++)
         fprintf(f, ",%s (max/mean %.3f)", balance_policy_name(p), imb[p]);
@@ -237,8 +240,8 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
             fprintf(f, ",%.4f", t[p * k + g]);
         fprintf(f, "\n");
     }
-    rc = close_csv(f, path, err);
-    f = NULL;
+    rc = outfile_commit(o, err);
+    o = NULL;
     if (rc)
         goto out;
     char qpath[4200], title[1024], qtitle[1100], vars[8192];
@@ -253,8 +256,7 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
              BAL_POLICY_COUNT);
     rc = plot_render(plot_dir, "load", vars, out, err);
 out:
-    if (f)
-        fclose(f);
+    outfile_abort(o);
     dist_sampler_free(smp);
     balance_ws_free(ws);
     if (r.gpu)
@@ -398,9 +400,11 @@ static int cmp_int(const void *a, const void *b)
 static int write_panel(const char *path, const imb_point *v, int n, char series[][64], int ns,
                        int xkey, int fixed, unpad_err *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     fprintf(f, "# x = %s at %s = %d; blocks in the order of the series list\n",
             xkey ? "batch" : "gpus", xkey ? "gpus" : "batch", fixed);
     int *xs = malloc((size_t)n * sizeof *xs), oom = !xs;
@@ -429,10 +433,11 @@ static int write_panel(const char *path, const imb_point *v, int n, char series[
         fprintf(f, "\n\n");
     }
     free(xs);
-    int bad = ferror(f) || oom;
-    if (fclose(f) != 0 || bad)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    return UNPAD_OK;
+    if (oom) {
+        outfile_abort(o);
+        return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+    }
+    return outfile_commit(o, err);
 }
 
 int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
@@ -532,9 +537,10 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
         return rc;
     double one = group_one_launch_us(s->hw, s->calib, heads, s->len, s->n);
     char path[4096];
-    FILE *f = open_csv(out, ".csv", path, sizeof path, err);
-    if (!f)
+    unpad_outfile *csv = open_csv(out, ".csv", path, sizeof path, err);
+    if (!csv)
         return UNPAD_EIO;
+    FILE *f = outfile_stream(csv);
     fprintf(f, "row,label,start_us,end_us,group\n");
     int row = 0, lo = s->len[0], hi = s->len[0];
     for (int i = 1; i < s->n; i++) {
@@ -544,7 +550,7 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
     fprintf(f, "%d,one launch,0,%.3f,%d-%d (%d)\n", row++, one, lo, hi, s->n);
     timeline_rows(f, &bk, &row, "buckets 128/256/384/512");
     timeline_rows(f, &dp, &row, "plan");
-    if ((rc = close_csv(f, path, err)))
+    if ((rc = outfile_commit(csv, err)))
         return rc;
     char title[1024], sub[1024], qtitle[1100], qsub[1100], qpath[4200], vars[8192];
     snprintf(title, sizeof title, "FMHA grouping of one GPU's %d sequences (%s, %s on %s)", s->n,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cost.h"
+#include "outfile.h"
 
 void whatif_setup_default(whatif_setup *s)
 {
@@ -388,9 +389,11 @@ const char whatif_csv_header[] =
 
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     fprintf(f, "%s\n", whatif_csv_header);
     for (int i = 0; i < n; i++) {
         const whatif_row *r = &rows[i];
@@ -405,9 +408,7 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
                 r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us,
                 r->attn_us, r->attn_grouped_us, r->groups, r->streams, b);
     }
-    if (fclose(f) != 0)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    return UNPAD_OK;
+    return outfile_commit(o, err);
 }
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)

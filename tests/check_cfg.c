@@ -40,7 +40,7 @@ static const char *model_error(const char *text, int *code)
     static unpad_err e;
     model_cfg m;
     memset(&e, 0, sizeof e);
-    *code = cfg_parse("m.cfg", text, model_schema, model_schema_len, &m, &e);
+    *code = cfg_parse("m.cfg", text, strlen(text), model_schema, model_schema_len, &m, &e);
     return e.msg;
 }
 

@@ -56,7 +56,7 @@ static const char *pieces(const wordpiece_vocab *v, const char *text)
     static char out[4096];
     wordpiece_ids ids = {0};
     unpad_err e = {0};
-    ck_assert_int_eq(wordpiece_tokenize(v, text, strlen(text), &ids, &e), UNPAD_OK);
+    ck_assert_int_eq(wordpiece_tokenize(v, text, strlen(text), &ids, NULL, &e), UNPAD_OK);
     size_t k = 0;
     out[0] = '\0';
     for (long i = 0; i < ids.n; i++)
@@ -292,7 +292,7 @@ START_TEST(test_wrong_vocab_refused)
     fwrite("[PAD]\n[UNK]\nUNPADSHD\x01\x00\x00\x00\n", 1, 22, f);
     fclose(f);
     ck_assert_int_eq(wordpiece_vocab_load(p, &v, &e), UNPAD_EINVAL);
-    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, ":3: a NUL byte: this is not a text file"), "%s",
+    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, ":3: a NUL byte (byte offset 21): this is not a text file"), "%s",
                   e.msg);
     unlink(p);
     ck_assert_int_eq(wordpiece_vocab_load("/nonexistent/vocab.txt", &v, &e), UNPAD_EIO);
@@ -403,7 +403,7 @@ START_TEST(test_sentence_pairs)
     o.max_pred = 0;       /* no masking: the pairs can be read back */
     o.dupe = 40;
     sample_list l = {.max_len = 128, .max_pred = 1};
-    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, &e), UNPAD_OK);
+    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, NULL, &e), UNPAD_OK);
     ck_assert(l.n > 600);
     int random_next = 0;
     for (int i = 0; i < l.n; i++) {
@@ -438,7 +438,7 @@ START_TEST(test_sentence_pairs)
     /* Long sentences: truncation cuts the longer side until it fits. */
     o.max_len = 8;
     l.max_len = 8;
-    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, &e), UNPAD_OK);
+    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, NULL, &e), UNPAD_OK);
     for (int i = 0; i < l.n; i++)
         ck_assert(l.s[i].len <= 8 && l.s[i].len >= 5);
     list_free(&l);
@@ -490,7 +490,7 @@ START_TEST(test_text_reader)
     pretrain_opts_default(&o);
     ck_assert_int_eq(pretrain_masker_from_vocab(v, &m, &e), UNPAD_OK);
     sample_list l = {.max_len = 512, .max_pred = 76};
-    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, NULL, &e), UNPAD_EINVAL);
     ck_assert_msg(strstr(e.msg, "no text"), "%s", e.msg);
     pretrain_masker_free(&m);
     pretrain_corpus_free(c);
@@ -858,7 +858,7 @@ static long make_shard(const char *path, uint64_t seed, int synthetic)
         unlink(dp);
     } else {
         pretrain_corpus *c = number_corpus(v, 8, 12);
-        ck_assert_msg(pretrain_generate(c, &o, &m, write_to_shard, w, &e) == UNPAD_OK, "%s", e.msg);
+        ck_assert_msg(pretrain_generate(c, &o, &m, write_to_shard, w, NULL, &e) == UNPAD_OK, "%s", e.msg);
         pretrain_corpus_free(c);
     }
     ck_assert_int_eq(shard_writer_close(w, &e), UNPAD_OK);
@@ -921,7 +921,7 @@ START_TEST(test_wikitext_valid)
     o.max_len = 128;
     o.max_pred = 20;
     sample_list l = {.max_len = 128, .max_pred = 20};
-    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, &e), UNPAD_OK);
+    ck_assert_int_eq(pretrain_generate(c, &o, &m, collect, &l, NULL, &e), UNPAD_OK);
     ck_assert(l.n > 1500);
     int nsp = 0, unk_tokens = 0;
     long tokens = 0;

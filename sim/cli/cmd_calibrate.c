@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "fit.h"
 #include "inputs.h"
+#include "outfile.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
@@ -68,22 +69,16 @@ static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path
     } else {
         synth_truth(&in->hw, &truth);
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "unpad calibrate: cannot write %s\n", out);
-        return 1;
-    }
-    int rc = fit_synth_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
-    if (fclose(f) && !rc)
-        rc = unpad_fail(&err, UNPAD_EIO, out, 0, "write failed");
-    if (!rc && rename(tmp, out))
-        rc = unpad_fail(&err, UNPAD_EIO, out, 0, "cannot rename %s", tmp);
-    if (rc) {
-        remove(tmp);
+    unpad_outfile *of;
+    if (outfile_open(out, &of, &err))
         return cli_error("calibrate", &err);
-    }
+    int rc = fit_synth_write(outfile_stream(of), &in->model, &in->hw, &truth, &in->dist, o, &err);
+    if (rc)
+        outfile_abort(of);
+    else
+        rc = outfile_commit(of, &err);
+    if (rc)
+        return cli_error("calibrate", &err);
     printf("wrote %s: SYNTHETIC trace of %s on %s, %d GPU%s x %d steps x %d sequences (seed %lu)\n",
            out, in->model.name, in->hw.name, o->gpus, o->gpus > 1 ? "s" : "", o->steps, o->batch,
            o->seed);
@@ -203,6 +198,15 @@ int cmd_calibrate(int argc, char **argv)
         traces[ntraces++] = argv[optind];
     }
     so.seed = (unsigned long)seed;
+    /* Before any work: no output may be one of the inputs. */
+    const char *outs[3] = {synth, out, resid_path};
+    const char *more[MAX_TRACES + MAX_MODELS + 4] = {init_path, transfer, from_hw, truth};
+    int nmore = 4;
+    for (int i = 0; i < ntraces; i++)
+        more[nmore++] = traces[i];
+    for (int i = 0; i < nmodel_paths; i++)
+        more[nmore++] = model_paths[i];
+    in.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
     if (!!synth + !!transfer + !!ntraces != 1) {
         fprintf(stderr, "unpad calibrate: give exactly one of --traces, --transfer, --synthesize\n");
         usage(stderr);
@@ -216,11 +220,17 @@ int cmd_calibrate(int argc, char **argv)
         in.model_path = nmodel_paths ? model_paths[0] : NULL;
         if (cli_inputs_load("calibrate", &in, 1))
             return 1;
+        if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3)) {
+            cli_inputs_free(&in);
+            return 1;
+        }
         int rc = do_synthesize(synth, &in, truth, &so);
         cli_inputs_free(&in);
         return rc;
     }
     if (cli_inputs_load("calibrate", &in, 0))
+        return 1;
+    if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3))
         return 1;
     if (transfer)
         return do_transfer(transfer, from_hw, &in.hw, out);

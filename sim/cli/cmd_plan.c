@@ -113,6 +113,10 @@ int cmd_plan(int argc, char **argv)
     }
     if (cli_inputs_load("plan", &in, 1))
         return 1;
+    if (cli_check_outputs("plan", &in, NULL, 0, &out, 1)) {
+        cli_inputs_free(&in);
+        return 1;
+    }
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
     s.model = &in.model;

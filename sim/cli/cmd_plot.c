@@ -136,14 +136,23 @@ int cmd_plot(int argc, char **argv)
     }
     if (!plots)
         plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    char outs[5][4200];
+    const char *outp[5];
+    static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(outs[i], sizeof outs[i], "%s%s", out, ext[i]);
+        outp[i] = (k == 2) == (i != 2) || i < 2 ? outs[i] : NULL;
+    }
+    if (k != 2 && cli_inputs_load("plot", &in, !(k == 3 && lens)))
+        goto out;
+    if (cli_check_outputs("plot", k == 2 ? NULL : &in, &csv, 1, outp, 5))
+        goto out;
     if (k == 2) {
         if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
     } else {
-        if (cli_inputs_load("plot", &in, !(k == 3 && lens)))
-            goto out;
         if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
             cli_error("plot", &err);
             goto out;

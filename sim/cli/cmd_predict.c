@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cost.h"
 #include "inputs.h"
+#include "outfile.h"
 #include "trace.h"
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
@@ -34,20 +35,15 @@ static void usage(FILE *f)
 
 static int write_csv(const char *path, const cli_inputs *in, int gpus, const cost_step *st)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
+    unpad_err err = {0};
+    unpad_outfile *o;
+    if (outfile_open(path, &o, &err))
+        return cli_error("predict", &err);
+    FILE *f = outfile_stream(o);
     trace_write_header(f);
     trace_emit_predicted(f, in->hw.name, in->model.name, gpus, 0, 0, in->model.layers, st, 0);
-    if (fclose(f) || rename(tmp, path)) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
-        return 1;
-    }
+    if (outfile_commit(o, &err))
+        return cli_error("predict", &err);
     return 0;
 }
 
@@ -87,8 +83,15 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "unpad predict: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    char pbuf[4200];
+    snprintf(pbuf, sizeof pbuf, "%s.padded.csv", csv ? csv : "");
+    const char *outs[2] = {csv, csv && padded ? pbuf : NULL};
     if (cli_inputs_load("predict", &in, 1))
         return 1;
+    if (cli_check_outputs("predict", &in, NULL, 0, outs, 2)) {
+        cli_inputs_free(&in);
+        return 1;
+    }
     unpad_err err = {0};
     int rc = 1;
     int *len = malloc(sizeof *len * (size_t)batch);
@@ -185,8 +188,6 @@ int cmd_predict(int argc, char **argv)
             goto out;
         printf("\nwrote %s", csv);
         if (padded) {
-            char pbuf[4200];
-            snprintf(pbuf, sizeof pbuf, "%s.padded.csv", csv);
             if (write_csv(pbuf, &in, gpus, &st[1]))
                 goto out;
             printf(" and %s", pbuf);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "inputs.h"
+#include "outfile.h"
 #include "validate.h"
 
 extern char **environ;
@@ -40,19 +41,29 @@ static int run_gnuplot(const char *csv, const char *png)
         return 1;
     }
     char script[4200], expr[9000];
+    unpad_err err = {0};
+    unpad_outfile *img; /* gnuplot draws into its temporary; renamed when not empty */
+    if (outfile_open(png, &img, &err))
+        return cli_error("validate", &err);
     cli_project_path("plots/validate.gp", script, sizeof script);
-    snprintf(expr, sizeof expr, "csv='%s'; out='%s'", csv, png);
+    snprintf(expr, sizeof expr, "csv='%s'; out='%s'", csv, outfile_temp_path(img));
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
     pid_t pid;
     if (posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ)) {
         fprintf(stderr, "unpad validate: cannot run gnuplot\n");
+        outfile_abort(img);
         return 1;
     }
     int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        fprintf(stderr, "unpad validate: gnuplot failed on %s (see its message above)\n", script);
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) ||
+        outfile_size(img) <= 0) {
+        fprintf(stderr, "unpad validate: gnuplot failed on %s, %s not written (see its message "
+                        "above)\n", script, png);
+        outfile_abort(img);
         return 1;
     }
+    if (outfile_commit(img, &err))
+        return cli_error("validate", &err);
     return 0;
 }
 
@@ -118,6 +129,16 @@ int cmd_validate(int argc, char **argv)
     }
     if (cli_inputs_load("validate", &in, 0))
         return 1;
+    const char *outs[2] = {csv, plot};
+    const char *more[MAX_TRACES + MAX_MODELS];
+    for (int i = 0; i < ntraces; i++)
+        more[i] = traces[i];
+    for (int i = 0; i < nmodel_paths; i++)
+        more[ntraces + i] = model_paths[i];
+    if (cli_check_outputs("validate", &in, more, ntraces + nmodel_paths, outs, 2)) {
+        cli_inputs_free(&in);
+        return 1;
+    }
     unpad_err err = {0};
     int rc = 1, nmodels = 0;
     trace_set *sets = calloc((size_t)ntraces, sizeof *sets);

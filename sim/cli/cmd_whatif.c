@@ -165,7 +165,7 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &in, 1))
+    if (cli_inputs_load("whatif", &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, &csv, 1))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;

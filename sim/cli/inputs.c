@@ -2,10 +2,12 @@
 #include "inputs.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 
 int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist)
 {
@@ -48,4 +50,27 @@ int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist)
 void cli_inputs_free(cli_inputs *in)
 {
     dist_free(&in->dist);
+}
+
+int cli_check_outputs(const char *cmd, const cli_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no)
+{
+    const char **all = calloc((size_t)nm + 4, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "unpad %s: out of memory\n", cmd);
+        return 1;
+    }
+    int n = 0;
+    if (in) {
+        all[n++] = in->dist.count ? in->dist_path : NULL;
+        all[n++] = in->model_path;
+        all[n++] = in->hw_path;
+        all[n++] = in->calib_path;
+    }
+    for (int i = 0; i < nm; i++)
+        all[n++] = more[i];
+    unpad_err err = {0};
+    int rc = outfile_check_all(outs, no, all, n, &err);
+    free(all);
+    return rc ? cli_error(cmd, &err) : 0;
 }

@@ -23,4 +23,10 @@ typedef struct {
 int cli_inputs_load(const char *cmd, cli_inputs *in, int need_dist);
 void cli_inputs_free(cli_inputs *in);
 
+/* Before any work: refuses (prints "unpad CMD: ..." and returns 1) an output among outs[0..no)
+ * that is one of the run's inputs — those in (may be NULL) loaded: distribution, model, hardware,
+ * calibration — or one of more[0..nm), or another output. NULL entries are skipped. */
+int cli_check_outputs(const char *cmd, const cli_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no);
+
 #endif
