@@ -55,22 +55,36 @@ static int blank_or_comment(const char *s)
 
 /* Bins being filled by a parser: counts per length and the line each length came from. */
 typedef struct {
-    double *count; /* (DIST_MAX_LEN + 1) */
-    int *line;     /* (DIST_MAX_LEN + 1) line of each length's row, 0 if none */
-    int maxl;
+    double *count; /* (cap) */
+    int *line;     /* (cap) line of each length's row, 0 if none */
+    int cap, maxl;
 } dist_bins;
+
+/* Makes room for length l (1..DIST_MAX_LEN) in the bins. */
+static int bins_reserve(dist_bins *b, long l, const char *name, unpad_err *err)
+{
+    if (l < b->cap)
+        return UNPAD_OK;
+    int cap = b->cap ? b->cap : 1024;
+    while (cap <= l)
+        cap *= 2;
+    double *c = realloc(b->count, (size_t)cap * sizeof *c);
+    if (c)
+        b->count = c;
+    int *ln = c ? realloc(b->line, (size_t)cap * sizeof *ln) : NULL;
+    if (!ln)
+        return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
+    b->line = ln;
+    memset(b->count + b->cap, 0, (size_t)(cap - b->cap) * sizeof *b->count);
+    memset(b->line + b->cap, 0, (size_t)(cap - b->cap) * sizeof *b->line);
+    b->cap = cap;
+    return UNPAD_OK;
+}
 
 static int bins_alloc(dist_bins *b, const char *name, unpad_err *err)
 {
-    b->count = calloc(DIST_MAX_LEN + 1, sizeof *b->count);
-    b->line = calloc(DIST_MAX_LEN + 1, sizeof *b->line);
-    b->maxl = 0;
-    if (!b->count || !b->line) {
-        free(b->count);
-        free(b->line);
-        return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
-    }
-    return UNPAD_OK;
+    memset(b, 0, sizeof *b);
+    return bins_reserve(b, 1, name, err);
 }
 
 static void bins_free(dist_bins *b)
@@ -173,6 +187,8 @@ int dist_parse_csv(const char *name, const char *text, size_t len, unpad_dist *d
         if (cnt > DIST_MAX_COUNT)
             ROW_FAIL("count %g for length %ld out of range (expected a count in 0..%g)", cnt, l,
                      DIST_MAX_COUNT);
+        if ((rc = bins_reserve(&b, l, name, err)))
+            goto out;
         if (b.line[l])
             ROW_FAIL("length %ld appears twice (first on line %d)", l, b.line[l]);
         b.line[l] = it.lineno;
@@ -211,6 +227,8 @@ int dist_parse_list(const char *name, const char *text, size_t len, unpad_dist *
             ROW_FAIL("bad number: expected one integer length per line");
         if (v < 1 || v > DIST_MAX_LEN)
             ROW_FAIL("length %ld out of range (expected 1..%d)", v, DIST_MAX_LEN);
+        if ((rc = bins_reserve(&b, v, name, err)))
+            goto out;
         b.count[v] += 1;
         b.maxl = (int)v > b.maxl ? (int)v : b.maxl;
         rows++;

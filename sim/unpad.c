@@ -97,8 +97,6 @@ int unpad_parse_int(const char *s, long lo, long hi, int *out)
 
 int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, unpad_err *err)
 {
-    if (limit <= 0)
-        limit = UNPAD_READ_MAX;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot open: %s", strerror(errno));
@@ -113,6 +111,8 @@ int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, u
         return unpad_fail(err, UNPAD_EIO, path, 0, "a folder, not a file");
     }
     const int regular = S_ISREG(st.st_mode);
+    if (limit <= 0)
+        limit = regular ? UNPAD_READ_MAX : UNPAD_READ_MAX_STREAM;
     if (regular && st.st_size > limit) {
         close(fd);
         return unpad_fail(err, UNPAD_EINVAL, path, 0,
@@ -146,9 +146,10 @@ int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, u
         n += (size_t)got;
         if (n > (size_t)limit)
             rc = unpad_fail(err, UNPAD_EINVAL, path, 0,
-                            "more than %ld bytes%s: refused (this reader takes at most that much)",
+                            "more than %ld bytes%s: refused (this reader takes at most that much%s)",
                             limit, regular ? " (the file grew while read)"
-                                           : " from a device or pipe, not a regular file");
+                                           : " from a device or pipe, not a regular file",
+                            regular ? "" : "; write the data to a file");
     }
     close(fd);
     if (rc) {

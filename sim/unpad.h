@@ -41,14 +41,17 @@ int unpad_parse_double(const char *s, double *out);
 /* Strict integer parsing into an int: the number must lie in [lo, hi] (lo and hi within int). */
 int unpad_parse_int(const char *s, long lo, long hi, int *out);
 
-/* The most bytes unpad_read_file takes in memory (1 GiB): a config, distribution, plan or trace
- * larger than this is refused rather than read. */
+/* The most bytes unpad_read_file takes in memory: 1 GiB from a regular file (a config,
+ * distribution, plan or trace larger than this is refused before reading), 64 MiB from a pipe or
+ * device (read up to that, then refused: /dev/zero does not fill the memory). */
 #define UNPAD_READ_MAX (1L << 30)
+#define UNPAD_READ_MAX_STREAM (64L << 20)
 
 /* Reads a whole file into a buffer the caller frees, with a NUL byte after the last one (so text
  * may be used as a string once unpad_text_check has passed it). A regular file is read whole when
  * it has at most limit bytes (<= 0: UNPAD_READ_MAX), else refused before reading; a pipe or
- * device is read up to limit bytes and refused when it has more; a folder is refused. */
+ * device is read up to limit bytes (<= 0: UNPAD_READ_MAX_STREAM) and refused when it has more; a
+ * folder is refused. */
 int unpad_read_file(const char *path, char **out, size_t *len, unpad_err *err);
 int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, unpad_err *err);
 
