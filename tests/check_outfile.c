@@ -192,7 +192,7 @@ START_TEST(test_full_disk_keeps_the_old_file)
 }
 END_TEST
 
-/* A fake gnuplot: a script that writes `bytes` bytes (0: none) to the file named by out= and
+/* A fake gnuplot: a script that creates the file named by out=, writes `bytes` bytes into it and
  * exits with code. */
 static void fake_gnuplot(const char *path, int bytes, int code)
 {
@@ -200,6 +200,7 @@ static void fake_gnuplot(const char *path, int bytes, int code)
     snprintf(text, sizeof text,
              "#!/bin/sh\n"
              "out=$(printf '%%s' \"$2\" | sed -n \"s/.*out='\\([^']*\\)'.*/\\1/p\")\n"
+             ": > \"$out\"\n"
              "[ %d -gt 0 ] && head -c %d /dev/zero > \"$out\"\n"
              "exit %d\n", bytes, bytes, code);
     write_text(path, text);
@@ -219,7 +220,7 @@ START_TEST(test_failed_plot_leaves_no_picture)
     write_text(script, "# unused by the fake\n");
     setenv("UNPAD_GNUPLOT", gp, 1);
     unpad_err e = {0};
-    fake_gnuplot(gp, 0, 0); /* succeeds, draws nothing */
+    fake_gnuplot(gp, 0, 0); /* succeeds, leaves an empty picture */
     ck_assert_int_eq(plot_render(dir, "k", "", out, &e), UNPAD_EIO);
     ck_assert_msg(strstr(e.msg, "gnuplot wrote no") && strstr(e.msg, png), "%s", e.msg);
     ck_assert_ptr_null(contents(png));
