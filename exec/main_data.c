@@ -105,16 +105,22 @@ typedef struct {
     long samples, tokens, masked, random_next;
 } sink;
 
+/* Path of the i-th shard of a folder output. */
+static void shard_path(const sink *k, int i, char *path, size_t n)
+{
+    if (k->folder)
+        snprintf(path, n, "%s/shard-%05d.bin", k->out, i);
+    else
+        snprintf(path, n, "%s", k->out);
+}
+
 static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
 {
     sink *k = ctx;
     int rc;
     if (!k->w) {
         char path[4096];
-        if (k->folder)
-            snprintf(path, sizeof path, "%s/shard-%05d.bin", k->out, k->files);
-        else
-            snprintf(path, sizeof path, "%s", k->out);
+        shard_path(k, k->files, path, sizeof path);
         if ((rc = shard_writer_open(path, k->max_len, k->max_pred, k->vocab_size, k->seed, k->flags,
                                     &k->w, err)))
             return rc;
@@ -135,17 +141,25 @@ static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
     return UNPAD_OK;
 }
 
+/* Closes the last shard. A failed run removes the shards it completed, so a folder never holds
+ * part of a set that reads as a whole smaller one. */
 static int sink_finish(sink *k, int rc, unpad_err *err)
 {
-    if (!k->w)
-        return rc;
-    if (rc) {
-        shard_writer_abort(k->w);
-    } else {
-        rc = shard_writer_close(k->w, err);
-        k->files += rc == UNPAD_OK;
+    if (k->w) {
+        if (rc) {
+            shard_writer_abort(k->w);
+        } else {
+            rc = shard_writer_close(k->w, err);
+            k->files += rc == UNPAD_OK;
+        }
+        k->w = NULL;
     }
-    k->w = NULL;
+    if (rc && k->folder)
+        for (int i = 0; i < k->files; i++) {
+            char path[4096];
+            shard_path(k, i, path, sizeof path);
+            remove(path);
+        }
     return rc;
 }
 

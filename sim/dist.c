@@ -367,13 +367,14 @@ int dist_sampler_alloc(const unpad_dist *d, uint64_t seed, dist_sampler **out, u
 {
     dist_sampler *s = calloc(1, sizeof *s);
     if (!s)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        return unpad_fail(err, UNPAD_ENOMEM, d->source, 0, "out of memory");
     s->rng = gsl_rng_alloc(gsl_rng_mt19937);
     /* count[0] is 0, so index == length. */
     s->table = s->rng ? gsl_ran_discrete_preproc((size_t)d->max_len + 1, d->count) : NULL;
     if (!s->rng || !s->table) {
         dist_sampler_free(s);
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "cannot set up the sampler");
+        return unpad_fail(err, UNPAD_ENOMEM, d->source, 0,
+                          "cannot set up the sampler (%d lengths, total %g)", d->max_len, d->total);
     }
     gsl_rng_set(s->rng, (unsigned long)(seed ? seed : 1));
     *out = s;

@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 struct unpad_outfile {
-    char *path, *tmp;
+    char *path, *tmp;  /* tmp == path when writing straight to a device or pipe */
     int fd;
     FILE *f;
-    int write_errno; /* errno of the first failed write or seek, 0 if none */
+    int write_errno;   /* errno of the first failed write or seek, 0 if none */
+    int direct;        /* 1: path is a device or pipe (e.g. /dev/stdout): no temporary, no rename */
 };
 
 /* The stream writes straight to the descriptor, so the reason of a failed write (errno) is kept
@@ -60,8 +61,9 @@ static int stream_close(void *cookie)
 
 static void outfile_free(unpad_outfile *o)
 {
+    if (o->tmp != o->path)
+        free(o->tmp);
     free(o->path);
-    free(o->tmp);
     free(o);
 }
 
@@ -70,6 +72,10 @@ int outfile_open(const char *path, unpad_outfile **out, unpad_err *err)
     *out = NULL;
     if (!path || !*path)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "an output file needs a name");
+    struct stat st;
+    int exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: a folder, not a file");
     unpad_outfile *o = calloc(1, sizeof *o);
     size_t n = strlen(path) + 12;
     if (!o || !(o->path = strdup(path)) || !(o->tmp = malloc(n))) {
@@ -77,8 +83,15 @@ int outfile_open(const char *path, unpad_outfile **out, unpad_err *err)
             outfile_free(o);
         return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
     }
-    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
-    o->fd = mkstemp(o->tmp);
+    o->direct = exists && !S_ISREG(st.st_mode);
+    if (o->direct) { /* a device or pipe is written as it is: it cannot be replaced whole */
+        free(o->tmp);
+        o->tmp = o->path;
+        o->fd = open(path, O_WRONLY | O_CLOEXEC);
+    } else {
+        snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+        o->fd = mkstemp(o->tmp);
+    }
     if (o->fd < 0) {
         int e = errno;
         outfile_free(o);
@@ -86,7 +99,7 @@ int outfile_open(const char *path, unpad_outfile **out, unpad_err *err)
     }
     mode_t mask = umask(0);
     umask(mask);
-    if (fchmod(o->fd, 0666 & ~mask) != 0) {
+    if (!o->direct && fchmod(o->fd, 0666 & ~mask) != 0) {
         int e = errno;
         close(o->fd);
         unlink(o->tmp);
@@ -124,7 +137,8 @@ void outfile_abort(unpad_outfile *o)
         return;
     fclose(o->f);
     close(o->fd);
-    unlink(o->tmp);
+    if (!o->direct)
+        unlink(o->tmp);
     outfile_free(o);
 }
 
@@ -153,22 +167,24 @@ int outfile_commit(unpad_outfile *o, unpad_err *err)
         e = o->write_errno ? o->write_errno : EIO;
     if (!e && o->write_errno)
         e = o->write_errno;
-    if (!e && fsync(o->fd) != 0)
+    if (!e && !o->direct && fsync(o->fd) != 0)
         e = errno;
     if (fclose(o->f) != 0 && !e)
         e = o->write_errno ? o->write_errno : EIO;
     if (close(o->fd) != 0 && !e)
         e = errno;
-    if (!e && rename(o->tmp, o->path) != 0)
+    if (!e && !o->direct && rename(o->tmp, o->path) != 0)
         e = errno;
     if (e) {
-        unlink(o->tmp);
-        unpad_fail(err, UNPAD_EIO, o->path, 0, "cannot write: %s (nothing written; any old file "
-                   "is kept)", strerror(e));
+        if (!o->direct)
+            unlink(o->tmp);
+        unpad_fail(err, UNPAD_EIO, o->path, 0, "cannot write: %s%s", strerror(e),
+                   o->direct ? "" : " (nothing written; any old file is kept)");
         outfile_free(o);
         return UNPAD_EIO;
     }
-    sync_folder(o->path);
+    if (!o->direct)
+        sync_folder(o->path);
     outfile_free(o);
     return UNPAD_OK;
 }
@@ -192,14 +208,16 @@ static void canonical(const char *p, char *buf, size_t n)
         snprintf(buf, n, "%s", p);
 }
 
-/* 1 when a and b name the same file: same device and inode when both exist, else the same
- * canonical path. */
+/* 1 when a and b name the same file: same device and inode when both exist (devices and pipes,
+ * such as /dev/stdin and /dev/stdout on one terminal, do not count), else the same canonical
+ * path. */
 static int same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     int ha = stat(a, &sa) == 0, hb = stat(b, &sb) == 0;
     if (ha && hb)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino &&
+               (S_ISREG(sa.st_mode) || S_ISDIR(sa.st_mode));
     if (ha != hb)
         return 0;
     char ca[PATH_MAX + 256], cb[PATH_MAX + 256];

@@ -10,7 +10,8 @@
  * Every write, flush, sync and close is checked; a failure names the final file and the system's
  * reason (e.g. "No space left on device"). The temporary is `<path>.tmp-XXXXXX`; a commit syncs it,
  * renames it over path and syncs the folder; an abort, or a failed commit, removes it. The final
- * file gets mode 0666 less the umask, as fopen would give.
+ * file gets mode 0666 less the umask, as fopen would give. An existing device or pipe (e.g.
+ * /dev/stdout) is written directly, as it cannot be replaced whole; a folder is refused.
  *
  * Outputs must not overwrite the run's inputs: outfile_check_inputs refuses that before any work. */
 #ifndef UNPAD_OUTFILE_H

@@ -296,22 +296,24 @@ static int split_csv(char *line, char **cols, int max)
 static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err *err)
 {
     char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
     if (rc)
         return rc;
-    int cap = 64, n = 0, lineno = 0, ci[6] = {-1, -1, -1, -1, -1, -1};
+    int cap = 64, n = 0, lineno = 0, got, ci[6] = {-1, -1, -1, -1, -1, -1};
     static const char *const need[6] = {"gpus", "batch", "policy", "count", "imbalance_mean",
                                         "imbalance_p99"};
     imb_point *v = malloc((size_t)cap * sizeof *v);
-    char *save = NULL;
     if (!v) {
         free(text);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        lineno++;
-        char raw[1024], *cols[64];
-        snprintf(raw, sizeof raw, "%s", line);
+    unpad_lines it; /* a NUL byte or an over-long line is refused, never taken as the end */
+    unpad_lines_init(&it, path, text, len);
+    while ((got = unpad_lines_next(&it, err)) > 0) {
+        lineno = it.lineno;
+        char raw[UNPAD_LINE_MAX + 1], *cols[64], *line = it.line;
+        memcpy(raw, it.line, it.len + 1);
         if (line[0] == '#' || line[0] == '\0')
             continue;
         int nc = split_csv(line, cols, 64);
@@ -353,7 +355,9 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err
         }
         v[n++] = p;
     }
-    if (n == 0)
+    if (got < 0)
+        rc = err ? err->code : UNPAD_EINVAL;
+    else if (n == 0)
         rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "no what-if rows");
 out:
     free(text);

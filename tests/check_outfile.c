@@ -133,6 +133,18 @@ START_TEST(test_commit_and_abort)
     ck_assert_int_eq(entries(dir), 1);
     ck_assert_int_eq(outfile_open("/nonexistent/dir/x.csv", &o, &e), UNPAD_EIO);
     ck_assert_msg(strstr(e.msg, "/nonexistent/dir/x.csv: cannot write: No such file"), "%s", e.msg);
+    ck_assert_int_eq(outfile_open(dir, &o, &e), UNPAD_EIO);
+    ck_assert_msg(strstr(e.msg, "cannot write: a folder, not a file"), "%s", e.msg);
+    /* a device is written directly (it cannot be replaced whole), its errors named */
+    ck_assert_int_eq(outfile_open("/dev/null", &o, &e), UNPAD_OK);
+    fprintf(outfile_stream(o), "gone\n");
+    ck_assert_int_eq(outfile_commit(o, &e), UNPAD_OK);
+    ck_assert_int_eq(stat("/dev/null", &st), 0);
+    ck_assert(S_ISCHR(st.st_mode)); /* not replaced by a regular file */
+    ck_assert_int_eq(outfile_open("/dev/full", &o, &e), UNPAD_OK);
+    fprintf(outfile_stream(o), "no room\n");
+    ck_assert_int_eq(outfile_commit(o, &e), UNPAD_EIO);
+    ck_assert_msg(strstr(e.msg, "/dev/full: cannot write: No space left on device"), "%s", e.msg);
     rm_rf(dir);
 }
 END_TEST
