@@ -6,7 +6,8 @@
 #   make gpu        GPU tests and trainer; make test-gpu / make bench on a machine with an NVIDIA GPU
 #                   (also the fp32 build: bin/unpad-train-fp32 and bin/test_*-fp32, see PRECISION)
 # Opt-outs: NO_CUDA=1, NO_NCCL=1, NO_MPI=1. DEPS=dir points at unpacked Debian packages (GSL, Check).
-# Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad (references);
+# Layout: sim/*.c -> libunpad; sim/cli/*.c -> bin/unpad; kernels/ref/*.c -> libunpad_ref (the kernels'
+# plain-C references, linked only by the tests that compare against them);
 # kernels/*.cu -> libunpad_kernels; exec/*.c -> libunpad_exec (CPU: shards, tokenizer);
 # exec/gpu/*.{c,cu} -> bin/unpad-train; tests/check_*.c -> build/tests/check_all;
 # tests/gpu/test_*.{c,cu} -> bin/test-gpu-*; bench/bench_*.{c,cu} -> bin/bench-*.
@@ -70,6 +71,10 @@ ifneq ($(HAVE_NCCL),)
 CUDA_LIBS += -lnccl
 GPU_DEFS  += -DUNPAD_HAVE_NCCL=1
 endif
+# The build's identity in the trainer's summary (git describe of the source tree); the objects that
+# print it depend on a stamp rewritten only when it changes.
+UNPAD_BUILD_ID := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+GPU_DEFS  += -DUNPAD_BUILD='"$(UNPAD_BUILD_ID)"'
 ifneq ($(HAVE_MPI),)
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
@@ -102,6 +107,7 @@ BENCH_CPU := $(patsubst bench/%.c,bin/%,$(wildcard bench/bench_*.c))
 
 o = $(patsubst %.c,$(BUILD)/%.o,$(1))
 LIB      := $(BUILD)/libunpad.a
+REFLIB   := $(BUILD)/libunpad_ref.a
 EXECLIB  := $(BUILD)/libunpad_exec.a
 KERNLIB  := $(GBUILD)/libunpad_kernels.a
 
@@ -109,7 +115,7 @@ CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
-        bench-cpu deps clean fuzz fuzz-ci
+        bench-cpu deps clean FORCE fuzz fuzz-ci
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
 probe:
@@ -122,8 +128,13 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(call o,$(SIM_SRC) $(REF_SRC))
+$(LIB): $(call o,$(SIM_SRC))
 	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(REFLIB): $(call o,$(REF_SRC))
+	@mkdir -p $(dir $@)
+	@rm -f $@
 	$(AR) rcs $@ $^
 
 $(EXECLIB): $(call o,$(EXEC_SRC)) | $(BUILD)/.dir
@@ -164,12 +175,17 @@ $(KERNLIB): $(patsubst %.cu,$(GBUILD)/cu/%.o,$(KERN_SRC)) | $(BUILD)/.dir
 
 kernels: $(if $(KERN_SRC),$(KERNLIB))
 
+$(BUILD)/build-id: FORCE | $(BUILD)/.dir
+	@echo '$(UNPAD_BUILD_ID)' | cmp -s - $@ || echo '$(UNPAD_BUILD_ID)' > $@
+$(GBUILD)/gpuc/exec/gpu/train_setup.o $(GBUILD)/gpuc/exec/gpu/train_report.o: $(BUILD)/build-id
+FORCE:
+
 TRAIN_OBJ := $(patsubst %.c,$(GBUILD)/gpuc/%.o,$(TRAIN_C)) $(patsubst %.cu,$(GBUILD)/cu/%.o,$(TRAIN_CU))
 bin/unpad-train$(XS): $(GBUILD)/gpuc/exec/gpu/main_train.o $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
 	@mkdir -p bin
 	$(NVCC) -arch=$(CUDA_ARCH) $^ -o $@ $(DEPS_LIB:-Wl,%=-Xlinker %) $(CUDA_LIBS) $(MPI_LIBS) $(GSL_LIBS:-Wl,%=-Xlinker %) -lm
 
-bin/test_%$(XS): tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(LIB)
+bin/test_%$(XS): tests/gpu/test_%.cu $(TRAIN_OBJ) $(KERNLIB) $(EXECLIB) $(REFLIB) $(LIB)
 	@mkdir -p bin $(GBUILD)/cu/tests/gpu
 	$(NVCC) $(NVCCFLAGS) -MF $(GBUILD)/cu/tests/gpu/$(@F).d $(GPU_DEFS) $(filter %.cu %.o %.a,$^) -o $@ $(CUDA_LIBS) $(MPI_LIBS) $(subst -Wl$(,),-Xlinker ,$(GSL_LIBS)) -lm
 
@@ -214,7 +230,7 @@ $(BUILD)/tests/check_%.o: tests/check_%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
 
-$(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECLIB) $(LIB)
+$(BUILD)/tests/check_all: $(BUILD)/tests/runner.o $(call o,$(CHECK_SRC)) $(EXECLIB) $(REFLIB) $(LIB)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
 # `make test` installs what is missing first, then builds and runs in a fresh make (probes re-read).
@@ -237,7 +253,7 @@ demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu
 	@bash scripts/demo.sh
 
-# Calibration report (issue 7): calibrate, validate on held-out traces, plot, cross-hardware.
+# Calibration report: calibrate, validate on held-out traces, plot, cross-hardware.
 report: cpu
 	@bash scripts/report.sh $(REPORT_ARGS)
 

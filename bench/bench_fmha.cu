@@ -14,6 +14,7 @@
 #include "fmha.h"
 extern "C" {
 #include "dist.h" /* a C header without extern "C" guards */
+#include "resolve.h"
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -153,7 +154,9 @@ int main(int argc, char **argv)
     unpad_err err;
     memset(&err, 0, sizeof err);
     dist_sampler *smp;
-    if (dist_load(dist_default_path(), &dist, &err) != UNPAD_OK ||
+    char dpath[RESOLVE_PATH_LEN];
+    if (resolve_project_path("models/dists/wiki512.csv", dpath, sizeof dpath, &err) != UNPAD_OK ||
+        dist_load(dpath, &dist, &err) != UNPAD_OK ||
         dist_sampler_alloc(&dist, seed, &smp, &err) != UNPAD_OK) {
         fprintf(stderr, "bench_fmha: %s\n", err.msg);
         return 1;

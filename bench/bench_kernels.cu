@@ -24,6 +24,7 @@
 #include "kernels.h"
 extern "C" {
 #include "dist.h" /* a C header without extern "C" guards */
+#include "resolve.h"
 }
 
 #define NSETS 4
@@ -196,7 +197,9 @@ int main(int argc, char **argv)
     unpad_err err;
     memset(&err, 0, sizeof err);
     dist_sampler *smp;
-    if (dist_load(dist_default_path(), &dist, &err) != UNPAD_OK ||
+    char dpath[RESOLVE_PATH_LEN];
+    if (resolve_project_path("models/dists/wiki512.csv", dpath, sizeof dpath, &err) != UNPAD_OK ||
+        dist_load(dpath, &dist, &err) != UNPAD_OK ||
         dist_sampler_alloc(&dist, seed, &smp, &err) != UNPAD_OK) {
         fprintf(stderr, "bench_kernels: %s\n", err.msg);
         return 1;
@@ -420,7 +423,7 @@ int main(int argc, char **argv)
         int lreps = reps < 10 ? reps : 10;
         snprintf(shape, sizeof shape, "%.1fM params, %d tensors", params / 1e6, nt);
         row("lamb_update", shape, 46.0 * params, lreps, [&](int) {
-            lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, ls, 0);
+            lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, NULL, 0, ls, 0);
         });
         snprintf(shape, sizeof shape, "%.1fM", N / 1e6);
         row("convert_f32_to_floatX", shape, 6.0 * N, lreps, [&](int) {

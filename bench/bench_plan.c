@@ -1,4 +1,4 @@
-/* bench_plan.c — CPU benchmark of the planning library against its targets (issue 3):
+/* bench_plan.c — CPU benchmark of the planning library against its targets:
  *   assigning 448 sequences to 8 GPUs with kk or lpt (the trainer does it every step): <= 50 us;
  *   planning 4,096 GPUs x 64 sequences: works (time reported);
  *   a what-if of 10,000 steps x 100 configurations: <= 10 s on 2 cores.
@@ -13,6 +13,7 @@
 
 #include "balance.h"
 #include "cost.h"
+#include "resolve.h"
 #include "whatif.h"
 
 static double now_us(void)
@@ -136,21 +137,18 @@ static int row(const char *what, double value, const char *unit, const char *tar
 
 int main(void)
 {
-    const char *home = getenv("UNPAD_HOME");
-    char p[4096];
     unpad_err e = {0};
-    unpad_dist d;
-    model_cfg m;
-    hw_spec hw;
-    calib_coef c;
-#define PATH(rel) (snprintf(p, sizeof p, "%s/%s", home && *home ? home : ".", rel), p)
-    if (dist_load(PATH("models/dists/wiki512.csv"), &d, &e) ||
-        model_load(PATH("models/bert-large.cfg"), &m, &e) ||
-        hw_load(PATH("models/hw/h200-sxm.cfg"), &hw, &e)) {
+    /* the project's defaults: BERT-Large, the H200, Wikipedia lengths, uncalibrated */
+    static resolve_inputs inputs;
+    resolve_req rq = {.no_calib = 1, .need_dist = 1};
+    if (resolve_inputs_load(&rq, &inputs, &e)) {
         fprintf(stderr, "bench_plan: %s\n", e.msg);
         return 1;
     }
-    calib_default(&hw, &c);
+    unpad_dist d = inputs.dist;
+    model_cfg m = inputs.model;
+    hw_spec hw = inputs.hw;
+    calib_coef c = inputs.calib;
     seq_cost sc;
     if (cost_seq_model(&m, &hw, &c, &sc, &e)) {
         fprintf(stderr, "bench_plan: %s\n", e.msg);

@@ -9,12 +9,19 @@
 #   vgrad    gradients of 4 virtual ranks x 4 sequences = those of one micro-batch of 16
 #   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
 #   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
+#   signal   a run SIGTERMed mid-run stops after its step with a checkpoint, exit 0, a valid trace and
+#            summary; resumed, it gives the losses and weights of the uninterrupted run
+#   nonfinite  a forced NaN loss at step 8 stops the run (exit 3) naming the step and the last good
+#            checkpoint; with --skip-nonfinite the step is skipped, counted, and the run completes
+#   steps    300 steps (fp32 build, bert-tiny, dropout off) against transformers' BertForPreTraining
+#            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
+#            every step, and the final weights
 #   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56: samples/s, TFLOP/s, trace
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
 #   torch    bench/peer_torch.py beside it (HF padded, unpadded eager, unpadded compiled)
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last.
 set -u
-STAGES=${1:-gemm,peer,learn,resume,large,torch}
+STAGES=${1:-gemm,peer,learn,resume,signal,nonfinite,steps,large,torch}
 OUT=${2:-out/bench}
 mkdir -p "$OUT"
 export UNPAD_HOME=$PWD
@@ -26,6 +33,19 @@ SUMMARY=$OUT/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 T=bin/unpad-train
+cb="--master ${RESUME_MASTER_BOUND:-5e-6} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
+# same_losses A.log B.log K: the losses of the steps after K in two logs: identical, within 2e-4
+# (float atomics change the last printed digit), or DIFFERENT
+same_losses() {
+    grep -E '^step' "$1" | awk -v k="$3" '$2 + 0 > k {print $2 + 0, $5}' >"$1.losses"
+    grep -E '^step' "$2" | awk -v k="$3" '$2 + 0 > k {print $2 + 0, $5}' >"$2.losses"
+    if [ -s "$1.losses" ] && cmp -s "$1.losses" "$2.losses"; then echo identical
+    elif [ -s "$1.losses" ] && [ "$(wc -l <"$1.losses")" = "$(wc -l <"$2.losses")" ] &&
+        paste "$1.losses" "$2.losses" | awk '$1 != $3 || ($2 - $4) > 2e-4 || ($4 - $2) > 2e-4 {bad = 1} END {exit bad}'; then
+        echo "within 2e-4 (float atomics)"
+    else echo DIFFERENT; fi
+}
+json_ok() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null && echo valid || echo INVALID; }
 
 if has gemm; then
     timeout 120 bin/test_gemm >"$OUT/gemm.log" 2>&1
@@ -91,25 +111,18 @@ if has resume; then
     timeout 60 $T $args --lr 4.2075e-4 --save "$R/control" >"$R/control.log" 2>&1
     $T $args --save "$R/ck" --save-every 10 >"$R/killed.log" 2>&1 &
     pid=$!
-    for _ in $(seq 600); do grep -q '^step     23' "$R/killed.log" && break; sleep 0.05; done
+    for _ in $(seq 600); do grep -q '^step     23/' "$R/killed.log" && break; sleep 0.05; done
     kill -9 $pid 2>/dev/null
     wait $pid 2>/dev/null
     timeout 60 $T $args --save "$R/ck" --save-every 10 --resume "$R/ck" >"$R/resumed.log" 2>&1
-    grep -E '^step' "$R/full.log" | awk '$2 > 20 {print $2, $5}' >"$R/a.txt"
-    grep -E '^step' "$R/resumed.log" | awk '$2 > 20 {print $2, $5}' >"$R/b.txt"
-    last_killed=$(grep -E '^step' "$R/killed.log" | tail -1 | awk '{print $2}')
-    cb="--master ${RESUME_MASTER_BOUND:-5e-6} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
-    ck=$(python3 tests/gpu/compare_ckpt.py "$R/ck/ckpt.bin" "$R/full/ckpt.bin" $cb 2>&1); ckrc=$?
-    ctl=$(python3 tests/gpu/compare_ckpt.py "$R/control/ckpt.bin" "$R/full/ckpt.bin" $cb 2>&1); ctlrc=$?
-    if [ -s "$R/a.txt" ] && cmp -s "$R/a.txt" "$R/b.txt"; then v=identical
-    elif [ -s "$R/a.txt" ] && [ "$(wc -l <"$R/a.txt")" = "$(wc -l <"$R/b.txt")" ] &&
-        paste "$R/a.txt" "$R/b.txt" | awk '$1 != $3 || ($2 - $4) > 2e-4 || ($4 - $2) > 2e-4 {bad = 1} END {exit bad}'; then
-        v="within 2e-4 (float atomics)"
-    else v=DIFFERENT; fi
+    v=$(same_losses "$R/full.log" "$R/resumed.log" 20)
+    last_killed=$(grep -E '^step' "$R/killed.log" | tail -1 | awk '{print $2+0}')
+    ck=$(python3 tests/gpu/compare_ckpt.py "$R/ck/step-000030/ckpt.bin" "$R/full/step-000030/ckpt.bin" $cb 2>&1); ckrc=$?
+    ctl=$(python3 tests/gpu/compare_ckpt.py "$R/control/step-000030/ckpt.bin" "$R/full/step-000030/ckpt.bin" $cb 2>&1); ctlrc=$?
     [ $ckrc -ne 0 ] && v="$v, checkpoints DIFFERENT"
     [ $ctlrc -eq 0 ] && v="$v, CONTROL NOT DETECTED"
     mkdir -p "$R/bad"
-    head -c -1000 "$R/ck/ckpt.bin" >"$R/bad/ckpt.bin"
+    head -c -1000 "$R/ck/step-000030/ckpt.bin" >"$R/bad/ckpt.bin"
     refused() { # exit code, log: a refusal must exit non-zero with a message naming the checkpoint
         if [ "$1" -ne 0 ] && [ "$1" -lt 128 ] && grep -q 'ckpt' "$2"; then echo "refused (exit $1)"; else echo "NOT REFUSED (exit $1)"; fi
     }
@@ -120,6 +133,66 @@ if has resume; then
     say "resume   killed after step $last_killed, resumed $(grep -o 'at step [0-9]*' "$R/resumed.log" | head -1): losses of steps 21-30 $v"
     say "resume   checkpoints at step 30, resumed vs uninterrupted: $ck"
     say "resume   control (lr 1% lower) vs uninterrupted: ${ctl/BEYOND bounds/told apart}"
+fi
+
+if has signal; then
+    # SIGTERM after step 13: the run ends its step, saves (step-000013), writes its summary and a
+    # closed trace, exits 0; resumed from there it must continue as the uninterrupted run.
+    S=$OUT/signal
+    rm -rf "$S" && mkdir -p "$S"
+    args="--model models/bert-tiny.cfg --synthetic --batch 16 --steps 30 --log-every 1 --seed 5"
+    timeout 60 $T $args --save "$S/full" >"$S/full.log" 2>&1
+    $T $args --save "$S/ck" --save-every 10 --log-file "$S/killed.jsonl" --trace-json "$S/killed-trace.json" \
+        >"$S/killed.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q '^step     13/' "$S/killed.log" && break; sleep 0.05; done
+    kill -TERM $pid 2>/dev/null
+    wait $pid
+    krc=$?
+    stopped=$(grep -o 'stopped by a signal after step [0-9]*' "$S/killed.log" | awk '{print $NF}')
+    outcome=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["outcome"])' "$S/killed.summary.json" 2>&1)
+    say "signal   SIGTERM: rc=$krc, stopped after step ${stopped:-NONE}, checkpoint $(ls "$S/ck" | tr '\n' ' '), summary '$outcome', trace $(json_ok "$S/killed-trace.json")"
+    [ "$outcome" = "stopped by signal" ] || say "signal   SUMMARY outcome DIFFERENT: $outcome"
+    timeout 60 $T $args --save "$S/ck" --save-every 10 --resume "$S/ck" >"$S/resumed.log" 2>&1
+    rrc=$?
+    v=$(same_losses "$S/full.log" "$S/resumed.log" "${stopped:-0}")
+    ck=$(python3 tests/gpu/compare_ckpt.py "$S/ck/step-000030/ckpt.bin" "$S/full/step-000030/ckpt.bin" $cb 2>&1)
+    say "signal   resumed rc=$rrc $(grep -o 'at step [0-9]*' "$S/resumed.log" | head -1): losses after step $stopped $v; $ck"
+fi
+
+if has nonfinite; then
+    # --debug-nonfinite-step 8 makes step 8's loss and gradient NaN: the run stops with exit 3,
+    # naming the step and the last good checkpoint (step-000005); with --skip-nonfinite it goes on.
+    N=$OUT/nonfinite
+    rm -rf "$N" && mkdir -p "$N"
+    args="--model models/bert-tiny.cfg --synthetic --batch 16 --steps 12 --log-every 1 --seed 5 --debug-nonfinite-step 8"
+    timeout 60 $T $args --save "$N/ck" --save-every 5 --trace-json "$N/trace.json" >"$N/stop.log" 2>&1
+    src=$?
+    msg=$(grep 'unpad-train: step 8' "$N/stop.log" | cut -c1-220)
+    if [ $src -eq 3 ] && grep -q 'not finite' "$N/stop.log" && grep -q 'step-000005' "$N/stop.log" &&
+        [ ! -d "$N/ck/step-000010" ]; then v="stops (exit 3)"; else v="NOT STOPPED as described (exit $src)"; fi
+    say "nonfinite $v, trace $(json_ok "$N/trace.json"): $msg"
+    timeout 60 $T $args --skip-nonfinite --log-file "$N/skip.jsonl" >"$N/skip.log" 2>&1
+    krc=$?
+    skipped=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["skipped_nonfinite"])' "$N/skip.summary.json" 2>&1)
+    final=$(grep -E '^step +12/' "$N/skip.log" | awk '{print $5}')
+    if [ $krc -eq 0 ] && [ "$skipped" = 1 ] && grep -q 'step 8 skipped' "$N/skip.log" && [ "$final" != nan ] &&
+        [ -n "$final" ]; then v="skipped and counted"; else v="SKIP DIFFERENT (exit $krc, skipped $skipped, loss $final)"; fi
+    say "nonfinite --skip-nonfinite: $v; final loss $final"
+fi
+
+if has steps; then
+    S=$OUT/steps
+    rm -rf "$S" && mkdir -p "$S"
+    sargs="--steps ${STEPS_N:-300} --lr 1e-3 --weight-decay 0.1"
+    timeout 300 $T --precision fp32 --gelu tanh --model models/bert-tiny.cfg --synthetic --batch 16 $sargs \
+        --warmup-steps 30 --no-dropout --seed 11 --log-every 1 --log-file "$S/log.jsonl" \
+        --dump-weights "$S/w.bin" --dump-batches "$S/b.bin" --dump-final "$S/f.bin" >"$S/train.log" 2>&1
+    trc=$?
+    timeout 600 python3 tests/gpu/compare_steps.py --model models/bert-tiny.cfg --gelu tanh $sargs --warmup 30 \
+        --weights "$S/w.bin" --batches "$S/b.bin" --log "$S/log.jsonl" --final "$S/f.bin" >"$S/compare.log" 2>&1
+    say "steps    train rc=$trc compare rc=$? $(tail -1 "$S/compare.log" | cut -c1-220)"
+    rm -f "$S/w.bin" "$S/b.bin" "$S/f.bin"
 fi
 
 if has large; then
@@ -145,7 +218,7 @@ tar czf "$OUT/logs.tgz" -C "$OUT" --exclude='*.bin' --exclude=logs.tgz . 2>/dev/
 echo "---- summary"
 cat "$SUMMARY"
 # a failed stage (a non-zero exit, a resume that differs, a bad checkpoint accepted) fails the script
-if grep -qE 'rc=[1-9]|DIFFERENT|NOT REFUSED|BEYOND|NOT DETECTED|headers differ' "$SUMMARY"; then
+if grep -qE 'rc=[1-9]|DIFFERENT|NOT REFUSED|NOT STOPPED|BEYOND|NOT DETECTED|INVALID|NONE|FAILED|headers differ' "$SUMMARY"; then
     echo "bench_train.sh: FAILED (see above)"
     exit 1
 fi

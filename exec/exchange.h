@@ -1,4 +1,4 @@
-/* exchange.h — the balanced sample exchange of data-parallel training (DESIGN.md, issue 6).
+/* exchange.h — the balanced sample exchange of data-parallel training (docs/design.md).
  *
  * Every rank loads its own slice of the global batch (loader order: rank r holds the samples
  * [r*b, (r+1)*b) of the global batch of gpus*b); the ranks all-gather the (length, predictions)

@@ -1,7 +1,24 @@
 /* common.h — what every kernel file, launcher and host caller shares: the storage type of
- * activations and working weights seen from C (floatX: bf16, or fp32 in the fp32 build), and one
- * check macro per library (they print file:line and the library's own message and
- * stop the program; only the trainer and GPU tests use them, never the CPU library).
+ * activations and working weights seen from C (floatX: bf16, or fp32 in the fp32 build), one
+ * check macro per library and one for invariants (they print file:line and the reason and stop the
+ * program; only the trainer and GPU tests use them, never the CPU library).
+ *
+ * Error policy of the trainer (exec/, exec/gpu/, kernels/): the library's (sim/unpad.h), with the
+ * GPU's check macros and a formatted invariant check:
+ * - Input and environment errors RETURN: a bad flag, file, shard, plan, checkpoint or batch, a
+ *   folder that cannot be written, a full disk, host or device memory that cannot be had, a
+ *   missing GPU. The function fills an unpad_err ("file:line: reason", with what to do where it
+ *   helps) and returns its status (UNPAD_EINVAL, UNPAD_EIO, UNPAD_ENOMEM, ...) up to main(),
+ *   which prints it, closes what it opened (the trace, the metrics file) and exits non-zero.
+ * - Invariant violations STOP at once: a state the code itself must never reach (a launcher's
+ *   limit, a gradient range out of order, a trace end without its begin) goes through
+ *   invariantCheck / UNPAD_REQUIRE, which print file:line and the condition and exit.
+ * - CUDA, cuBLAS, NCCL and MPI failures STOP at once through cudaCheck, cublasCheck, ncclCheck and
+ *   mpiCheck, printing file:line and the library's own message; every kernel launch is followed by
+ *   cudaCheck(cudaGetLastError()). The one exception: an allocation of device memory whose failure
+ *   a person can act on (a smaller batch) returns ENOMEM with the sizes (exec/gpu/devmem.h).
+ * Every host allocation is checked; a failure is an environment error (ENOMEM).
+ * Open Chrome traces are closed on every exit, stop or not (exec/chrome_trace.h).
  *
  * Layout of the unpadded batch everywhere: the tokens of all sequences packed one after another,
  * activations (T, H) row-major, `cu_seqlens` (n + 1) int32 prefix sums of the lengths on the device. */
@@ -61,6 +78,17 @@ static inline floatX float_to_floatX(float f) { return float_to_bf16(f); }
 #elif defined(UNPAD_WITH_CUDA_HEADERS)
 #include <cuda_runtime.h>
 #endif
+
+/* An invariant of the code itself (never the user's input): stops with file:line and the reason. */
+#define invariantCheck(cond, ...)                                                                 \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "%s:%d: internal error (%s): ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fputc('\n', stderr);                                                                  \
+            exit(EXIT_FAILURE);                                                                   \
+        }                                                                                         \
+    } while (0)
 
 #if defined(__CUDACC__) || defined(UNPAD_WITH_CUDA_HEADERS) || defined(CUDART_VERSION)
 #define cudaCheck(call)                                                                           \

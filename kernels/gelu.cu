@@ -1,6 +1,7 @@
 /* gelu.cu — bias + activation on (T, N) floatX rows, forward and backward with the bias gradient:
  * GELU (exact erf form, as BERT; FFN1 and the MLM head transform), tanh (NSP pooler), and the
- * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it.
+ * plain bias gradient (colsum) for GEMMs whose epilogue did not produce it, and the tanh-GELU
+ * backward of the MLM head transform.
  * Reference: kernels/ref/gelu_ref.c.
  *
  * Forward: four 16-byte vectors (8 columns each) per thread. Backward: a grid of row blocks x
@@ -159,6 +160,20 @@ __global__ void __launch_bounds__(ACT_THREADS)
     }
 }
 
+/* dx = dout * gelu_tanh'(x), element-wise: the MLM head transform's backward in the tanh-GELU
+ * build (the encoder's tanh GELU runs in the GEMM epilogues). */
+__global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout, const floatX *x, int64_t n)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = load1(x + i);
+        float th = tanhf(c * (v + 0.044715f * v * v * v));
+        float g = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * 0.044715f * v * v);
+        store1(dx + i, load1(dout + i) * g);
+    }
+}
+
 /* ---- launchers ---------------------------------------------------------------------------------- */
 
 size_t bias_bwd_scratch_bytes(int N)
@@ -257,4 +272,14 @@ void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, cu
         bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
     else
         bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
+}
+
+void gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 0);
+    if (n == 0)
+        return;
+    int64_t g = (n + ACT_THREADS - 1) / ACT_THREADS;
+    gelu_tanh_bwd_kernel<<<(unsigned)(g > 65536 ? 65536 : g), ACT_THREADS, 0, stream>>>(dx, dout, x, n);
+    cudaCheck(cudaGetLastError());
 }

@@ -1,6 +1,7 @@
 /* kernels.h — the C-callable launchers of the unpadded encoder's memory-bound kernels:
  * embedding, bias + dropout + residual + LayerNorm (and plain LayerNorm), bias + GELU / tanh,
- * bias gradients, masked-LM and next-sentence losses, row gather/scatter, and the fused LAMB step.
+ * bias gradients, masked-LM and next-sentence losses and accuracy, row gather/scatter, the fused
+ * LAMB step, and parameter initialisation.
  * (The FMHA and the cuBLASLt wrapper have their own headers.)
  *
  * Conventions shared by every launcher here:
@@ -164,6 +165,12 @@ void bias_bwd(float *dbias,                   /* (N) += */
               const floatX *dout,               /* (T, N) */
               int T, int N, float *scratch, cudaStream_t stream);
 
+/* dx = dout * gelu_tanh'(x) element-wise, gelu_tanh(z) = z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)));
+ * dx may alias dout. (The forward runs in the GEMM epilogue.) */
+UNPAD_EXTERN_C
+void gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, /* (n) each */
+                   int64_t n, cudaStream_t stream);
+
 /* ---- losses and row gather (kernels/loss.cu) --------------------------------------------------- */
 /* out[i] = in[rows[i]] (masked positions -> MLM head, cu_seqlens[0..n-1] -> CLS rows). */
 UNPAD_EXTERN_C
@@ -209,6 +216,28 @@ void reduce_sum_f32(float *out,               /* (1) */
                     const float *in,          /* (n) */
                     int n, cudaStream_t stream);
 
+/* correct[i] = 1 if the argmax over the first V columns of logits[i] (the smallest index on ties)
+ * equals labels[i], else 0 (labels[i] < 0: 0). V <= Vpad. */
+UNPAD_EXTERN_C
+void mlm_correct(float *correct,              /* (P) */
+                 const floatX *logits,        /* (P, Vpad) */
+                 const int32_t *labels,       /* (P) */
+                 int P, int V, int Vpad, cudaStream_t stream);
+/* correct[i] = 1 if (logits[i, 1] > logits[i, 0]) equals labels[i] (0 or 1), else 0. */
+UNPAD_EXTERN_C
+void nsp_correct(float *correct,              /* (n) */
+                 const floatX *logits,        /* (n, 2) */
+                 const int32_t *labels,       /* (n) */
+                 int n, cudaStream_t stream);
+/* acc[k] += the sum of vector k, k = 0..3 (MLM loss, MLM correct, NSP loss, NSP correct), by one
+ * block in a fixed order (bitwise reproducible). P or n may be 0. */
+UNPAD_EXTERN_C
+void stats_accumulate(float *acc,             /* (4) += */
+                      const float *mlm_loss, const float *mlm_correct, /* (P) */
+                      int P,
+                      const float *nsp_loss, const float *nsp_correct, /* (n) */
+                      int n, cudaStream_t stream);
+
 /* ---- LAMB (kernels/lamb.cu) -------------------------------------------------------------------- */
 /* Every parameter tensor is a slice of ONE flat buffer per kind: fp32 master, floatX working copy,
  * fp32 gradient, fp32 m and v, all of N elements with the same offsets. */
@@ -243,7 +272,9 @@ int lamb_tensors_chunk(lamb_tensor *t, int n);
  *   u = (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps) + wd * w   (wd only if flagged)
  *   w -= lr * (||w|| > 0 && ||u|| > 0 ? ||w|| / ||u|| : 1) * u   (norms per tensor)
  *   work = floatX(w).  grad is left untouched (the caller zeroes it).
- * All norms are fixed-order reductions (bitwise reproducible). */
+ * When the global norm or one of guard[0..n_guard) (device; e.g. the step's loss sums) is not
+ * finite, the step is skipped: master, work, m and v stay as they were (grad_norm is still
+ * written). All norms are fixed-order reductions (bitwise reproducible). */
 UNPAD_EXTERN_C
 void lamb_update(float *master,               /* (N) fp32 */
                  floatX *work,                  /* (N) floatX */
@@ -252,10 +283,24 @@ void lamb_update(float *master,               /* (N) fp32 */
                  const lamb_tensor *tensors,  /* (n_tensors) device copy, chunked */
                  int n_tensors, int n_chunks, lamb_hparams hp,
                  float *grad_norm,            /* (1) receives the global norm before clipping, or NULL */
+                 const float *guard, int n_guard, /* (n_guard) or NULL, 0 */
                  float *scratch, cudaStream_t stream);
 
 /* out = floatX(in): the initial working copy of the master weights. */
 UNPAD_EXTERN_C
 void convert_f32_to_floatX(floatX *out, const float *in, int64_t n, cudaStream_t stream);
+
+/* ---- initialisation (kernels/init.cu) ---------------------------------------------------------- */
+/* Redraws of the truncated normal before an element is left at 0 (P(all rejected) = 0.05^64). */
+#define INIT_TRUNC_DRAWS 64
+/* w[i] = std * z_i, z_i a standard normal truncated to [-2, 2] (redrawn outside), a pure function
+ * of (seed, id, i): draw k of element i hashes (seed, id * INIT_TRUNC_DRAWS + k, i) into two
+ * 24-bit uniforms for Box-Muller. */
+UNPAD_EXTERN_C
+void init_trunc_normal(float *w,              /* (n) */
+                       int64_t n, float std, uint64_t seed, uint64_t id, cudaStream_t stream);
+/* w[i] = v. */
+UNPAD_EXTERN_C
+void fill_f32(float *w, int64_t n, float v, cudaStream_t stream); /* (n) */
 
 #endif

@@ -6,7 +6,8 @@
  * Work is cut into chunks of UNPAD_LAMB_CHUNK elements, never straddling two tensors; block b of
  * every kernel takes chunk b and finds its tensor by binary search over chunk_begin. Four kernels:
  *   1. per-chunk sums of grad^2;
- *   2. one block adds them in a fixed order: the global norm and the clipping factor;
+ *   2. one block adds them in a fixed order: the global norm and the clipping factor (NaN when the
+ *      norm or a guard value is not finite: kernels 3 and 4 then change nothing);
  *   3. moments m, v updated; per-chunk sums of w^2 and u^2;
  *   4. each block adds its tensor's chunk sums in a fixed order (the trust ratio), recomputes u
  *      from the new m, v and applies it; writes master and the floatX working copy.
@@ -113,7 +114,8 @@ __global__ void __launch_bounds__(LAMB_THREADS)
 }
 
 __global__ void __launch_bounds__(1024)
-    lamb_clip_kernel(float *scratch, float *grad_norm, int nchunks, float max_grad_norm)
+    lamb_clip_kernel(float *scratch, float *grad_norm, int nchunks, float max_grad_norm, const float *guard,
+                     int n_guard)
 {
     __shared__ float sh[32];
     float s = 0.0f;
@@ -123,7 +125,11 @@ __global__ void __launch_bounds__(1024)
     if (threadIdx.x == 0) {
         float norm = sqrtf(s);
         scratch[LAMB_NORM] = norm;
-        scratch[LAMB_CLIP] = norm > max_grad_norm ? max_grad_norm / norm : 1.0f;
+        int skip = !isfinite(norm);
+        for (int i = 0; i < n_guard; i++)
+            skip |= !isfinite(guard[i]);
+        /* a NaN clip factor tells the next two kernels to leave everything as it is */
+        scratch[LAMB_CLIP] = skip ? NAN : norm > max_grad_norm ? max_grad_norm / norm : 1.0f;
         if (grad_norm)
             *grad_norm = norm;
     }
@@ -139,6 +145,8 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     int k = lamb_chunk(t, n, blockIdx.x, &start, &len);
     int decay = t[k].weight_decay;
     float clip = scratch[LAMB_CLIP];
+    if (!isfinite(clip))
+        return;
     float w2 = 0.0f, u2 = 0.0f;
     lamb_for_each(start, len, [&](int64_t j, int cnt) {
         float g[4], w[4], mj[4], vj[4];
@@ -175,6 +183,8 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     int k = lamb_chunk(t, n, blockIdx.x, &start, &len);
     int first = t[k].chunk_begin;
     int last = k + 1 < n ? t[k + 1].chunk_begin : gridDim.x;
+    if (!isfinite(scratch[LAMB_CLIP]))
+        return;
     const float *wu = scratch + LAMB_WU(gridDim.x);
     float w2 = 0.0f, u2 = 0.0f;
     for (int b = first + threadIdx.x; b < last; b += LAMB_THREADS) {
@@ -237,9 +247,10 @@ size_t lamb_scratch_bytes(int n_chunks)
 
 void lamb_update(float *master, floatX *work, float *m, float *v, const float *grad,
                  const lamb_tensor *tensors, int n_tensors, int n_chunks, lamb_hparams hp,
-                 float *grad_norm, float *scratch, cudaStream_t stream)
+                 float *grad_norm, const float *guard, int n_guard, float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(n_tensors >= 1 && n_chunks >= n_tensors);
+    UNPAD_REQUIRE(n_guard >= 0 && (n_guard == 0 || guard != NULL));
     UNPAD_REQUIRE(hp.step >= 1 && hp.beta1 >= 0.0f && hp.beta1 < 1.0f && hp.beta2 >= 0.0f &&
                   hp.beta2 < 1.0f && hp.max_grad_norm > 0.0f);
     UNPAD_REQUIRE(scratch != NULL);
@@ -247,7 +258,7 @@ void lamb_update(float *master, floatX *work, float *m, float *v, const float *g
                      (float)(1.0 - pow(hp.beta1, hp.step)), (float)(1.0 - pow(hp.beta2, hp.step))};
     lamb_grad_sq_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(scratch, grad, tensors, n_tensors);
     cudaCheck(cudaGetLastError());
-    lamb_clip_kernel<<<1, 1024, 0, stream>>>(scratch, grad_norm, n_chunks, hp.max_grad_norm);
+    lamb_clip_kernel<<<1, 1024, 0, stream>>>(scratch, grad_norm, n_chunks, hp.max_grad_norm, guard, n_guard);
     cudaCheck(cudaGetLastError());
     lamb_moments_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(m, v, scratch, master, grad, tensors,
                                                                n_tensors, c);

@@ -17,6 +17,7 @@
 #define XENT_FWD_UNROLL 4
 #define XENT_BWD_UNROLL 8
 #define SUM_THREADS 1024
+#define ACC_THREADS 256 /* accuracy and loss totals */
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
@@ -183,6 +184,83 @@ __global__ void __launch_bounds__(SUM_THREADS) reduce_sum_kernel(float *out, con
         out[0] = s;
 }
 
+/* One block (ACC_THREADS) per masked row: argmax over the first V columns, the smallest index on
+ * ties. */
+__global__ void __launch_bounds__(ACC_THREADS)
+    mlm_correct_kernel(float *correct, const floatX *logits, const int32_t *labels, int V, int Vpad)
+{
+    const floatX *row = logits + (size_t)blockIdx.x * Vpad;
+    float best = -INFINITY;
+    int arg = 0x7fffffff;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) {
+        float v = load1(row + j);
+        if (v > best) {
+            best = v;
+            arg = j;
+        }
+    }
+    __shared__ float sv[ACC_THREADS];
+    __shared__ int si[ACC_THREADS];
+    sv[threadIdx.x] = best;
+    si[threadIdx.x] = arg;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) {
+            float v2 = sv[threadIdx.x + o];
+            int i2 = si[threadIdx.x + o];
+            if (v2 > sv[threadIdx.x] || (v2 == sv[threadIdx.x] && i2 < si[threadIdx.x])) {
+                sv[threadIdx.x] = v2;
+                si[threadIdx.x] = i2;
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        correct[blockIdx.x] = (labels[blockIdx.x] >= 0 && si[0] == labels[blockIdx.x]) ? 1.0f : 0.0f;
+}
+
+__global__ void nsp_correct_kernel(float *correct, const floatX *logits, const int32_t *labels, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    int pred = load1(logits + 2 * i + 1) > load1(logits + 2 * i) ? 1 : 0;
+    correct[i] = pred == labels[i] ? 1.0f : 0.0f;
+}
+
+/* The sum of v[0..n) by one block in a fixed order. */
+__device__ float acc_block_sum(const float *v, int n, float *sh)
+{
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        s += v[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o)
+            sh[threadIdx.x] += sh[threadIdx.x + o];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void __launch_bounds__(ACC_THREADS)
+    stats_accumulate_kernel(float *acc, const float *ml, const float *mc, int P, const float *nl,
+                            const float *nc, int n)
+{
+    __shared__ float sh[ACC_THREADS];
+    float a = acc_block_sum(ml, P, sh), b = acc_block_sum(mc, P, sh), c = acc_block_sum(nl, n, sh),
+          d = acc_block_sum(nc, n, sh);
+    if (threadIdx.x == 0) {
+        acc[0] += a;
+        acc[1] += b;
+        acc[2] += c;
+        acc[3] += d;
+    }
+}
+
 /* ---- launchers ---------------------------------------------------------------------------------- */
 
 void rows_gather(floatX *out, const floatX *in, const int32_t *rows, int P, int H, cudaStream_t stream)
@@ -245,5 +323,33 @@ void reduce_sum_f32(float *out, const float *in, int n, cudaStream_t stream)
 {
     UNPAD_REQUIRE(n >= 0);
     reduce_sum_kernel<<<1, SUM_THREADS, 0, stream>>>(out, in, n);
+    cudaCheck(cudaGetLastError());
+}
+
+void mlm_correct(float *correct, const floatX *logits, const int32_t *labels, int P, int V, int Vpad,
+                 cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && V >= 1 && V <= Vpad);
+    if (P == 0)
+        return;
+    mlm_correct_kernel<<<P, ACC_THREADS, 0, stream>>>(correct, logits, labels, V, Vpad);
+    cudaCheck(cudaGetLastError());
+}
+
+void nsp_correct(float *correct, const floatX *logits, const int32_t *labels, int n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 0);
+    if (n == 0)
+        return;
+    nsp_correct_kernel<<<(n + 127) / 128, 128, 0, stream>>>(correct, logits, labels, n);
+    cudaCheck(cudaGetLastError());
+}
+
+void stats_accumulate(float *acc, const float *mlm_loss, const float *mlm_correct, int P,
+                      const float *nsp_loss, const float *nsp_correct, int n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(P >= 0 && n >= 0);
+    stats_accumulate_kernel<<<1, ACC_THREADS, 0, stream>>>(acc, mlm_loss, mlm_correct, P, nsp_loss,
+                                                           nsp_correct, n);
     cudaCheck(cudaGetLastError());
 }

@@ -36,7 +36,7 @@ else
 fi
 
 step "2. whatif: the five policies on 8 GPUs x 56 sequences (2,000 sampled steps each)"
-run whatif-8x56 "$U" whatif --gpus 8 --batch 56 --policy none,sort-deal,lpt,kk,pack \
+run whatif-8x56 "$U" whatif --gpus 8 --batch 56 --policy none,sort-deal,lpt,kk,ffd-tokens \
     --count equal,free --steps 2000 --csv "$out/whatif-8x56.csv"
 
 step "3. whatif sweep: 8..512 GPUs x 16..64 sequences per GPU, equal counts (100 steps each)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# report.sh — the calibration report of issue 7 in one command:
+# report.sh — the calibration report in one command:
 #   1. calibrate on traces/calib-*.csv   -> models/calib/h200-sxm.cfg (coefficients +- s.e., residuals)
 #   2. validate on traces/heldout-*.csv  -> per-operator / per-rank / per-step error tables, CSV, plot
 #   3. cross-hardware: the H200 calibration carried to the A100 spec, 8 x A100 BERT-Large
@@ -31,14 +31,17 @@ if [ "$synthetic" = 1 ]; then
     label="SYNTHETIC traces from tests/data (known coefficients): a demonstration, not a measurement"
 else
     calib=(traces/calib-*.csv)
-    held=(traces/heldout-*.csv)
+    held=()
+    for f in traces/heldout-*.csv; do # heldout-workloads.csv is the workload table, not a trace
+        [ "$f" = traces/heldout-workloads.csv ] || held+=("$f")
+    done
     cfg=models/calib/h200-sxm.cfg
     label="measured traces from traces/"
 fi
 shopt -u nullglob
 if [ ${#calib[@]} -eq 0 ] || [ ${#held[@]} -eq 0 ]; then
     echo "report.sh: no calibration traces (traces/calib-*.csv) or held-out traces (traces/heldout-*.csv) yet;" >&2
-    echo "           the measured H200 traces come from the trainer (issue 7, item 3)." >&2
+    echo "           the measured traces come from the trainer (unpad-train --trace)." >&2
     echo "           'scripts/report.sh --synthetic' runs the same report on the synthetic traces in tests/data." >&2
     exit 1
 fi

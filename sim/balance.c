@@ -1,26 +1,59 @@
-/* balance.c — the balancing policies (none, sort-deal, lpt, kk, pack) over integer weights, and
+/* balance.c — the balancing policies (one table: balance_policy_types) over integer weights, and
  * the imbalance metrics. Every decision compares integers and breaks ties by sequence index, GPU
  * index or node creation order, so the result is the same on every machine. */
 #include "balance.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const POLICY_NAMES[BAL_POLICY_COUNT] = {"none", "sort-deal", "lpt", "kk", "pack"};
 static const char *const COUNT_NAMES[BAL_COUNT_COUNT] = {"equal", "free"};
 
 const char *balance_policy_name(balance_policy p)
 {
-    return (unsigned)p < BAL_POLICY_COUNT ? POLICY_NAMES[p] : "?";
+    return (unsigned)p < BAL_POLICY_COUNT ? balance_policy_types[p].name : "?";
 }
 
 int balance_policy_from_name(const char *s)
 {
     for (int i = 0; i < BAL_POLICY_COUNT; i++)
-        if (s && !strcmp(s, POLICY_NAMES[i]))
+        if (s && !strcmp(s, balance_policy_types[i].name))
             return i;
     return -1;
+}
+
+int balance_policy_parse(const char *s, balance_policy *out, unpad_err *err)
+{
+    int v = balance_policy_from_name(s);
+    if (v >= 0) {
+        *out = (balance_policy)v;
+        return UNPAD_OK;
+    }
+    if (s && !strcmp(s, "pack"))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "'pack' is now 'ffd-tokens' (sequence packing is a layout: --layout packed)");
+    char names[256];
+    return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "unknown policy '%s' (expected %s)", s ? s : "",
+                      balance_policy_list(names, sizeof names, " | "));
+}
+
+const char *balance_policy_list(char *buf, size_t n, const char *sep)
+{
+    size_t at = 0;
+    if (n)
+        buf[0] = '\0';
+    for (int p = 0; p < BAL_POLICY_COUNT && at < n; p++) {
+        int w = snprintf(buf + at, n - at, "%s%s", p ? sep : "", balance_policy_types[p].name);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
+}
+
+void balance_policy_help_print(FILE *f, const char *indent)
+{
+    for (int p = 0; p < BAL_POLICY_COUNT; p++)
+        fprintf(f, "%s%-11s %s\n", indent, balance_policy_types[p].name, balance_policy_types[p].help);
 }
 
 const char *balance_count_name(balance_count c)
@@ -34,6 +67,16 @@ int balance_count_from_name(const char *s)
         if (s && !strcmp(s, COUNT_NAMES[i]))
             return i;
     return -1;
+}
+
+int balance_count_parse(const char *s, balance_count *out, unpad_err *err)
+{
+    int v = balance_count_from_name(s);
+    if (v < 0)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "unknown count '%s' (expected equal | free)",
+                          s ? s : "");
+    *out = (balance_count)v;
+    return UNPAD_OK;
 }
 
 void balance_weights(const seq_cost *sc, const int *len, int n, int64_t *w)
@@ -53,24 +96,9 @@ void balance_weights(const seq_cost *sc, const int *len, int n, int64_t *w)
 
 /* ---- workspace ------------------------------------------------------------------------------ */
 
-/* One subset of a Karmarkar-Karp partial partition: its weight and its sequences as a linked list
- * through ws->next (head -1: empty, a padding item of the balanced variant). */
-typedef struct {
-    int64_t sum;
-    int32_t head, tail;
-} kk_entry;
-
-/* A partial partition: m nonzero subsets stored in descending order of sum at arena[off..off+m);
- * the other k - m subsets are empty. */
-typedef struct {
-    int64_t diff;   /* largest sum - smallest sum (0 for an empty subset) */
-    int32_t off, m;
-    int32_t id;     /* creation order: ties in the heap go to the older node */
-    int32_t single; /* 1: a lone sequence, its entry at ws->single[off] */
-} kk_node;
-
 struct balance_ws {
     int max_n, max_gpus;
+    /* shared by the policies that sort */
     uint64_t *key, *key_tmp;  /* (max_n) sort keys */
     int *order;               /* (max_n) sequence indices, heaviest first */
     /* The last two sorts (weights and their order): policies run one after another on the same
@@ -80,22 +108,23 @@ struct balance_ws {
     int memo_n[2];            /* 0: empty */
     int memo_next;            /* slot to replace */
     int64_t *wtmp;            /* (max_n) token weights when none are given */
-    /* lpt and pack: per-GPU state */
-    int *heap;                /* (max_gpus) GPU indices, a min-heap on (load, index) */
-    int *cap, *cnt;           /* (max_gpus) slots and sequences placed */
-    int64_t *gload;           /* (max_gpus) */
-    int64_t *tree;            /* (2 * pow2 >= max_gpus) max remaining budget, segment tree */
-    int tree_size;
-    int tree_k, tree_linear;  /* GPUs in use; 1: few GPUs, scan the leaves instead */
-    int *trial_gpu;           /* (max_n) pack: the assignment of one FFD trial */
-    /* kk */
-    kk_node *nodes;           /* (max_n + max_gpus) heap of partial partitions */
-    kk_entry *arena[2];       /* (arena_cap) entries of the live nodes, double-buffered */
-    int arena_cap, arena_cur, arena_top;
-    kk_entry *run, *run_tmp;  /* (max_gpus) merge scratch */
-    kk_entry *single;         /* (max_n) lone sequences, heaviest first (free counts) */
-    int32_t *next;            /* (max_n) list links of the subsets */
+    /* each policy's own arrays, laid out in this block by its layout function (the largest
+     * policy sets the size): one block serves every policy in turn */
+    unsigned char *scratch;
 };
+
+/* Carves 16-byte-aligned arrays out of a policy's scratch block; with base NULL it only counts. */
+typedef struct {
+    unsigned char *base;
+    size_t used;
+} ws_carver;
+
+static void *carve(ws_carver *c, size_t count, size_t size)
+{
+    size_t off = (c->used + 15) & ~(size_t)15;
+    c->used = off + count * size;
+    return c->base ? c->base + off : NULL;
+}
 
 int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
 {
@@ -108,12 +137,12 @@ int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     ws->max_n = max_n;
     ws->max_gpus = max_gpus;
-    size_t n = (size_t)max_n, k = (size_t)max_gpus;
-    int ts = 1;
-    while (ts < max_gpus)
-        ts <<= 1;
-    ws->tree_size = ts;
-    ws->arena_cap = 2 * (max_n + max_gpus) + max_gpus;
+    size_t n = (size_t)max_n, scratch = 1;
+    for (int p = 0; p < BAL_POLICY_COUNT; p++) {
+        const balance_policy_type *t = &balance_policy_types[p];
+        size_t need = t->ws_size ? t->ws_size(max_n, max_gpus) : 0;
+        scratch = need > scratch ? need : scratch;
+    }
     ws->key = malloc(n * sizeof *ws->key);
     ws->key_tmp = malloc(n * sizeof *ws->key_tmp);
     ws->order = malloc(n * sizeof *ws->order);
@@ -122,23 +151,9 @@ int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
         ws->memo_order[m] = malloc(n * sizeof *ws->memo_order[m]);
     }
     ws->wtmp = malloc(n * sizeof *ws->wtmp);
-    ws->heap = malloc(k * sizeof *ws->heap);
-    ws->cap = malloc(k * sizeof *ws->cap);
-    ws->cnt = malloc(k * sizeof *ws->cnt);
-    ws->gload = malloc(k * sizeof *ws->gload);
-    ws->tree = malloc(2 * (size_t)ts * sizeof *ws->tree);
-    ws->trial_gpu = malloc(n * sizeof *ws->trial_gpu);
-    ws->nodes = malloc((n + k) * sizeof *ws->nodes);
-    ws->arena[0] = malloc((size_t)ws->arena_cap * sizeof(kk_entry));
-    ws->arena[1] = malloc((size_t)ws->arena_cap * sizeof(kk_entry));
-    ws->run = malloc(k * sizeof(kk_entry));
-    ws->run_tmp = malloc(k * sizeof(kk_entry));
-    ws->single = malloc(n * sizeof(kk_entry));
-    ws->next = malloc(n * sizeof *ws->next);
+    ws->scratch = malloc(scratch);
     if (!ws->key || !ws->key_tmp || !ws->order || !ws->memo_w[0] || !ws->memo_w[1] ||
-        !ws->memo_order[0] || !ws->memo_order[1] || !ws->wtmp || !ws->heap || !ws->cap || !ws->cnt ||
-        !ws->gload || !ws->tree || !ws->trial_gpu || !ws->nodes || !ws->arena[0] || !ws->arena[1] ||
-        !ws->run || !ws->run_tmp || !ws->single || !ws->next) {
+        !ws->memo_order[0] || !ws->memo_order[1] || !ws->wtmp || !ws->scratch) {
         balance_ws_free(ws);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0,
                           "out of memory for a balance workspace of %d sequences on %d GPUs", max_n,
@@ -160,19 +175,7 @@ void balance_ws_free(balance_ws *ws)
         free(ws->memo_order[m]);
     }
     free(ws->wtmp);
-    free(ws->heap);
-    free(ws->cap);
-    free(ws->cnt);
-    free(ws->gload);
-    free(ws->tree);
-    free(ws->trial_gpu);
-    free(ws->nodes);
-    free(ws->arena[0]);
-    free(ws->arena[1]);
-    free(ws->run);
-    free(ws->run_tmp);
-    free(ws->single);
-    free(ws->next);
+    free(ws->scratch);
     free(ws);
 }
 
@@ -324,10 +327,10 @@ static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
 }
 
 /* Slots per GPU under the count constraint: equal: floor(n/k) + (g < n mod k); free: n. */
-static void set_caps(balance_ws *ws, int n, int k, balance_count c)
+static void set_caps(int *cap, int n, int k, balance_count c)
 {
     for (int g = 0; g < k; g++)
-        ws->cap[g] = c == BAL_EQUAL ? n / k + (g < n % k) : n;
+        cap[g] = c == BAL_EQUAL ? n / k + (g < n % k) : n;
 }
 
 /* Fills out->start/seq/load/tokens from out->gpu. */
@@ -359,50 +362,65 @@ static void finish(const balance_input *in, const int64_t *w, balance_result *ou
 
 /* ---- none and sort-deal --------------------------------------------------------------------- */
 
-int balance_assign_none(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+static int assign_none(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {
-    int rc = check_input(ws, in, out, err);
-    if (rc)
-        return rc;
     const int64_t *w = weights_of(ws, in);
     int n = in->n, k = in->gpus, q = n / k, r = n % k;
     for (int i = 0; i < n; i++)
         out->gpu[i] = i < r * (q + 1) ? i / (q + 1) : r + (i - r * (q + 1)) / q;
-    out->pack_budget = 0;
     finish(in, w, out);
     return UNPAD_OK;
 }
 
-int balance_assign_sort_deal(balance_ws *ws, const balance_input *in, balance_result *out,
-                             unpad_err *err)
+static int assign_sort_deal(balance_ws *ws, const balance_input *in, balance_result *out,
+                            unpad_err *err)
 {
-    int rc = check_input(ws, in, out, err);
-    if (rc)
-        return rc;
     const int64_t *w = weights_of(ws, in);
     sort_heaviest_first(ws, w, in->n);
     for (int i = 0; i < in->n; i++)
         out->gpu[ws->order[i]] = i % in->gpus;
-    out->pack_budget = 0;
     finish(in, w, out);
     return UNPAD_OK;
 }
 
 /* ---- lpt ------------------------------------------------------------------------------------- */
 
-static int gpu_before(const balance_ws *ws, int a, int b)
+typedef struct {
+    int *heap;        /* (max_gpus) GPU indices, a min-heap on (load, index) */
+    int *cap, *cnt;   /* (max_gpus) slots and sequences placed */
+    int64_t *gload;   /* (max_gpus) */
+} lpt_ws;
+
+static size_t lpt_layout(unsigned char *base, int max_n, int max_gpus, lpt_ws *s)
 {
-    return ws->gload[a] < ws->gload[b] || (ws->gload[a] == ws->gload[b] && a < b);
+    ws_carver c = {base, 0};
+    size_t k = (size_t)max_gpus;
+    s->heap = carve(&c, k, sizeof *s->heap);
+    s->cap = carve(&c, k, sizeof *s->cap);
+    s->cnt = carve(&c, k, sizeof *s->cnt);
+    s->gload = carve(&c, k, sizeof *s->gload);
+    return c.used;
 }
 
-static void heap_down(balance_ws *ws, int size, int i)
+static size_t lpt_ws_size(int max_n, int max_gpus)
 {
-    int *h = ws->heap;
+    lpt_ws s;
+    return lpt_layout(NULL, max_n, max_gpus, &s);
+}
+
+static int gpu_before(const lpt_ws *s, int a, int b)
+{
+    return s->gload[a] < s->gload[b] || (s->gload[a] == s->gload[b] && a < b);
+}
+
+static void heap_down(lpt_ws *s, int size, int i)
+{
+    int *h = s->heap;
     for (;;) {
         int l = 2 * i + 1, best = i;
-        if (l < size && gpu_before(ws, h[l], h[best]))
+        if (l < size && gpu_before(s, h[l], h[best]))
             best = l;
-        if (l + 1 < size && gpu_before(ws, h[l + 1], h[best]))
+        if (l + 1 < size && gpu_before(s, h[l + 1], h[best]))
             best = l + 1;
         if (best == i)
             return;
@@ -413,35 +431,80 @@ static void heap_down(balance_ws *ws, int size, int i)
     }
 }
 
-int balance_assign_lpt(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+static int assign_lpt(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {
-    int rc = check_input(ws, in, out, err);
-    if (rc)
-        return rc;
+    lpt_ws s;
+    lpt_layout(ws->scratch, ws->max_n, ws->max_gpus, &s);
     const int64_t *w = weights_of(ws, in);
     int n = in->n, k = in->gpus, size = k;
     sort_heaviest_first(ws, w, n);
-    set_caps(ws, n, k, in->count);
+    set_caps(s.cap, n, k, in->count);
     for (int g = 0; g < k; g++) {
-        ws->gload[g] = 0;
-        ws->cnt[g] = 0;
-        ws->heap[g] = g; /* all loads 0: index order is a valid heap */
+        s.gload[g] = 0;
+        s.cnt[g] = 0;
+        s.heap[g] = g; /* all loads 0: index order is a valid heap */
     }
     for (int i = 0; i < n; i++) {
-        int s = ws->order[i], g = ws->heap[0];
-        out->gpu[s] = g;
-        ws->gload[g] += w[s];
-        if (++ws->cnt[g] == ws->cap[g])
-            ws->heap[0] = ws->heap[--size]; /* full: only GPUs with a free slot stay */
+        int q = ws->order[i], g = s.heap[0];
+        out->gpu[q] = g;
+        s.gload[g] += w[q];
+        if (++s.cnt[g] == s.cap[g])
+            s.heap[0] = s.heap[--size]; /* full: only GPUs with a free slot stay */
         if (size > 0)
-            heap_down(ws, size, 0);
+            heap_down(&s, size, 0);
     }
-    out->pack_budget = 0;
     finish(in, w, out);
     return UNPAD_OK;
 }
 
 /* ---- kk -------------------------------------------------------------------------------------- */
+
+/* One subset of a Karmarkar-Karp partial partition: its weight and its sequences as a linked list
+ * through kk_ws.next (head -1: empty, a padding item of the balanced variant). */
+typedef struct {
+    int64_t sum;
+    int32_t head, tail;
+} kk_entry;
+
+/* A partial partition: m nonzero subsets stored in descending order of sum at arena[off..off+m);
+ * the other k - m subsets are empty. */
+typedef struct {
+    int64_t diff;   /* largest sum - smallest sum (0 for an empty subset) */
+    int32_t off, m;
+    int32_t id;     /* creation order: ties in the heap go to the older node */
+    int32_t single; /* 1: a lone sequence, its entry at single[off] */
+} kk_node;
+
+typedef struct {
+    kk_node *nodes;       /* (max_n + max_gpus) heap of partial partitions */
+    kk_entry *arena[2];   /* (arena_cap) entries of the live nodes, double-buffered */
+    int arena_cap, arena_cur, arena_top;
+    kk_entry *run, *run_tmp; /* (max_gpus) merge scratch */
+    kk_entry *single;     /* (max_n) lone sequences, heaviest first (free counts) */
+    int32_t *next;        /* (max_n) list links of the subsets */
+    const int *order;     /* the workspace's sort, heaviest first */
+} kk_ws;
+
+static size_t kk_layout(unsigned char *base, int max_n, int max_gpus, kk_ws *s)
+{
+    ws_carver c = {base, 0};
+    size_t n = (size_t)max_n, k = (size_t)max_gpus;
+    s->arena_cap = 2 * (max_n + max_gpus) + max_gpus;
+    s->nodes = carve(&c, n + k, sizeof *s->nodes);
+    s->arena[0] = carve(&c, (size_t)s->arena_cap, sizeof(kk_entry));
+    s->arena[1] = carve(&c, (size_t)s->arena_cap, sizeof(kk_entry));
+    s->run = carve(&c, k, sizeof(kk_entry));
+    s->run_tmp = carve(&c, k, sizeof(kk_entry));
+    s->single = carve(&c, n, sizeof(kk_entry));
+    s->next = carve(&c, n, sizeof *s->next);
+    return c.used;
+}
+
+static size_t kk_ws_size(int max_n, int max_gpus)
+{
+    kk_ws s;
+    return kk_layout(NULL, max_n, max_gpus, &s);
+}
 
 static int node_before(const kk_node *a, const kk_node *b)
 {
@@ -488,20 +551,20 @@ static kk_node node_pop(kk_node *h, int *size)
 }
 
 /* Copies the live nodes' entries to the other arena buffer so the top has room again. */
-static void arena_compact(balance_ws *ws, int live)
+static void arena_compact(kk_ws *s, int live)
 {
-    kk_entry *src = ws->arena[ws->arena_cur], *dst = ws->arena[!ws->arena_cur];
+    kk_entry *src = s->arena[s->arena_cur], *dst = s->arena[!s->arena_cur];
     int top = 0;
     for (int i = 0; i < live; i++) {
-        kk_node *nd = &ws->nodes[i];
+        kk_node *nd = &s->nodes[i];
         if (nd->single)
             continue;
         memcpy(dst + top, src + nd->off, (size_t)nd->m * sizeof *dst);
         nd->off = top;
         top += nd->m;
     }
-    ws->arena_cur = !ws->arena_cur;
-    ws->arena_top = top;
+    s->arena_cur = !s->arena_cur;
+    s->arena_top = top;
 }
 
 /* Stable merge sort of e[0..m) by descending sum. */
@@ -547,11 +610,11 @@ static void list_concat(int32_t *next, kk_entry *a, const kk_entry *b)
 
 /* Differencing step: subset i of A (heaviest first) joins subset k-1-i of B, so the heaviest of one
  * meets the lightest of the other. Result entries are written at the arena top. */
-static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *B, int id)
+static kk_node kk_merge(kk_ws *s, int k, const kk_node *A, const kk_node *B, int id)
 {
-    kk_entry *ar = ws->arena[ws->arena_cur];
-    const kk_entry *a = (A->single ? ws->single : ar) + A->off;
-    const kk_entry *b = (B->single ? ws->single : ar) + B->off;
+    kk_entry *ar = s->arena[s->arena_cur];
+    const kk_entry *a = (A->single ? s->single : ar) + A->off;
+    const kk_entry *b = (B->single ? s->single : ar) + B->off;
     int ma = A->m, mb = B->m;
     int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
     int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
@@ -561,16 +624,16 @@ static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *
         r1 = 0;
     if (r3 < 0)
         r3 = 0;
-    kk_entry *run = ws->run;
+    kk_entry *run = s->run;
     for (int t = 0; t < r2; t++) {
         int i = o_lo + t;
         run[t] = a[i];
         run[t].sum += b[k - 1 - i].sum;
-        list_concat(ws->next, &run[t], &b[k - 1 - i]);
+        list_concat(s->next, &run[t], &b[k - 1 - i]);
     }
-    entries_sort(run, ws->run_tmp, r2);
+    entries_sort(run, s->run_tmp, r2);
     /* Three descending runs -> one; ties: A's run, then the combined run, then B's. */
-    kk_entry *dst = ar + ws->arena_top;
+    kk_entry *dst = ar + s->arena_top;
     int i1 = 0, i2 = 0, i3 = 0, o = 0;
     while (i1 < r1 || i2 < r2 || i3 < r3) {
         int pick = 0;
@@ -589,47 +652,47 @@ static kk_node kk_merge(balance_ws *ws, int k, const kk_node *A, const kk_node *
         }
         dst[o++] = pick == 1 ? a[i1++] : pick == 2 ? run[i2++] : b[i3++];
     }
-    kk_node nd = {.off = ws->arena_top, .m = o, .id = id};
-    ws->arena_top += o;
+    kk_node nd = {.off = s->arena_top, .m = o, .id = id};
+    s->arena_top += o;
     nd.diff = o ? dst[0].sum - (o == k ? dst[k - 1].sum : 0) : 0;
     return nd;
 }
 
 /* The next node to difference: the queue of lone sequences (heaviest first, which is also the
  * heap's order among them) or the heap of merged nodes, whichever comes first. */
-static kk_node kk_take(balance_ws *ws, const int64_t *w, int *qh, int n, int *live)
+static kk_node kk_take(kk_ws *s, const int64_t *w, int *qh, int n, int *live)
 {
     if (*qh < n) {
-        int s = ws->order[*qh];
-        kk_node q = {.diff = w[s], .off = *qh, .m = 1, .id = s, .single = 1};
-        if (*live == 0 || node_before(&q, &ws->nodes[0])) {
+        int i = s->order[*qh];
+        kk_node q = {.diff = w[i], .off = *qh, .m = 1, .id = i, .single = 1};
+        if (*live == 0 || node_before(&q, &s->nodes[0])) {
             ++*qh;
             return q;
         }
     }
-    return node_pop(ws->nodes, live);
+    return node_pop(s->nodes, live);
 }
 
-int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+static int assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {
-    int rc = check_input(ws, in, out, err);
-    if (rc)
-        return rc;
+    kk_ws st, *s = &st;
+    kk_layout(ws->scratch, ws->max_n, ws->max_gpus, s);
+    s->order = ws->order;
     const int64_t *w = weights_of(ws, in);
     int n = in->n, k = in->gpus, live = 0, id = 0, qh = n;
-    kk_node *h = ws->nodes;
-    kk_entry *ar = ws->arena[0];
-    ws->arena_cur = 0;
-    ws->arena_top = 0;
+    kk_node *h = s->nodes;
+    kk_entry *ar = s->arena[0];
+    s->arena_cur = 0;
+    s->arena_top = 0;
     for (int i = 0; i < n; i++)
-        ws->next[i] = -1;
+        s->next[i] = -1;
     sort_heaviest_first(ws, w, n);
     if (in->count == BAL_FREE) {
         /* Every sequence starts as its own partial partition: one subset holding it. They wait in
          * a sorted queue (ids = sequence indices, as if they were in the heap); only merged
          * partitions (ids n, n+1, ...) go through the heap. */
         for (int p = 0; p < n; p++)
-            ws->single[p] = (kk_entry){w[ws->order[p]], ws->order[p], ws->order[p]};
+            s->single[p] = (kk_entry){w[s->order[p]], s->order[p], s->order[p]};
         qh = 0;
         id = n;
     } else {
@@ -637,86 +700,116 @@ int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *o
          * one member of each tuple per subset, so each GPU ends with the same count (+-1). */
         int tuples = (n + k - 1) / k;
         for (int t = 0; t < tuples; t++) {
-            kk_entry *e = ar + ws->arena_top;
+            kk_entry *e = ar + s->arena_top;
             for (int j = 0; j < k; j++) {
                 int p = t * k + j;
-                e[j] = p < n ? (kk_entry){w[ws->order[p]], ws->order[p], ws->order[p]}
+                e[j] = p < n ? (kk_entry){w[s->order[p]], s->order[p], s->order[p]}
                              : (kk_entry){0, -1, -1};
             }
-            h[live++] = (kk_node){.diff = e[0].sum - e[k - 1].sum, .off = ws->arena_top, .m = k,
+            h[live++] = (kk_node){.diff = e[0].sum - e[k - 1].sum, .off = s->arena_top, .m = k,
                                   .id = id++};
-            ws->arena_top += k;
+            s->arena_top += k;
         }
         for (int i = live / 2 - 1; i >= 0; i--)
             node_down(h, live, i);
     }
     while (live + (n - qh) > 1) {
-        if (ws->arena_top + k > ws->arena_cap)
-            arena_compact(ws, live);
-        kk_node A = kk_take(ws, w, &qh, n, &live);
-        kk_node B = kk_take(ws, w, &qh, n, &live);
-        h[live] = kk_merge(ws, k, &A, &B, id++);
+        if (s->arena_top + k > s->arena_cap)
+            arena_compact(s, live);
+        kk_node A = kk_take(s, w, &qh, n, &live);
+        kk_node B = kk_take(s, w, &qh, n, &live);
+        h[live] = kk_merge(s, k, &A, &B, id++);
         node_up(h, live++);
     }
     /* The last partial partition: subset p (heaviest first) goes to GPU p. */
     kk_node last = live ? h[0] : (kk_node){.off = 0, .m = 1, .single = 1}; /* n == 1 */
-    const kk_entry *e = (last.single ? ws->single : ws->arena[ws->arena_cur]) + last.off;
+    const kk_entry *e = (last.single ? s->single : s->arena[s->arena_cur]) + last.off;
     for (int p = 0; p < last.m; p++)
-        for (int s = e[p].head; s >= 0; s = ws->next[s])
-            out->gpu[s] = p;
-    out->pack_budget = 0;
+        for (int i = e[p].head; i >= 0; i = s->next[i])
+            out->gpu[i] = p;
     finish(in, w, out);
     return UNPAD_OK;
 }
 
-/* ---- pack ------------------------------------------------------------------------------------ */
+/* ---- ffd-tokens ------------------------------------------------------------------------------ */
 
-static void tree_set(balance_ws *ws, int g, int64_t v)
+typedef struct {
+    int *cap, *cnt;           /* (max_gpus) slots and sequences placed */
+    int64_t *gload;           /* (max_gpus) remaining token budget */
+    int64_t *tree;            /* (2 * tree_size) max remaining budget, segment tree */
+    int tree_size;            /* power of two >= max_gpus */
+    int tree_k, tree_linear;  /* GPUs in use; 1: few GPUs, scan the leaves instead */
+    int *trial_gpu;           /* (max_n) the assignment of one FFD trial */
+    const int *order;         /* the workspace's sort, longest first */
+} ffd_ws;
+
+static size_t ffd_layout(unsigned char *base, int max_n, int max_gpus, ffd_ws *s)
 {
-    int i = ws->tree_size + g;
-    ws->tree[i] = v;
-    if (ws->tree_linear)
+    ws_carver c = {base, 0};
+    size_t k = (size_t)max_gpus;
+    s->tree_size = 1;
+    while (s->tree_size < max_gpus)
+        s->tree_size <<= 1;
+    s->cap = carve(&c, k, sizeof *s->cap);
+    s->cnt = carve(&c, k, sizeof *s->cnt);
+    s->gload = carve(&c, k, sizeof *s->gload);
+    s->tree = carve(&c, 2 * (size_t)s->tree_size, sizeof *s->tree);
+    s->trial_gpu = carve(&c, (size_t)max_n, sizeof *s->trial_gpu);
+    return c.used;
+}
+
+static size_t ffd_ws_size(int max_n, int max_gpus)
+{
+    ffd_ws s;
+    return ffd_layout(NULL, max_n, max_gpus, &s);
+}
+
+static void tree_set(ffd_ws *s, int g, int64_t v)
+{
+    int i = s->tree_size + g;
+    s->tree[i] = v;
+    if (s->tree_linear)
         return;
     for (i >>= 1; i >= 1; i >>= 1)
-        ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
+        s->tree[i] = s->tree[2 * i] > s->tree[2 * i + 1] ? s->tree[2 * i] : s->tree[2 * i + 1];
 }
 
 /* Lowest-index GPU whose remaining budget is >= need, or -1. */
-static int tree_first_fit(const balance_ws *ws, int64_t need)
+static int tree_first_fit(const ffd_ws *s, int64_t need)
 {
-    const int64_t *leaf = ws->tree + ws->tree_size;
-    if (ws->tree_linear) {
-        for (int g = 0; g < ws->tree_k; g++)
+    const int64_t *leaf = s->tree + s->tree_size;
+    if (s->tree_linear) {
+        for (int g = 0; g < s->tree_k; g++)
             if (leaf[g] >= need)
                 return g;
         return -1;
     }
-    if (ws->tree[1] < need)
+    if (s->tree[1] < need)
         return -1;
     int i = 1;
-    while (i < ws->tree_size)
-        i = ws->tree[2 * i] >= need ? 2 * i : 2 * i + 1;
-    return i - ws->tree_size;
+    while (i < s->tree_size)
+        i = s->tree[2 * i] >= need ? 2 * i : 2 * i + 1;
+    return i - s->tree_size;
 }
 
 /* Tree key of GPU g: remaining budget less the room its other free slots need at `reserve`
  * tokens each; -1 when it has no free slot. */
-static int64_t ffd_key(const balance_ws *ws, int g, int64_t reserve)
+static int64_t ffd_key(const ffd_ws *s, int g, int64_t reserve)
 {
-    int left = ws->cap[g] - ws->cnt[g];
-    return left == 0 ? -1 : ws->gload[g] - (int64_t)(left - 1) * reserve;
+    int left = s->cap[g] - s->cnt[g];
+    return left == 0 ? -1 : s->gload[g] - (int64_t)(left - 1) * reserve;
 }
 
-static void ffd_rebuild(balance_ws *ws, int k, int64_t reserve)
+static void ffd_rebuild(ffd_ws *s, int k, int64_t reserve)
 {
-    ws->tree_k = k;
-    ws->tree_linear = k <= 32;
-    for (int g = 0; g < (ws->tree_linear ? k : ws->tree_size); g++)
-        ws->tree[ws->tree_size + g] = g < k ? ffd_key(ws, g, reserve) : -1;
-    if (ws->tree_linear)
+    s->tree_k = k;
+    s->tree_linear = k <= 32;
+    for (int g = 0; g < (s->tree_linear ? k : s->tree_size); g++)
+        s->tree[s->tree_size + g] = g < k ? ffd_key(s, g, reserve) : -1;
+    if (s->tree_linear)
         return;
-    for (int i = ws->tree_size - 1; i >= 1; i--)
-        ws->tree[i] = ws->tree[2 * i] > ws->tree[2 * i + 1] ? ws->tree[2 * i] : ws->tree[2 * i + 1];
+    for (int i = s->tree_size - 1; i >= 1; i--)
+        s->tree[i] = s->tree[2 * i] > s->tree[2 * i + 1] ? s->tree[2 * i] : s->tree[2 * i + 1];
 }
 
 /* First-fit decreasing into k budgets of `budget` tokens (and the slots of the count constraint).
@@ -726,53 +819,54 @@ static void ffd_rebuild(balance_ws *ws, int k, int64_t reserve)
  * budget near twice the mean fits. The reservation falls as the sequences get shorter; the tree
  * is rebuilt when it has fallen by 1/128 (keys built with a larger reservation only ever refuse a
  * GPU that would fit, never accept one that does not). Integer arithmetic throughout.
- * Returns 1 and ws->trial_gpu when everything fits. */
-static int ffd_fits(balance_ws *ws, const int *len, int n, int k, int64_t budget, int64_t total,
+ * Returns 1 and s->trial_gpu when everything fits. */
+static int ffd_fits(ffd_ws *s, const int *len, int n, int k, int64_t budget, int64_t total,
                     int equal)
 {
     for (int g = 0; g < k; g++) {
-        ws->gload[g] = budget; /* remaining budget */
-        ws->cnt[g] = 0;
+        s->gload[g] = budget; /* remaining budget */
+        s->cnt[g] = 0;
     }
     int64_t left_tokens = total, reserve = equal ? total / n : 0;
-    ffd_rebuild(ws, k, reserve);
+    ffd_rebuild(s, k, reserve);
     for (int i = 0; i < n; i++) {
-        int s = ws->order[i];
+        int q = s->order[i];
         if (equal && i + 1 < n) {
-            int64_t mean = (left_tokens - len[s]) / (n - i - 1);
+            int64_t mean = (left_tokens - len[q]) / (n - i - 1);
             int64_t drop = reserve / 128 > 1 ? reserve / 128 : 1;
             if (mean <= reserve - drop) {
                 reserve = mean;
-                ffd_rebuild(ws, k, reserve);
+                ffd_rebuild(s, k, reserve);
             }
         }
-        int g = tree_first_fit(ws, len[s]);
+        int g = tree_first_fit(s, len[q]);
         if (g < 0 && equal && i + 1 < n) {
             /* Refused under a stale reservation: retry with the current one (with it, a budget
              * of the whole batch always fits). */
-            int64_t mean = (left_tokens - len[s]) / (n - i - 1);
+            int64_t mean = (left_tokens - len[q]) / (n - i - 1);
             if (mean < reserve) {
                 reserve = mean;
-                ffd_rebuild(ws, k, reserve);
-                g = tree_first_fit(ws, len[s]);
+                ffd_rebuild(s, k, reserve);
+                g = tree_first_fit(s, len[q]);
             }
         }
         if (g < 0)
             return 0;
-        ws->trial_gpu[s] = g;
-        ws->gload[g] -= len[s];
-        ws->cnt[g]++;
-        left_tokens -= len[s];
-        tree_set(ws, g, ffd_key(ws, g, reserve));
+        s->trial_gpu[q] = g;
+        s->gload[g] -= len[q];
+        s->cnt[g]++;
+        left_tokens -= len[q];
+        tree_set(s, g, ffd_key(s, g, reserve));
     }
     return 1;
 }
 
-int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
+static int assign_ffd_tokens(balance_ws *ws, const balance_input *in, balance_result *out,
+                             unpad_err *err)
 {
-    int rc = check_input(ws, in, out, err);
-    if (rc)
-        return rc;
+    ffd_ws st, *s = &st;
+    ffd_layout(ws->scratch, ws->max_n, ws->max_gpus, s);
+    s->order = ws->order;
     const int64_t *w = weights_of(ws, in);
     int n = in->n, k = in->gpus;
     /* Budgets are tokens: sort by length (wtmp may be w itself when w is tokens: same values). */
@@ -784,7 +878,7 @@ int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result 
             longest = tok[i];
     }
     sort_heaviest_first(ws, tok, n);
-    set_caps(ws, n, k, in->count);
+    set_caps(s->cap, n, k, in->count);
     int equal = in->count == BAL_EQUAL;
     /* The budget: from the lower bound, grow by steps that double until FFD fits, then bisect
      * to within 1/512 of the bound (the exact least budget buys nothing measurable). */
@@ -801,39 +895,54 @@ int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result 
             hi = total; /* any GPU can hold everything its slots allow */
             break;
         }
-        if (ffd_fits(ws, in->len, n, k, hi, total, equal))
+        if (ffd_fits(s, in->len, n, k, hi, total, equal))
             break;
         lo = hi + 1;
         hi += step;
     }
     while (hi - lo > tol) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (ffd_fits(ws, in->len, n, k, mid, total, equal))
+        if (ffd_fits(s, in->len, n, k, mid, total, equal))
             hi = mid;
         else
             lo = mid + 1;
     }
-    if (!ffd_fits(ws, in->len, n, k, hi, total, equal))
-        return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "pack: no budget fits (internal error)");
-    memcpy(out->gpu, ws->trial_gpu, (size_t)n * sizeof *out->gpu);
-    out->pack_budget = hi;
+    /* a budget of the whole batch always fits: the search ends on one that does */
+    int fits = ffd_fits(s, in->len, n, k, hi, total, equal);
+    UNPAD_INVARIANT(fits);
+    memcpy(out->gpu, s->trial_gpu, (size_t)n * sizeof *out->gpu);
+    out->ffd_budget = hi;
     finish(in, w, out);
     return UNPAD_OK;
 }
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+/* Adding a policy: its balance_policy value, a row here and its assign function. */
+const balance_policy_type balance_policy_types[BAL_POLICY_COUNT] = {
+    [BAL_NONE] = {"none", assign_none, NULL,
+                  "loader order: GPU g takes the g-th consecutive slice of the batch"},
+    [BAL_SORT_DEAL] = {"sort-deal", assign_sort_deal, NULL,
+                       "sort longest first, deal round-robin (the MLPerf BERT submissions)"},
+    [BAL_LPT] = {"lpt", assign_lpt, lpt_ws_size,
+                 "longest processing time: heaviest first onto the least-loaded GPU"},
+    [BAL_KK] = {"kk", assign_kk, kk_ws_size,
+                "Karmarkar-Karp largest differencing (equal counts: the balanced variant)"},
+    [BAL_FFD_TOKENS] = {"ffd-tokens", assign_ffd_tokens, ffd_ws_size,
+                        "first-fit decreasing into the least per-GPU token budget that fits"},
+};
 
 int balance_assign(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {
     if (!in)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: no input");
-    switch (in->policy) {
-    case BAL_NONE: return balance_assign_none(ws, in, out, err);
-    case BAL_SORT_DEAL: return balance_assign_sort_deal(ws, in, out, err);
-    case BAL_LPT: return balance_assign_lpt(ws, in, out, err);
-    case BAL_KK: return balance_assign_kk(ws, in, out, err);
-    case BAL_PACK: return balance_assign_pack(ws, in, out, err);
-    default: break;
-    }
-    return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: unknown policy %d", (int)in->policy);
+    if ((unsigned)in->policy >= BAL_POLICY_COUNT)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "balance: unknown policy %d", (int)in->policy);
+    int rc = check_input(ws, in, out, err);
+    if (rc)
+        return rc;
+    out->ffd_budget = 0;
+    return balance_policy_types[in->policy].assign(ws, in, out, err);
 }
 
 /* ---- metrics --------------------------------------------------------------------------------- */

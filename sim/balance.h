@@ -5,15 +5,16 @@
  * rounded to nanoseconds, or tokens), sort with ties broken by sequence index and never depend on
  * the order of floating-point additions. The same inputs give the same assignment on every machine.
  *
- * Policies (DESIGN.md):
- *   none       loader order: GPU g takes sequences [g*b, (g+1)*b) (b = n / gpus, the rest dealt)
- *   sort-deal  sort longest first, deal round-robin (the MLPerf v2.0 submissions)
- *   lpt        longest-processing-time greedy: heaviest first onto the least-loaded GPU
- *              (equal-count: only GPUs with a free slot)
- *   kk         Karmarkar-Karp k-way largest differencing; equal-count: the balanced largest
- *              differencing method (sorted items in k-tuples, one item per GPU per tuple)
- *   pack       first-fit-decreasing by tokens into a per-GPU token budget, the budget being the
- *              smallest at which FFD fits the batch (binary search: MULTIFIT)
+ * Policies (balance_policy_types, one row each; `unpad whatif --help` lists them):
+ *   none        loader order: GPU g takes sequences [g*b, (g+1)*b) (b = n / gpus, the rest dealt)
+ *   sort-deal   sort longest first, deal round-robin (the MLPerf v2.0 submissions)
+ *   lpt         longest-processing-time greedy: heaviest first onto the least-loaded GPU
+ *               (equal-count: only GPUs with a free slot)
+ *   kk          Karmarkar-Karp k-way largest differencing; equal-count: the balanced largest
+ *               differencing method (sorted items in k-tuples, one item per GPU per tuple)
+ *   ffd-tokens  first-fit-decreasing by tokens into a per-GPU token budget, the budget being the
+ *               smallest at which FFD fits the batch (binary search: MULTIFIT). Not sequence
+ *               packing, which is a length layout.
  * Counts: equal (each GPU gets floor(n/gpus) or ceil(n/gpus) sequences; none and sort-deal are
  * always equal) or free.
  *
@@ -23,17 +24,26 @@
 #define UNPAD_BALANCE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cost.h"
 #include "unpad.h"
 
-typedef enum { BAL_NONE, BAL_SORT_DEAL, BAL_LPT, BAL_KK, BAL_PACK, BAL_POLICY_COUNT } balance_policy;
+typedef enum { BAL_NONE, BAL_SORT_DEAL, BAL_LPT, BAL_KK, BAL_FFD_TOKENS, BAL_POLICY_COUNT } balance_policy;
 typedef enum { BAL_EQUAL, BAL_FREE, BAL_COUNT_COUNT } balance_count;
 
-const char *balance_policy_name(balance_policy p);   /* "none", "sort-deal", "lpt", "kk", "pack" */
+const char *balance_policy_name(balance_policy p);   /* its table name ("sort-deal"), "?" if bad */
 int balance_policy_from_name(const char *s);          /* balance_policy, or -1 */
+/* The policy named s; else EINVAL with the names expected (and, for the former 'pack', what it
+ * is called now). Callers prefix the flag or file. */
+int balance_policy_parse(const char *s, balance_policy *out, unpad_err *err);
+/* The names joined by sep ("none | sort-deal | ..."), into buf; returns buf. */
+const char *balance_policy_list(char *buf, size_t n, const char *sep);
+/* One line per policy, "<indent>name  help", for --help texts. */
+void balance_policy_help_print(FILE *f, const char *indent);
 const char *balance_count_name(balance_count c);      /* "equal", "free" */
 int balance_count_from_name(const char *s);           /* balance_count, or -1 */
+int balance_count_parse(const char *s, balance_count *out, unpad_err *err);
 
 /* Weight units: nanoseconds of predicted per-sequence cost, so sums stay exact in 64 bits. */
 #define BALANCE_NS_PER_US 1000.0
@@ -59,7 +69,7 @@ typedef struct {
     int *seq;             /* (n) sequence indices grouped by GPU, ascending within a GPU */
     int64_t *load;        /* (gpus) sum of the balanced weights per GPU */
     int64_t *tokens;      /* (gpus) sum of lengths per GPU */
-    int64_t pack_budget;  /* pack: the token budget used; 0 for other policies */
+    int64_t ffd_budget;   /* ffd-tokens: the token budget used; 0 for other policies */
 } balance_result;
 
 int balance_result_alloc(int max_n, int max_gpus, balance_result *r, unpad_err *err);
@@ -74,13 +84,17 @@ void balance_ws_free(balance_ws *ws);
  * workspace's or result's capacity, gpus > n, a bad length or weight). */
 int balance_assign(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
 
-/* The policies one by one (same contract; in->policy is ignored). */
-int balance_assign_none(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
-int balance_assign_sort_deal(balance_ws *ws, const balance_input *in, balance_result *out,
-                             unpad_err *err);
-int balance_assign_lpt(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
-int balance_assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
-int balance_assign_pack(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
+/* A balancing policy, GSL-style: balance_policy_types[p] for every p < BAL_POLICY_COUNT. The
+ * functions are the implementation's: call balance_assign, which checks the input first. */
+typedef struct {
+    const char *name;    /* in plans, flags and outputs */
+    /* Assigns a checked input; may use the workspace's shared sort and ws_size bytes of its own. */
+    int (*assign)(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
+    size_t (*ws_size)(int max_n, int max_gpus); /* its own workspace bytes; NULL: none */
+    const char *help;    /* one line for --help texts */
+} balance_policy_type;
+
+extern const balance_policy_type balance_policy_types[BAL_POLICY_COUNT];
 
 /* Imbalance of one assignment. A GPU's time is the sum of cost_ns over its sequences (per-sequence
  * predicted cost in nanoseconds, balance_weights with a seq_cost; NULL: the balanced weights

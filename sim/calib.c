@@ -8,6 +8,8 @@
 #define CF(k, t, f, lo, hi, req, h) {k, t, offsetof(calib_coef, f), lo, hi, req, h}
 const cfg_field calib_schema[] = {
     CF("hw", CFG_STRING, hw, 0, 0, CFG_REQUIRED, "hardware the coefficients were fitted on"),
+    CF("transferred", CFG_BOOL, transferred, 0, 1, CFG_OPTIONAL,
+       "true: carried from other hardware by `unpad calibrate --transfer`, not measured"),
     CF("gemm_eff", CFG_DOUBLE, gemm_eff, 0.01, 1, CFG_OPTIONAL, "large-GEMM fraction of bf16 peak"),
     CF("gemm_m_half", CFG_DOUBLE, gemm_m_half, 0, 1e6, CFG_OPTIONAL, "GEMM rows at half efficiency"),
     CF("attn_eff", CFG_DOUBLE, attn_eff, 0.01, 1, CFG_OPTIONAL, "FMHA tile fraction of bf16 peak"),
@@ -61,6 +63,21 @@ int calib_load(const char *path, const hw_spec *hw, calib_coef *c, unpad_err *er
                           "the same GPU, or none)", c->hw, hw->name);
     c->fitted = 1;
     return UNPAD_OK;
+}
+
+calib_source calib_source_of(const calib_coef *c)
+{
+    return !c->fitted ? CALIB_DEFAULT : c->transferred ? CALIB_TRANSFERRED : CALIB_FITTED;
+}
+
+const char *calib_source_name(calib_source s)
+{
+    switch (s) {
+    case CALIB_DEFAULT: return "default";
+    case CALIB_FITTED: return "fitted";
+    case CALIB_TRANSFERRED: return "transferred";
+    }
+    return "unknown";
 }
 
 int calib_write(const char *path, const calib_coef *c, const char *comment, unpad_err *err)

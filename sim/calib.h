@@ -22,8 +22,16 @@ typedef struct {
      * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
     double op_eff[OP_COUNT];
-    int fitted;             /* 1 when read from a calibration file */
+    int transferred;        /* 1: carried from other hardware by `unpad calibrate --transfer`
+                             * (an estimate: nothing was measured on this hardware) */
+    int fitted;             /* 1 when read from a calibration file or fitted from traces */
 } calib_coef;
+
+/* Where a calibration came from: the uncalibrated defaults, a fit, or a transfer. */
+typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;
+
+calib_source calib_source_of(const calib_coef *c);
+const char *calib_source_name(calib_source s);   /* "default", "fitted", "transferred" */
 
 /* Uncalibrated defaults (typical values for a modern GPU; launch from the hardware spec). */
 void calib_default(const hw_spec *hw, calib_coef *c);

@@ -253,6 +253,7 @@ int cost_seq_model(const model_cfg *m, const hw_spec *hw, const calib_coef *c, s
      * GEMMs run at their batch efficiency), less the work that does not scale with the batch. */
     enum { NPTS = 16, NSEQ = 64 };
     int lens[NSEQ];
+    unpad_gsl_quiet();
     gsl_matrix *X = gsl_matrix_alloc(NPTS, 3);
     gsl_vector *y = gsl_vector_alloc(NPTS), *coef = gsl_vector_alloc(3);
     gsl_matrix *cov = gsl_matrix_alloc(3, 3);

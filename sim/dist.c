@@ -10,17 +10,16 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "resolve.h"
+
 #define DIST_MAX_LEN 65536
 
 const char *dist_default_path(void)
 {
-    static char buf[4096];
-    const char *home = getenv("UNPAD_HOME");
-    if (home && *home) {
-        snprintf(buf, sizeof buf, "%s/models/dists/wiki512.csv", home);
-        return buf;
-    }
-    return "models/dists/wiki512.csv";
+    static char buf[RESOLVE_PATH_LEN];
+    if (resolve_project_path("models/dists/wiki512.csv", buf, sizeof buf, NULL))
+        snprintf(buf, sizeof buf, "models/dists/wiki512.csv");
+    return buf;
 }
 
 static int dist_alloc(unpad_dist *d, int max_len, const char *path, unpad_err *err)
@@ -365,6 +364,7 @@ struct dist_sampler {
 
 int dist_sampler_alloc(const unpad_dist *d, uint64_t seed, dist_sampler **out, unpad_err *err)
 {
+    unpad_gsl_quiet();
     dist_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return unpad_fail(err, UNPAD_ENOMEM, d->source, 0, "out of memory");
@@ -401,9 +401,4 @@ void dist_sample(dist_sampler *s, int *len, int n)
 void dist_sampler_seed(dist_sampler *s, uint64_t seed)
 {
     gsl_rng_set(s->rng, (unsigned long)(seed ? seed : 1));
-}
-
-unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n)
-{
-    return gsl_rng_uniform_int(s->rng, n);
 }

@@ -28,8 +28,8 @@ typedef struct {
     double sum_len2_mean;  /* E[len^2], drives the attention cost */
 } dist_stats;
 
-/* The path to the default distribution (models/dists/wiki512.csv) relative to the project root,
- * or the value of UNPAD_HOME/models/dists/wiki512.csv when that variable is set. */
+/* The default distribution, models/dists/wiki512.csv under the project home (resolve.h); kept
+ * for the trainer until it resolves its inputs with resolve_inputs_load. */
 const char *dist_default_path(void);
 
 int dist_load_csv(const char *path, unpad_dist *d, unpad_err *err);
@@ -57,7 +57,5 @@ void dist_sampler_free(dist_sampler *s);
 void dist_sample(dist_sampler *s, int *len, int n);
 /* Restarts the sampler's generator from seed (same stream as a fresh sampler with that seed). */
 void dist_sampler_seed(dist_sampler *s, uint64_t seed);
-/* Uniform integer in [0, n) from the sampler's generator (shuffles, masks). */
-unsigned long dist_sampler_uniform_int(dist_sampler *s, unsigned long n);
 
 #endif

@@ -1,4 +1,5 @@
-/* fit.c — calibration of the cost model against measured trace rows (see fit.h for the models). */
+/* fit.c — calibration: the cost model's coefficients fitted to measured trace rows (the models
+ * are in fit.h). */
 #include "fit.h"
 
 #include <math.h>
@@ -6,298 +7,8 @@
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit.h>
-#include <gsl/gsl_randist.h>
-#include <gsl/gsl_rng.h>
 
-#include "outfile.h"
-
-#define REJECT_WEIGHT 0.01  /* a row weighted below this by a robust fit counts as an outlier */
-
-/* ---- predicting one trace row ------------------------------------------------------------------ */
-
-const model_cfg *fit_model_find(const model_cfg *models, int n_models, const char *name)
-{
-    for (int i = 0; i < n_models; i++)
-        if (!strcmp(models[i].name, name))
-            return &models[i];
-    return NULL;
-}
-
-int fit_row_lengths(const trace_row *r, int model_max_len, int *len, unpad_err *err)
-{
-    long n = r->seqs, T = r->tokens;
-    int M = r->max_len;
-    if (n < 1 || M < 1 || M > model_max_len || T < M + (n - 1) || T > n * (long)M)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                          "%s row (step %d, rank %d): seqs %ld, tokens %ld, max_len %d cannot "
-                          "describe a batch (expected 1 <= max_len <= %d and max_len + seqs - 1 <= "
-                          "tokens <= seqs x max_len)",
-                          op_name((op_id)r->op), r->step, r->rank, n, T, M, model_max_len);
-    len[0] = M;
-    if (n == 1)
-        return UNPAD_OK;
-    /* The other m sequences: k at the maximum (as few as needed), the rest spread uniformly over
-     * [a, b] with the remaining mean and variance. BERT data has a spike at the maximum (packed
-     * documents), and a spread rounds to tiles like real lengths do where two points would not. */
-    long m = n - 1, k;
-    double R = (double)(T - M), Q = r->sum_len2 - (double)M * M;
-    double a = 1, b = M;
-    for (k = 0; k < m; k++) {
-        double rest = (double)(m - k);
-        double mu = (R - (double)k * M) / rest;
-        double var = (Q - (double)k * M * M) / rest - mu * mu;
-        double h = var > 0 ? sqrt(3 * var) : 0;
-        a = mu - h;
-        b = mu + h;
-        if (a >= 1 && b <= M)
-            break;
-    }
-    if (k == m) { /* no such split: one uniform spread, clamped */
-        double mu = R / m, var = Q / m - mu * mu, h = var > 0 ? sqrt(3 * var) : 0;
-        k = 0;
-        a = mu - h;
-        b = mu + h;
-    }
-    if (a < 1)
-        a = 1;
-    if (b > M)
-        b = M;
-    /* Cumulative rounding keeps the total exact. */
-    double acc = 0;
-    long prev = 0;
-    for (long i = 0; i < m; i++) {
-        acc += i < k ? M : a + (b - a) * ((double)(i - k) + 0.5) / (double)(m - k);
-        long cur = i + 1 < m ? lround(acc) : (long)(T - M);
-        len[1 + i] = (int)(cur - prev);
-        prev = cur;
-    }
-    for (long i = 1; i < n; i++) /* guards against rounding at the ends of the range */
-        if (len[i] < 1 || len[i] > M)
-            len[i] = len[i] < 1 ? 1 : M;
-    return UNPAD_OK;
-}
-
-/* The fixed pseudo-random launch orders: shuffles v[0..n) in place, advancing *st. */
-#define FIT_ORDER_SEED 0x9E3779B97F4A7C15ULL
-static void order_shuffle(int *v, int n, unsigned long long *st)
-{
-    for (int i = n - 1; i > 0; i--) {
-        *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
-        int j = (int)((*st >> 33) % (unsigned long long)(i + 1)), t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-    }
-}
-
-double fit_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir)
-{
-    /* A row does not say in which order its sequences were launched, and the tile simulation's
-     * tail depends on it: average over FIT_FMHA_ORDERS fixed pseudo-random orders. */
-    int stack[1024];
-    int *v = n <= 1024 ? stack : malloc(sizeof *v * (size_t)n);
-    if (!v)
-        return cost_fmha_us(hw, c, heads, len, n, dir);
-    memcpy(v, len, sizeof *v * (size_t)n);
-    unsigned long long st = FIT_ORDER_SEED;
-    double sum = 0;
-    for (int k = 0; k < FIT_FMHA_ORDERS; k++) {
-        order_shuffle(v, n, &st);
-        sum += cost_fmha_us(hw, c, heads, v, n, dir);
-    }
-    if (v != stack)
-        free(v);
-    return sum / FIT_FMHA_ORDERS;
-}
-
-/* Rebuilt lengths and op_cost of a row; *lens_out (may be NULL) receives the lengths to free. */
-static int row_cost_lens(const model_cfg *m, const trace_row *r, op_cost *oc, int **lens_out,
-                         unpad_err *err)
-{
-    if (r->op < 0 || r->op >= OP_COUNT)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "row with operator id %d", r->op);
-    int *len = malloc(sizeof *len * (size_t)(r->seqs > 0 ? r->seqs : 1));
-    if (!len)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    int rc = fit_row_lengths(r, m->max_len, len, err);
-    op_cost all[OP_COUNT];
-    op_batch b = {.len = len, .n = (int)r->seqs, .fused = 1, .gpus = r->gpus, .dropout = 1};
-    if (!rc)
-        rc = ops_step(m, &b, all, err);
-    if (rc) {
-        free(len);
-        return rc;
-    }
-    op_cost o = all[r->op];
-    if (r->bytes > 0 && o.bytes_unfused != o.bytes_fused &&
-        fabs(r->bytes - o.bytes_unfused) < fabs(r->bytes - o.bytes_fused)) {
-        b.fused = 0;
-        if ((rc = ops_step(m, &b, all, err))) {
-            free(len);
-            return rc;
-        }
-        o = all[r->op];
-    }
-    /* The row's own counts win; a row without them (0) keeps the model's. Rows (GEMM M, tokens,
-     * predictions) per FLOP and the tensor share are properties of the operator's shape, so they
-     * scale with the FLOPs (the FMHA's FLOPs grow with the squares instead: its rows stay). */
-    if (r->flops > 0 && o.flops > 0) {
-        double k = r->flops / o.flops;
-        o.tensor_flops *= k;
-        if (op_class_of(o.op) != OPC_ATTN)
-            o.rows *= k;
-        o.flops = r->flops;
-    }
-    if (r->bytes > 0)
-        o.bytes = r->bytes;
-    o.seqs = r->seqs;
-    o.tokens = r->tokens;
-    o.sum_len2 = r->sum_len2;
-    o.max_len = r->max_len;
-    *oc = o;
-    if (lens_out)
-        *lens_out = len;
-    else
-        free(len);
-    return UNPAD_OK;
-}
-
-int fit_row_cost(const model_cfg *m, const trace_row *r, op_cost *oc, unpad_err *err)
-{
-    return row_cost_lens(m, r, oc, NULL, err);
-}
-
-/* Time of a row from its op_cost (and lengths, for the FMHA), as cost_predict_step times it. */
-static double row_time(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const trace_row *r,
-                       const op_cost *oc, const int *len)
-{
-    if (r->op == OP_FMHA_FWD || r->op == OP_FMHA_BWD) {
-        double tiles = fit_fmha_us(hw, c, m->heads, len, (int)r->seqs, r->op == OP_FMHA_BWD);
-        double mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
-        return (tiles > mem ? tiles : mem) + oc->launches * c->launch_us;
-    }
-    if (r->op == OP_ALLREDUCE)
-        return cost_allreduce_us(hw, c, oc->bytes, r->gpus);
-    return cost_op_us(hw, c, oc);
-}
-
-int fit_row_predict(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const trace_row *r,
-                    double *us, unpad_err *err)
-{
-    op_cost oc;
-    int *len;
-    int rc = row_cost_lens(m, r, &oc, &len, err);
-    if (rc)
-        return rc;
-    *us = row_time(m, hw, c, r, &oc, len);
-    free(len);
-    return UNPAD_OK;
-}
-
-static int cmp_row_group(const void *a, const void *b)
-{
-    const trace_row *x = *(const trace_row *const *)a, *y = *(const trace_row *const *)b;
-    return (x->group > y->group) - (x->group < y->group);
-}
-
-int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_coef *c,
-                           const trace_row *const *rows, int n, double *us, unpad_err *err)
-{
-    if (n < 1)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no FMHA rows to time together");
-    if (n > 64)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                          "step %d, rank %d, %s layer %d: %d FMHA groups launched together (at most 64)",
-                          rows[0]->step, rows[0]->rank, op_name((op_id)rows[0]->op), rows[0]->layer, n);
-    const trace_row *r[64];
-    memcpy(r, rows, sizeof *r * (size_t)n);
-    qsort(r, (size_t)n, sizeof *r, cmp_row_group); /* launch order */
-    int *len[64] = {0}, cnt[64], stream[64], per_stream[64] = {0}, launches = 0, chain = 0, rc = UNPAD_OK;
-    double mem = 0;
-    for (int i = 0; i < n; i++) {
-        if (r[i]->op != OP_FMHA_FWD && r[i]->op != OP_FMHA_BWD) {
-            rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s row in an FMHA group", op_name((op_id)r[i]->op));
-            goto out;
-        }
-        op_cost oc;
-        if ((rc = row_cost_lens(m, r[i], &oc, &len[i], err)))
-            goto out;
-        cnt[i] = (int)r[i]->seqs;
-        stream[i] = r[i]->stream >= 0 && r[i]->stream < 64 ? r[i]->stream : 0;
-        if (++per_stream[stream[i]] > chain)
-            chain = per_stream[stream[i]];
-        mem += oc.bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
-        if (oc.launches > launches)
-            launches = oc.launches;
-    }
-    /* The groups' tiles share the slots (cost_fmha_streams_us); each row's own launch order is
-     * unknown, so the simulation is averaged over the same fixed orders as fit_fmha_us. */
-    unsigned long long st = FIT_ORDER_SEED;
-    double tiles = 0;
-    for (int o = 0; o < FIT_FMHA_ORDERS; o++) {
-        for (int g = 0; g < n; g++)
-            order_shuffle(len[g], cnt[g], &st);
-        tiles += cost_fmha_streams_us(hw, c, m->heads, (const int *const *)len, cnt, stream, n,
-                                      r[0]->op == OP_FMHA_BWD, NULL);
-    }
-    tiles /= FIT_FMHA_ORDERS;
-    /* launches follow each other on a stream: the longest chain pays them in series */
-    *us = (tiles > mem ? tiles : mem) + (double)chain * launches * c->launch_us;
-out:
-    for (int i = 0; i < n; i++)
-        free(len[i]);
-    return rc;
-}
-
-/* ---- checks on input traces ------------------------------------------------------------------- */
-
-int fit_models_resolve(const trace_set *sets, int nsets, const char *dir, model_cfg *models, int *n,
-                       int cap, unpad_err *err)
-{
-    for (int s = 0; s < nsets; s++)
-        for (size_t i = 0; i < sets[s].n; i++) {
-            const char *name = sets[s].rows[i].model;
-            if (fit_model_find(models, *n, name))
-                continue;
-            if (strchr(name, '/') || name[0] == '.')
-                return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                                  "model name '%s' in a trace is not a plain name (pass --model F)", name);
-            if (*n >= cap)
-                return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "more than %d models in the traces", cap);
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s.cfg", dir, name);
-            int rc = model_load(path, &models[*n], err);
-            if (rc) {
-                char msg[UNPAD_ERR_LEN];
-                snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-                return unpad_fail(err, rc, NULL, 0,
-                                  "traces name model '%s': %s (pass --model F for its config)", name, msg);
-            }
-            if (strcmp(models[*n].name, name))
-                return unpad_fail(err, UNPAD_EINVAL, path, 0, "names model '%s', the traces '%s'",
-                                  models[*n].name, name);
-            (*n)++;
-        }
-    return UNPAD_OK;
-}
-
-int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpad_err *err)
-{
-    if (set->n == 0)
-        return unpad_fail(err, UNPAD_EINVAL, path, 0,
-                          "no rows (only the header): nothing to calibrate or validate");
-    const char *first = set->rows[0].hw;
-    for (size_t i = 1; i < set->n; i++)
-        if (strcmp(set->rows[i].hw, first))
-            return unpad_fail(err, UNPAD_EINVAL, path, 0,
-                              "mixed hardware in one trace: rows of '%s' and '%s' (one trace "
-                              "file per GPU type)", first, set->rows[i].hw);
-    if (hw && strcmp(first, hw))
-        return unpad_fail(err, UNPAD_EINVAL, path, 0,
-                          "measured on '%s' but --hw is '%s': calibrate each GPU type with its own "
-                          "traces and spec (models/hw/%s.cfg)", first, hw, first);
-    return UNPAD_OK;
-}
+#include "robust.h"
 
 /* ---- calibration ------------------------------------------------------------------------------ */
 
@@ -333,7 +44,7 @@ typedef struct {
     size_t nbatch;
 } fit_ctx;
 
-static double *coef_field(calib_coef *c, fit_param_id p)
+double *fit_param_field(calib_coef *c, fit_param_id p)
 {
     switch (p) {
     case FIT_GEMM_EFF: return &c->gemm_eff;
@@ -446,15 +157,10 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
                             "too few to fit %d coefficients", n, p);
             goto out;
         }
-        gsl_matrix *X = gsl_matrix_calloc(n, (size_t)p);
-        gsl_vector *y = gsl_vector_alloc(n), *b = gsl_vector_alloc((size_t)p);
-        gsl_matrix *cov = gsl_matrix_alloc((size_t)p, (size_t)p);
-        gsl_multifit_robust_workspace *w = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, n, (size_t)p);
-        if (!X || !y || !b || !cov || !w) {
-            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-            goto free_iter;
-        }
-        gsl_multifit_robust_maxiter(200, w);
+        robust_fit rf;
+        if ((rc = robust_alloc(&rf, n, (size_t)p, err)))
+            goto out;
+        gsl_matrix *X = rf.X;
         size_t k = 0;
         for (size_t i = 0; i < fc->n; i++) {
             if (!use[i])
@@ -470,10 +176,10 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
                 gsl_matrix_set(X, k, (size_t)col[key[i]], o->bytes / bw / d);
             }
             gsl_matrix_set(X, k, (size_t)col[J_LAUNCH], o->launches / d);
-            gsl_vector_set(y, k, yy / d);
+            gsl_vector_set(rf.y, k, yy / d);
             k++;
         }
-        int st = gsl_multifit_robust(X, y, b, cov, w);
+        int st = robust_solve(&rf);
         if (st && st != GSL_EMAXITER) {
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                             "GEMM/memory/optimizer fit failed: %s (are the rows' sizes all alike?)",
@@ -485,7 +191,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
         double v[J_N] = {0};
         for (int j = 0; j < J_N; j++)
             if (col[j] >= 0)
-                v[j] = gsl_vector_get(b, (size_t)col[j]);
+                v[j] = robust_coef(&rf, (size_t)col[j]);
         /* Inverse efficiencies must exceed 1 (an efficiency above 1 means the counts are wrong). */
         for (int j = 0; j <= J_MEM; j++) {
             if (col[j] < 0 || j == J_M)
@@ -532,7 +238,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
             }
             c->op_eff[op] = 1 / v[op];
             q->value = c->op_eff[op];
-            q->se = sqrt(gsl_matrix_get(cov, (size_t)col[op], (size_t)col[op])) * q->value * q->value;
+            q->se = robust_se(&rf, (size_t)col[op]) * q->value * q->value;
             q->fitted = 1;
             q->rows = count[op];
         }
@@ -542,12 +248,12 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
             double *sh = g == 0 ? share : share2, inv, var = 0;
             if (col[pooled] >= 0) {
                 inv = v[pooled];
-                var = gsl_matrix_get(cov, (size_t)col[pooled], (size_t)col[pooled]);
+                var = robust_cov(&rf, (size_t)col[pooled], (size_t)col[pooled]);
             } else if (wsum[g] > 0) {
                 inv = wv[g] / wsum[g];
                 for (int a = 0; a < p; a++)
                     for (int bb = 0; bb < p; bb++)
-                        var += sh[a] * sh[bb] * gsl_matrix_get(cov, (size_t)a, (size_t)bb);
+                        var += sh[a] * sh[bb] * robust_cov(&rf, (size_t)a, (size_t)bb);
                 var /= wsum[g] * wsum[g];
             } else {
                 continue;
@@ -568,7 +274,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
             }
             c->gemm_m_half = mh;
             /* the standard error of gemm_eff is small against that of the M term: left out */
-            out->param[FIT_GEMM_M_HALF].se = sqrt(gsl_matrix_get(cov, (size_t)col[J_M], (size_t)col[J_M])) * c->gemm_eff;
+            out->param[FIT_GEMM_M_HALF].se = robust_se(&rf, (size_t)col[J_M]) * c->gemm_eff;
             out->param[FIT_GEMM_M_HALF].fitted = 1;
             out->param[FIT_GEMM_M_HALF].rows = count[J_M];
         }
@@ -581,35 +287,28 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
             }
             c->optim_bw_eff = 1 / v[J_OPT];
             out->param[FIT_OPTIM_BW_EFF].se =
-                sqrt(gsl_matrix_get(cov, (size_t)col[J_OPT], (size_t)col[J_OPT])) * c->optim_bw_eff * c->optim_bw_eff;
+                robust_se(&rf, (size_t)col[J_OPT]) * c->optim_bw_eff * c->optim_bw_eff;
             out->param[FIT_OPTIM_BW_EFF].fitted = 1;
             out->param[FIT_OPTIM_BW_EFF].rows = count[J_OPT];
         }
         if (col[J_LAUNCH] >= 0) {
-            double l = gsl_vector_get(b, (size_t)col[J_LAUNCH]);
+            double l = robust_coef(&rf, (size_t)col[J_LAUNCH]);
             if (l < 0) {
                 note(out, "%s", "launch_us came out negative and was set to 0; ");
                 l = 0;
             }
             c->launch_us = l;
-            out->param[FIT_LAUNCH_US].se = sqrt(gsl_matrix_get(cov, (size_t)col[J_LAUNCH], (size_t)col[J_LAUNCH]));
+            out->param[FIT_LAUNCH_US].se = robust_se(&rf, (size_t)col[J_LAUNCH]);
             out->param[FIT_LAUNCH_US].fitted = 1;
             out->param[FIT_LAUNCH_US].rows = (long)n;
         }
-        {
-            gsl_multifit_robust_stats s = gsl_multifit_robust_statistics(w);
-            k = 0;
-            for (size_t i = 0; i < fc->n; i++) {
-                fc->rows[i].w = use[i] ? gsl_vector_get(s.weights, k++) : 1;
-                fc->rows[i].in_fit = use[i] != 0;
-            }
+        k = 0;
+        for (size_t i = 0; i < fc->n; i++) {
+            fc->rows[i].w = use[i] ? robust_weight(&rf, k++) : 1;
+            fc->rows[i].in_fit = use[i] != 0;
         }
     free_iter:
-        if (w) gsl_multifit_robust_free(w);
-        if (cov) gsl_matrix_free(cov);
-        if (b) gsl_vector_free(b);
-        if (y) gsl_vector_free(y);
-        if (X) gsl_matrix_free(X);
+        robust_free(&rf);
         if (rc)
             goto out;
     }
@@ -698,10 +397,8 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
     int rc = UNPAD_OK;
     double *bt = malloc(fc->nbatch * 3 * sizeof *bt); /* per batch: T, A, B */
     size_t *idx = malloc(n * sizeof *idx);
-    gsl_matrix *X = NULL, *cov = gsl_matrix_alloc(2, 2);
-    gsl_vector *y = NULL, *b = gsl_vector_alloc(2);
-    gsl_multifit_robust_workspace *w = NULL;
-    if (!bt || !idx || !cov || !b) {
+    robust_fit rf = {0};
+    if (!bt || !idx) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
         goto out;
     }
@@ -727,36 +424,25 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
             note(out, "%s", "FMHA: memory-bound under the fitted bandwidth, attn_eff not fitted; ");
             goto out;
         }
-        if (X && X->size1 != k) {
-            gsl_matrix_free(X);
-            gsl_vector_free(y);
-            gsl_multifit_robust_free(w);
-            X = NULL;
-        }
-        if (!X) {
-            X = gsl_matrix_alloc(k, 2);
-            y = gsl_vector_alloc(k);
-            w = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, k, 2);
-            if (!X || !y || !w) {
-                rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        if (rf.n != k) {
+            robust_free(&rf);
+            if ((rc = robust_alloc(&rf, k, 2, err)))
                 goto out;
-            }
-            gsl_multifit_robust_maxiter(200, w);
         }
         for (size_t j = 0; j < k; j++) {
             const row_ctx *x = &fc->rows[idx[j]];
             double d = x->r->dur_us;
-            gsl_matrix_set(X, j, 0, bt[3 * x->batch + 1] / d);
-            gsl_matrix_set(X, j, 1, bt[3 * x->batch + 2] / d);
-            gsl_vector_set(y, j, (d - x->oc.launches * cur.launch_us) / d);
+            gsl_matrix_set(rf.X, j, 0, bt[3 * x->batch + 1] / d);
+            gsl_matrix_set(rf.X, j, 1, bt[3 * x->batch + 2] / d);
+            gsl_vector_set(rf.y, j, (d - x->oc.launches * cur.launch_us) / d);
         }
-        int st = gsl_multifit_robust(X, y, b, cov, w);
+        int st = robust_solve(&rf);
         if (st && st != GSL_EMAXITER) {
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "FMHA fit failed: %s (all batches alike?)",
                             gsl_strerror(st));
             goto out;
         }
-        double cta = gsl_vector_get(b, 0), inv = gsl_vector_get(b, 1);
+        double cta = robust_coef(&rf, 0), inv = robust_coef(&rf, 1);
         if (inv < 1) {
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                             "the FMHA rows imply attn_eff = %.3g, above 1 (are FMHA flops and "
@@ -772,17 +458,16 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
         cur.attn_cta_us = cta;
         cur.attn_eff = 1 / inv;
         converged = it > 0 && change < 1e-6;
-        out->param[FIT_ATTN_CTA_US].se = sqrt(gsl_matrix_get(cov, 0, 0));
-        out->param[FIT_ATTN_EFF].se = sqrt(gsl_matrix_get(cov, 1, 1)) / (inv * inv);
+        out->param[FIT_ATTN_CTA_US].se = robust_se(&rf, 0);
+        out->param[FIT_ATTN_EFF].se = robust_se(&rf, 1) / (inv * inv);
         out->param[FIT_ATTN_EFF].rows = out->param[FIT_ATTN_CTA_US].rows = (long)k;
-        gsl_multifit_robust_stats s = gsl_multifit_robust_statistics(w);
         for (size_t i = 0; i < fc->n; i++)
             if (fc->rows[i].len) {
                 fc->rows[i].w = 1;
                 fc->rows[i].in_fit = 0;
             }
         for (size_t j = 0; j < k; j++) {
-            fc->rows[idx[j]].w = gsl_vector_get(s.weights, j);
+            fc->rows[idx[j]].w = robust_weight(&rf, j);
             fc->rows[idx[j]].in_fit = 1;
         }
     }
@@ -792,48 +477,33 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
     c->attn_eff = cur.attn_eff;
     out->param[FIT_ATTN_EFF].fitted = out->param[FIT_ATTN_CTA_US].fitted = 1;
 out:
-    if (w) gsl_multifit_robust_free(w);
-    if (X) gsl_matrix_free(X);
-    if (y) gsl_vector_free(y);
-    if (cov) gsl_matrix_free(cov);
-    if (b) gsl_vector_free(b);
+    robust_free(&rf);
     free(bt);
     free(idx);
     return rc;
 }
 
-/* Robust fit of y = b x (x NULL: a constant, y = b) over n points; weights to w (may be NULL). */
+/* Robust fit of y = b x (x NULL: a constant, y = b) over n points; weights to w (may be NULL).
+ * Returns a GSL status (not settling within the iterations counts as success). */
 static int fit_one(const double *xv, const double *yv, size_t n, double *b, double *se, double *w)
 {
-    gsl_matrix *X = gsl_matrix_alloc(n, 1);
-    gsl_vector *y = gsl_vector_alloc(n), *c = gsl_vector_alloc(1);
-    gsl_matrix *cov = gsl_matrix_alloc(1, 1);
-    gsl_multifit_robust_workspace *ws = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, n, 1);
-    int st = GSL_ENOMEM;
-    if (X && y && c && cov && ws) {
-        for (size_t i = 0; i < n; i++) {
-            gsl_matrix_set(X, i, 0, xv ? xv[i] : 1.0);
-            gsl_vector_set(y, i, yv[i]);
-        }
-        gsl_multifit_robust_maxiter(200, ws);
-        st = gsl_multifit_robust(X, y, c, cov, ws);
-        if (st == GSL_EMAXITER)
-            st = GSL_SUCCESS;
-        if (!st) {
-            *b = gsl_vector_get(c, 0);
-            *se = sqrt(gsl_matrix_get(cov, 0, 0));
-            if (w) {
-                gsl_multifit_robust_stats s = gsl_multifit_robust_statistics(ws);
-                for (size_t i = 0; i < n; i++)
-                    w[i] = gsl_vector_get(s.weights, i);
-            }
-        }
+    robust_fit f;
+    if (robust_alloc(&f, n, 1, NULL))
+        return GSL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        gsl_matrix_set(f.X, i, 0, xv ? xv[i] : 1.0);
+        gsl_vector_set(f.y, i, yv[i]);
     }
-    if (ws) gsl_multifit_robust_free(ws);
-    if (cov) gsl_matrix_free(cov);
-    if (c) gsl_vector_free(c);
-    if (y) gsl_vector_free(y);
-    if (X) gsl_matrix_free(X);
+    int st = robust_solve(&f);
+    if (st == GSL_EMAXITER)
+        st = GSL_SUCCESS;
+    if (!st) {
+        *b = robust_coef(&f, 0);
+        *se = robust_se(&f, 0);
+        for (size_t i = 0; w && i < n; i++)
+            w[i] = robust_weight(&f, i);
+    }
+    robust_free(&f);
     return st;
 }
 
@@ -1045,7 +715,7 @@ static int build_ctx(const trace_set *sets, int nsets, const model_cfg *models, 
             x->set = s;
             x->w = 1;
             int *len = NULL;
-            int rc = row_cost_lens(m, r, &x->oc, &len, err);
+            int rc = fit_row_cost_lengths(m, r, &x->oc, &len, err);
             if (rc) {
                 char msg[UNPAD_ERR_LEN];
                 snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
@@ -1084,7 +754,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
 {
     memset(out, 0, sizeof *out);
     out->coef = *init;
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    unpad_gsl_quiet();
     fit_ctx fc = {0};
     row_ctx **sorted = NULL;
     double *gaps = NULL, *spans = NULL, *e = NULL, *scratch = NULL, *sim = NULL;
@@ -1117,8 +787,9 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
         (rc = fit_overhead(&fc, sorted, c, out, &gaps, &spans, &ngaps, err)))
         goto out;
     for (int p = 0; p < FIT_NPARAM; p++)
-        out->param[p].value = *coef_field(c, (fit_param_id)p);
+        out->param[p].value = *fit_param_field(c, (fit_param_id)p);
     c->fitted = 1;
+    c->transferred = 0;
     snprintf(c->hw, sizeof c->hw, "%s", hw->name);
 
     /* Residuals of every row under the fitted coefficients, per operator class. */
@@ -1141,10 +812,10 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
                 double mem = x->oc.bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
                 p = (sim[x->batch] > mem ? sim[x->batch] : mem) + x->oc.launches * c->launch_us;
             } else {
-                p = row_time(x->m, hw, c, x->r, &x->oc, x->len);
+                p = fit_row_time(x->m, hw, c, x->r, &x->oc, x->len);
             }
             e[k] = (p - x->r->dur_us) / x->r->dur_us;
-            keep[k] = x->in_fit ? x->w > REJECT_WEIGHT : 2; /* 2: decided below */
+            keep[k] = x->in_fit ? x->w > ROBUST_OUTLIER_WEIGHT : 2; /* 2: decided below */
             k++;
         }
         /* Rows no fit weighed (e.g. memory-bound GEMMs): outliers by the same bisquare cut-off on
@@ -1171,7 +842,6 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
         summarize(&out->resid[FIT_GROUP_STEP], e, keep, ngaps, scratch);
     }
 out:
-    gsl_set_error_handler(old);
     free(sim);
     free(gaps);
     free(spans);
@@ -1180,236 +850,5 @@ out:
     free(keep);
     free(sorted);
     free_ctx(&fc);
-    return rc;
-}
-
-int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,
-                        int n_models, const hw_spec *hw, const calib_coef *c, unpad_err *err)
-{
-    unpad_outfile *o;
-    int rc = outfile_open(path, &o, err);
-    if (rc)
-        return rc;
-    FILE *f = outfile_stream(o);
-    fprintf(f, "trace,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
-    for (int s = 0; s < nsets && !rc; s++)
-        for (size_t i = 0; i < sets[s].n; i++) {
-            const trace_row *r = &sets[s].rows[i];
-            const model_cfg *m = fit_model_find(models, n_models, r->model);
-            double p;
-            if (!m) {
-                rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no model config '%s'", r->model);
-                break;
-            }
-            if (r->dur_us <= 0)
-                continue;
-            if ((rc = fit_row_predict(m, hw, c, r, &p, err)))
-                break;
-            fprintf(f, "%d,%d,%d,%s,%d,%d,%d,%.3f,%.3f,%.3f\n", s + 1, r->step, r->rank,
-                    op_name((op_id)r->op), r->layer, r->group, r->stream, r->dur_us, p,
-                    100 * (p - r->dur_us) / r->dur_us);
-        }
-    if (rc) {
-        outfile_abort(o);
-        return rc;
-    }
-    return outfile_commit(o, err);
-}
-
-void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
-{
-    fprintf(f, "%-18s %14s %12s %10s %8s\n", "coefficient", "fitted", "std. error", "initial", "rows");
-    calib_coef ini = *init;
-    for (int p = 0; p < FIT_NPARAM; p++) {
-        const fit_param *q = &r->param[p];
-        double v0 = *coef_field(&ini, (fit_param_id)p);
-        if (q->fitted)
-            fprintf(f, "%-18s %14.6g %12.3g %10.4g %8ld\n", PARAM_NAMES[p], q->value, q->se, v0, q->rows);
-        else
-            fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", PARAM_NAMES[p], q->value, "(kept)", v0, "-");
-    }
-    fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_ctas_per_sm", r->coef.attn_ctas_per_sm,
-            "(kept)", init->attn_ctas_per_sm, "-");
-    int any = 0;
-    for (int op = 0; op < OP_COUNT; op++)
-        any |= r->op[op].fitted;
-    if (any) {
-        fprintf(f, "\nper-operator efficiency (GEMM: of bf16 peak at large M, with the shared small-M term;\n"
-                   "memory-bound: of bandwidth); others use the class value above\n");
-        fprintf(f, "%-18s %14s %12s %10s %8s\n", "operator", "eff", "std. error", "class", "rows");
-        for (int op = 0; op < OP_COUNT; op++) {
-            const fit_param *q = &r->op[op];
-            if (!q->fitted)
-                continue;
-            int gemm = op_class_of((op_id)op) == OPC_GEMM;
-            fprintf(f, "eff_%-14s %14.6g %12.3g %10s %8ld\n", op_name((op_id)op), q->value, q->se,
-                    gemm ? "gemm" : "bandwidth", q->rows);
-        }
-    }
-    fprintf(f, "\nresiduals: (predicted - measured) / measured, %% (outliers: rows a robust fit set aside,\n"
-               "not in the statistics; step overhead: %% of the step span)\n");
-    fprintf(f, "%-15s %8s %8s %10s %9s %8s %8s\n", "class", "rows", "outliers", "median|e|", "max|e|",
-            "rms", "bias");
-    for (int g = 0; g < FIT_NGROUP; g++) {
-        const fit_resid *s = &r->resid[g];
-        if (!s->rows)
-            continue;
-        fprintf(f, "%-15s %8ld %8ld %10.3f %9.3f %8.3f %+8.3f\n", fit_group_name(g), s->rows,
-                s->rejected, s->median_abs_pct, s->max_abs_pct, s->rms_pct, s->bias_pct);
-    }
-    fprintf(f, "rows used %ld, left out %ld\n", r->rows_used, r->rows_skipped);
-    if (r->notes[0])
-        fprintf(f, "notes: %s\n", r->notes);
-}
-
-/* ---- cross-hardware transfer ------------------------------------------------------------------ */
-
-void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to, calib_coef *out)
-{
-    *out = *src;
-    snprintf(out->hw, sizeof out->hw, "%s", to->name);
-    if (from->sms > 0)
-        out->gemm_m_half = src->gemm_m_half * to->sms / from->sms;
-    if (to->clock_ghz > 0)
-        out->attn_cta_us = src->attn_cta_us * from->clock_ghz / to->clock_ghz;
-    if (from->launch_us > 0)
-        out->launch_us = src->launch_us * to->launch_us / from->launch_us;
-}
-
-/* ---- synthetic traces ------------------------------------------------------------------------- */
-
-int fit_synth_write(FILE *f, const model_cfg *m, const hw_spec *hw, const calib_coef *truth,
-                    const unpad_dist *dist, const fit_synth_opts *o, unpad_err *err)
-{
-    static const op_id fwd_layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
-                                      OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
-    static const op_id bwd_layer[] = {OP_FFN_LN_BWD, OP_FFN2_BWD, OP_FFN1_BWD, OP_ATTN_LN_BWD,
-                                      OP_ATTN_OUT_BWD, OP_FMHA_BWD, OP_QKV_BWD};
-    static const op_id head_ops[] = {OP_MLM_HEAD_FWD, OP_NSP_HEAD_FWD, OP_LOSS_FWD, OP_LOSS_BWD,
-                                     OP_NSP_HEAD_BWD, OP_MLM_HEAD_BWD};
-    if (o->gpus < 1 || o->steps < 1 || o->batch < 1)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "synthetic trace needs gpus, steps, batch >= 1");
-    dist_sampler *smp = NULL;
-    int rc = dist_sampler_alloc(dist, o->seed, &smp, err);
-    if (rc)
-        return rc;
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    int *len = malloc(sizeof *len * (size_t)o->batch);
-    cost_step *st = malloc(sizeof *st * (size_t)o->gpus);
-    double *ends = malloc(sizeof *ends * (size_t)o->gpus);
-    if (!rng || !len || !st || !ends) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-        goto out;
-    }
-    gsl_rng_set(rng, o->seed + 1);
-    fprintf(f, "# SYNTHETIC trace (not a measurement): cost-model times under gemm_eff=%g gemm_m_half=%g "
-               "attn_eff=%g attn_cta_us=%g bw_eff=%g launch_us=%g optim_bw_eff=%g comm_eff=%g "
-               "step_overhead_us=%g, noise %g, outliers %g x%g, seed %lu\n",
-            truth->gemm_eff, truth->gemm_m_half, truth->attn_eff, truth->attn_cta_us, truth->bw_eff,
-            truth->launch_us, truth->optim_bw_eff, truth->comm_eff, truth->step_overhead_us, o->noise,
-            o->outlier_frac, o->outlier_scale, o->seed);
-    trace_write_header(f);
-    double t0 = 0;
-    for (int step = 0; step < o->steps; step++) {
-        for (int g = 0; g < o->gpus; g++) {
-            dist_sample(smp, len, o->batch);
-            op_batch b = {.len = len, .n = o->batch, .fused = 1, .gpus = o->gpus, .dropout = 1};
-            if ((rc = cost_predict_step(m, hw, truth, &b, &st[g], err)))
-                goto out;
-        }
-        /* Rows of every rank up to the all-reduce; then the all-reduce, which ends together. */
-        trace_row r;
-        memset(&r, 0, sizeof r);
-        snprintf(r.hw, sizeof r.hw, "%.63s", hw->name);
-        snprintf(r.model, sizeof r.model, "%.63s", m->name);
-        r.gpus = o->gpus;
-        r.step = step;
-        r.group = r.stream = -1;
-        double last_end = 0;
-        for (int pass = 0; pass < 2; pass++) {
-            for (int g = 0; g < o->gpus; g++) {
-                const cost_step *s = &st[g];
-                double t = t0;
-                r.rank = g;
-#define EMIT(op_, layer_)                                                                          \
-    do {                                                                                           \
-        const op_cost *oc = &s->ops[op_];                                                          \
-        double d = s->time_us[op_] * (1 + o->noise * gsl_ran_gaussian(rng, 1.0));                  \
-        if (gsl_rng_uniform(rng) < o->outlier_frac)                                                \
-            d *= o->outlier_scale;                                                                 \
-        if (d < 0.01)                                                                              \
-            d = 0.01;                                                                              \
-        r.op = op_;                                                                                \
-        r.layer = layer_;                                                                          \
-        r.seqs = oc->seqs;                                                                         \
-        r.tokens = oc->tokens;                                                                     \
-        r.sum_len2 = oc->sum_len2;                                                                 \
-        r.max_len = oc->max_len;                                                                   \
-        r.flops = oc->flops;                                                                       \
-        r.bytes = oc->bytes;                                                                       \
-        r.start_us = t;                                                                            \
-        r.dur_us = d;                                                                              \
-        t += d;                                                                                    \
-        trace_write_row(f, &r);                                                                    \
-    } while (0)
-                if (pass == 0) {
-                    if (o->gpus > 1)
-                        EMIT(OP_EXCHANGE, -1);
-                    EMIT(OP_EMBED_FWD, -1);
-                    for (int l = 0; l < m->layers; l++)
-                        for (size_t q = 0; q < sizeof fwd_layer / sizeof *fwd_layer; q++)
-                            EMIT(fwd_layer[q], l);
-                    for (size_t q = 0; q < sizeof head_ops / sizeof *head_ops; q++)
-                        EMIT(head_ops[q], -1);
-                    for (int l = m->layers - 1; l >= 0; l--)
-                        for (size_t q = 0; q < sizeof bwd_layer / sizeof *bwd_layer; q++)
-                            EMIT(bwd_layer[q], l);
-                    EMIT(OP_EMBED_BWD, -1);
-                    /* host work and synchronisation before the all-reduce */
-                    t += truth->step_overhead_us * (1 + o->overhead_jitter * gsl_ran_gaussian(rng, 1.0));
-                    ends[g] = t;
-                    if (t > last_end)
-                        last_end = t;
-                } else {
-                    t = ends[g];
-                    if (o->gpus > 1) {
-                        /* A faster rank's all-reduce waits for the slowest rank. */
-                        double wait = last_end - ends[g];
-                        const op_cost *oc = &s->ops[OP_ALLREDUCE];
-                        double d = s->time_us[OP_ALLREDUCE] * (1 + o->noise * gsl_ran_gaussian(rng, 1.0));
-                        r.op = OP_ALLREDUCE;
-                        r.layer = -1;
-                        r.seqs = oc->seqs;
-                        r.tokens = oc->tokens;
-                        r.sum_len2 = oc->sum_len2;
-                        r.max_len = oc->max_len;
-                        r.flops = oc->flops;
-                        r.bytes = oc->bytes;
-                        r.start_us = t;
-                        r.dur_us = d + wait;
-                        t += r.dur_us;
-                        trace_write_row(f, &r);
-                    }
-                    EMIT(OP_LAMB, -1);
-                    ends[g] = t;
-                }
-#undef EMIT
-            }
-        }
-        double next = 0;
-        for (int g = 0; g < o->gpus; g++)
-            if (ends[g] > next)
-                next = ends[g];
-        t0 = next;
-    }
-    if (ferror(f))
-        rc = unpad_fail(err, UNPAD_EIO, NULL, 0, "write failed");
-out:
-    free(len);
-    free(st);
-    free(ends);
-    if (rng)
-        gsl_rng_free(rng);
-    dist_sampler_free(smp);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* fit.h — calibration: the cost model's coefficients fitted to measured trace rows (GSL least
- * squares, robust to outliers), and the helpers that predict one trace row from its own batch
- * description (shared with validate.c).
+ * squares, robust to outliers: fit.c), the helpers that predict one trace row from its own batch
+ * description (fit_row.c, shared with validate.c), the report of a fit (fit_report.c) and the
+ * transfer of a calibration to other hardware (fit_transfer.c). Synthetic traces: synth.h.
  *
  * A trace row carries flops, bytes, seqs, tokens, sum_len2 and max_len but not the individual
  * lengths. Every operator except the FMHA is linear in what the row carries, so its op_cost is
@@ -31,7 +32,6 @@
 
 #include "calib.h"
 #include "cost.h"
-#include "dist.h"
 #include "trace.h"
 
 /* ---- predicting one trace row ------------------------------------------------------------------ */
@@ -47,6 +47,12 @@ int fit_row_lengths(const trace_row *r, int model_max_len, int *len, unpad_err *
  * ops_step on the rebuilt batch. The variant (fused or unfused) is the one whose byte count is
  * nearer the row's. */
 int fit_row_cost(const model_cfg *m, const trace_row *r, op_cost *oc, unpad_err *err);
+/* The same, and the rebuilt lengths in *len (malloc'd, the caller frees; NULL: not wanted). */
+int fit_row_cost_lengths(const model_cfg *m, const trace_row *r, op_cost *oc, int **len,
+                         unpad_err *err);
+/* A row's time from its op_cost (and lengths, for the FMHA), as cost_predict_step times it. */
+double fit_row_time(const model_cfg *m, const hw_spec *hw, const calib_coef *c, const trace_row *r,
+                    const op_cost *oc, const int *len);
 
 /* The FMHA tile simulation (cost_fmha_us) averaged over FIT_FMHA_ORDERS fixed pseudo-random
  * orders of len[0..n): the prediction for a batch whose launch order is unknown. */
@@ -117,6 +123,7 @@ typedef struct {
 } fit_result;
 
 const char *fit_param_name(fit_param_id p);  /* "gemm_eff", ... as in calib files */
+double *fit_param_field(calib_coef *c, fit_param_id p); /* the field of c that p is */
 const char *fit_group_name(int g);           /* op class names, then "step overhead" */
 
 /* Fits the coefficients to the rows of sets[0..nsets) (one set per trace file: steps are numbered
@@ -137,25 +144,8 @@ void fit_print(FILE *f, const fit_result *r, const calib_coef *init);
 /* Coefficients for hardware `to` from a calibration fitted on `from`: efficiencies (fractions of
  * peak) carried over, gemm_m_half scaled by the multiprocessor ratio (rows needed to fill the GPU),
  * attn_cta_us by the clock ratio, launch_us by the ratio of the specs' launch overheads; the
- * step overhead kept. An estimate, not a measurement: `fitted` stays as in `src`. */
+ * step overhead kept. An estimate, not a measurement: `transferred` is set, so the written file
+ * says so. */
 void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to, calib_coef *out);
-
-/* ---- synthetic traces (tests and demonstrations; never mistaken for measurements) ------------- */
-
-typedef struct {
-    int gpus, steps, batch;      /* ranks, steps and sequences per rank per step */
-    unsigned long seed;
-    double noise;                /* relative Gaussian noise on every duration (e.g. 0.01) */
-    double outlier_frac;         /* fraction of rows multiplied by outlier_scale */
-    double outlier_scale;
-    double overhead_jitter;      /* relative jitter of the step overhead */
-} fit_synth_opts;
-
-/* Writes a trace whose rows are cost_predict_step's times under `truth` for batches drawn from
- * `dist`, with noise and outliers, laid out in time like a trainer's trace (a gap of the step
- * overhead before the optimizer; all-reduce rows of faster ranks include their wait). The first
- * line is a comment saying the trace is synthetic. */
-int fit_synth_write(FILE *f, const model_cfg *m, const hw_spec *hw, const calib_coef *truth,
-                    const unpad_dist *dist, const fit_synth_opts *o, unpad_err *err);
 
 #endif

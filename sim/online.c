@@ -9,7 +9,8 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_multifit.h>
 
-#define REJECT_WEIGHT 0.01 /* a robust weight below this counts as an outlier */
+#include "robust.h"
+
 #define NCOEF 4            /* k, c0, c1, c2 */
 
 typedef struct {
@@ -162,6 +163,7 @@ static double resid_cv(const gsl_matrix *X, const double *y, int n)
 
 int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, unpad_err *err)
 {
+    unpad_gsl_quiet();
     memset(out, 0, sizeof *out);
     int n = oc->nobs;
     out->obs = n;
@@ -172,10 +174,8 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
                           "(%d steps), need %d", n, out->steps, oc->o.min_obs);
     double *s1 = calloc((size_t)n, sizeof *s1), *s2 = calloc((size_t)n, sizeof *s2);
     double *cnt = calloc((size_t)n, sizeof *cnt);
-    gsl_matrix *X = NULL, *cov = NULL, *A = NULL;
-    gsl_vector *y = NULL, *b = NULL;
-    gsl_multifit_robust_workspace *w = NULL;
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    gsl_matrix *A = NULL;
+    robust_fit rf = {0};
     int rc = UNPAD_OK;
     if (!s1 || !s2 || !cnt) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -229,15 +229,9 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
         }
     }
     int p = 3 + fit_c0, col_c0 = fit_c0 ? 1 : -1, col_c1 = fit_c0 ? 2 : 1, col_c2 = col_c1 + 1;
-    X = gsl_matrix_alloc((size_t)n, (size_t)p);
-    y = gsl_vector_alloc((size_t)n);
-    b = gsl_vector_alloc((size_t)p);
-    cov = gsl_matrix_alloc((size_t)p, (size_t)p);
-    w = gsl_multifit_robust_alloc(gsl_multifit_robust_bisquare, (size_t)n, (size_t)p);
-    if (!X || !y || !b || !cov || !w) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    if ((rc = robust_alloc(&rf, (size_t)n, (size_t)p, err)))
         goto out;
-    }
+    gsl_matrix *X = rf.X;
     double c0_prior = prior ? prior->c0 : 0;
     /* Absolute residuals (us): the ranks' times are alike, so this weighs them alike too, and
      * GSL's bisquare scale works on them (with every row divided by its time the response is
@@ -251,10 +245,9 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
             yy -= c0_prior * cnt[i];
         gsl_matrix_set(X, (size_t)i, (size_t)col_c1, s1[i] / sc[2]);
         gsl_matrix_set(X, (size_t)i, (size_t)col_c2, s2[i] / sc[3]);
-        gsl_vector_set(y, (size_t)i, yy);
+        gsl_vector_set(rf.y, (size_t)i, yy);
     }
-    gsl_multifit_robust_maxiter(200, w);
-    int st = gsl_multifit_robust(X, y, b, cov, w);
+    int st = robust_solve(&rf);
     if (st && st != GSL_EMAXITER) {
         rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "per-sequence cost refit failed: %s over %d observations",
                         gsl_strerror(st), n);
@@ -262,17 +255,15 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
     }
     if (st == GSL_EMAXITER)
         snprintf(out->notes, sizeof out->notes, "robust iterations did not settle (result kept); ");
-#define SE(j) sqrt(gsl_matrix_get(cov, (size_t)(j), (size_t)(j)) > 0 ? gsl_matrix_get(cov, (size_t)(j), (size_t)(j)) : 0)
-    out->fixed_us = gsl_vector_get(b, 0);
-    out->se_fixed = SE(0);
+    out->fixed_us = robust_coef(&rf, 0);
+    out->se_fixed = robust_se(&rf, 0);
     out->c0_fitted = fit_c0;
-    out->cost.c0 = fit_c0 ? gsl_vector_get(b, (size_t)col_c0) / sc[1] : c0_prior;
-    out->se_c0 = fit_c0 ? SE(col_c0) / sc[1] : 0;
-    out->cost.c1 = gsl_vector_get(b, (size_t)col_c1) / sc[2];
-    out->se_c1 = SE(col_c1) / sc[2];
-    out->cost.c2 = gsl_vector_get(b, (size_t)col_c2) / sc[3];
-    out->se_c2 = SE(col_c2) / sc[3];
-#undef SE
+    out->cost.c0 = fit_c0 ? robust_coef(&rf, (size_t)col_c0) / sc[1] : c0_prior;
+    out->se_c0 = fit_c0 ? robust_se(&rf, (size_t)col_c0) / sc[1] : 0;
+    out->cost.c1 = robust_coef(&rf, (size_t)col_c1) / sc[2];
+    out->se_c1 = robust_se(&rf, (size_t)col_c1) / sc[2];
+    out->cost.c2 = robust_coef(&rf, (size_t)col_c2) / sc[3];
+    out->se_c2 = robust_se(&rf, (size_t)col_c2) / sc[3];
     /* A cost falling with the length would misorder sequences: a negative coefficient within two
      * standard errors of 0 is noise and becomes 0; beyond that the data contradict the model. */
     struct { double *v, se; const char *name; } chk[3] = {
@@ -297,11 +288,10 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
     }
     /* Quality over the observations the robust fit kept. */
     {
-        gsl_multifit_robust_stats s = gsl_multifit_robust_statistics(w);
         double sum2 = 0, mx = 0;
         int kept = 0;
         for (int i = 0; i < n; i++) {
-            if (gsl_vector_get(s.weights, (size_t)i) < REJECT_WEIGHT) {
+            if (robust_weight(&rf, (size_t)i) < ROBUST_OUTLIER_WEIGHT) {
                 out->outliers++;
                 continue;
             }
@@ -317,12 +307,7 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
         out->max_abs_pct = mx;
     }
 out:
-    gsl_set_error_handler(old);
-    if (w) gsl_multifit_robust_free(w);
-    if (cov) gsl_matrix_free(cov);
-    if (b) gsl_vector_free(b);
-    if (y) gsl_vector_free(y);
-    if (X) gsl_matrix_free(X);
+    robust_free(&rf);
     if (A) gsl_matrix_free(A);
     free(s1);
     free(s2);

@@ -1,4 +1,4 @@
-/* online.h — online calibration of the per-sequence cost the balancers use (issue 7, item 5).
+/* online.h — online calibration of the per-sequence cost the balancers use .
  *
  * The trainer measures, every step, each rank's compute time (forward + backward of its
  * micro-batch, without the collectives) and knows the lengths it gave that rank. With the

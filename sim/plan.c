@@ -23,7 +23,7 @@ typedef struct {
 #define PF(k, t, f, lo, hi, req, h) {k, t, offsetof(plan_file, f), lo, hi, req, h}
 static const cfg_field plan_schema[] = {
     PF("policy", CFG_STRING, policy, 0, 0, CFG_REQUIRED,
-       "balancing policy: none, sort-deal, lpt, kk or pack"),
+       "balancing policy (`unpad plan --help` lists them)"),
     PF("count", CFG_STRING, count, 0, 0, CFG_REQUIRED, "sequences per GPU: equal or free"),
     PF("weights", CFG_STRING, weights, 0, 0, CFG_OPTIONAL,
        "what is balanced: cost (c0 + c1 len + c2 len^2) or tokens"),
@@ -131,11 +131,10 @@ int plan_parse(const char *name, const char *text, size_t len, unpad_plan *p, un
         return rc;
     unpad_plan q;
     plan_default(&q);
-    int v = balance_policy_from_name(f.policy);
-    if (v < 0)
-        return bad_value(name, text, len, "policy", err,
-                         "unknown policy '%s' (expected none, sort-deal, lpt, kk or pack)", f.policy);
-    q.policy = v;
+    unpad_err pe = {0};
+    if (balance_policy_parse(f.policy, &q.policy, &pe))
+        return bad_value(name, text, len, "policy", err, "%s", pe.msg);
+    int v;
     if ((v = balance_count_from_name(f.count)) < 0)
         return bad_value(name, text, len, "count", err, "unknown count '%s' (expected equal or free)",
                          f.count);

@@ -3,7 +3,7 @@
  * step, calls balance_assign with the plan's policy, count and weights (plan_seq_cost) and groups
  * each GPU's attention with the plan's boundaries (or group_plan_auto when `fmha_groups = auto`).
  *
- *   policy = kk                 # none | sort-deal | lpt | kk | pack
+ *   policy = kk                 # a balancing policy of balance_policy_types (balance.h)
  *   count = equal               # equal | free
  *   weights = cost              # cost: c0 + c1 len + c2 len^2 (below) | tokens
  *   gpus = 8

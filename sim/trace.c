@@ -222,13 +222,90 @@ double trace_span_union(trace_span *s, size_t n)
     return busy + (b - a);
 }
 
+/* One step's phases: each a run of operators, once or over the layers (up or down). */
+static const op_id LAYER_FWD[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
+                                  OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
+static const op_id HEADS[] = {OP_MLM_HEAD_FWD, OP_NSP_HEAD_FWD, OP_LOSS_FWD,
+                              OP_LOSS_BWD, OP_NSP_HEAD_BWD, OP_MLM_HEAD_BWD};
+static const op_id LAYER_BWD[] = {OP_FFN_LN_BWD, OP_FFN2_BWD, OP_FFN1_BWD, OP_ATTN_LN_BWD,
+                                  OP_ATTN_OUT_BWD, OP_FMHA_BWD, OP_QKV_BWD};
+static const op_id EXCHANGE[] = {OP_EXCHANGE}, EMBED_FWD[] = {OP_EMBED_FWD},
+                   EMBED_BWD[] = {OP_EMBED_BWD}, ALLREDUCE[] = {OP_ALLREDUCE}, LAMB[] = {OP_LAMB};
+
+enum { ONCE, LAYERS_UP, LAYERS_DOWN };
+#define PHASE(ops, how, multi) {ops, sizeof ops / sizeof ops[0], how, multi}
+static const struct {
+    const op_id *ops;
+    int n, how;
+    int multi_gpu;   /* 1: only with gpus > 1 */
+} STEP_ORDER[] = {
+    PHASE(EXCHANGE, ONCE, 1),       PHASE(EMBED_FWD, ONCE, 0), PHASE(LAYER_FWD, LAYERS_UP, 0),
+    PHASE(HEADS, ONCE, 0),          PHASE(LAYER_BWD, LAYERS_DOWN, 0), PHASE(EMBED_BWD, ONCE, 0),
+    PHASE(ALLREDUCE, ONCE, 1),      PHASE(LAMB, ONCE, 0),
+};
+#undef PHASE
+enum { NPHASE = sizeof STEP_ORDER / sizeof STEP_ORDER[0] };
+
+/* Moves to the first repetition of phase it->phase that has rows (skipping empty ones). */
+static void phase_enter(trace_step_iter *it)
+{
+    for (; it->phase < NPHASE; it->phase++) {
+        int how = STEP_ORDER[it->phase].how;
+        if (STEP_ORDER[it->phase].multi_gpu && it->gpus < 2)
+            continue;
+        if (how != ONCE && it->layers < 1)
+            continue;
+        it->layer = how == LAYERS_DOWN ? it->layers - 1 : how == LAYERS_UP ? 0 : -1;
+        it->k = 0;
+        return;
+    }
+}
+
+void trace_step_begin(trace_step_iter *it, int layers, int gpus)
+{
+    *it = (trace_step_iter){.layers = layers, .gpus = gpus};
+    phase_enter(it);
+}
+
+int trace_step_next(trace_step_iter *it, op_id *op, int *layer)
+{
+    if (it->phase >= NPHASE)
+        return 0;
+    int how = STEP_ORDER[it->phase].how;
+    *op = STEP_ORDER[it->phase].ops[it->k];
+    *layer = it->layer;
+    if (++it->k < STEP_ORDER[it->phase].n)
+        return 1;
+    it->k = 0;
+    if (how == LAYERS_UP && ++it->layer < it->layers)
+        return 1;
+    if (how == LAYERS_DOWN && --it->layer >= 0)
+        return 1;
+    it->phase++;
+    phase_enter(it);
+    return 1;
+}
+
+double trace_emit_op(FILE *f, trace_row *r, op_id op, int layer, const op_cost *oc, double start_us,
+                     double dur_us)
+{
+    r->op = op;
+    r->layer = layer;
+    r->seqs = oc->seqs;
+    r->tokens = oc->tokens;
+    r->sum_len2 = oc->sum_len2;
+    r->max_len = oc->max_len;
+    r->flops = oc->flops;
+    r->bytes = oc->bytes;
+    r->start_us = start_us;
+    r->dur_us = dur_us;
+    trace_write_row(f, r);
+    return start_us + dur_us;
+}
+
 double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus, int rank, int step,
                             int layers, const cost_step *st, double t0)
 {
-    static const op_id fwd_layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
-                                      OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
-    static const op_id bwd_layer[] = {OP_FFN_LN_BWD, OP_FFN2_BWD, OP_FFN1_BWD, OP_ATTN_LN_BWD,
-                                      OP_ATTN_OUT_BWD, OP_FMHA_BWD, OP_QKV_BWD};
     double t = t0;
     trace_row r;
     memset(&r, 0, sizeof r);
@@ -238,42 +315,11 @@ double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus
     r.rank = rank;
     r.step = step;
     r.group = r.stream = -1;
-#define EMIT(o, l)                                                                                 \
-    do {                                                                                           \
-        const op_cost *oc = &st->ops[o];                                                           \
-        r.op = o;                                                                                  \
-        r.layer = l;                                                                               \
-        r.seqs = oc->seqs;                                                                         \
-        r.tokens = oc->tokens;                                                                     \
-        r.sum_len2 = oc->sum_len2;                                                                 \
-        r.max_len = oc->max_len;                                                                   \
-        r.flops = oc->flops;                                                                       \
-        r.bytes = oc->bytes;                                                                       \
-        r.start_us = t;                                                                            \
-        r.dur_us = st->time_us[o];                                                                 \
-        t += r.dur_us;                                                                             \
-        trace_write_row(f, &r);                                                                    \
-    } while (0)
-    if (gpus > 1)
-        EMIT(OP_EXCHANGE, -1);
-    EMIT(OP_EMBED_FWD, -1);
-    for (int l = 0; l < layers; l++)
-        for (size_t k = 0; k < sizeof fwd_layer / sizeof fwd_layer[0]; k++)
-            EMIT(fwd_layer[k], l);
-    EMIT(OP_MLM_HEAD_FWD, -1);
-    EMIT(OP_NSP_HEAD_FWD, -1);
-    EMIT(OP_LOSS_FWD, -1);
-    EMIT(OP_LOSS_BWD, -1);
-    EMIT(OP_NSP_HEAD_BWD, -1);
-    EMIT(OP_MLM_HEAD_BWD, -1);
-    for (int l = layers - 1; l >= 0; l--)
-        for (size_t k = 0; k < sizeof bwd_layer / sizeof bwd_layer[0]; k++)
-            EMIT(bwd_layer[k], l);
-    EMIT(OP_EMBED_BWD, -1);
-    if (gpus > 1) {
-        EMIT(OP_ALLREDUCE, -1);
-    }
-    EMIT(OP_LAMB, -1);
-#undef EMIT
+    trace_step_iter it;
+    op_id op;
+    int layer;
+    trace_step_begin(&it, layers, gpus);
+    while (trace_step_next(&it, &op, &layer))
+        t = trace_emit_op(f, &r, op, layer, &st->ops[op], t, st->time_us[op]);
     return t;
 }

@@ -53,7 +53,28 @@ typedef struct {
  * once. Sorts s by start. */
 double trace_span_union(trace_span *s, size_t n);
 
-/* Predicted rows of one GPU's step from the cost model: per layer for encoder operators, start
+/* The operator order of one training step on one GPU, as the trainer runs it (the order of a
+ * trace's rows): the sample exchange (gpus > 1), the embedding, every layer's forward, the heads
+ * and the loss, every layer's backward from the last layer down, the embedding's backward, the
+ * gradient all-reduce (gpus > 1), the optimizer. Layer is -1 outside the encoder layers.
+ *   trace_step_iter it;
+ *   trace_step_begin(&it, layers, gpus);
+ *   while (trace_step_next(&it, &op, &layer)) ... */
+typedef struct {
+    int layers, gpus;
+    int phase, layer, k;   /* position */
+} trace_step_iter;
+
+void trace_step_begin(trace_step_iter *it, int layers, int gpus);
+int trace_step_next(trace_step_iter *it, op_id *op, int *layer); /* 0 after the last */
+
+/* The row emitter: sets r's operator, layer, batch description (seqs .. bytes, from oc) and times,
+ * writes it, and returns its end, start_us + dur_us. r's hw, model, gpus, rank, step, group and
+ * stream are the caller's. */
+double trace_emit_op(FILE *f, trace_row *r, op_id op, int layer, const op_cost *oc,
+                     double start_us, double dur_us);
+
+/* Predicted rows of one GPU's step from the cost model: the step's operator order, start
  * times laid end to end from t0. Returns the end time. */
 struct cost_step;
 double trace_emit_predicted(FILE *f, const char *hw, const char *model, int gpus, int rank, int step,

@@ -1,16 +1,20 @@
-/* unpad.c — error records, strict number parsing and file reading shared by the library. */
+/* unpad.c — error records, strict number parsing, file reading and the GSL error handler, shared
+ * by the library. */
 #include "unpad.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <gsl/gsl_errno.h>
 
 int unpad_fail(unpad_err *err, int code, const char *file, int line, const char *fmt, ...)
 {
@@ -45,16 +49,19 @@ void unpad_err_show_line(unpad_err *err, int line, const char *text)
     snprintf(err->msg + n, sizeof err->msg - n, "\n    %d | %.*s", line, len, text);
 }
 
-const char *unpad_strstatus(int code)
+void unpad_invariant_failed(const char *file, int line, const char *cond)
 {
-    switch (code) {
-    case UNPAD_OK: return "OK";
-    case UNPAD_EINVAL: return "EINVAL";
-    case UNPAD_EIO: return "EIO";
-    case UNPAD_ENOMEM: return "ENOMEM";
-    case UNPAD_ERANGE: return "ERANGE";
-    }
-    return "unknown status";
+    fprintf(stderr, "%s:%d: internal error: %s does not hold (a bug: please report it)\n", file, line,
+            cond);
+    abort();
+}
+
+static void gsl_handler_off(void) { gsl_set_error_handler_off(); }
+
+void unpad_gsl_quiet(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, gsl_handler_off);
 }
 
 static int only_blanks(const char *s)

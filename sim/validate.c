@@ -614,7 +614,7 @@ void validate_print(FILE *f, const validate_report *rep)
     }
     fprintf(f, "\n");
 
-    fprintf(f, "targets (issue 7, meant for held-out traces):\n");
+    fprintf(f, "targets (meant for held-out traces):\n");
     if (rep->step_time.n)
         fprintf(f, "  per-step time error   median %.2f%% (<= 2%%: %s), max %.2f%% (<= 5%%: %s)\n",
                 rep->step_time.median_abs_pct, met(rep->step_time.median_abs_pct <= 2),

@@ -413,12 +413,12 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)
 {
-    fprintf(f, "%5s %5s %-9s %-5s %9s %10s %8s %8s %7s %10s %10s  %s\n", "gpus", "batch", "policy",
+    fprintf(f, "%5s %5s %-10s %-5s %9s %10s %8s %8s %7s %10s %10s  %s\n", "gpus", "batch", "policy",
             "count", "step ms", "samples/s", "imb mean", "imb p99", "idle %", "attn ms", "grouped",
             "fmha groups (streams)");
     for (int i = 0; i < n; i++) {
         const whatif_row *r = &rows[i];
-        fprintf(f, "%5d %5d %-9s %-5s %9.2f %10.1f %8.4f %8.4f %7.2f %10.2f %10.2f  %s (%d)\n",
+        fprintf(f, "%5d %5d %-10s %-5s %9.2f %10.1f %8.4f %8.4f %7.2f %10.2f %10.2f  %s (%d)\n",
                 r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
                 r->step_us / 1e3, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
                 100 * r->idle_mean, r->attn_us / 1e3, r->attn_grouped_us / 1e3, r->bounds,

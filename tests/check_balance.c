@@ -172,11 +172,11 @@ START_TEST(test_known_answers)
         ck_assert_int_eq(f.r.start[1] - f.r.start[0], 3);
     }
     {
-        /* Pack {5,4,3,3,3,2} (tokens) on 2: budget 10 fails (5,4 | 3,3,3 | 2 left over),
+        /* ffd-tokens {5,4,3,3,3,2} (tokens) on 2: budget 10 fails (5,4 | 3,3,3 | 2 left over),
          * 11 fits: 5+4+2 | 3+3+3. */
         int len[] = {5, 4, 3, 3, 3, 2};
-        ck_assert_int_eq(run_max(&f, len, NULL, 6, 2, BAL_PACK, BAL_FREE), 11);
-        ck_assert_int_eq(f.r.pack_budget, 11);
+        ck_assert_int_eq(run_max(&f, len, NULL, 6, 2, BAL_FFD_TOKENS, BAL_FREE), 11);
+        ck_assert_int_eq(f.r.ffd_budget, 11);
         ck_assert_int_eq(f.r.load[0], 11);
         ck_assert_int_eq(f.r.load[1], 9);
     }
@@ -332,7 +332,7 @@ START_TEST(test_deterministic)
         {0xff489deb5b097b8bull, 0xff489deb5b097b8bull}, /* sort-deal */
         {0x93ff4eaca57f0183ull, 0x93ff4eaca57f0183ull}, /* lpt */
         {0x153e0ac33ddc5ef9ull, 0x2bf014506a60675aull}, /* kk */
-        {0xef4aae8b19fae773ull, 0x0dc5170ee8781fd8ull}, /* pack */
+        {0xef4aae8b19fae773ull, 0x0dc5170ee8781fd8ull}, /* ffd-tokens */
     };
     for (int p = 0; p < BAL_POLICY_COUNT; p++)
         for (int c = 0; c < BAL_COUNT_COUNT; c++)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fit.h"
+#include "synth.h"
 #include "testutil.h"
 
 static model_cfg base, large;
@@ -23,22 +24,7 @@ static void setup(void)
 
 static void teardown(void) { dist_free(&wiki); }
 
-/* The coefficients the synthetic "measurements" are made with. */
-static void truth_coef(calib_coef *c)
-{
-    calib_default(&h200, c);
-    c->gemm_eff = 0.62;
-    c->gemm_m_half = 400;
-    c->attn_eff = 0.38;
-    c->attn_cta_us = 1.5;
-    c->bw_eff = 0.71;
-    c->launch_us = 4;
-    c->optim_bw_eff = 0.75;
-    c->comm_eff = 0.85;
-    c->step_overhead_us = 150;
-}
-
-static void synth_read(const model_cfg *m, const calib_coef *truth, const fit_synth_opts *o,
+static void synth_read(const model_cfg *m, const calib_coef *truth, const synth_opts *o,
                        trace_set *set)
 {
     char path[] = "/tmp/unpad-test-synth-XXXXXX";
@@ -46,7 +32,7 @@ static void synth_read(const model_cfg *m, const calib_coef *truth, const fit_sy
     ck_assert_int_ge(fd, 0);
     FILE *f = fdopen(fd, "w");
     unpad_err e = {0};
-    ck_assert_msg(fit_synth_write(f, m, &h200, truth, &wiki, o, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_msg(synth_trace_write(f, m, &h200, truth, &wiki, o, &e) == UNPAD_OK, "%s", e.msg);
     fclose(f);
     ck_assert_msg(trace_read(path, set, &e) == UNPAD_OK, "%s", e.msg);
     unlink(path);
@@ -162,17 +148,17 @@ START_TEST(test_recover_coefficients)
      * least-squares fit would move every efficiency by ~4% (2% of rows at +200%); the bisquare fit
      * must set them aside. */
     calib_coef truth, init;
-    truth_coef(&truth);
+    synth_truth_default(&h200, &truth);
     calib_default(&h200, &init);
     int batches[] = {16, 32, 56, 96};
     trace_set sets[5];
     memset(sets, 0, sizeof sets);
     for (int i = 0; i < 4; i++) {
-        fit_synth_opts o = {.gpus = 2, .steps = 3, .batch = batches[i], .seed = 100 + i, .noise = 0.01,
+        synth_opts o = {.gpus = 2, .steps = 3, .batch = batches[i], .seed = 100 + i, .noise = 0.01,
                             .outlier_frac = 0.02, .outlier_scale = 3, .overhead_jitter = 0.05};
         synth_read(&base, &truth, &o, &sets[i]);
     }
-    fit_synth_opts o = {.gpus = 2, .steps = 2, .batch = 56, .seed = 200, .noise = 0.01,
+    synth_opts o = {.gpus = 2, .steps = 2, .batch = 56, .seed = 200, .noise = 0.01,
                         .outlier_frac = 0.02, .outlier_scale = 3, .overhead_jitter = 0.05};
     synth_read(&large, &truth, &o, &sets[4]);
     model_cfg models[2] = {base, large};
@@ -208,12 +194,12 @@ START_TEST(test_recover_exact_without_noise)
     /* No noise, no outliers: every coefficient but the FMHA pair (rebuilt lengths) comes back to
      * rounding; the FMHA pair to its approximation. */
     calib_coef truth, init;
-    truth_coef(&truth);
+    synth_truth_default(&h200, &truth);
     calib_default(&h200, &init);
     trace_set sets[2];
     memset(sets, 0, sizeof sets);
     for (int i = 0; i < 2; i++) {
-        fit_synth_opts o = {.gpus = 4, .steps = 2, .batch = i ? 48 : 20, .seed = 7 + i};
+        synth_opts o = {.gpus = 4, .steps = 2, .batch = i ? 48 : 20, .seed = 7 + i};
         synth_read(&base, &truth, &o, &sets[i]);
     }
     fit_result res;
@@ -310,7 +296,7 @@ END_TEST
 START_TEST(test_transfer)
 {
     calib_coef src, dst;
-    truth_coef(&src);
+    synth_truth_default(&h200, &src);
     src.fitted = 1;
     fit_transfer(&src, &h200, &a100, &dst);
     ck_assert_str_eq(dst.hw, "a100-sxm4-40g");

@@ -269,7 +269,7 @@ START_TEST(test_lamb_one_step_by_hand)
     float w[3] = {3.0f, 4.0f, 2.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0.6f, 0.0f, 0.8f}, norm;
     lamb_hparams hp = {.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
                        .weight_decay = 0.01f, .max_grad_norm = 0.5f, .step = 1};
-    lamb_update_ref(w, m, v, g, t, 2, hp, &norm);
+    lamb_update_ref(w, m, v, g, t, 2, hp, &norm, NULL, 0);
     ck_assert_double_eq_tol(norm, 1.0, 1e-7); /* sqrt(0.36 + 0.64) */
     /* clip 0.5: g = (0.3, 0, 0.4); m = 0.1 g; v = 0.001 g^2; corrected m/sqrt(v) = sign(g) */
     ck_assert_double_eq_tol(m[0], 0.03, 1e-7);
@@ -283,8 +283,15 @@ START_TEST(test_lamb_one_step_by_hand)
     /* zero weights: ratio 1 */
     lamb_tensor z[1] = {{0, 1, 1, 0}};
     float wz = 0.0f, mz = 0, vz = 0, gz = 0.2f;
-    lamb_update_ref(&wz, &mz, &vz, &gz, z, 1, hp, NULL);
+    lamb_update_ref(&wz, &mz, &vz, &gz, z, 1, hp, NULL, NULL, 0);
     ck_assert_double_eq_tol(wz, -0.1 * 0.2 / (0.2 + 1e-6), 1e-6);
+    /* a non-finite loss (the guard) or gradient: nothing moves */
+    float guard[2] = {1.0f, INFINITY}, w2[3] = {3.0f, 4.0f, 2.0f}, m2[3] = {0}, v2[3] = {0};
+    lamb_update_ref(w2, m2, v2, g, t, 2, hp, &norm, guard, 2);
+    ck_assert(w2[0] == 3.0f && w2[1] == 4.0f && w2[2] == 2.0f && m2[0] == 0 && v2[2] == 0);
+    float gn[3] = {0.6f, NAN, 0.8f};
+    lamb_update_ref(w2, m2, v2, gn, t, 2, hp, &norm, NULL, 0);
+    ck_assert(w2[0] == 3.0f && m2[0] == 0 && isnan(norm));
 }
 END_TEST
 
@@ -686,7 +693,7 @@ START_TEST(test_lamb_every_element)
                 ww[i] = w[i] - hp.lr * ratio * u[i];
         }
         float gn = NAN;
-        lamb_update_ref(w, m, v, g, t, 3, hp, &gn);
+        lamb_update_ref(w, m, v, g, t, 3, hp, &gn, NULL, 0);
         ck_assert_double_eq_tol(gn, (double)norm, 1e-6 * (double)norm);
         expect_all("lamb m", m, wm, N, 1e-9, 1e-6);
         expect_all("lamb v", v, wv, N, 1e-12, 1e-6);

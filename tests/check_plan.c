@@ -121,7 +121,9 @@ START_TEST(test_bad_input)
     ck_assert_int_eq(code, UNPAD_OK);
     /* Each refusal names the file, the line and what was expected, and shows the line. */
     expect_error("policy = greedy\n" HEAD, "plan.cfg:1: ", "unknown policy 'greedy'");
-    expect_error("policy = greedy\n" HEAD, "1 | policy = greedy", "kk or pack");
+    expect_error("policy = greedy\n" HEAD, "1 | policy = greedy", "kk | ffd-tokens");
+    expect_error("policy = pack\n" HEAD, "1 | policy = pack",
+                 "'pack' is now 'ffd-tokens' (sequence packing is a layout: --layout packed)");
     expect_error("policy = kk\ncount = some\ngpus = 8\nbatch = 56\n", "plan.cfg:2: ",
                  "unknown count 'some' (expected equal or free)");
     expect_error("policy = kk\n" HEAD "weights = bytes\n", "plan.cfg:8: ", "expected cost or tokens");
@@ -137,7 +139,7 @@ START_TEST(test_bad_input)
                  "plan.cfg: ", "missing key 'cost_c1'");
     expect_error("policy = kk\n" HEAD "cost_c1 = -3\n", "plan.cfg:", "");
     /* tokens need no cost */
-    parse_error("policy = pack\ncount = free\ngpus = 2\nbatch = 3\nweights = tokens\n", &code);
+    parse_error("policy = ffd-tokens\ncount = free\ngpus = 2\nbatch = 3\nweights = tokens\n", &code);
     ck_assert_int_eq(code, UNPAD_OK);
     unpad_plan p;
     unpad_err e = {0};

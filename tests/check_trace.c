@@ -1,4 +1,5 @@
-/* check_trace.c — trace rows: predicted rows read back, and every malformed line refused. */
+/* check_trace.c — trace rows: the step's operator order, predicted rows read back, and every
+ * malformed line refused. */
 #include <check.h>
 #include <string.h>
 
@@ -41,6 +42,43 @@ START_TEST(test_predicted_roundtrip)
     ck_assert_int_eq(set.rows[2].tokens, 5 + 77 + 512);
     trace_set_free(&set);
     unlink(out);
+}
+END_TEST
+
+/* The step's operator order: every operator once per layer or once per step, forward layers up,
+ * backward layers down, the collectives only on several GPUs. */
+START_TEST(test_step_order)
+{
+    for (int gpus = 1; gpus <= 4; gpus += 3) {
+        int L = 3, n = 0, seen[OP_COUNT] = {0}, last_layer = -1;
+        op_id op, first = OP_COUNT, prev = OP_COUNT, before = OP_COUNT;
+        int layer;
+        trace_step_iter it;
+        trace_step_begin(&it, L, gpus);
+        while (trace_step_next(&it, &op, &layer)) {
+            if (n == 0)
+                first = op;
+            ck_assert_int_eq(layer >= 0, op_is_per_layer(op));
+            if (op == OP_QKV_FWD) { /* forward layers ascend */
+                ck_assert_int_eq(layer, last_layer + 1);
+                last_layer = layer;
+            }
+            if (op == OP_FFN_LN_BWD) /* backward layers descend, after the heads */
+                ck_assert_int_eq(layer, L - 1 - seen[op]);
+            seen[op]++;
+            before = prev;
+            prev = op;
+            n++;
+        }
+        ck_assert_int_eq(trace_step_next(&it, &op, &layer), 0); /* stays at the end */
+        ck_assert_int_eq(n, 14 * L + (gpus > 1 ? 11 : 9));
+        for (int o = 0; o < OP_COUNT; o++)
+            ck_assert_int_eq(seen[o], op_is_per_layer((op_id)o) ? L
+                                      : o == OP_EXCHANGE || o == OP_ALLREDUCE ? gpus > 1 : 1);
+        ck_assert_int_eq(first, gpus > 1 ? OP_EXCHANGE : OP_EMBED_FWD);
+        ck_assert_int_eq(prev, OP_LAMB);
+        ck_assert_int_eq(before, gpus > 1 ? OP_ALLREDUCE : OP_EMBED_BWD);
+    }
 }
 END_TEST
 
@@ -168,6 +206,7 @@ Suite *trace_suite(void)
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_predicted_roundtrip);
+    tcase_add_test(tc, test_step_order);
     tcase_add_test(tc, test_bad_rows);
     tcase_add_test(tc, test_nul_byte_refused);
     tcase_add_test(tc, test_long_rows_read_whole_or_refused);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "synth.h"
 #include "testutil.h"
 #include "validate.h"
 
@@ -137,7 +138,7 @@ END_TEST
 START_TEST(test_committed_synthetic_traces)
 {
     /* Calibrate on tests/data/synthetic-calib-*, validate on synthetic-heldout-*: generated from
-     * known coefficients (1% noise), so the issue's targets must be met with room. */
+     * known coefficients (1% noise), so the validation targets must be met with room. */
     char p[512];
     model_cfg base;
     hw_spec hw;
@@ -197,9 +198,9 @@ START_TEST(test_true_coefficients_reproduce)
     char path[] = "/tmp/unpad-test-validate-XXXXXX";
     int fd = mkstemp(path);
     FILE *f = fdopen(fd, "w");
-    fit_synth_opts o = {.gpus = 3, .steps = 2, .batch = 40, .seed = 9};
+    synth_opts o = {.gpus = 3, .steps = 2, .batch = 40, .seed = 9};
     unpad_err e = {0};
-    ck_assert_int_eq(fit_synth_write(f, &base, &hw, &c, &d, &o, &e), UNPAD_OK);
+    ck_assert_int_eq(synth_trace_write(f, &base, &hw, &c, &d, &o, &e), UNPAD_OK);
     fclose(f);
     trace_set meas = {0}, pred = {0};
     ck_assert_int_eq(trace_read(path, &meas, &e), UNPAD_OK);

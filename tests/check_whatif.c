@@ -63,7 +63,7 @@ START_TEST(test_reproducible)
         {.gpus = 8, .batch = 16, .policy = BAL_KK, .count = BAL_EQUAL},
         {.gpus = 8, .batch = 16, .policy = BAL_NONE, .count = BAL_EQUAL},
         {.gpus = 4, .batch = 8, .policy = BAL_LPT, .count = BAL_FREE},
-        {.gpus = 16, .batch = 4, .policy = BAL_PACK, .count = BAL_FREE},
+        {.gpus = 16, .batch = 4, .policy = BAL_FFD_TOKENS, .count = BAL_FREE},
     };
     whatif_row b[4], one[1];
     memcpy(b, a, sizeof a);
@@ -142,7 +142,7 @@ START_TEST(test_csv_and_errors)
 {
     unpad_err e = {0};
     whatif_row r[2] = {{.gpus = 2, .batch = 4, .policy = BAL_SORT_DEAL, .count = BAL_EQUAL},
-                       {.gpus = 2, .batch = 4, .policy = BAL_PACK, .count = BAL_FREE}};
+                       {.gpus = 2, .batch = 4, .policy = BAL_FFD_TOKENS, .count = BAL_FREE}};
     whatif_setup s = setup_of(20, 1);
     ck_assert_int_eq(whatif_run(&s, r, 2, &e), UNPAD_OK);
     char path[512];
@@ -152,7 +152,7 @@ START_TEST(test_csv_and_errors)
     ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
     ck_assert(!strncmp(text, whatif_csv_header, strlen(whatif_csv_header)));
     ck_assert_ptr_nonnull(strstr(text, "\n2,4,sort-deal,equal,20,"));
-    ck_assert_ptr_nonnull(strstr(text, "\n2,4,pack,free,20,"));
+    ck_assert_ptr_nonnull(strstr(text, "\n2,4,ffd-tokens,free,20,"));
     int lines = 0;
     for (char *p = text; *p; p++)
         lines += *p == '\n';

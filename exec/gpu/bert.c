@@ -1,14 +1,16 @@
 /* bert.c — BERT pre-training on one GPU, unpadded (see bert.h): the parameter table, the activation
  * arena, forward, backward and the LAMB step, as calls to cuBLASLt (gemm.h), the memory-bound
- * kernels (kernels.h), the FMHA (fmha.h) and a few glue kernels (glue.h). */
+ * kernels (kernels.h) and the FMHA (fmha.h). Errors follow kernels/common.h: input and memory
+ * failures return an unpad_err, CUDA failures stop. */
 #include <stdarg.h>
 #include <string.h>
 
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include "fmha.h"
 #include "gpu/bert.h"
-#include "gpu/glue.h"
+#include "gpu/devmem.h"
 #include "ops.h"
 
 /* Offsets of one encoder layer's tensors in the flat buffers. */
@@ -45,12 +47,12 @@ struct bert {
     /* parameters */
     bert_tensor *tensors;
     int ntensors, captensors;
+    int table_oom;                /* add_tensor ran out of host memory */
     int64_t nparams;
     float *master, *grad, *m, *v; /* (N) fp32 */
     floatX *work;                 /* (N) floatX */
     lamb_tensor *d_lamb;          /* (ntensors) device */
     int lamb_chunks;
-    float *d_grad_norm;           /* (1) */
 
     int64_t word, pos, type, emb_g, emb_b;      /* embeddings */
     layer_offsets *lo;                          /* (L) */
@@ -82,7 +84,8 @@ struct bert {
     floatX *nsp_logits, *nsp_dlogits; /* (n, 2) */
     float *nsp_loss, *nsp_correct; /* (n) */
     floatX *dc1, *dc2;           /* (n, H) */
-    float *stats;                /* (4) accumulators, see glue_stats_accumulate */
+    float *stats;                /* (BERT_STATS) [0..3] stats_accumulate's sums, [4] LAMB's global norm */
+    float *h_stats;              /* (BERT_STATS) pinned host copy */
     /* the uploaded micro-batch */
     int32_t *d_ids, *d_types, *d_cu, *d_mlm_rows, *d_mlm_labels, *d_nsp_labels, *d_cls_rows;
     int32_t *h_stage;            /* pinned staging of the int32 arrays: two halves of stage_words */
@@ -104,10 +107,20 @@ struct bert {
 
 #define W(off) (b->work + (off))
 #define G(off) (b->grad + (off))
-#define BEGIN(op, layer) \
-    do { if (b->hooks.begin) b->hooks.begin(b->hooks.ctx, (op), (layer), s); } while (0)
-#define END(op, layer) \
-    do { if (b->hooks.end) b->hooks.end(b->hooks.ctx, (op), (layer), s); } while (0)
+/* Around every operator: an NVTX range of the operator's name (for Nsight Systems; nearly free
+ * without a profiler) and the tracer's hooks when set. */
+#define BEGIN(op, layer)                                                                            \
+    do {                                                                                            \
+        nvtxRangePushA(op_name((op_id)(op)));                                                       \
+        if (b->hooks.begin)                                                                         \
+            b->hooks.begin(b->hooks.ctx, (op), (layer), s);                                         \
+    } while (0)
+#define END(op, layer)                                                                              \
+    do {                                                                                            \
+        if (b->hooks.end)                                                                           \
+            b->hooks.end(b->hooks.ctx, (op), (layer), s);                                           \
+        nvtxRangePop();                                                                             \
+    } while (0)
 
 /* ---- parameter table ------------------------------------------------------------------------- */
 
@@ -115,13 +128,17 @@ static int64_t add_tensor(bert *b, int rows, int cols, int wd, int hf_rows, cons
     __attribute__((format(printf, 6, 7)));
 static int64_t add_tensor(bert *b, int rows, int cols, int wd, int hf_rows, const char *fmt, ...)
 {
+    if (b->table_oom)
+        return 0;
     if (b->ntensors == b->captensors) {
-        b->captensors = b->captensors ? 2 * b->captensors : 64;
-        b->tensors = realloc(b->tensors, (size_t)b->captensors * sizeof *b->tensors);
-        if (!b->tensors) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        int cap = b->captensors ? 2 * b->captensors : 64;
+        bert_tensor *t = realloc(b->tensors, (size_t)cap * sizeof *t);
+        if (!t) {
+            b->table_oom = 1; /* build_table's caller reports it */
+            return 0;
         }
+        b->tensors = t;
+        b->captensors = cap;
     }
     bert_tensor *t = &b->tensors[b->ntensors++];
     memset(t, 0, sizeof *t);
@@ -189,9 +206,9 @@ static void init_params(bert *b, cudaStream_t s)
         float *w = b->master + t->offset;
         if (is_layernorm(t->name)) {
             if (strstr(t->name, ".weight"))
-                glue_fill_f32(w, t->size, 1.0f, s);
+                fill_f32(w, t->size, 1.0f, s);
         } else if (t->cols > 1) { /* matrices and embeddings; padded vocab rows stay 0 */
-            glue_init_trunc_normal(w, (int64_t)t->hf_rows * t->cols, (float)b->cfg.init_range,
+            init_trunc_normal(w, (int64_t)t->hf_rows * t->cols, (float)b->cfg.init_range,
                                    b->opt.seed, (uint64_t)i, s);
         }
     }
@@ -278,7 +295,7 @@ static size_t layout_acts(bert *b, char *base)
     b->nsp_correct = carve(&a, Nm * 4);
     b->dc1 = carve(&a, Nm * H * XB);
     b->dc2 = carve(&a, Nm * H * XB);
-    b->stats = carve(&a, 4 * 4);
+    b->stats = carve(&a, BERT_STATS * 4);
     b->d_ids = carve(&a, Tm * 4);
     b->d_types = carve(&a, Tm * 4);
     b->d_cu = carve(&a, (Nm + 1) * 4);
@@ -290,22 +307,6 @@ static size_t layout_acts(bert *b, char *base)
 }
 
 /* ---- create / free ----------------------------------------------------------------------------- */
-
-static int dev_alloc(void **p, size_t bytes, const char *what, unpad_err *err)
-{
-    cudaError_t e = cudaMalloc(p, bytes);
-    if (e != cudaSuccess) {
-        size_t fr = 0, tot = 0;
-        cudaGetLastError();
-        cudaMemGetInfo(&fr, &tot);
-        return unpad_fail(err, UNPAD_ENOMEM, __FILE__, __LINE__,
-                          "cannot allocate %.2f GiB for %s (%.2f GiB free of %.2f): %s; use a smaller "
-                          "--batch or a smaller model",
-                          bytes / 1073741824.0, what, fr / 1073741824.0, tot / 1073741824.0,
-                          cudaGetErrorString(e));
-    }
-    return UNPAD_OK;
-}
 
 bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
 {
@@ -331,7 +332,13 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     b->lo = calloc((size_t)cfg->layers, sizeof *b->lo);
     b->la = calloc((size_t)cfg->layers, sizeof *b->la);
     b->x = calloc((size_t)cfg->layers + 1, sizeof *b->x);
-    build_table(b);
+    if (b->lo && b->la && b->x)
+        build_table(b);
+    if (!b->lo || !b->la || !b->x || b->table_oom) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the parameter table");
+        bert_free(b);
+        return NULL;
+    }
     /* the fused QKV GEMM reads query, key, value (and their biases) as one matrix */
     for (int l = 0; l < cfg->layers; l++) {
         int64_t H = cfg->hidden;
@@ -346,6 +353,11 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     }
 
     lamb_tensor *lt = calloc((size_t)b->ntensors, sizeof *lt);
+    if (!lt) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the LAMB tensor table");
+        bert_free(b);
+        return NULL;
+    }
     for (int i = 0; i < b->ntensors; i++) {
         lt[i].offset = b->tensors[i].offset;
         lt[i].size = b->tensors[i].size;
@@ -358,8 +370,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         dev_alloc((void **)&b->grad, N * 4, "fp32 gradients", err) ||
         dev_alloc((void **)&b->m, N * 4, "LAMB m", err) || dev_alloc((void **)&b->v, N * 4, "LAMB v", err) ||
         dev_alloc((void **)&b->work, N * sizeof(floatX), UNPAD_PRECISION " weights", err) ||
-        dev_alloc((void **)&b->d_lamb, (size_t)b->ntensors * sizeof *lt, "tensor table", err) ||
-        dev_alloc((void **)&b->d_grad_norm, 4, "norm", err)) {
+        dev_alloc((void **)&b->d_lamb, (size_t)b->ntensors * sizeof *lt, "tensor table", err)) {
         free(lt);
         bert_free(b);
         return NULL;
@@ -368,29 +379,44 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     free(lt);
 
     b->arena_bytes = layout_acts(b, NULL);
-    if (dev_alloc(&b->arena, b->arena_bytes, "activations", err)) {
+    char what[160];
+    snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "
+             "parameters and optimizer)", opt->max_tokens, opt->max_seqs,
+             (b->arena_bytes + (double)N * (4 * sizeof(float) + sizeof(floatX))) / 1073741824.0);
+    if (dev_alloc(&b->arena, b->arena_bytes, what, err)) {
         bert_free(b);
         return NULL;
     }
     layout_acts(b, b->arena);
     b->h_cu = calloc((size_t)opt->max_seqs + 1, sizeof *b->h_cu);
+    if (!b->h_cu) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
+        bert_free(b);
+        return NULL;
+    }
     cudaCheck(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
     for (int k = 0; k < BERT_MAX_STREAMS; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
-    cudaCheck(cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4));
+    if (cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4) != cudaSuccess ||
+        cudaMallocHost((void **)&b->h_stats, BERT_STATS * sizeof *b->h_stats) != cudaSuccess) {
+        cudaGetLastError(); /* bert_free releases whichever of the two was had */
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "cannot allocate %.1f MiB of pinned host memory for the batch upload",
+                   2.0 * b->stage_words * 4 / 1048576.0);
+        bert_free(b);
+        return NULL;
+    }
     for (int k = 0; k < 2; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_stage[k], cudaEventDisableTiming));
-    b->gemm = gemm_ctx_create(1); /* the fp32 build's products are true fp32, never TF32 */
+    b->gemm = gemm_ctx_create(1, err); /* the fp32 build's products are true fp32, never TF32 */
     if (!b->gemm) {
-        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
         bert_free(b);
         return NULL;
     }
     cudaCheck(cudaMemset(b->m, 0, N * 4));
     cudaCheck(cudaMemset(b->v, 0, N * 4));
     cudaCheck(cudaMemset(b->grad, 0, N * 4));
-    cudaCheck(cudaMemset(b->stats, 0, 16));
+    cudaCheck(cudaMemset(b->stats, 0, BERT_STATS * 4));
     init_params(b, 0);
     cudaCheck(cudaDeviceSynchronize());
     return b;
@@ -406,10 +432,11 @@ void bert_free(bert *b)
     cudaFree(b->v);
     cudaFree(b->work);
     cudaFree(b->d_lamb);
-    cudaFree(b->d_grad_norm);
     cudaFree(b->arena);
     if (b->h_stage)
         cudaFreeHost(b->h_stage);
+    if (b->h_stats)
+        cudaFreeHost(b->h_stats);
     gemm_ctx_free(b->gemm);
     for (int k = 0; k < BERT_MAX_STREAMS; k++) {
         if (b->side[k])
@@ -513,16 +540,23 @@ void bert_grad_zero(bert *b, cudaStream_t s)
 
 void bert_stats_reset(bert *b, cudaStream_t s) { cudaCheck(cudaMemsetAsync(b->stats, 0, 16, s)); }
 
-void bert_stats_read(bert *b, double *mlm_loss_sum, double *nsp_loss_sum, double *mlm_correct,
-                     double *nsp_correct, cudaStream_t s)
+void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s)
 {
-    float h[4];
-    cudaCheck(cudaMemcpyAsync(h, b->stats, sizeof h, cudaMemcpyDeviceToHost, s));
+    /* one copy of the sums and the norm into pinned memory: the step's only synchronisation */
+    cudaCheck(cudaMemcpyAsync(b->h_stats, b->stats, BERT_STATS * sizeof *b->h_stats, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
-    *mlm_loss_sum = h[0];
-    *mlm_correct = h[1];
-    *nsp_loss_sum = h[2];
-    *nsp_correct = h[3];
+    out->mlm_loss_sum = b->h_stats[0];
+    out->mlm_correct = b->h_stats[1];
+    out->nsp_loss_sum = b->h_stats[2];
+    out->nsp_correct = b->h_stats[3];
+    out->grad_norm = b->h_stats[4];
+}
+
+void bert_force_nonfinite(bert *b, cudaStream_t s)
+{
+    /* all bits set is a NaN in fp32: the first gradient element and the MLM loss sum */
+    cudaCheck(cudaMemsetAsync(b->grad, 0xff, sizeof(float), s));
+    cudaCheck(cudaMemsetAsync(b->stats, 0xff, sizeof(float), s));
 }
 
 /* ---- batch ------------------------------------------------------------------------------------- */
@@ -628,12 +662,17 @@ static void groups_join(bert *b, cudaStream_t s)
 
 #define GBEGIN(op, layer, g, gs)                                                                   \
     do {                                                                                           \
+        nvtxRangePushA(op_name((op_id)(op)));                                                      \
         if (b->ghooks.begin)                                                                       \
             b->ghooks.begin(b->ghooks.ctx, (op), (layer), (g), b->groups.stream[g],                \
                             b->groups.seq_begin[g], b->groups.seq_end[g], (gs));                   \
     } while (0)
 #define GEND(op, layer, g, gs)                                                                     \
-    do { if (b->ghooks.end) b->ghooks.end(b->ghooks.ctx, (op), (layer), (g), (gs)); } while (0)
+    do {                                                                                           \
+        if (b->ghooks.end)                                                                         \
+            b->ghooks.end(b->ghooks.ctx, (op), (layer), (g), (gs));                                \
+        nvtxRangePop();                                                                            \
+    } while (0)
 
 static void attention_fwd(bert *b, int l, float pa, cudaStream_t s)
 {
@@ -756,11 +795,11 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
     BEGIN(OP_LOSS_FWD, -1);
     if (P > 0) {
         mlm_xent_fwd(b->m_loss, b->m_lse, b->logits, b->d_mlm_labels, P, c->vocab, b->Vpad, s);
-        glue_mlm_correct(b->m_correct, b->logits, b->d_mlm_labels, P, c->vocab, b->Vpad, s);
+        mlm_correct(b->m_correct, b->logits, b->d_mlm_labels, P, c->vocab, b->Vpad, s);
     }
     nsp_xent_fwd_bwd(b->nsp_loss, NULL, b->nsp_logits, b->d_nsp_labels, 1.0f, n, s);
-    glue_nsp_correct(b->nsp_correct, b->nsp_logits, b->d_nsp_labels, n, s);
-    glue_stats_accumulate(b->stats, b->m_loss, b->m_correct, P, b->nsp_loss, b->nsp_correct, n, s);
+    nsp_correct(b->nsp_correct, b->nsp_logits, b->d_nsp_labels, n, s);
+    stats_accumulate(b->stats, b->m_loss, b->m_correct, P, b->nsp_loss, b->nsp_correct, n, s);
     END(OP_LOSS_FWD, -1);
 }
 
@@ -802,7 +841,7 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
         if (b->opt.gelu_erf) {
             bias_gelu_bwd(b->dm2, G(b->t_b), b->dm2, b->m_pre, W(b->t_b), P, H, b->scratch, s);
         } else {
-            glue_gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
+            gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
             bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, s);
         }
         gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, b->m_in, G(b->t_w), 1.0f, s);
@@ -871,14 +910,7 @@ void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s)
     lamb_hparams h = {.lr = (float)hp->lr, .beta1 = (float)hp->beta1, .beta2 = (float)hp->beta2,
                       .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
                       .max_grad_norm = (float)hp->max_grad_norm, .step = hp->step};
+    /* the norm lands beside the loss sums (one read-back); a non-finite loss sum skips the step */
     lamb_update(b->master, b->work, b->m, b->v, b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, h,
-                b->d_grad_norm, b->scratch, s);
-}
-
-float bert_grad_norm(bert *b, cudaStream_t s)
-{
-    float v;
-    cudaCheck(cudaMemcpyAsync(&v, b->d_grad_norm, 4, cudaMemcpyDeviceToHost, s));
-    cudaCheck(cudaStreamSynchronize(s));
-    return v;
+                b->stats + 4, b->stats, 4, b->scratch, s);
 }

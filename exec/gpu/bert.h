@@ -137,11 +137,19 @@ void bert_forward(bert *b, uint64_t step, cudaStream_t s);
  * batch, nsp_scale = 1 / sequences of the global batch. */
 void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s);
 
-/* Sums over the uploaded micro-batch since the last bert_stats_reset: MLM loss sum, NSP loss sum,
- * correct MLM predictions, NSP correct (device accumulators; read synchronises the stream). */
+/* Sums over the micro-batches since the last bert_stats_reset, and the global gradient norm of the
+ * last bert_lamb_step (before clipping). Read with one copy to pinned memory that synchronises
+ * the stream: the step's only wait for the device. */
+#define BERT_STATS 5
+typedef struct {
+    double mlm_loss_sum, nsp_loss_sum, mlm_correct, nsp_correct;
+    double grad_norm;
+} bert_stats;
 void bert_stats_reset(bert *b, cudaStream_t s);
-void bert_stats_read(bert *b, double *mlm_loss_sum, double *nsp_loss_sum, double *mlm_correct,
-                     double *nsp_correct, cudaStream_t s);
+void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s);
+/* A test hook (unpad-train --debug-nonfinite-step): makes the step's loss sum and its gradient NaN,
+ * as a diverged step would; enqueued after the backward, before bert_lamb_step. */
+void bert_force_nonfinite(bert *b, cudaStream_t s);
 
 void bert_grad_zero(bert *b, cudaStream_t s);
 
@@ -150,9 +158,9 @@ typedef struct {
     int step; /* 1-based */
 } bert_lamb_hparams;
 
-/* One LAMB step over all tensors; returns nothing, grad_norm (device) is kept for bert_grad_norm. */
+/* One LAMB step over all tensors. The global gradient norm is kept for bert_stats_read. A step
+ * whose loss sums or gradient norm are not finite changes no weight nor moment (kernels.h). */
 void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s);
-float bert_grad_norm(bert *b, cudaStream_t s); /* global gradient norm of the last step (syncs) */
 
 #ifdef __cplusplus
 }

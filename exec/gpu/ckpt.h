@@ -1,33 +1,29 @@
-/* ckpt.h — training checkpoints: fp32 master weights, LAMB m and v, the step, the data position and
- * the seed, in one versioned file DIR/ckpt.bin. A checkpoint is written to DIR/ckpt.bin.tmp, synced,
- * and renamed over the previous one, so DIR/ckpt.bin is always a whole checkpoint (the old or the
- * new); it ends with a completion marker and a checksum of the payload, both checked on load, and
- * its model shape must match the model it is loaded into. */
+/* ckpt.h — training checkpoints of a bert: the fp32 master weights, LAMB m and v, the step, the
+ * data position and the seed, in step-numbered folders (exec/ckpt_dir.h) holding one versioned,
+ * checked file each (exec/ckpt_format.h). This file moves the payload between the device and the
+ * file; the bytes on disk, the folder protocol and every check live in those two. */
 #ifndef UNPAD_CKPT_H
 #define UNPAD_CKPT_H
 
 #include <stdint.h>
 
+#include "ckpt_dir.h"
 #include "gpu/bert.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CKPT_MAGIC "UNPADCKP"
-#define CKPT_VERSION 1
+/* The model description a checkpoint of b must carry. */
+void ckpt_model_of(const bert *b, ckpt_model *m);
 
-typedef struct {
-    int64_t step;       /* steps completed */
-    int64_t data_pos;   /* samples of the stream consumed */
-    uint64_t seed;
-    int32_t batch;      /* sequences per rank */
-    int32_t ranks;      /* virtual ranks x GPUs */
-} ckpt_state;
-
-int ckpt_save(const char *dir, bert *b, const ckpt_state *st, unpad_err *err);
-/* Loads DIR/ckpt.bin into b (master, m, v; the working copy is refreshed) and st. */
-int ckpt_load(const char *dir, bert *b, ckpt_state *st, unpad_err *err);
+/* Saves under root (ckpt_dir_save: root/step-NNNNNN), keeping the keep_last newest (0: all);
+ * saved receives the folder. */
+int ckpt_save(const char *root, bert *b, const ckpt_state *st, int keep_last, char *saved, size_t n,
+              unpad_err *err);
+/* Loads the checkpoint file `path` (from ckpt_dir_latest) into b (master, m, v; the working copy is
+ * refreshed) and st, after checking it is of b's model. */
+int ckpt_load(const char *path, bert *b, ckpt_state *st, unpad_err *err);
 
 #ifdef __cplusplus
 }

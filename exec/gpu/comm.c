@@ -11,10 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef UNPAD_HAVE_MPI
-#include <mpi.h>
-#endif
-
 #include "common.h"
 
 static const char *env_first(const char *const *names)
@@ -43,7 +39,7 @@ static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig) { g_stop = sig; }
 
-int comm_spawn(int nproc, int *is_parent)
+int comm_spawn(int nproc, int *is_parent, unpad_err *err)
 {
     *is_parent = 0;
     if (getenv("UNPAD_RANK"))
@@ -65,7 +61,7 @@ int comm_spawn(int nproc, int *is_parent)
     unlink(id_path);
     pid_t *pid = calloc((size_t)nproc, sizeof *pid);
     if (!pid) {
-        fprintf(stderr, "unpad-train: out of memory\n");
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d ranks", nproc);
         return 1;
     }
     signal(SIGINT, on_signal);
@@ -73,7 +69,7 @@ int comm_spawn(int nproc, int *is_parent)
     for (int r = 0; r < nproc; r++) {
         pid[r] = fork();
         if (pid[r] < 0) {
-            fprintf(stderr, "unpad-train: cannot start rank %d: %s\n", r, strerror(errno));
+            unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot start rank %d: %s", r, strerror(errno));
             for (int k = 0; k < r; k++)
                 kill(pid[k], SIGTERM);
             free(pid);
@@ -99,7 +95,7 @@ int comm_spawn(int nproc, int *is_parent)
         int status;
         pid_t p = waitpid(-1, &status, 0);
         if (p < 0) {
-            if (errno == EINTR && g_stop) {
+            if (errno == EINTR && g_stop) { /* a clean stop: every rank checkpoints and exits 0 */
                 for (int k = 0; k < nproc; k++)
                     if (pid[k] > 0)
                         kill(pid[k], SIGTERM);
@@ -121,12 +117,12 @@ int comm_spawn(int nproc, int *is_parent)
         if (bad && failed < 0) {
             failed = r;
             if (WIFSIGNALED(status))
-                fprintf(stderr, "unpad-train: rank %d was killed by signal %d (%s); stopping the other ranks\n",
-                        r, WTERMSIG(status), strsignal(WTERMSIG(status)));
+                unpad_fail(err, UNPAD_EIO, NULL, 0, "rank %d was killed by signal %d (%s); the other ranks were "
+                           "stopped", r, WTERMSIG(status), strsignal(WTERMSIG(status)));
             else
-                fprintf(stderr, "unpad-train: rank %d failed with exit code %d; stopping the other ranks\n",
-                        r, WEXITSTATUS(status));
-            rc = 1;
+                unpad_fail(err, UNPAD_EIO, NULL, 0, "rank %d failed with exit code %d; the other ranks were stopped",
+                           r, WEXITSTATUS(status));
+            rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
             for (int k = 0; k < nproc; k++)
                 if (pid[k] > 0)
                     kill(pid[k], SIGTERM);
@@ -145,17 +141,16 @@ int comm_spawn(int nproc, int *is_parent)
 #ifdef UNPAD_HAVE_NCCL
 /* Passes the NCCL unique id from rank 0 to the others through a file (written to a temporary
  * name, then renamed, so a reader never sees half of it). */
-static int id_through_file(const char *path, int rank, ncclUniqueId *id)
+static int id_through_file(const char *path, int rank, ncclUniqueId *id, unpad_err *err)
 {
     if (rank == 0) {
         char tmp[512];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         FILE *f = fopen(tmp, "wb");
-        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
-            fprintf(stderr, "unpad-train: rank 0 cannot write the NCCL id file %s: %s\n", path,
-                    strerror(errno));
-            return 1;
-        }
+        int ok = f && fwrite(id, sizeof *id, 1, f) == 1;
+        ok = (f && fclose(f) == 0) && ok;
+        if (!ok || rename(tmp, path) != 0)
+            return unpad_fail(err, UNPAD_EIO, path, 0, "rank 0 cannot write the NCCL id file: %s", strerror(errno));
         return 0;
     }
     for (int tries = 0; tries < 1200; tries++) { /* 60 s */
@@ -168,12 +163,11 @@ static int id_through_file(const char *path, int rank, ncclUniqueId *id)
         }
         usleep(50000);
     }
-    fprintf(stderr, "unpad-train: rank %d waited 60 s for the NCCL id file %s from rank 0\n", rank, path);
-    return 1;
+    return unpad_fail(err, UNPAD_EIO, path, 0, "rank %d waited 60 s for the NCCL id file from rank 0", rank);
 }
 #endif
 
-int comm_init(comm_t *c)
+int comm_init(comm_t *c, unpad_err *err)
 {
     memset(c, 0, sizeof *c);
     static const char *RANK[] = {"UNPAD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
@@ -185,22 +179,25 @@ int comm_init(comm_t *c)
     c->size = s ? atoi(s) : 1;
     c->local_rank = l ? atoi(l) : c->rank;
     c->launcher = getenv("UNPAD_RANK") ? COMM_NPROC : (r ? COMM_MPI : COMM_SINGLE);
-    if (c->size < 1 || c->rank < 0 || c->rank >= c->size) {
-        fprintf(stderr, "unpad-train: rank %d of %d from the environment makes no sense\n", c->rank, c->size);
-        return 1;
-    }
+    if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "rank %d of %d from the environment makes no sense", c->rank,
+                          c->size);
 #ifdef UNPAD_HAVE_MPI
     if (c->launcher == COMM_MPI) {
-        MPI_Init(NULL, NULL);
-        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+        mpiCheck(MPI_Init(NULL, NULL));
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &c->rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &c->size));
     }
 #endif
     int ndev = 0;
-    cudaCheck(cudaGetDeviceCount(&ndev));
-    if (ndev < 1) {
-        fprintf(stderr, "unpad-train: rank %d: no CUDA device\n", c->rank);
-        return 1;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess || ndev < 1) {
+        cudaGetLastError();
+        return unpad_fail(err, UNPAD_EIO, NULL, 0,
+                          "rank %d: no CUDA GPU found (cudaGetDeviceCount: %s%s%s); unpad-train needs an NVIDIA GPU "
+                          "and its driver",
+                          c->rank, ce != cudaSuccess ? cudaGetErrorName(ce) : "0 devices",
+                          ce != cudaSuccess ? ", " : "", ce != cudaSuccess ? cudaGetErrorString(ce) : "");
     }
     c->device = c->local_rank % ndev;
     cudaCheck(cudaSetDevice(c->device));
@@ -212,7 +209,7 @@ int comm_init(comm_t *c)
         ncclCheck(ncclGetUniqueId(&id));
 #ifdef UNPAD_HAVE_MPI
     if (c->launcher == COMM_MPI) {
-        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        mpiCheck(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
     } else
 #endif
     {
@@ -222,17 +219,16 @@ int comm_init(comm_t *c)
             snprintf(buf, sizeof buf, "/tmp/unpad-nccl-id-ppid-%d", (int)getppid());
             path = buf;
         }
-        if (id_through_file(path, c->rank, &id))
-            return 1;
+        if (id_through_file(path, c->rank, &id, err))
+            return UNPAD_EIO;
         if (c->rank == 0 && c->size == 1)
             unlink(path);
     }
     ncclCheck(ncclCommInitRank(&c->nccl, c->size, id, c->rank));
     return 0;
 #else
-    fprintf(stderr, "unpad-train: %d ranks need NCCL, and this build has none (rebuild where nccl.h is found)\n",
-            c->size);
-    return 1;
+    return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                      "%d ranks need NCCL, and this build has none (rebuild where nccl.h is found)", c->size);
 #endif
 }
 
@@ -290,18 +286,4 @@ void comm_exchange_i32(comm_t *c, int32_t *const *send, const int64_t *send_word
 #else
     (void)send; (void)send_words; (void)recv; (void)recv_words; (void)stream;
 #endif
-}
-
-void comm_abort(comm_t *c, const char *why)
-{
-    fprintf(stderr, "unpad-train: rank %d of %d stops: %s\n", c->rank, c->size, why);
-#ifdef UNPAD_HAVE_MPI
-    if (c->launcher == COMM_MPI)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-#ifdef UNPAD_HAVE_NCCL
-    if (c->nccl)
-        ncclCommAbort(c->nccl);
-#endif
-    exit(EXIT_FAILURE);
 }

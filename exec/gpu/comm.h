@@ -22,6 +22,11 @@
 #ifdef UNPAD_HAVE_NCCL
 #include <nccl.h>
 #endif
+#ifdef UNPAD_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "unpad.h"
 
 #define ncclCheck(call)                                                                            \
     do {                                                                                           \
@@ -32,6 +37,20 @@
             exit(EXIT_FAILURE);                                                                    \
         }                                                                                          \
     } while (0)
+
+#ifdef UNPAD_HAVE_MPI
+#define mpiCheck(call)                                                                             \
+    do {                                                                                           \
+        int m_ = (call);                                                                           \
+        if (m_ != MPI_SUCCESS) {                                                                   \
+            char s_[MPI_MAX_ERROR_STRING];                                                         \
+            int l_ = 0;                                                                            \
+            MPI_Error_string(m_, s_, &l_);                                                         \
+            fprintf(stderr, "%s:%d: MPI error %d: %s\n", __FILE__, __LINE__, m_, s_);              \
+            exit(EXIT_FAILURE);                                                                    \
+        }                                                                                          \
+    } while (0)
+#endif
 
 typedef enum { COMM_SINGLE, COMM_MPI, COMM_NPROC } comm_launcher;
 
@@ -45,13 +64,15 @@ typedef struct {
 } comm_t;
 
 /* Called first in main(): with --nproc N (nproc > 1) in the parent, forks N ranks, waits, stops all
- * if one fails, and returns the exit code for main (*is_parent = 1). In a rank, or without
- * --nproc, returns 0 with *is_parent = 0 and the program goes on. */
-int comm_spawn(int nproc, int *is_parent);
+ * if one fails (SIGINT / SIGTERM to the supervisor are passed on to every rank, which stop
+ * cleanly), and returns the exit code for main (*is_parent = 1), 0 when every rank exited 0; a
+ * failed rank's exit code (or 1 for a signal) otherwise, with which rank and how in err. In a
+ * rank, or without --nproc, returns 0 with *is_parent = 0 and the program goes on. */
+int comm_spawn(int nproc, int *is_parent, unpad_err *err);
 
 /* Rank, size and device from the environment; selects the device; creates the NCCL communicator
- * when size > 1. Returns 0, or prints the reason and returns 1. */
-int comm_init(comm_t *c);
+ * when size > 1. EINVAL / EIO with the reason (no GPU, a bad environment, no NCCL id). */
+int comm_init(comm_t *c, unpad_err *err);
 void comm_free(comm_t *c);
 /* 1 when collectives go through an NCCL communicator (several ranks, or one under a launcher). */
 int comm_uses_nccl(const comm_t *c);
@@ -64,7 +85,5 @@ void comm_allgather_i32(comm_t *c, const int32_t *send, int32_t *recv, size_t co
  * receives recv_words[s] into recv[s] from every s != rank (buffers on the device; NULL/0 skip). */
 void comm_exchange_i32(comm_t *c, int32_t *const *send, const int64_t *send_words,
                        int32_t *const *recv, const int64_t *recv_words, cudaStream_t stream);
-/* Stops every rank: prints why (with the rank) and exits non-zero (the launcher stops the rest). */
-void comm_abort(comm_t *c, const char *why);
 
 #endif

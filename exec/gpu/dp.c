@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "exchange.h"
+#include "gpu/devmem.h"
 
 struct dp {
     comm_t *c;
@@ -92,7 +93,10 @@ dp *dp_create(comm_t *c, const dp_options *o, long max_tokens, unpad_err *err)
     /* loader order: rank r loaded [r K B, (r + 1) K B) */
     for (int i = 0; i < n; i++)
         d->owner[i] = i / own;
-    cudaCheck(cudaMalloc((void **)&d->d_pairs, sizeof *d->d_pairs * 2 * (size_t)n));
+    if (dev_alloc((void **)&d->d_pairs, sizeof *d->d_pairs * 2 * (size_t)n, "the batch's lengths", err)) {
+        dp_free(d);
+        return NULL;
+    }
     cudaCheck(cudaStreamCreateWithFlags(&d->s, cudaStreamNonBlocking));
     return d;
 }
@@ -121,7 +125,7 @@ void dp_free(dp *d)
     free(d);
 }
 
-int dp_rank_count(const dp *d, int v) { return d->count[v]; }
+void dp_set_cost(dp *d, seq_cost cost) { d->o.cost = cost; }
 
 int dp_rank_lengths(const dp *d, int g, int *len)
 {
@@ -132,8 +136,6 @@ int dp_rank_lengths(const dp *d, int g, int *len)
         len[m++] = d->len[d->res.seq[k]];
     return m;
 }
-
-int dp_ranks(const dp *d) { return d->R; }
 
 long dp_global_predictions(const dp *d)
 {
@@ -259,14 +261,14 @@ int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred
         d->npred[i] = d->pairs[2 * i + 1];
     }
     /* 3. the same assignment on every rank */
-    balance_weights(d->o.cost, d->len, n, d->w);
+    balance_weights(d->o.tokens ? NULL : &d->o.cost, d->len, n, d->w);
     balance_input in = {.len = d->len, .w = d->w, .n = n, .gpus = d->R, .policy = d->o.policy,
                         .count = d->o.count};
     if ((rc = balance_assign(d->ws, &in, &d->res, err)))
         return rc;
     if (pred_us)
         for (int g = 0; g < d->R; g++)
-            pred_us[g] = (double)d->res.load[g] / (d->o.cost ? BALANCE_NS_PER_US : 1.0);
+            pred_us[g] = (double)d->res.load[g] / (d->o.tokens ? 1.0 : BALANCE_NS_PER_US);
     d->phys.n = n;
     d->phys.gpus = P;
     for (int i = 0; i < n; i++)
@@ -307,8 +309,15 @@ int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred
             if (need > d->d_cap[q]) {
                 if (d->d_send[q]) cudaCheck(cudaFree(d->d_send[q]));
                 if (d->d_recv[q]) cudaCheck(cudaFree(d->d_recv[q]));
-                cudaCheck(cudaMalloc((void **)&d->d_send[q], sizeof(int32_t) * (size_t)need));
-                cudaCheck(cudaMalloc((void **)&d->d_recv[q], sizeof(int32_t) * (size_t)need));
+                d->d_cap[q] = 0;
+                d->d_send[q] = d->d_recv[q] = NULL;
+                if ((rc = dev_alloc((void **)&d->d_send[q], sizeof(int32_t) * (size_t)need, "the exchange", err)) ||
+                    (rc = dev_alloc((void **)&d->d_recv[q], sizeof(int32_t) * (size_t)need, "the exchange", err))) {
+                    free(sw);
+                    free(rw);
+                    exchange_plan_free(&plan);
+                    return rc;
+                }
                 d->d_cap[q] = need;
             }
             if (sw[q])

@@ -1,5 +1,5 @@
 /* dp.h — one data-parallel step's batch: balanced across every (virtual) rank, moved by the
- * balanced sample exchange (issue 6).
+ * balanced sample exchange.
  *
  * R = ranks x K virtual ranks train on a global batch of R x B samples at positions
  * [pos, pos + R B) of the sample stream. Each rank loads its own K B samples (loader order), the
@@ -25,7 +25,8 @@ typedef struct {
     int max_len, max_pred;   /* per sample */
     balance_policy policy;
     balance_count count;
-    const seq_cost *cost;    /* per-sequence cost balanced; NULL: tokens */
+    int tokens;              /* 1: balance tokens; 0: the per-sequence cost below */
+    seq_cost cost;           /* per-sequence cost balanced (a copy; dp_set_cost replaces it) */
 } dp_options;
 
 /* Micro-batch capacities are sized for free counts (a virtual rank may get up to all R B samples'
@@ -38,15 +39,14 @@ void dp_free(dp *d);
  * compute (the balanced weights in microseconds), or NULL. */
 int dp_step(dp *d, batch_source *src, int64_t pos, shard_batch *mb, double *pred_us, unpad_err *err);
 
-/* Samples on local virtual rank v in the last dp_step. */
-int dp_rank_count(const dp *d, int v);
 /* The lengths of global virtual rank g's samples in the last dp_step (any order) into len (room
  * for the global batch); returns their count (0 for a bad g). */
 int dp_rank_lengths(const dp *d, int g, int *len);
-/* Virtual ranks in all (processes x K). */
-int dp_ranks(const dp *d);
 /* Masked predictions in the whole global batch of the last dp_step (the MLM loss normaliser). */
 long dp_global_predictions(const dp *d);
+/* Balances every later global batch with this per-sequence cost (the online calibration's refit;
+ * copied: the caller's variable may change). No effect when the options balance tokens. */
+void dp_set_cost(dp *d, seq_cost cost);
 /* Orders the next step's collectives after `ev` (recorded after the gradient all-reduce was
  * enqueued): NCCL calls on one communicator must not run concurrently from two streams. */
 void dp_after(dp *d, cudaEvent_t ev);

@@ -16,8 +16,7 @@ int dump_open(dump_file *d, const char *path, unpad_err *err)
     if (!d->f)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
     uint32_t hdr[2] = {1, 0};
-    fwrite("UNPADDMP", 1, 8, d->f);
-    fwrite(hdr, 4, 2, d->f);
+    d->failed = fwrite("UNPADDMP", 1, 8, d->f) != 8 || fwrite(hdr, 4, 2, d->f) != 2;
     return UNPAD_OK;
 }
 
@@ -27,39 +26,40 @@ void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t
     int64_t n = 1;
     for (int i = 0; i < ndim; i++)
         n *= dims[i];
-    fwrite(&nl, 4, 1, d->f);
-    fwrite(name, 1, nl, d->f);
-    fwrite(&dt, 4, 1, d->f);
-    fwrite(&nd, 4, 1, d->f);
-    fwrite(dims, 8, (size_t)ndim, d->f);
-    fwrite(data, 4, (size_t)n, d->f);
+    int ok = fwrite(&nl, 4, 1, d->f) == 1 && fwrite(name, 1, nl, d->f) == nl && fwrite(&dt, 4, 1, d->f) == 1 &&
+             fwrite(&nd, 4, 1, d->f) == 1 && fwrite(dims, 8, (size_t)ndim, d->f) == (size_t)ndim &&
+             fwrite(data, 4, (size_t)n, d->f) == (size_t)n;
+    d->failed |= !ok;
     d->count++;
 }
 
 int dump_close(dump_file *d, unpad_err *err)
 {
-    int ok = fseek(d->f, 12, SEEK_SET) == 0 && fwrite(&d->count, 4, 1, d->f) == 1;
+    int ok = !d->failed && fseek(d->f, 12, SEEK_SET) == 0 && fwrite(&d->count, 4, 1, d->f) == 1;
+    int e = errno;
     ok = (fclose(d->f) == 0) && ok;
     d->f = NULL;
-    return ok ? UNPAD_OK : unpad_fail(err, UNPAD_EIO, d->path, 0, "write failed");
+    if (ok)
+        return UNPAD_OK;
+    remove(d->path);
+    return unpad_fail(err, UNPAD_EIO, d->path, 0, "write failed (%s)", strerror(e ? e : errno));
 }
 
-void dump_params(dump_file *d, bert *b, int which)
+int dump_params(dump_file *d, bert *b, int which, unpad_err *err)
 {
     int64_t N = bert_param_count(b);
     float *all = malloc((size_t)N * 4);
-    if (!all) {
-        fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-        exit(EXIT_FAILURE);
-    }
+    if (!all)
+        return unpad_fail(err, UNPAD_ENOMEM, d->path, 0, "out of host memory for %lld parameters", (long long)N);
     cudaCheck(cudaDeviceSynchronize());
-    if (which == 1) {
-        cudaCheck(cudaMemcpy(all, bert_grad(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
+    if (which >= 1) {
+        cudaCheck(cudaMemcpy(all, which == 1 ? bert_grad(b) : bert_master(b), (size_t)N * 4, cudaMemcpyDeviceToHost));
     } else {
         floatX *w = malloc((size_t)N * sizeof *w);
         if (!w) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+            free(all);
+            return unpad_fail(err, UNPAD_ENOMEM, d->path, 0, "out of host memory for %lld parameters",
+                              (long long)N);
         }
         cudaCheck(cudaMemcpy(w, bert_work(b), (size_t)N * sizeof *w, cudaMemcpyDeviceToHost));
         for (int64_t i = 0; i < N; i++)
@@ -72,4 +72,5 @@ void dump_params(dump_file *d, bert *b, int which)
         dump_add(d, t->name, 0, t->cols > 1 ? 2 : 1, dims, all + t->offset);
     }
     free(all);
+    return UNPAD_OK;
 }

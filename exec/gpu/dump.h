@@ -17,16 +17,20 @@ extern "C" {
 typedef struct {
     FILE *f;
     uint32_t count;
+    int failed;        /* a write failed: dump_close reports it */
     char path[4096];
 } dump_file;
 
 int dump_open(dump_file *d, const char *path, unpad_err *err);
+/* Appends one tensor; a failed write is remembered and reported by dump_close. */
 void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t *dims, const void *data);
+/* Writes the count and closes; EIO if any write failed (the file is then removed). */
 int dump_close(dump_file *d, unpad_err *err);
 
 /* Every parameter tensor of b: the floatX working copy (what the forward used) as fp32 (which = 0),
- * or the fp32 gradient (which = 1). */
-void dump_params(dump_file *d, bert *b, int which);
+ * the fp32 gradient (which = 1) or the fp32 master weights (which = 2). ENOMEM without the host
+ * memory for a copy. */
+int dump_params(dump_file *d, bert *b, int which, unpad_err *err);
 
 #ifdef __cplusplus
 }

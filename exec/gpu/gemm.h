@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "common.h"
+#include "unpad.h"
 
 #define cublasCheck(call)                                                                         \
     do {                                                                                          \
@@ -71,8 +72,9 @@ typedef struct {
 typedef struct gemm_ctx gemm_ctx;
 
 /* One cuBLASLt handle, a 32 MiB workspace on the device and an empty plan cache.
- * fp32_exact: fp32 products use true fp32 (1) or may use TF32 tensor cores (0). */
-gemm_ctx *gemm_ctx_create(int fp32_exact);
+ * fp32_exact: fp32 products use true fp32 (1) or may use TF32 tensor cores (0).
+ * NULL with the reason in err when host or device memory cannot be had. */
+gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err);
 void gemm_ctx_free(gemm_ctx *g);
 
 /* D = alpha op(A) op(B) + beta D (+ epilogue), on stream. bias / aux as the epilogue needs them

@@ -88,11 +88,9 @@ static void flush(gradsync *g, cudaStream_t s)
 void gradsync_ready(void *ctx, int64_t begin, int64_t end, cudaStream_t s)
 {
     gradsync *g = ctx;
-    if (begin < 0 || end > g->n || begin >= end || end != g->next_hi) {
-        fprintf(stderr, "%s:%d: gradient range [%lld, %lld) is not the next one (expected to end at %lld)\n",
-                __FILE__, __LINE__, (long long)begin, (long long)end, (long long)g->next_hi);
-        exit(EXIT_FAILURE);
-    }
+    invariantCheck(begin >= 0 && end <= g->n && begin < end && end == g->next_hi,
+                   "gradient range [%lld, %lld) is not the next one (expected to end at %lld)", (long long)begin,
+                   (long long)end, (long long)g->next_hi);
     g->next_hi = begin;
     g->covered += end - begin;
     g->lo = begin; /* contiguous with the pending range [end, hi) */
@@ -103,15 +101,12 @@ void gradsync_ready(void *ctx, int64_t begin, int64_t end, cudaStream_t s)
 
 void gradsync_finish(gradsync *g, cudaStream_t s)
 {
-    if (g->covered != g->n || g->next_hi != 0) {
-        fprintf(stderr, "%s:%d: the backward reported %lld of %lld gradients before the all-reduce\n",
-                __FILE__, __LINE__, (long long)g->covered, (long long)g->n);
-        exit(EXIT_FAILURE);
-    }
+    invariantCheck(g->covered == g->n && g->next_hi == 0,
+                   "the backward reported %lld of %lld gradients before the all-reduce", (long long)g->covered,
+                   (long long)g->n);
     flush(g, s);
     cudaCheck(cudaEventRecord(g->done, g->cs));
     cudaCheck(cudaStreamWaitEvent(s, g->done, 0));
 }
 
 cudaEvent_t gradsync_done(const gradsync *g) { return g->done; }
-int gradsync_bucket_count(const gradsync *g) { return g->used; }

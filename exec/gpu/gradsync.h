@@ -1,4 +1,4 @@
-/* gradsync.h — the gradient all-reduce in buckets, overlapped with the backward pass (issue 6).
+/* gradsync.h — the gradient all-reduce in buckets, overlapped with the backward pass.
  *
  * bert_backward reports each range of the flat fp32 gradient buffer as soon as it is complete
  * (heads, then each encoder layer from the last, then the embeddings: descending and contiguous).
@@ -33,10 +33,9 @@ void gradsync_begin(gradsync *g, optrace *tr);
 /* bert_grads_ready_fn: ctx is the gradsync. */
 void gradsync_ready(void *ctx, int64_t begin, int64_t end, cudaStream_t s);
 /* Sends what is pending and makes s wait for every bucket. Checks that the step's ranges covered
- * the whole buffer exactly once (stops with file:line otherwise: a gradient would be missed). */
+ * the whole buffer exactly once (an invariant: stops with file:line otherwise). */
 void gradsync_finish(gradsync *g, cudaStream_t s);
 /* Recorded on the communication stream after the step's last bucket (for dp_after). */
 cudaEvent_t gradsync_done(const gradsync *g);
-int gradsync_bucket_count(const gradsync *g); /* buckets of the last step */
 
 #endif

@@ -35,8 +35,12 @@ typedef struct {
 struct optrace {
     char hw[64];
     model_cfg m;
-    FILE *csv, *json;
-    int json_first;
+    FILE *csv;
+    chrome_trace *json;
+    int proc_rank;
+    int64_t start_us;        /* the run's start, epoch microseconds */
+    double step_host_us;     /* when the step was enqueued, microseconds since start_us */
+    int oom;                 /* a record could not be kept this step */
     op_record *rec;
     int nrec, caprec;
     cudaEvent_t *pool; /* created events, reused across steps */
@@ -52,39 +56,66 @@ struct optrace {
     int steps_done;
 };
 
-static cudaEvent_t event_get(optrace *t)
+/* Two events from the pool (grown as needed); 0 when host memory runs out (t->oom set). */
+static int events_get(optrace *t, cudaEvent_t *a, cudaEvent_t *b)
 {
-    if (t->usedpool == t->npool) {
+    if (t->usedpool + 2 > t->npool) {
         int n = t->npool ? 2 * t->npool : 1024;
-        t->pool = realloc(t->pool, (size_t)n * sizeof *t->pool);
-        if (!t->pool) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        cudaEvent_t *p = realloc(t->pool, (size_t)n * sizeof *p);
+        if (!p) {
+            t->oom = 1;
+            return 0;
         }
+        t->pool = p;
         for (int i = t->npool; i < n; i++)
             cudaCheck(cudaEventCreate(&t->pool[i]));
         t->npool = n;
     }
-    return t->pool[t->usedpool++];
+    *a = t->pool[t->usedpool++];
+    *b = t->pool[t->usedpool++];
+    return 1;
 }
 
-optrace *optrace_create(const char *hw, const model_cfg *m, FILE *csv, FILE *json)
+/* The JSON lanes: named once, so the viewer shows what each row of the timeline is. */
+static void name_lanes(optrace *t, int vranks)
+{
+    char name[96];
+    snprintf(name, sizeof name, "rank %d", t->proc_rank);
+    chrome_trace_process_name(t->json, t->proc_rank, name);
+    chrome_trace_thread_name(t->json, t->proc_rank, OPTRACE_TID_STEPS, "steps");
+    chrome_trace_thread_name(t->json, t->proc_rank, OPTRACE_TID_ALLREDUCE, "all-reduce (communication stream)");
+    chrome_trace_thread_name(t->json, t->proc_rank, OPTRACE_TID_OPTIMIZER, "optimizer (LAMB)");
+    for (int v = 0; v < vranks; v++)
+        for (int k = 0; k < BERT_MAX_STREAMS; k++) {
+            if (k == 0)
+                snprintf(name, sizeof name, "virtual rank %d: compute stream", v);
+            else
+                snprintf(name, sizeof name, "virtual rank %d: FMHA group stream %d", v, k);
+            chrome_trace_thread_name(t->json, t->proc_rank, v * 16 + k, name);
+        }
+}
+
+optrace *optrace_create(const char *hw, const model_cfg *m, FILE *csv, chrome_trace *json, int proc_rank,
+                        int vranks, int64_t start_us, unpad_err *err)
 {
     optrace *t = calloc(1, sizeof *t);
-    if (!t)
+    if (!t) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the tracer");
         return NULL;
+    }
     snprintf(t->hw, sizeof t->hw, "%.63s", hw);
     t->m = *m;
     t->csv = csv;
     t->json = json;
-    t->json_first = 1;
+    t->proc_rank = proc_rank;
+    t->start_us = start_us;
     t->open_rec = -1;
     t->gpus = 1;
     cudaCheck(cudaEventCreate(&t->step_start));
     if (csv)
         trace_write_header(csv);
     if (json)
-        fprintf(json, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+        name_lanes(t, vranks);
     return t;
 }
 
@@ -92,8 +123,6 @@ void optrace_free(optrace *t)
 {
     if (!t)
         return;
-    if (t->json)
-        fprintf(t->json, "\n]}\n");
     for (int i = 0; i < t->npool; i++)
         cudaEventDestroy(t->pool[i]);
     cudaEventDestroy(t->step_start);
@@ -123,17 +152,25 @@ static void batch_costs_of(const model_cfg *m, const int *len, int n, int gpus, 
     }
 }
 
+/* A new record whose start is recorded on s; NULL when host memory ran out (the step's rows are
+ * dropped and optrace_step_end reports it). */
 static op_record *record_new(optrace *t, int op, int layer, cudaStream_t s)
 {
+    if (t->oom)
+        return NULL;
     if (t->nrec == t->caprec) {
-        t->caprec = t->caprec ? 2 * t->caprec : 1024;
-        t->rec = realloc(t->rec, (size_t)t->caprec * sizeof *t->rec);
-        if (!t->rec) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        int cap = t->caprec ? 2 * t->caprec : 1024;
+        op_record *p = realloc(t->rec, (size_t)cap * sizeof *p);
+        if (!p) {
+            t->oom = 1;
+            return NULL;
         }
+        t->rec = p;
+        t->caprec = cap;
     }
     op_record *r = &t->rec[t->nrec];
+    if (!events_get(t, &r->start, &r->end))
+        return NULL;
     r->op = op;
     r->layer = layer;
     r->rank = t->rank;
@@ -142,8 +179,6 @@ static op_record *record_new(optrace *t, int op, int layer, cudaStream_t s)
     r->group = r->stream = -1;
     r->own = 0;
     r->bytes = -1;
-    r->start = event_get(t);
-    r->end = event_get(t);
     cudaCheck(cudaEventRecord(r->start, s));
     t->open_rec = t->nrec++;
     return r;
@@ -156,6 +191,8 @@ static void group_begin(void *ctx, int op, int layer, int group, int stream, int
 {
     optrace *t = ctx;
     op_record *r = record_new(t, op, layer, s);
+    if (!r)
+        return;
     r->group = group;
     r->stream = stream;
     if (t->nrc > 0) {
@@ -182,6 +219,8 @@ bert_group_hooks optrace_group_hooks(optrace *t)
 void optrace_bucket_begin(optrace *t, int bucket, int stream, double bytes, cudaStream_t s)
 {
     op_record *r = record_new(t, OP_ALLREDUCE, -1, s);
+    if (!r)
+        return;
     r->group = bucket;
     r->stream = stream;
     r->bytes = bytes;
@@ -192,11 +231,10 @@ void optrace_bucket_end(optrace *t, cudaStream_t s) { hook_end(t, OP_ALLREDUCE, 
 static void hook_end(void *ctx, int op, int layer, cudaStream_t s)
 {
     optrace *t = ctx;
-    if (t->open_rec < 0 || t->rec[t->open_rec].op != op || t->rec[t->open_rec].layer != layer) {
-        fprintf(stderr, "%s:%d: trace: end of %s (layer %d) without its begin\n", __FILE__, __LINE__,
-                op_name((op_id)op), layer);
-        exit(EXIT_FAILURE);
-    }
+    if (t->oom)
+        return;
+    invariantCheck(t->open_rec >= 0 && t->rec[t->open_rec].op == op && t->rec[t->open_rec].layer == layer,
+                   "trace: end of %s (layer %d) without its begin", op_name((op_id)op), layer);
     cudaCheck(cudaEventRecord(t->rec[t->open_rec].end, s));
     t->open_rec = -1;
 }
@@ -214,6 +252,8 @@ void optrace_step_begin(optrace *t, int step, cudaStream_t s)
     t->usedpool = 0;
     t->nrc = 0;
     t->rank = 0;
+    t->oom = 0;
+    t->step_host_us = (double)(chrome_trace_now_us() - t->start_us);
     cudaCheck(cudaEventRecord(t->step_start, s));
 }
 
@@ -221,13 +261,17 @@ void optrace_rank_begin(optrace *t, int rank, int gpus, const int *len, int n)
 {
     t->rank = rank;
     t->gpus = gpus;
+    if (t->oom)
+        return;
     if (t->nrc == t->caprc) {
-        t->caprc = t->caprc ? 2 * t->caprc : 16;
-        t->rc = realloc(t->rc, (size_t)t->caprc * sizeof *t->rc);
-        if (!t->rc) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        int cap = t->caprc ? 2 * t->caprc : 16;
+        rank_costs *p = realloc(t->rc, (size_t)cap * sizeof *p);
+        if (!p) {
+            t->oom = 1;
+            return;
         }
+        t->rc = p;
+        t->caprc = cap;
     }
     rank_costs *r = &t->rc[t->nrc++];
     if (t->nrc > t->grown) { /* a fresh slot from realloc: no length buffer yet */
@@ -238,10 +282,11 @@ void optrace_rank_begin(optrace *t, int rank, int gpus, const int *len, int n)
     batch_costs_of(&t->m, len, n, gpus, &r->bc);
     if (n > r->cap) {
         free(r->len);
-        r->len = malloc((size_t)n * sizeof *r->len);
-        if (!r->len) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        r->cap = 0;
+        if (!(r->len = malloc((size_t)n * sizeof *r->len))) {
+            t->nrc--;
+            t->oom = 1;
+            return;
         }
         r->cap = n;
     }
@@ -255,7 +300,7 @@ void optrace_op_end(optrace *t, int op, cudaStream_t s) { hook_end(t, op, -1, s)
 /* Grouped FMHA rows of one (rank, op, layer) overlap on several streams: they add their union to
  * the rank's time, not their sum. */
 typedef struct {
-    int active, rank, op, layer;
+    int active, rank, op, layer, oom;
     trace_span *span;
     int n, cap;
 } span_set;
@@ -274,17 +319,20 @@ static void span_flush(span_set *u, double *rank_us, int max_ranks, double *op_u
     u->n = 0;
 }
 
+/* Adds a grouped row's span; when host memory runs out u->oom is set and the span left out. */
 static void span_add(span_set *u, const trace_row *row, double *rank_us, int max_ranks, double *op_us)
 {
     if (u->active && (u->rank != row->rank || u->op != row->op || u->layer != row->layer))
         span_flush(u, rank_us, max_ranks, op_us);
     if (u->n == u->cap) {
-        u->cap = u->cap ? 2 * u->cap : 16;
-        u->span = realloc(u->span, (size_t)u->cap * sizeof *u->span);
-        if (!u->span) {
-            fprintf(stderr, "%s:%d: out of host memory\n", __FILE__, __LINE__);
-            exit(EXIT_FAILURE);
+        int cap = u->cap ? 2 * u->cap : 16;
+        trace_span *p = realloc(u->span, (size_t)cap * sizeof *p);
+        if (!p) {
+            u->oom = 1;
+            return;
         }
+        u->span = p;
+        u->cap = cap;
     }
     u->active = 1;
     u->rank = row->rank;
@@ -295,9 +343,30 @@ static void span_add(span_set *u, const trace_row *row, double *rank_us, int max
     u->n++;
 }
 
-void optrace_step_end(optrace *t, double *rank_us, int max_ranks)
+/* The JSON event of one row: its lane and its args. */
+static void json_row(optrace *t, const op_record *r, const trace_row *row)
 {
+    int tid = r->op == OP_ALLREDUCE ? OPTRACE_TID_ALLREDUCE
+            : r->op == OP_LAMB      ? OPTRACE_TID_OPTIMIZER
+                                    : r->rank * 16 + (row->stream > 0 ? row->stream : 0);
+    char args[256];
+    snprintf(args, sizeof args,
+             "\"step\": %d, \"layer\": %d, \"virtual_rank\": %d, \"group\": %d, \"tokens\": %ld, "
+             "\"flops\": %.0f, \"bytes\": %.0f",
+             t->step, row->layer, r->rank, row->group, row->tokens, row->flops, row->bytes);
+    chrome_trace_complete(t->json, op_name((op_id)r->op), op_class_name(op_class_of((op_id)r->op)), t->proc_rank,
+                          tid, t->step_host_us + row->start_us, row->dur_us, args);
+}
+
+int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
+{
+    if (t->oom) {
+        cudaCheck(cudaDeviceSynchronize());
+        t->nrec = t->usedpool = t->nrc = 0;
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "trace of step %d: out of host memory", t->step);
+    }
     span_set u = {0};
+    double step_end_us = 0;
     if (rank_us)
         for (int i = 0; i < max_ranks; i++)
             rank_us[i] = 0;
@@ -343,27 +412,29 @@ void optrace_step_end(optrace *t, double *rank_us, int max_ranks)
         }
         if (t->csv)
             trace_write_row(t->csv, &row);
-        if (t->json) {
-            fprintf(t->json,
-                    "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
-                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"step\": %d, \"layer\": %d, \"tokens\": %ld, "
-                    "\"flops\": %.0f, \"bytes\": %.0f}}",
-                    t->json_first ? "" : ",\n", op_name((op_id)r->op),
-                    op_class_name(op_class_of((op_id)r->op)), row.rank, row.stream > 0 ? row.stream : 0,
-                    /* steps laid one after another on the timeline: offset by step x 1 s */
-                    t->step * 1e6 + row.start_us, row.dur_us, t->step, row.layer, row.tokens, row.flops,
-                    row.bytes);
-            t->json_first = 0;
-        }
+        if (t->json)
+            json_row(t, r, &row);
+        if (row.start_us + row.dur_us > step_end_us)
+            step_end_us = row.start_us + row.dur_us;
     }
     span_flush(&u, rank_us, max_ranks, t->op_us);
     free(u.span);
+    if (t->json && t->nrec > 0) {
+        char name[32], args[32];
+        snprintf(name, sizeof name, "step %d", t->step);
+        snprintf(args, sizeof args, "\"step\": %d", t->step);
+        chrome_trace_complete(t->json, name, "step", t->proc_rank, OPTRACE_TID_STEPS, t->step_host_us, step_end_us,
+                              args);
+    }
     t->steps_done++;
     if (t->csv)
         fflush(t->csv);
     t->nrec = 0;
     t->usedpool = 0;
     t->nrc = 0;
+    if (u.oom)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "trace of step %d: out of host memory", t->step);
+    return UNPAD_OK;
 }
 
 double optrace_op_mean_us(const optrace *t, int op)

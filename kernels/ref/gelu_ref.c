@@ -1,5 +1,5 @@
 /* gelu_ref.c — reference bias + GELU (erf form), bias + tanh and bias gradients
- * (kernels/gelu.cu). Column sums in double. */
+ * (kernels/gelu.cu), and the tanh-GELU backward. Column sums in double. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -72,5 +72,15 @@ void bias_bwd_ref(float *dbias, const float *dout, int T, int N)
         for (int t = 0; t < T; t++)
             s += dout[(size_t)t * N + c];
         dbias[c] += (float)s;
+    }
+}
+
+void gelu_tanh_bwd_ref(float *dx, const float *dout, const float *x, int64_t n)
+{
+    const double c = sqrt(2.0 / M_PI), a = 0.044715;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i], th = tanh(c * (v + a * v * v * v));
+        double g = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * c * (1.0 + 3.0 * a * v * v);
+        dx[i] = (float)(dout[i] * g);
     }
 }

@@ -1,5 +1,5 @@
 /* loss_ref.c — reference row gather/scatter, masked-LM and next-sentence softmax cross-entropy,
- * and the fixed-order sum (kernels/loss.cu). */
+ * the fixed-order sum, MLM / NSP accuracy and the loss totals (kernels/loss.cu). */
 #include <math.h>
 #include <stddef.h>
 
@@ -75,4 +75,35 @@ void reduce_sum_f32_ref(float *out, const float *in, int n)
     for (int i = 0; i < n; i++)
         s += in[i];
     out[0] = (float)s;
+}
+
+void mlm_correct_ref(float *correct, const float *logits, const int32_t *labels, int P, int V, int Vpad)
+{
+    for (int i = 0; i < P; i++) {
+        const float *row = logits + (size_t)i * Vpad;
+        int arg = 0;
+        for (int j = 1; j < V; j++)
+            if (row[j] > row[arg])
+                arg = j;
+        correct[i] = labels[i] >= 0 && arg == labels[i] ? 1.0f : 0.0f;
+    }
+}
+
+void nsp_correct_ref(float *correct, const float *logits, const int32_t *labels, int n)
+{
+    for (int i = 0; i < n; i++)
+        correct[i] = (logits[2 * i + 1] > logits[2 * i] ? 1 : 0) == labels[i] ? 1.0f : 0.0f;
+}
+
+void stats_accumulate_ref(float *acc, const float *mlm_loss, const float *mlm_correct, int P,
+                          const float *nsp_loss, const float *nsp_correct, int n)
+{
+    const float *v[4] = {mlm_loss, mlm_correct, nsp_loss, nsp_correct};
+    int len[4] = {P, P, n, n};
+    for (int k = 0; k < 4; k++) {
+        double s = 0;
+        for (int i = 0; i < len[k]; i++)
+            s += v[k][i];
+        acc[k] = (float)(acc[k] + s);
+    }
 }

@@ -51,6 +51,7 @@ void bias_gelu_bwd_ref(float *dx, float *dbias, const float *dout, const float *
 void bias_tanh_fwd_ref(float *out, const float *x, const float *bias, int T, int N);
 void bias_tanh_bwd_ref(float *dx, float *dbias, const float *dout, const float *out, int T, int N);
 void bias_bwd_ref(float *dbias, const float *dout, int T, int N);
+void gelu_tanh_bwd_ref(float *dx, const float *dout, const float *x, int64_t n);
 
 /* loss_ref.c */
 void rows_gather_ref(float *out, const float *in, const int32_t *rows, int P, int H);
@@ -62,10 +63,21 @@ void mlm_xent_bwd_ref(float *dlogits, const float *logits, const float *lse,
 void nsp_xent_fwd_bwd_ref(float *loss, float *dlogits, const float *logits, const int32_t *labels,
                           float scale, int n);
 void reduce_sum_f32_ref(float *out, const float *in, int n);
+void mlm_correct_ref(float *correct, const float *logits, const int32_t *labels, int P, int V, int Vpad);
+void nsp_correct_ref(float *correct, const float *logits, const int32_t *labels, int n);
+void stats_accumulate_ref(float *acc, const float *mlm_loss, const float *mlm_correct, int P,
+                          const float *nsp_loss, const float *nsp_correct, int n);
+
+/* init_ref.c. ambiguous (n, or NULL) receives 1 where a draw came within 1e-4 of the truncation
+ * bound, so float rounding on the device may decide it otherwise (the test skips those). */
+void init_trunc_normal_ref(float *w, int64_t n, float std, uint64_t seed, uint64_t id,
+                           unsigned char *ambiguous);
+void fill_f32_ref(float *w, int64_t n, float v);
 
 /* lamb_ref.c: tensors is a host table (chunk_begin unused); no working copy (it is bf16(master)). */
 void lamb_update_ref(float *master, float *m, float *v, const float *grad,
-                     const lamb_tensor *tensors, int n_tensors, lamb_hparams hp, float *grad_norm);
+                     const lamb_tensor *tensors, int n_tensors, lamb_hparams hp, float *grad_norm,
+                     const float *guard, int n_guard);
 
 #ifdef __cplusplus
 }

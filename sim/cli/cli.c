@@ -1,11 +1,11 @@
-/* cli.c — flag parsing and default paths for the `unpad` subcommands. */
+/* cli.c — flag parsing and input loading for the `unpad` subcommands. */
 #include "cli.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "outfile.h"
 
 int cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out)
 {
@@ -86,36 +86,45 @@ int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, lo
     return 0;
 }
 
-const char *cli_project_path(const char *rel, char *buf, size_t n)
+int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n)
 {
-    const char *home = getenv("UNPAD_HOME");
-    if (home && *home) {
-        snprintf(buf, n, "%s/%s", home, rel);
-        return buf;
-    }
-    /* bin/unpad lives in <root>/bin: try <root>/rel, then the current folder. */
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            slash = strrchr(exe, '/');
-            if (slash) {
-                *slash = '\0';
-                snprintf(buf, n, "%s/%s", exe, rel);
-                if (access(buf, R_OK) == 0)
-                    return buf;
-            }
-        }
-    }
-    snprintf(buf, n, "%s", rel);
-    return buf;
+    unpad_err err = {0};
+    return resolve_project_path(rel, buf, n, &err) ? cli_error(cmd, &err) : 0;
+}
+
+int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist)
+{
+    unpad_err err = {0};
+    rq->need_dist = need_dist;
+    return resolve_inputs_load(rq, in, &err) ? cli_error(cmd, &err) : 0;
 }
 
 int cli_error(const char *cmd, const unpad_err *err)
 {
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
     return 1;
+}
+
+int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no)
+{
+    const char **all = calloc((size_t)nm + 5, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "unpad %s: out of memory\n", cmd);
+        return 1;
+    }
+    int n = 0;
+    if (in) {
+        all[n++] = in->model_path[0] ? in->model_path : NULL;
+        all[n++] = in->hw_path[0] ? in->hw_path : NULL;
+        all[n++] = in->calib_path[0] ? in->calib_path : NULL;
+        all[n++] = in->dist.count && in->dist_path[0] ? in->dist_path : NULL;
+        all[n++] = in->have_plan && in->plan_path[0] ? in->plan_path : NULL;
+    }
+    for (int i = 0; i < nm; i++)
+        all[n++] = more[i];
+    unpad_err err = {0};
+    int rc = outfile_check_all(outs, no, all, n, &err);
+    free(all);
+    return rc ? cli_error(cmd, &err) : 0;
 }

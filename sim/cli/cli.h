@@ -1,10 +1,9 @@
-/* cli.h — small helpers shared by the `unpad` subcommands: flag parsing with range checks and
- * loading the common inputs (distribution, model, hardware) with defaults. */
+/* cli.h — small helpers shared by the `unpad` subcommands: flag parsing with range checks, and
+ * the inputs (model, hardware, calibration, distribution) through the library's resolver. */
 #ifndef UNPAD_CLI_H
 #define UNPAD_CLI_H
 
-#include "dist.h"
-#include "model.h"
+#include "resolve.h"
 
 /* Parse an integer / number flag value in [lo, hi]; on failure print "unpad CMD: --flag: reason"
  * and return nonzero. */
@@ -13,8 +12,17 @@ int cli_double(const char *cmd, const char *flag, const char *val, double lo, do
 /* A comma-separated list of integers in [lo, hi]; *out is malloc'd. */
 int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, long hi, int **out,
                  int *n);
-/* Resolves a path under the project (UNPAD_HOME or the folder of the executable's parent). */
-const char *cli_project_path(const char *rel, char *buf, size_t n);
+/* rel under the project home (resolve_project_path); prints the error and returns 1 on failure. */
+int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n);
+/* resolve_inputs_load(rq with need_dist); prints "unpad CMD: reason" and returns 1 on failure.
+ * Commands zero `in` where they declare it, so resolve_inputs_free is safe on every path. */
+int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist);
+
+/* Before any work: refuses (prints "unpad CMD: ..." and returns 1) an output among outs[0..no)
+ * that is one of the run's inputs — those in (may be NULL) loaded: model, hardware, calibration,
+ * distribution, plan — or one of more[0..nm), or another output. NULL entries are skipped. */
+int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no);
 
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);

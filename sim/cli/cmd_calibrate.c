@@ -9,8 +9,9 @@
 
 #include "cli.h"
 #include "fit.h"
-#include "inputs.h"
 #include "outfile.h"
+#include "resolve.h"
+#include "synth.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
@@ -43,23 +44,7 @@ static void usage(FILE *f)
             "  --outliers X   fraction of rows made outliers (default 0.005), x --outlier-scale (default 2.5)\n");
 }
 
-/* The coefficients the synthetic traces of the tests and the demonstration use. */
-static void synth_truth(const hw_spec *hw, calib_coef *c)
-{
-    calib_default(hw, c);
-    c->gemm_eff = 0.62;
-    c->gemm_m_half = 400;
-    c->attn_eff = 0.38;
-    c->attn_cta_us = 1.5;
-    c->attn_ctas_per_sm = 2;
-    c->bw_eff = 0.71;
-    c->launch_us = 4;
-    c->optim_bw_eff = 0.75;
-    c->comm_eff = 0.85;
-    c->step_overhead_us = 150;
-}
-
-static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path, fit_synth_opts *o)
+static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_path, synth_opts *o)
 {
     unpad_err err = {0};
     calib_coef truth;
@@ -67,12 +52,12 @@ static int do_synthesize(const char *out, cli_inputs *in, const char *truth_path
         if (calib_load(truth_path, &in->hw, &truth, &err))
             return cli_error("calibrate", &err);
     } else {
-        synth_truth(&in->hw, &truth);
+        synth_truth_default(&in->hw, &truth);
     }
     unpad_outfile *of;
     if (outfile_open(out, &of, &err))
         return cli_error("calibrate", &err);
-    int rc = fit_synth_write(outfile_stream(of), &in->model, &in->hw, &truth, &in->dist, o, &err);
+    int rc = synth_trace_write(outfile_stream(of), &in->model, &in->hw, &truth, &in->dist, o, &err);
     if (rc)
         outfile_abort(of);
     else
@@ -98,7 +83,9 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     if (!from_hw_path) {
         char rel[600];
         snprintf(rel, sizeof rel, "models/hw/%s.cfg", src.hw);
-        from_hw_path = cli_project_path(rel, buf, sizeof buf);
+        if (cli_project_path("calibrate", rel, buf, sizeof buf))
+            return 1;
+        from_hw_path = buf;
     }
     hw_spec from;
     if (hw_load(from_hw_path, &from, &err))
@@ -123,6 +110,8 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     printf("%-18s %12s %12s\n", "coefficient", from.name, to->name);
     for (size_t i = 1; i < calib_schema_len; i++) {
         const cfg_field *k = &calib_schema[i];
+        if (k->type != CFG_DOUBLE)
+            continue;
         printf("%-18s %12.6g %12.6g\n", k->key, *(const double *)((const char *)&src + k->offset),
                *(const double *)((const char *)&dst + k->offset));
     }
@@ -148,10 +137,11 @@ int cmd_calibrate(int argc, char **argv)
     int ntraces = 0, nmodel_paths = 0, c, seed = 1;
     const char *init_path = NULL, *out = NULL, *resid_path = NULL, *transfer = NULL, *from_hw = NULL;
     const char *synth = NULL, *truth = NULL;
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
-    fit_synth_opts so = {.gpus = 2, .steps = 8, .batch = 56, .seed = 1, .noise = 0.01,
-                         .outlier_frac = 0.005, .outlier_scale = 2.5, .overhead_jitter = 0.05};
+    synth_opts so;
+    synth_opts_default(&so);
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -162,7 +152,7 @@ int cmd_calibrate(int argc, char **argv)
             }
             traces[ntraces++] = optarg;
             break;
-        case 'w': in.hw_path = optarg; break;
+        case 'w': rq.hw = optarg; break;
         case 'm':
             if (nmodel_paths == MAX_MODELS) {
                 fprintf(stderr, "unpad calibrate: more than %d --model\n", MAX_MODELS);
@@ -177,7 +167,7 @@ int cmd_calibrate(int argc, char **argv)
         case 'F': from_hw = optarg; break;
         case 'S': synth = optarg; break;
         case 'u': truth = optarg; break;
-        case 'd': in.dist_path = optarg; break;
+        case 'd': rq.dist = optarg; break;
         case 'g': if (cli_int("calibrate", "--gpus", optarg, 1, 1024, &so.gpus)) return 2; break;
         case 'k': if (cli_int("calibrate", "--steps", optarg, 1, 100000, &so.steps)) return 2; break;
         case 'b': if (cli_int("calibrate", "--batch", optarg, 1, 4096, &so.batch)) return 2; break;
@@ -206,7 +196,7 @@ int cmd_calibrate(int argc, char **argv)
         more[nmore++] = traces[i];
     for (int i = 0; i < nmodel_paths; i++)
         more[nmore++] = model_paths[i];
-    in.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
+    rq.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
     if (!!synth + !!transfer + !!ntraces != 1) {
         fprintf(stderr, "unpad calibrate: give exactly one of --traces, --transfer, --synthesize\n");
         usage(stderr);
@@ -217,18 +207,18 @@ int cmd_calibrate(int argc, char **argv)
             fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
             return 2;
         }
-        in.model_path = nmodel_paths ? model_paths[0] : NULL;
-        if (cli_inputs_load("calibrate", &in, 1))
+        rq.model = nmodel_paths ? model_paths[0] : NULL;
+        if (cli_inputs_load("calibrate", &rq, &in, 1))
             return 1;
         if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3)) {
-            cli_inputs_free(&in);
+            resolve_inputs_free(&in);
             return 1;
         }
         int rc = do_synthesize(synth, &in, truth, &so);
-        cli_inputs_free(&in);
+        resolve_inputs_free(&in);
         return rc;
     }
-    if (cli_inputs_load("calibrate", &in, 0))
+    if (cli_inputs_load("calibrate", &rq, &in, 0))
         return 1;
     if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3))
         return 1;
@@ -264,8 +254,10 @@ int cmd_calibrate(int argc, char **argv)
         }
         rows += (long)sets[i].n;
     }
-    char mdir[4200];
-    if (fit_models_resolve(sets, ntraces, cli_project_path("models", mdir, sizeof mdir), models,
+    char mdir[RESOLVE_PATH_LEN];
+    if (cli_project_path("calibrate", "models", mdir, sizeof mdir))
+        goto out;
+    if (fit_models_resolve(sets, ntraces, mdir, models,
                            &nmodels, MAX_MODELS, &err)) {
         cli_error("calibrate", &err);
         goto out;
@@ -310,6 +302,6 @@ out:
     free(sets);
     free(models);
     free(res);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "cost.h"
-#include "inputs.h"
+#include "resolve.h"
 
 const char cmd_datamove_what[] = "data movement per operator and class, fused against unfused";
 
@@ -28,16 +28,17 @@ int cmd_datamove(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"hw", required_argument, 0, 'w'},
         {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'}, {"batch", required_argument, 0, 'b'},
         {"seq", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int batch = 56, seq = 512, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'b': if (cli_int("datamove", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 's': if (cli_int("datamove", "--seq", optarg, 1, 8192, &seq)) return 2; break;
         case 'h': usage(stdout); return 0;
@@ -48,7 +49,7 @@ int cmd_datamove(int argc, char **argv)
         fprintf(stderr, "unpad datamove: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (cli_inputs_load("datamove", &in, 0))
+    if (cli_inputs_load("datamove", &rq, &in, 0))
         return 1;
     if (seq > in.model.max_len) {
         fprintf(stderr, "unpad datamove: --seq %d exceeds the model's max_len %d (%s)\n", seq,
@@ -118,6 +119,6 @@ int cmd_datamove(int argc, char **argv)
            "fused, %.2f ms unfused\n", tb / 1e9, tbu / 1e9, 100 * (1 - tb / tbu), tt / 1e3,
            ttu / 1e3);
     free(len);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return 0;
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "group.h"
 #include "plan.h"
 
@@ -14,6 +14,7 @@ const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan f
 
 static void usage(FILE *f)
 {
+    char names[256];
     fprintf(f,
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
@@ -25,8 +26,8 @@ static void usage(FILE *f)
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --gpus N         data-parallel GPUs, 1..65536 (default 8)\n"
             "  --batch B        sequences per GPU, 1..65536 (default 56)\n"
-            "  --policy P       none, sort-deal, lpt, kk, pack, or auto: the lowest predicted step\n"
-            "                   time (default auto)\n"
+            "  --policy P       %s, or auto: the lowest predicted step\n"
+            "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
             "  --steps K        sampled steps behind the predictions, 1..10000000 (default 1000)\n"
             "  --seed S         seed (default 1)\n"
@@ -34,8 +35,10 @@ static void usage(FILE *f)
             "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
-            "  --out F          write the plan file (for unpad-train --plan)\n",
-            GROUP_MAX_STREAMS);
+            "  --out F          write the plan file (for unpad-train --plan)\n"
+            "The balancing policies:\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    balance_policy_help_print(f, "  ");
 }
 
 int cmd_plan(int argc, char **argv)
@@ -49,7 +52,8 @@ int cmd_plan(int argc, char **argv)
         {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
         {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -59,20 +63,25 @@ int cmd_plan(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plan", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("plan", "--batch", optarg, 1, 65536, &batch)) return 2; break;
         case 'p':
             if (!strcmp(optarg, "auto"))
                 policy = -1;
-            else if ((policy = balance_policy_from_name(optarg)) < 0) {
-                fprintf(stderr, "unpad plan: --policy: unknown '%s' (expected none, sort-deal, "
-                                "lpt, kk, pack or auto)\n", optarg);
-                return 2;
+            else {
+                balance_policy pv;
+                unpad_err pe = {0};
+                if (balance_policy_parse(optarg, &pv, &pe)) {
+                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
+                            strcmp(optarg, "pack") ? ", or auto" : "");
+                    return 2;
+                }
+                policy = (int)pv;
             }
             break;
         case 'n': {
@@ -111,10 +120,10 @@ int cmd_plan(int argc, char **argv)
                 gpus, batch);
         return 2;
     }
-    if (cli_inputs_load("plan", &in, 1))
+    if (cli_inputs_load("plan", &rq, &in, 1))
         return 1;
     if (cli_check_outputs("plan", &in, NULL, 0, &out, 1)) {
-        cli_inputs_free(&in);
+        resolve_inputs_free(&in);
         return 1;
     }
     s.seed = (uint64_t)seed;
@@ -127,7 +136,8 @@ int cmd_plan(int argc, char **argv)
     int n = 0, rc = 1;
     unpad_err err = {0};
     printf("unpad plan: %s on %d x %s (%s), %d sequences per GPU, lengths from %s\n",
-           in.model.name, gpus, in.hw.name, in.calib.fitted ? "calibrated" : "uncalibrated defaults",
+           in.model.name, gpus, in.hw.name, in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
+           ? "transferred calibration" : "uncalibrated defaults",
            batch, in.dist_path);
     printf("  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
            s.steps, seed, s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
@@ -195,6 +205,6 @@ int cmd_plan(int argc, char **argv)
     }
     rc = 0;
 out:
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

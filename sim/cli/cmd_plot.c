@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "group.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "plot.h"
 
 const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
@@ -57,7 +57,8 @@ int cmd_plot(int argc, char **argv)
                 kind);
         return 2;
     }
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
         nl = 0;
@@ -67,11 +68,11 @@ int cmd_plot(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
         case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
         case 'n': {
@@ -134,8 +135,11 @@ int cmd_plot(int argc, char **argv)
         snprintf(obuf, sizeof obuf, "unpad-%s", kind);
         out = obuf;
     }
-    if (!plots)
-        plots = cli_project_path("plots", pbuf, sizeof pbuf);
+    if (!plots) {
+        if (cli_project_path("plot", "plots", pbuf, sizeof pbuf))
+            goto out;
+        plots = pbuf;
+    }
     char outs[5][4200];
     const char *outp[5];
     static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
@@ -143,7 +147,7 @@ int cmd_plot(int argc, char **argv)
         snprintf(outs[i], sizeof outs[i], "%s%s", out, ext[i]);
         outp[i] = (k == 2) == (i != 2) || i < 2 ? outs[i] : NULL;
     }
-    if (k != 2 && cli_inputs_load("plot", &in, !(k == 3 && lens)))
+    if (k != 2 && cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
         goto out;
     if (cli_check_outputs("plot", k == 2 ? NULL : &in, &csv, 1, outp, 5))
         goto out;
@@ -199,6 +203,6 @@ int cmd_plot(int argc, char **argv)
     rc = 0;
 out:
     free(lens);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

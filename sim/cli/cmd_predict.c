@@ -8,8 +8,8 @@
 
 #include "cli.h"
 #include "cost.h"
-#include "inputs.h"
 #include "outfile.h"
+#include "resolve.h"
 #include "trace.h"
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
@@ -33,7 +33,7 @@ static void usage(FILE *f)
             "  --csv OUT    write the predicted rows in the trace format (padded: OUT.padded.csv)\n");
 }
 
-static int write_csv(const char *path, const cli_inputs *in, int gpus, const cost_step *st)
+static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st)
 {
     unpad_err err = {0};
     unpad_outfile *o;
@@ -56,18 +56,19 @@ int cmd_predict(int argc, char **argv)
         {"padded", no_argument, 0, 'p'},     {"unfused", no_argument, 0, 'u'},
         {"seed", required_argument, 0, 's'}, {"steps", required_argument, 0, 'k'},
         {"csv", required_argument, 0, 'o'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     int gpus = 1, batch = 56, padded = 0, fused = 1, seed = 1, steps = 100, c;
     const char *csv = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'g': if (cli_int("predict", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
         case 'b': if (cli_int("predict", "--batch", optarg, 1, 4096, &batch)) return 2; break;
         case 'p': padded = 1; break;
@@ -86,10 +87,10 @@ int cmd_predict(int argc, char **argv)
     char pbuf[4200];
     snprintf(pbuf, sizeof pbuf, "%s.padded.csv", csv ? csv : "");
     const char *outs[2] = {csv, csv && padded ? pbuf : NULL};
-    if (cli_inputs_load("predict", &in, 1))
+    if (cli_inputs_load("predict", &rq, &in, 1))
         return 1;
     if (cli_check_outputs("predict", &in, NULL, 0, outs, 2)) {
-        cli_inputs_free(&in);
+        resolve_inputs_free(&in);
         return 1;
     }
     unpad_err err = {0};
@@ -122,10 +123,12 @@ int cmd_predict(int argc, char **argv)
     long tokens = st[0].ops[OP_QKV_FWD].tokens;
     printf("unpad predict: %s on %s, %d GPU%s x %d sequences (seed %d) from %s\n", m->name,
            in.hw.name, gpus, gpus > 1 ? "s" : "", batch, seed, in.dist_path);
-    printf("  %ld tokens (mean length %.1f), %s kernels, %s%s\n\n", tokens, (double)tokens / batch,
-           fused ? "fused" : "unfused",
-           in.calib.fitted ? "coefficients fitted in " : "uncalibrated default coefficients",
-           in.calib.fitted ? in.calib_path : "");
+    printf("  %ld tokens (mean length %.1f), %s kernels, ", tokens, (double)tokens / batch,
+           fused ? "fused" : "unfused");
+    if (in.calib_from == CALIB_DEFAULT)
+        printf("uncalibrated default coefficients\n\n");
+    else
+        printf("coefficients %s in %s\n\n", calib_source_name(in.calib_from), in.calib_path);
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
            "time_us", "share");
     if (padded)
@@ -199,6 +202,6 @@ out:
     dist_sampler_free(smp);
     free(st);
     free(len);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

@@ -35,8 +35,11 @@ int cmd_stats(int argc, char **argv)
         fprintf(stderr, "unpad stats: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (!dist_path)
-        dist_path = cli_project_path("models/dists/wiki512.csv", dbuf, sizeof dbuf);
+    if (!dist_path) {
+        if (cli_project_path("stats", "models/dists/wiki512.csv", dbuf, sizeof dbuf))
+            return 1;
+        dist_path = dbuf;
+    }
     unpad_dist d;
     unpad_err err = {0};
     if (dist_load(dist_path, &d, &err))

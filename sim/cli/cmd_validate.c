@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "inputs.h"
 #include "outfile.h"
+#include "resolve.h"
 #include "validate.h"
 
 extern char **environ;
@@ -41,11 +41,12 @@ static int run_gnuplot(const char *csv, const char *png)
         return 1;
     }
     char script[4200], expr[9000];
+    if (cli_project_path("validate", "plots/validate.gp", script, sizeof script))
+        return 1;
     unpad_err err = {0};
     unpad_outfile *img; /* gnuplot draws into its temporary; renamed when not empty */
     if (outfile_open(png, &img, &err))
         return cli_error("validate", &err);
-    cli_project_path("plots/validate.gp", script, sizeof script);
     snprintf(expr, sizeof expr, "csv='%s'; out='%s'", csv, outfile_temp_path(img));
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
     pid_t pid;
@@ -82,7 +83,8 @@ int cmd_validate(int argc, char **argv)
     const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
     int ntraces = 0, nmodel_paths = 0, c;
     const char *csv = NULL, *plot = NULL;
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -94,9 +96,9 @@ int cmd_validate(int argc, char **argv)
             }
             traces[ntraces++] = optarg;
             break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
-        case 'w': in.hw_path = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
+        case 'w': rq.hw = optarg; break;
         case 'm':
             if (nmodel_paths == MAX_MODELS) {
                 fprintf(stderr, "unpad validate: more than %d --model\n", MAX_MODELS);
@@ -127,7 +129,7 @@ int cmd_validate(int argc, char **argv)
                         "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
         return 1;
     }
-    if (cli_inputs_load("validate", &in, 0))
+    if (cli_inputs_load("validate", &rq, &in, 0))
         return 1;
     const char *outs[2] = {csv, plot};
     const char *more[MAX_TRACES + MAX_MODELS];
@@ -136,7 +138,7 @@ int cmd_validate(int argc, char **argv)
     for (int i = 0; i < nmodel_paths; i++)
         more[ntraces + i] = model_paths[i];
     if (cli_check_outputs("validate", &in, more, ntraces + nmodel_paths, outs, 2)) {
-        cli_inputs_free(&in);
+        resolve_inputs_free(&in);
         return 1;
     }
     unpad_err err = {0};
@@ -160,8 +162,10 @@ int cmd_validate(int argc, char **argv)
             cli_error("validate", &err);
             goto out;
         }
-    char mdir[4200];
-    if (fit_models_resolve(sets, ntraces, cli_project_path("models", mdir, sizeof mdir), models,
+    char mdir[RESOLVE_PATH_LEN];
+    if (cli_project_path("validate", "models", mdir, sizeof mdir))
+        goto out;
+    if (fit_models_resolve(sets, ntraces, mdir, models,
                            &nmodels, MAX_MODELS, &err)) {
         cli_error("validate", &err);
         goto out;
@@ -217,6 +221,6 @@ out:
     free(sets);
     free(models);
     validate_report_free(&rep);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

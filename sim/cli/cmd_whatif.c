@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "cli.h"
-#include "inputs.h"
+#include "resolve.h"
 #include "whatif.h"
 
 const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance per policy";
 
 static void usage(FILE *f)
 {
+    char names[256];
     fprintf(f,
             "usage: unpad whatif [--gpus LIST] [--batch LIST] [--policy LIST] [--count LIST]\n"
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
@@ -20,7 +21,7 @@ static void usage(FILE *f)
             "                    [--granularity G] [--csv OUT]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
-            "  --policy LIST    of none, sort-deal, lpt, kk, pack (default all five)\n"
+            "  --policy LIST    of %s (default all; below)\n"
             "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal)\n"
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
@@ -37,13 +38,30 @@ static void usage(FILE *f)
             "  --csv OUT        write one row per configuration\n"
             "Step time = slowest GPU's summed per-sequence cost + optimizer, overhead, all-reduce and\n"
             "(for a balancing policy) sample exchange. Policies with the same GPUs and batch share\n"
-            "their sampled steps.\n",
-            GROUP_MAX_STREAMS);
+            "their sampled steps. The policies:\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    balance_policy_help_print(f, "  ");
 }
 
-/* Parses a comma list of names with from_name (returning -1 for unknown) into out[]. */
-static int name_list(const char *flag, const char *val, int (*from_name)(const char *),
-                     const char *expected, int *out, int *n, int max)
+static int policy_parse(const char *s, int *v, unpad_err *err)
+{
+    balance_policy p;
+    int rc = balance_policy_parse(s, &p, err);
+    *v = (int)p;
+    return rc;
+}
+
+static int count_parse(const char *s, int *v, unpad_err *err)
+{
+    balance_count c;
+    int rc = balance_count_parse(s, &c, err);
+    *v = (int)c;
+    return rc;
+}
+
+/* Parses a comma list of names with parse into out[]. */
+static int name_list(const char *flag, const char *val, int (*parse)(const char *, int *, unpad_err *),
+                     int *out, int *n, int max)
 {
     char buf[512];
     if (strlen(val) >= sizeof buf) {
@@ -53,10 +71,11 @@ static int name_list(const char *flag, const char *val, int (*from_name)(const c
     strcpy(buf, val);
     *n = 0;
     char *save = NULL;
+    unpad_err err = {0};
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int v = from_name(t);
-        if (v < 0) {
-            fprintf(stderr, "unpad whatif: %s: unknown '%s' (expected %s)\n", flag, t, expected);
+        int v;
+        if (parse(t, &v, &err)) {
+            fprintf(stderr, "unpad whatif: %s: %s\n", flag, err.msg);
             return 1;
         }
         if (*n >= max) {
@@ -66,7 +85,7 @@ static int name_list(const char *flag, const char *val, int (*from_name)(const c
         out[(*n)++] = v;
     }
     if (!*n) {
-        fprintf(stderr, "unpad whatif: %s: empty list (expected %s)\n", flag, expected);
+        fprintf(stderr, "unpad whatif: %s: empty list\n", flag);
         return 1;
     }
     return 0;
@@ -84,7 +103,8 @@ int cmd_whatif(int argc, char **argv)
         {"attn-steps", required_argument, 0, 'a'}, {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"csv", required_argument, 0, 'o'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    cli_inputs in;
+    resolve_req rq = {0};
+    resolve_inputs in;
     memset(&in, 0, sizeof in);
     whatif_setup s;
     whatif_setup_default(&s);
@@ -109,20 +129,18 @@ int cmd_whatif(int argc, char **argv)
                 goto out;
             break;
         case 'p':
-            if (name_list("--policy", optarg, balance_policy_from_name,
-                          "none, sort-deal, lpt, kk or pack", pol, &np, BAL_POLICY_COUNT * 4))
+            if (name_list("--policy", optarg, policy_parse, pol, &np, BAL_POLICY_COUNT * 4))
                 goto out;
             break;
         case 'n':
-            if (name_list("--count", optarg, balance_count_from_name, "equal or free", cnt, &nc,
-                          BAL_COUNT_COUNT * 4))
+            if (name_list("--count", optarg, count_parse, cnt, &nc, BAL_COUNT_COUNT * 4))
                 goto out;
             break;
-        case 'd': in.dist_path = optarg; break;
-        case 'm': in.model_path = optarg; break;
-        case 'w': in.hw_path = optarg; break;
-        case 'c': in.calib_path = optarg; break;
-        case 'N': in.no_calib = 1; break;
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
         case 'k': if (cli_int("whatif", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
         case 's': if (cli_int("whatif", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
         case 't': if (cli_int("whatif", "--threads", optarg, 0, 256, &s.threads)) goto out; break;
@@ -165,7 +183,7 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, &csv, 1))
+    if (cli_inputs_load("whatif", &rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, &csv, 1))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -186,7 +204,8 @@ int cmd_whatif(int argc, char **argv)
                                              .count = cnt[q]};
     unpad_err err = {0};
     printf("unpad whatif: %s on %s (%s), lengths from %s\n", in.model.name, in.hw.name,
-           in.calib.fitted ? "calibrated" : "uncalibrated defaults", in.dist_path);
+           in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
+           ? "transferred calibration" : "uncalibrated defaults", in.dist_path);
     printf("  %d configurations x %d sampled steps (seed %d), balancing %s\n\n", n, s.steps, seed,
            s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
     if (whatif_run(&s, rows, n, &err)) {
@@ -213,6 +232,6 @@ out:
     free(gpus);
     free(batch);
     free(rows);
-    cli_inputs_free(&in);
+    resolve_inputs_free(&in);
     return rc;
 }

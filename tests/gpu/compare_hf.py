@@ -61,6 +61,23 @@ def read_dump(path):
     return out
 
 
+def hf_model(c, gelu, attn, dev):
+    """transformers' BertForPreTraining of config c (read_cfg), fp32, TF32 off, dropout 0."""
+    from transformers import BertConfig, BertForPreTraining
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    config = BertConfig(
+        vocab_size=int(c["vocab"]), hidden_size=int(c["hidden"]), num_hidden_layers=int(c["layers"]),
+        num_attention_heads=int(c["heads"]), intermediate_size=int(c["ffn"]),
+        hidden_act="gelu_pytorch_tanh" if gelu == "tanh" else "gelu",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=int(c["max_position"]), type_vocab_size=int(c["type_vocab"]),
+        layer_norm_eps=float(c["layernorm_eps"]), tie_word_embeddings=True)
+    config._attn_implementation = attn
+    return BertForPreTraining(config).to(dev).float()
+
+
 def compare_dumps(args):
     A, B = read_dump(args.grads), read_dump(args.against)
     fails, worst, n = 0, 0.0, 0
@@ -108,21 +125,9 @@ def main():
     if not args.model or not args.weights:
         ap.error("--model and --weights are needed (or --against)")
 
-    from transformers import BertConfig, BertForPreTraining
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     c = read_cfg(args.model)
-    config = BertConfig(
-        vocab_size=int(c["vocab"]), hidden_size=int(c["hidden"]), num_hidden_layers=int(c["layers"]),
-        num_attention_heads=int(c["heads"]), intermediate_size=int(c["ffn"]),
-        hidden_act="gelu_pytorch_tanh" if args.gelu == "tanh" else "gelu",
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        max_position_embeddings=int(c["max_position"]), type_vocab_size=int(c["type_vocab"]),
-        layer_norm_eps=float(c["layernorm_eps"]), tie_word_embeddings=True)
-    config._attn_implementation = args.attn
     dev = "cuda"
-    model = BertForPreTraining(config).to(dev).float()
+    model = hf_model(c, args.gelu, args.attn, dev)
     model.eval()  # dropout off (the probabilities are 0 anyway)
 
     W = read_dump(args.weights)

@@ -180,7 +180,13 @@ static void run_case(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtyp
 
 int main(void)
 {
-    gemm_ctx *g = gemm_ctx_create(FP32_EXACT);
+    unpad_err err;
+    memset(&err, 0, sizeof err);
+    gemm_ctx *g = gemm_ctx_create(FP32_EXACT, &err);
+    if (!g) {
+        fprintf(stderr, "test_gemm: %s\n", err.msg);
+        return 1;
+    }
     printf("test_gemm: A/B of the trainer's products in %s, fp32 products %s\n", UNPAD_PRECISION,
            FP32_EXACT ? "exact (no TF32)" : "may use TF32");
     const int Ms[] = {1, 2, 63, 64, 65, 127, 511, 512, 777};

@@ -5,6 +5,7 @@
  * kernel fails to write fails the check; accumulated (+=) gradients start from random values.
  * Each output must satisfy |got - ref| <= atol + rtol |ref| element-wise, bounds stated per row.
  * Also checked: determinism (two runs bitwise equal) of the column reductions and of LAMB.
+ * The accuracy, loss-total, tanh-GELU-backward and initialisation kernels are checked the same way.
  * Activations and weights are floatX (kernels/common.h): bf16 in bin/test_kernels, fp32 in
  * bin/test_kernels-fp32, with the same inputs drawn and bounds of that precision (TOL below).
  * Prints one table row per kernel output and exits nonzero on any FAIL. */
@@ -578,6 +579,176 @@ static void test_nsp_and_sum(int n)
     free(hz), free(labels), free(rl), free(rd), free(gl), free(gd), free(hs);
 }
 
+/* A non-finite step (a NaN gradient, or a guard value: the trainer passes its loss sums) must
+ * change nothing: master, m, v and the working copy stay bit for bit. */
+static void test_lamb_skip(int nan_in_guard)
+{
+    lamb_tensor t[3] = {{0, 5000, 1, 0}, {5000, 700, 0, 0}, {5700, 16390, 1, 0}};
+    int nchunks = lamb_tensors_chunk(t, 3);
+    size_t N = 5700 + 16390;
+    float *hw = hmalloc(N), *hm = hmalloc(N), *hv = hmalloc(N), *hg = hmalloc(N), hguard[2] = {3.5f, 1.0f};
+    for (size_t i = 0; i < N; i++) {
+        hw[i] = urand() * 0.05f;
+        hm[i] = urand() * 1e-3f;
+        hv[i] = (urand() + 1.0f) * 1e-6f;
+        hg[i] = urand() * 1e-3f;
+    }
+    if (nan_in_guard)
+        hguard[1] = NAN;
+    else
+        hg[5123] = NAN;
+    lamb_hparams hp = {.lr = 4e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
+                       .weight_decay = 0.01f, .max_grad_norm = 1.0f, .step = 3};
+    lamb_tensor *dt;
+    cudaCheck(cudaMalloc(&dt, sizeof t));
+    cudaCheck(cudaMemcpy(dt, t, sizeof t, cudaMemcpyHostToDevice));
+    float *w = dev_f32_from(hw, N), *m = dev_f32_from(hm, N), *v = dev_f32_from(hv, N), *g = dev_f32_from(hg, N);
+    float *guard = dev_f32_from(hguard, 2), *norm = (float *)dev_poisoned(4), *scratch;
+    floatX *work = dev_floatX_from(hw, N); /* hw is not floatX-rounded: any rewrite shows */
+    float *start_work = hmalloc(N);
+    get_floatX(start_work, work, N);
+    cudaCheck(cudaMalloc(&scratch, lamb_scratch_bytes(nchunks)));
+    lamb_update(w, work, m, v, g, dt, 3, nchunks, hp, norm, guard, 2, scratch, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *gw = hmalloc(N), *gm = hmalloc(N), *gv = hmalloc(N), *gwork = hmalloc(N), rnorm, gnorm;
+    get_f32(gw, w, N);
+    get_f32(gm, m, N);
+    get_f32(gv, v, N);
+    get_floatX(gwork, work, N);
+    get_f32(&gnorm, norm, 1);
+    float *rw = hmalloc(N);
+    memcpy(rw, hw, N * 4);
+    lamb_update_ref(rw, hm, hv, hg, t, 3, hp, &rnorm, hguard, 2);
+    const char *why = nan_in_guard ? "NaN guard" : "NaN gradient";
+    char name[96];
+    snprintf(name, sizeof name, "lamb_update %s: master kept", why);
+    check_same(name, gw, hw, N);
+    check_same(name, gw, rw, N); /* the reference skips too */
+    snprintf(name, sizeof name, "lamb_update %s: m, v kept", why);
+    check_same(name, gm, hm, N);
+    check_same(name, gv, hv, N);
+    snprintf(name, sizeof name, "lamb_update %s: work kept", why);
+    check_same(name, gwork, start_work, N);
+    int norm_ok = nan_in_guard ? fabsf(gnorm - rnorm) <= 1e-5f * rnorm : isnan(gnorm);
+    printf("%-34s %9d %11s %11s %20s %s\n", "lamb_update skip: grad norm written", 1, "-", "-",
+           nan_in_guard ? "finite norm" : "NaN norm", norm_ok ? "PASS" : "FAIL");
+    rows_printed++;
+    failures += !norm_ok;
+    dfree(dt), dfree(w), dfree(m), dfree(v);
+    dfree(g), dfree(guard), dfree(norm), dfree(scratch);
+    dfree(work);
+    free(hw), free(hm), free(hv), free(hg), free(start_work), free(gw), free(gm), free(gv), free(gwork), free(rw);
+}
+
+/* ---- initialisation ------------------------------------------------------------------------------ */
+static void test_init(int64_t n, float std, uint64_t id)
+{
+    const uint64_t seed = 0x5eedull;
+    float *w = (float *)dev_poisoned((size_t)n * 4);
+    init_trunc_normal(w, n, std, seed, id, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *got = hmalloc((size_t)n), *ref = hmalloc((size_t)n);
+    unsigned char *amb = (unsigned char *)malloc((size_t)n + 1);
+    get_f32(got, w, (size_t)n);
+    init_trunc_normal_ref(ref, n, std, seed, id, amb);
+    int64_t skipped = 0, beyond = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (amb[i]) { /* float rounding may accept or reject this draw: not compared */
+            ref[i] = got[i];
+            skipped++;
+        }
+        beyond += !(fabsf(got[i]) <= 2.0f * std); /* also NaN */
+    }
+    char name[96];
+    snprintf(name, sizeof name, "init_trunc_normal n%lld std%g: w", (long long)n, std);
+    check(name, got, ref, (size_t)n, 1e-6 * std, 1e-5);
+    if (skipped || beyond)
+        printf("  (%lld draws within 1e-4 of the bound not compared; %lld beyond 2 std)\n",
+               (long long)skipped, (long long)beyond);
+    failures += beyond > 0;
+    fill_f32(w, n, 1.0f, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_f32(got, w, (size_t)n);
+    fill_f32_ref(ref, n, 1.0f);
+    snprintf(name, sizeof name, "fill_f32 n%lld: w", (long long)n);
+    check(name, got, ref, (size_t)n, 0, 0);
+    dfree(w);
+    free(got), free(ref), free(amb);
+}
+
+/* ---- accuracy and loss totals -------------------------------------------------------------------- */
+static void test_accuracy(int P, int V, int Vpad, int n)
+{
+    size_t PV = (size_t)P * Vpad;
+    float *hz = hmalloc(PV);
+    for (size_t i = 0; i < PV; i++) /* few distinct values: ties in the argmax are common */
+        hz[i] = floatX_round((float)irand(64) / 8.0f);
+    int32_t *labels = (int32_t *)malloc((size_t)P * 4), *nl = (int32_t *)malloc((size_t)n * 4);
+    for (int i = 0; i < P; i++) { /* every third label the argmax: some rows correct */
+        const float *row = hz + (size_t)i * Vpad;
+        int arg = 0;
+        for (int j = 1; j < V; j++)
+            arg = row[j] > row[arg] ? j : arg;
+        labels[i] = i % 11 == 4 ? -1 : i % 3 == 0 ? arg : irand(V);
+    }
+    for (int i = 0; i < n; i++)
+        nl[i] = irand(2);
+    floatX *z = dev_floatX_from(hz, PV);
+    float *hn = hmalloc(2 * (size_t)n);
+    floatX *zn = dev_floatX_rand(hn, 2 * (size_t)n, 3.0f, 0);
+    int32_t *dl = dev_i32_from(labels, (size_t)P), *dnl = dev_i32_from(nl, (size_t)n);
+    float *mc = (float *)dev_poisoned((size_t)P * 4), *nc = (float *)dev_poisoned((size_t)n * 4);
+    mlm_correct(mc, z, dl, P, V, Vpad, 0);
+    nsp_correct(nc, zn, dnl, n, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *gm = hmalloc((size_t)P), *rm = hmalloc((size_t)P), *gn = hmalloc((size_t)n), *rn = hmalloc((size_t)n);
+    get_f32(gm, mc, (size_t)P);
+    get_f32(gn, nc, (size_t)n);
+    mlm_correct_ref(rm, hz, labels, P, V, Vpad);
+    nsp_correct_ref(rn, hn, nl, n);
+    char name[96];
+    snprintf(name, sizeof name, "mlm_correct P%d V%d: correct", P, V);
+    check(name, gm, rm, (size_t)P, 0, 0);
+    snprintf(name, sizeof name, "nsp_correct n%d: correct", n);
+    check(name, gn, rn, (size_t)n, 0, 0);
+
+    /* totals accumulate onto a random start; losses random, the correct flags from above */
+    float *hml = hmalloc((size_t)P), *hnl = hmalloc((size_t)n), hacc[4], got[4];
+    float *ml = dev_f32_rand(hml, (size_t)P, 2.0f, 3.0f), *nls = dev_f32_rand(hnl, (size_t)n, 0.5f, 0.7f);
+    float *acc = dev_f32_rand(hacc, 4, 10.0f, 0);
+    stats_accumulate(acc, ml, mc, P, nls, nc, n, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_f32(got, acc, 4);
+    stats_accumulate_ref(hacc, hml, rm, P, hnl, rn, n);
+    snprintf(name, sizeof name, "stats_accumulate P%d n%d: acc", P, n);
+    check(name, got, hacc, 4, 1e-4, 1e-5);
+    dfree(z), dfree(zn), dfree(dl), dfree(dnl);
+    dfree(mc), dfree(nc), dfree(ml), dfree(nls);
+    dfree(acc);
+    free(hz), free(labels), free(nl), free(hn), free(gm), free(rm), free(gn), free(rn), free(hml), free(hnl);
+}
+
+static void test_gelu_tanh_bwd(int64_t n)
+{
+    float *hx = hmalloc((size_t)n), *hdo = hmalloc((size_t)n), *got = hmalloc((size_t)n), *ref = hmalloc((size_t)n);
+    floatX *x = dev_floatX_rand(hx, (size_t)n, 4.0f, 0), *dout = dev_floatX_rand(hdo, (size_t)n, 1.0f, 0);
+    floatX *dx = dev_floatX_poisoned((size_t)n);
+    gelu_tanh_bwd(dx, dout, x, n, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_floatX(got, dx, (size_t)n);
+    gelu_tanh_bwd_ref(ref, hdo, hx, n);
+    char name[96];
+    snprintf(name, sizeof name, "gelu_tanh_bwd n%lld: dx", (long long)n);
+    check(name, got, ref, (size_t)n, TOL(1e-3, 8e-3, 2e-6, 1e-5));
+    gelu_tanh_bwd(dout, dout, x, n, 0); /* in place */
+    cudaCheck(cudaDeviceSynchronize());
+    get_floatX(got, dout, (size_t)n);
+    snprintf(name, sizeof name, "gelu_tanh_bwd n%lld: in place", (long long)n);
+    check(name, got, ref, (size_t)n, TOL(1e-3, 8e-3, 2e-6, 1e-5));
+    dfree(x), dfree(dout), dfree(dx);
+    free(hx), free(hdo), free(got), free(ref);
+}
+
 /* ---- LAMB ---------------------------------------------------------------------------------------- */
 static void test_lamb(float grad_scale, int step)
 {
@@ -619,7 +790,7 @@ static void test_lamb(float grad_scale, int step)
         cudaCheck(cudaMemcpy(w, hw, N * 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(m, hm, N * 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(v, hv, N * 4, cudaMemcpyHostToDevice));
-        lamb_update(w, work, m, v, g, dt, n, nchunks, hp, norm, scratch, 0);
+        lamb_update(w, work, m, v, g, dt, n, nchunks, hp, norm, NULL, 0, scratch, 0);
         cudaCheck(cudaDeviceSynchronize());
         get_f32(rep ? gw : run1, w, N);
     }
@@ -628,7 +799,7 @@ static void test_lamb(float grad_scale, int step)
     get_floatX(gwork, work, N);
     float gnorm, rnorm;
     get_f32(&gnorm, norm, 1);
-    lamb_update_ref(hw, hm, hv, hg, t, n, hp, &rnorm);
+    lamb_update_ref(hw, hm, hv, hg, t, n, hp, &rnorm, NULL, 0);
     char name[96];
     snprintf(name, sizeof name, "lamb_update step%d |g|~%.0e: master", step, grad_scale);
     check(name, gw, hw, N, 1e-7, 1e-5);
@@ -710,6 +881,16 @@ int main(void)
     test_nsp_and_sum(b.n);
     test_lamb(1e-2f, 1);  /* global norm > 1: clipped */
     test_lamb(1e-5f, 7);  /* norm < 1: not clipped */
+    test_lamb_skip(0);
+    test_lamb_skip(1);
+    test_init(100003, 0.02f, 5);
+    test_init(1, 1.0f, 0);
+    test_accuracy(241, 30522, 30528, b.n);
+    test_accuracy(1, 61, 64, 1);
+    test_accuracy(65, 64, 64, 63);
+    /* the MLM head's (P, H) of the ragged batch's 15% predictions */
+    test_gelu_tanh_bwd((int64_t)241 * 1024);
+    test_gelu_tanh_bwd(63);
 
     printf("test_kernels: %d checks, %d failed\n", rows_printed, failures);
     return failures ? 1 : 0;

@@ -1,0 +1,39 @@
+/* ckpt_dir.h — the checkpoint folder of a run: one step-numbered folder per checkpoint,
+ *   DIR/step-000300/ckpt.bin    the file of ckpt_format.h
+ *   DIR/step-000300/COMPLETE    the completion marker, written last ("step = 300")
+ * A checkpoint is written into DIR/step-000300.tmp/, the file and the marker synced, the folder
+ * renamed into place and DIR synced: a folder with the final name is whole. A write that fails
+ * (a full disk) removes its .tmp folder and touches nothing else, so it never replaces or deletes
+ * a good checkpoint; only after a successful save are folders beyond --keep-last removed.
+ * Resuming takes the latest complete checkpoint: the highest step whose folder has the marker and
+ * whose file passes the header checks; others are skipped with a note saying why. A folder of the
+ * old layout (DIR/ckpt.bin, no step folders) still resumes. */
+#ifndef UNPAD_CKPT_DIR_H
+#define UNPAD_CKPT_DIR_H
+
+#include <stddef.h>
+
+#include "ckpt_format.h"
+
+#define CKPT_DIR_MARKER "COMPLETE"
+
+/* DIR/step-NNNNNN (six digits at least). */
+int ckpt_dir_step_path(const char *root, int64_t step, char *out, size_t n, unpad_err *err);
+
+/* Writes the checkpoint of st->step under root (created if missing), then keeps only the
+ * keep_last newest complete checkpoints (0: all). saved (n bytes) receives the folder written. */
+int ckpt_dir_save(const char *root, const ckpt_model *m, const ckpt_state *st, ckpt_chunk_fn get, void *ctx,
+                  int keep_last, char *saved, size_t n, unpad_err *err);
+
+/* Removes all but the keep_last newest complete step folders (keep_last >= 1), and leftover .tmp
+ * folders of failed writes. */
+int ckpt_dir_rotate(const char *root, int keep_last, unpad_err *err);
+
+/* The file to resume from, into path: root may be a run's folder (its latest complete checkpoint,
+ * or an old-style root/ckpt.bin), one step folder, or a ckpt.bin file. want (NULL: not checked)
+ * is the model it must be of. notes (nn bytes, may be NULL) receives one line per checkpoint
+ * skipped and why. EIO when there is none, with the notes in the message. */
+int ckpt_dir_latest(const char *root, const ckpt_model *want, char *path, size_t n, char *notes, size_t nn,
+                    unpad_err *err);
+
+#endif

@@ -1,0 +1,43 @@
+/* train_ckpt.c — a run's checkpoints and resume (trainer.h; the folders: exec/ckpt_dir.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu/trainer.h"
+
+/* Takes the latest complete checkpoint under --resume; refuses one of another model, seed, batch
+ * or rank count, naming what differs. */
+int trainer_resume(trainer *t, unpad_err *err)
+{
+    ckpt_model want;
+    ckpt_model_of(t->b, &want);
+    char path[4200], notes[2048];
+    int rc = ckpt_dir_latest(t->a->resume, &want, path, sizeof path, notes, sizeof notes, err);
+    if (rc) /* the message lists every checkpoint skipped and why */
+        return rc;
+    if (notes[0])
+        printf("  resume: %s", notes); /* each newer checkpoint skipped and why, one per line */
+    ckpt_state got;
+    if ((rc = ckpt_file_check(path, &want, NULL, &got, err)) || (rc = ckpt_state_check(path, &got, &t->st, err)))
+        return rc;
+    if ((rc = ckpt_load(path, t->b, &got, err)))
+        return rc;
+    t->st = got;
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);
+    printf("  resumed from %s at step %lld (data position %lld)\n", path, (long long)t->st.step,
+           (long long)t->st.data_pos);
+    return UNPAD_OK;
+}
+
+int trainer_checkpoint(trainer *t, unpad_err *err)
+{
+    if (!t->rank0 || !t->a->save)
+        return UNPAD_OK;
+    char saved[4200];
+    int rc = ckpt_save(t->a->save, t->b, &t->st, t->a->keep_last, saved, sizeof saved, err);
+    if (rc)
+        return rc;
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", saved);
+    printf("  checkpoint %s at step %lld\n", saved, (long long)t->st.step);
+    fflush(stdout);
+    return UNPAD_OK;
+}

@@ -1,0 +1,176 @@
+/* resolve.c — the project home, the default input files, and a run's inputs with the plan and
+ * the flags merged (the rules are in resolve.h). */
+#include "resolve.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "balance.h"
+#include "cost.h"
+#include "group.h"
+
+int resolve_home(char *buf, size_t n, unpad_err *err)
+{
+    const char *home = getenv("UNPAD_HOME");
+    if (home && *home) {
+        size_t len = strlen(home);
+        while (len > 1 && home[len - 1] == '/')
+            len--;
+        if (len >= n)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "UNPAD_HOME: path too long (%zu bytes)", len);
+        memcpy(buf, home, len);
+        buf[len] = '\0';
+        return UNPAD_OK;
+    }
+    /* <home>/bin/<program>: the folder above bin/. */
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    buf[0] = '\0';
+    if (len <= 0)
+        return UNPAD_OK;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return UNPAD_OK;
+    *slash = '\0';
+    slash = strrchr(exe, '/');
+    if (!slash || strcmp(slash + 1, "bin"))
+        return UNPAD_OK; /* not in a bin/ folder: the current folder */
+    *slash = '\0';
+    if (!exe[0])
+        strcpy(exe, "/");
+    if (strlen(exe) >= n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "project home %s: path too long", exe);
+    strcpy(buf, exe);
+    return UNPAD_OK;
+}
+
+int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err)
+{
+    char home[RESOLVE_PATH_LEN];
+    int rc = resolve_home(home, sizeof home, err);
+    if (rc)
+        return rc;
+    int w = home[0] ? snprintf(buf, n, "%s%s%s", home, strcmp(home, "/") ? "/" : "", rel)
+                    : snprintf(buf, n, "%s", rel);
+    if (w < 0 || (size_t)w >= n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s under %s: path too long", rel, home);
+    return UNPAD_OK;
+}
+
+/* The path as given, or the default under the project home. */
+static int input_path(const char *given, const char *flag, const char *def_rel, char *out,
+                      unpad_err *err)
+{
+    if (!given)
+        return resolve_project_path(def_rel, out, RESOLVE_PATH_LEN, err);
+    if (!*given)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: empty file name", flag);
+    if (strlen(given) >= RESOLVE_PATH_LEN)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
+    strcpy(out, given);
+    return UNPAD_OK;
+}
+
+static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    if (rq->calib && rq->no_calib)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--calib and --no-calib exclude each other");
+    in->calib_path[0] = '\0';
+    if (rq->calib) {
+        int rc = input_path(rq->calib, "--calib", NULL, in->calib_path, err);
+        if (rc)
+            return rc;
+    } else if (!rq->no_calib) {
+        char rel[CFG_STR_LEN + 32];
+        snprintf(rel, sizeof rel, "models/calib/%s.cfg", in->hw.name);
+        int rc = resolve_project_path(rel, in->calib_path, RESOLVE_PATH_LEN, err);
+        if (rc)
+            return rc;
+        if (access(in->calib_path, R_OK) != 0)
+            in->calib_path[0] = '\0';
+    }
+    if (in->calib_path[0]) {
+        int rc = calib_load(in->calib_path, &in->hw, &in->calib, err);
+        if (rc)
+            return rc;
+    } else {
+        calib_default(&in->hw, &in->calib);
+    }
+    in->calib_from = calib_source_of(&in->calib);
+    return UNPAD_OK;
+}
+
+/* The plan (or the no-plan defaults) with the flags on top. */
+static int merge_plan(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    unpad_plan *p = &in->plan;
+    in->plan_path[0] = '\0';
+    in->have_plan = 0;
+    if (rq->plan) {
+        int rc = input_path(rq->plan, "--plan", NULL, in->plan_path, err);
+        if (!rc)
+            rc = plan_load(in->plan_path, p, err);
+        if (rc)
+            return rc;
+        in->have_plan = 1;
+    } else {
+        plan_default(p);
+        p->policy = BAL_NONE;
+        p->streams = 0;
+    }
+    unpad_err pe = {0};
+    if (rq->policy && balance_policy_parse(rq->policy, &p->policy, &pe))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--policy: %s", pe.msg);
+    if (rq->count && balance_count_parse(rq->count, &p->count, &pe))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--count: %s", pe.msg);
+    if (rq->fmha_groups) {
+        unpad_err ge = {0};
+        if (group_bounds_parse(rq->fmha_groups, p->fmha_bounds, &p->fmha_nb, &ge))
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--fmha-groups: %s", ge.msg);
+    }
+    if (rq->streams) {
+        if (rq->streams < 1 || rq->streams > GROUP_MAX_STREAMS)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--streams: %d is not in [1, %d]",
+                              rq->streams, GROUP_MAX_STREAMS);
+        p->streams = rq->streams;
+    }
+    if (rq->tokens)
+        p->weights_tokens = 1;
+    /* The cost the balancer uses: the plan's, unless a calibration was named for this run. */
+    if (!in->have_plan || rq->calib) {
+        int rc = cost_seq_model(&in->model, &in->hw, &in->calib, &p->cost, err);
+        if (rc)
+            return rc;
+    }
+    return UNPAD_OK;
+}
+
+int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    memset(in, 0, sizeof *in);
+    int rc;
+    if ((rc = input_path(rq->model, "--model", "models/bert-large.cfg", in->model_path, err)) ||
+        (rc = model_load(in->model_path, &in->model, err)) ||
+        (rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", in->hw_path, err)) ||
+        (rc = hw_load(in->hw_path, &in->hw, err)) || (rc = load_calib(rq, in, err)))
+        return rc;
+    if (rq->need_dist) {
+        if ((rc = input_path(rq->dist, "--dist", "models/dists/wiki512.csv", in->dist_path, err)) ||
+            (rc = dist_load(in->dist_path, &in->dist, err)))
+            return rc;
+        if (in->dist.max_len > in->model.max_len)
+            return unpad_fail(err, UNPAD_EINVAL, in->dist_path, 0,
+                              "lengths up to %d, but %s trains at most %d", in->dist.max_len,
+                              in->model_path, in->model.max_len);
+    }
+    return merge_plan(rq, in, err);
+}
+
+void resolve_inputs_free(resolve_inputs *in)
+{
+    dist_free(&in->dist);
+}

@@ -1,0 +1,75 @@
+/* resolve.h — the inputs of a run, found and loaded the same way by `unpad` and `unpad-train`.
+ *
+ * Project home: $UNPAD_HOME when set (and not empty), else the folder above the executable's
+ * `bin/` (found from /proc/self/exe), else (an executable elsewhere) the current folder. The
+ * defaults live under the home; a path the user gives is taken as given (relative to the current
+ * folder).
+ *
+ *   model        --model F, default models/bert-large.cfg
+ *   hardware     --hw F, default models/hw/h200-sxm.cfg
+ *   calibration  --calib F; else models/calib/<hw name>.cfg when it exists; else the uncalibrated
+ *                defaults (calib_default); --no-calib: the defaults even where that file exists.
+ *                The source is recorded: default, fitted, or transferred (a file written by
+ *                `unpad calibrate --transfer`, which says `transferred = true`)
+ *   distribution --dist F, default models/dists/wiki512.csv (loaded only when asked for)
+ *   plan         --plan F (optional), then the flags on top of it:
+ *                --policy, --count, --fmha-groups, --streams and --tokens override the plan;
+ *                a plan's `weights = tokens` is kept; the per-sequence cost is the plan's
+ *                (plan_seq_cost), except with --calib, where it is recomputed from that
+ *                calibration (cost_seq_model); without a plan it comes from the calibration.
+ *
+ * Errors return a status with an unpad_err naming the file or the flag. */
+#ifndef UNPAD_RESOLVE_H
+#define UNPAD_RESOLVE_H
+
+#include <stddef.h>
+
+#include "calib.h"
+#include "dist.h"
+#include "model.h"
+#include "plan.h"
+
+#define RESOLVE_PATH_LEN 4096
+
+/* What the user asked; NULL (or 0) everywhere means "the default". */
+typedef struct {
+    const char *model, *hw, *calib, *dist, *plan; /* paths as given */
+    int no_calib;          /* 1: the uncalibrated defaults even where models/calib/<hw>.cfg exists */
+    int need_dist;         /* 1: load the distribution (dist, else the default) */
+    /* flags over the plan */
+    const char *policy;    /* a balancing policy name (balance_policy_parse) */
+    const char *count;     /* equal | free */
+    const char *fmha_groups; /* auto | none | 128,384 (group_bounds_parse) */
+    int streams;           /* 1..GROUP_MAX_STREAMS; 0: not given */
+    int tokens;            /* 1: balance tokens (weights = tokens) */
+} resolve_req;
+
+typedef struct {
+    /* the files used, for provenance in outputs ("" where none) */
+    char model_path[RESOLVE_PATH_LEN], hw_path[RESOLVE_PATH_LEN], calib_path[RESOLVE_PATH_LEN];
+    char dist_path[RESOLVE_PATH_LEN], plan_path[RESOLVE_PATH_LEN];
+    model_cfg model;
+    hw_spec hw;
+    calib_coef calib;
+    calib_source calib_from;   /* CALIB_DEFAULT: calib_path is "" */
+    unpad_dist dist;           /* empty (count NULL) unless need_dist */
+    /* The plan file (plan_default with policy none when none was given) with the flags applied:
+     * policy, count, weights_tokens, cost, fmha_nb/fmha_bounds, fmha_granularity, streams. The
+     * other fields are the file's. streams is 0 when neither the plan nor --streams set it (the
+     * program's default applies). */
+    unpad_plan plan;
+    int have_plan;             /* 1: a plan file was read (plan_path) */
+} resolve_inputs;
+
+/* The project home into buf (no trailing '/'; "" for the current folder). */
+int resolve_home(char *buf, size_t n, unpad_err *err);
+
+/* rel (e.g. "models/hw/h200-sxm.cfg") under the project home, into buf. */
+int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err);
+
+/* Resolves and loads everything rq asks for into in (which resolve_inputs_free releases, also
+ * after a failure). */
+int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *err);
+void resolve_inputs_free(resolve_inputs *in);
+
+#endif
