@@ -335,9 +335,9 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err
             maxc = ci[j] > maxc ? ci[j] : maxc;
         if (nc <= maxc || unpad_parse_long(cols[ci[0]], &g) || unpad_parse_long(cols[ci[1]], &b) ||
             unpad_parse_double(cols[ci[4]], &p.mean) || unpad_parse_double(cols[ci[5]], &p.p99) ||
-            g < 1 || b < 1) {
+            g < 1 || b < 1 || g > (1L << 24) || b > (1L << 24)) {
             rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "bad what-if row (expected gpus and batch >= 1 and numbers for the "
+                            "bad what-if row (expected gpus and batch in 1..16777216 and numbers for the "
                             "imbalance columns)");
             unpad_err_show_line(err, lineno, raw);
             goto out;
