@@ -278,7 +278,8 @@ $(BUILD)/fuzz/%.o: %.c
 
 bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
 	@mkdir -p bin
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ $(GSL_LIBS) -lm -lpthread
+	@echo "$(FUZZ_CC) ... -fsanitize=fuzzer $< -o $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ $(GSL_LIBS) -lm -lpthread
 
 .SECONDARY: $(FUZZ_OBJ)
 
