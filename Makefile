@@ -148,12 +148,30 @@ $(BUILD)/cli/commands.h: $(CLI_SRC) | $(BUILD)/.dir
 	@for f in $(sort $(filter sim/cli/cmd_%,$(CLI_SRC))); do n=$${f#sim/cli/cmd_}; echo "COMMAND($${n%.c})"; done > $@.tmp && \
 	  (cmp -s $@.tmp $@ || mv $@.tmp $@); rm -f $@.tmp
 
+# The build's git commit for provenance (sim/version.h): rewritten only when it changes, so
+# version.o alone is recompiled; "-dirty" marks uncommitted changes, "unknown" outside git.
+$(BUILD)/commit.txt: FORCE | $(BUILD)/.dir
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	  if [ "$$c" != unknown ] && ! git diff --quiet HEAD -- 2>/dev/null; then c="$$c-dirty"; fi; \
+	  echo "$$c" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/sim/version.o: sim/version.c $(BUILD)/commit.txt
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DUNPAD_COMMIT="\"$$(cat $(BUILD)/commit.txt)\"" -c $< -o $@
+
+FORCE:
+
 $(BUILD)/sim/cli/main.o: sim/cli/main.c $(BUILD)/cli/commands.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD)/cli -c $< -o $@
 
 bin/unpad: $(call o,$(CLI_SRC)) $(LIB)
 	@mkdir -p bin
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# The CLI built with this BUILD's flags (test-asan runs the sanitized one from the tests).
+$(BUILD)/bin/unpad: $(call o,$(CLI_SRC)) $(LIB)
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
@@ -241,13 +259,13 @@ test: deps
 
 test-run: probe cpu $(BUILD)/tests/check_all
 	@$(if $(HAVE_CHECK),,echo "Check missing: run 'make deps' or 'apt-get install check'"; exit 1)
-	UNPAD_HOME=$(CURDIR) CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/bin/unpad CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
 
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  build/asan/tests/check_all
-	UNPAD_HOME=$(CURDIR) CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
+	  build/asan/tests/check_all build/asan/bin/unpad
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/build/asan/bin/unpad CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
 
 demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu

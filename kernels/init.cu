@@ -19,7 +19,7 @@ __global__ void init_trunc_normal_kernel(float *w, int64_t n, float std, uint64_
         float z = 0.0f;
         for (uint64_t k = 0; k < INIT_TRUNC_DRAWS; k++) { /* redraw outside [-2, 2]: P(accept) = 0.95 */
             uint64_t h = dropout_hash(seed, id * INIT_TRUNC_DRAWS + k, (uint64_t)i);
-            float u1 = ((float)(h >> 40) + 0.5f) / 16777216.0f;      /* (0, 1) */
+            float u1 = ((float)(h >> 41) + 0.5f) / 8388608.0f; /* (0, 1), exact: 23 bits + 0.5 fit a float */
             float u2 = (float)((h >> 16) & 0xffffff) / 16777216.0f; /* [0, 1) */
             z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
             if (fabsf(z) <= 2.0f)

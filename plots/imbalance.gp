@@ -1,30 +1,57 @@
-# imbalance.gp — imbalance (slowest / mean predicted GPU time) against GPU count and batch size.
-# Variables: data_gpus, data_batch (one block per series: x,mean,p99), titles (series names
-# "policy/count", space-separated), colors (policy colour index per series), counts (0 equal,
-# 1 free per series), nseries, fixed_batch, fixed_gpus, logx (1: GPU axis in powers of two).
+# imbalance.gp — imbalance (slowest / mean predicted GPU step time) against GPU count and batch
+# size, one line per balancing policy and count constraint.
+# Variables: data_gpus, data_batch (CSV: x, then per series "<series> mean" and "<series> p99";
+# empty where a series has no point), titles (legend per series, '|'-separated),
+# colors (policy colour index per series), counts (0 equal, 1 free per series), nseries,
+# fixed_batch, fixed_gpus, logx (1: GPU axis in powers of two), title, both_counts (1: equal and
+# free both present).
 load plotdir.'common.gp'
-set linetype 1 lc rgb '#7f7f7f' lw 2 pt 7 ps 1.2
-set linetype 2 lc rgb '#1f77b4' lw 2 pt 5 ps 1.2
-set linetype 3 lc rgb '#2ca02c' lw 2 pt 9 ps 1.4
-set linetype 4 lc rgb '#d62728' lw 2 pt 13 ps 1.4
-set linetype 5 lc rgb '#ff7f0e' lw 2 pt 11 ps 1.4
-set linetype 6 lc rgb '#9467bd' lw 2 pt 7
-set linetype 7 lc rgb '#8c564b' lw 2 pt 7
-set linetype 8 lc rgb '#e377c2' lw 2 pt 7
 col(i) = int(word(colors, i + 1))
 dash(i) = int(word(counts, i + 1)) ? 4 : 1
-set multiplot layout 1,2 margins 0.07,0.98,0.2,0.9 spacing 0.08 title 'Imbalance: slowest / mean predicted GPU step time (thick: mean over the sampled steps; thin dotted: 99th percentile; solid equal counts, dashed free)'
-set ylabel 'imbalance (max / mean GPU time)'
-set key at screen 0.5, 0.07 center center horizontal maxrows 2 width 2 font ',10'
+# the i-th (1-based) '|'-separated field of s
+field(s, i) = i <= 1 ? (strstrt(s, '|') ? s[1 : strstrt(s, '|') - 1] : s) : field(s[strstrt(s, '|') + 1 :], i - 1)
+name(i) = field(titles, i + 1)
+# Two panels side by side, then the legend as a third, empty plot across the bottom (a key
+# inside one panel would be only as wide as that panel).
+set multiplot title title font ',12'
+# The balancers differ by orders of magnitude (none ~20%, sort-deal ~1%, lpt ~0.02%, kk less), so
+# the axis is the excess of the slowest GPU over the mean, in %, on a log scale; what is below
+# the floor (near-perfect balance) sits on the bottom edge.
+floor = 1e-3
+ex(v) = (v - 1) * 100 < floor ? floor : (v - 1) * 100
+set ylabel "slowest GPU's excess over the mean GPU (%, log scale)"
+set logscale y
+set yrange [floor : 100]
+set format y '%g%%'
+set tmargin at screen 0.86
+set bmargin at screen 0.30
+unset key
+set lmargin at screen 0.07
+set rmargin at screen 0.48
 set title sprintf('against GPU count (batch %d per GPU)', fixed_batch)
 set xlabel 'GPUs'
 if (logx) { set logscale x 2 }
-plot for [i=0:nseries-1] data_gpus index i using 1:2 with linespoints lt col(i) dt dash(i) title word(titles, i+1), \
-     for [i=0:nseries-1] data_gpus index i using 1:3 with lines lt col(i) dt 3 lw 1 notitle
+plot for [i=0:nseries-1] data_gpus using 1:(ex(column(2 + 2 * i))) with linespoints lt col(i) dt dash(i), \
+     for [i=0:nseries-1] data_gpus using 1:(ex(column(3 + 2 * i))) with lines lt col(i) dt 3 lw 1
 unset logscale x
-unset key
+set lmargin at screen 0.575
+set rmargin at screen 0.98
 set title sprintf('against batch size (%d GPUs)', fixed_gpus)
 set xlabel 'sequences per GPU'
-plot for [i=0:nseries-1] data_batch index i using 1:2 with linespoints lt col(i) dt dash(i) title word(titles, i+1), \
-     for [i=0:nseries-1] data_batch index i using 1:3 with lines lt col(i) dt 3 lw 1 notitle
+plot for [i=0:nseries-1] data_batch using 1:(ex(column(2 + 2 * i))) with linespoints lt col(i) dt dash(i), \
+     for [i=0:nseries-1] data_batch using 1:(ex(column(3 + 2 * i))) with lines lt col(i) dt 3 lw 1
+legend = "NaN with linespoints lc rgb 'black' pt 7 lw 2 title 'thick, marked: mean over the steps', \
+    NaN with lines lc rgb 'black' dt 3 lw 1 title 'thin dotted, same colour: 99th percentile of the steps'"
+if (both_counts) {
+    legend = legend . ", NaN with lines lc rgb 'black' dt 4 lw 2 title 'dashed: free counts (solid: equal)'"
+}
+unset title; unset xlabel; unset ylabel; unset border; unset tics; unset grid; unset logscale
+set lmargin at screen 0.02
+set rmargin at screen 0.98
+set tmargin at screen 0.19
+set bmargin at screen 0.01
+set xrange [0 : 1]
+set yrange [0 : 1]
+set key center center horizontal maxrows 5 font ',10' box
+plot for [i=0:nseries-1] NaN with linespoints lt col(i) dt dash(i) title name(i), @legend
 unset multiplot

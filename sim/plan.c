@@ -220,10 +220,14 @@ int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
     f.none_imbalance = p->none_imbalance;
     f.pred_attn_us = p->pred_attn_us;
     f.pred_attn_grouped_us = p->pred_attn_grouped_us;
-    return cfg_write(path,
-                     "unpad plan: balancing and FMHA grouping for unpad-train --plan (written by "
-                     "`unpad plan`; the pred_* lines are the simulator's predictions)",
-                     plan_schema, plan_schema_len, &f, err);
+    char head[sizeof p->provenance + 256];
+    int len = snprintf(head, sizeof head,
+                       "unpad plan: balancing and FMHA grouping for unpad-train --plan (written by "
+                       "`unpad plan`; the pred_* lines are the simulator's predictions)\n%s",
+                       p->provenance);
+    while (len > 0 && len < (int)sizeof head && head[len - 1] == '\n')
+        head[--len] = '\0'; /* cfg_write ends the comment */
+    return cfg_write(path, head, plan_schema, plan_schema_len, &f, err);
 }
 
 int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,

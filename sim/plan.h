@@ -42,6 +42,8 @@ typedef struct {
     double pred_step_us, pred_samples_per_s, pred_imbalance, pred_imbalance_p99, pred_idle;
     double none_step_us, none_imbalance;
     double pred_attn_us, pred_attn_grouped_us;
+    char provenance[4096];      /* "# key: value" lines plan_write puts above the keys (what made
+                                 * the plan: version, command, calibration); not read back */
 } unpad_plan;
 
 void plan_default(unpad_plan *p);

@@ -2,6 +2,7 @@
 #include "plot.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,61 +136,119 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
     return UNPAD_OK;
 }
 
-/* Starts <out><suffix> (its name in path); NULL with err filled on failure. */
-static unpad_outfile *open_csv(const char *out, const char *suffix, char *path, size_t n,
-                               unpad_err *err)
-{
-    snprintf(path, n, "%s%s", out, suffix);
+/* ---- data files -------------------------------------------------------------------------------- */
+
+/* A CSV written complete or not at all (outfile.h), so a reader never sees half a file. */
+typedef struct {
     unpad_outfile *o;
-    return outfile_open(path, &o, err) ? NULL : o;
+    FILE *f;
+    char path[4096];
+} csv_file;
+
+static int csv_open(csv_file *c, const char *out, const char *suffix, const char *prov,
+                    unpad_err *err)
+{
+    snprintf(c->path, sizeof c->path, "%s%s", out, suffix);
+    c->f = NULL;
+    int rc = outfile_open(c->path, &c->o, err);
+    if (rc)
+        return rc;
+    c->f = outfile_stream(c->o);
+    if (prov)
+        fputs(prov, c->f);
+    return UNPAD_OK;
+}
+
+static int csv_close(csv_file *c, unpad_err *err)
+{
+    c->f = NULL;
+    return outfile_commit(c->o, err);
+}
+
+static void csv_abandon(csv_file *c)
+{
+    if (c->f) {
+        outfile_abort(c->o);
+        c->f = NULL;
+    }
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* 16279552 -> "16,279,552" */
+static void format_thousands(double v, char *buf, size_t n)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", v);
+    size_t len = strlen(digits), o = 0;
+    for (size_t i = 0; i < len && o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0 && digits[i - 1] != '-')
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
 }
 
 /* ---- hist ------------------------------------------------------------------------------------ */
 
-int plot_hist(const char *plot_dir, const unpad_dist *d, const char *out, unpad_err *err)
+int plot_hist(const char *plot_dir, const unpad_dist *d, const char *prov, const char *out,
+              unpad_err *err)
 {
-    char path[4096], qpath[4200], title[1024], qtitle[1100], vars[8192];
-    unpad_outfile *o = open_csv(out, ".csv", path, sizeof path, err);
-    if (!o)
-        return UNPAD_EIO;
-    FILE *f = outfile_stream(o);
-    fprintf(f, "length,count,percent\n");
-    for (int l = 1; l <= d->max_len; l++)
-        fprintf(f, "%d,%.0f,%.6f\n", l, d->count[l], 100.0 * d->count[l] / d->total);
-    int rc = outfile_commit(o, err);
+    csv_file c;
+    int rc = csv_open(&c, out, ".csv", prov, err);
     if (rc)
+        return rc;
+    fprintf(c.f, "length,count,percent\n");
+    for (int l = 1; l <= d->max_len; l++)
+        fprintf(c.f, "%d,%.0f,%.6f\n", l, d->count[l], 100.0 * d->count[l] / d->total);
+    if ((rc = csv_close(&c, err)))
         return rc;
     dist_stats s;
     dist_compute_stats(d, &s);
-    const char *base = strrchr(d->source, '/');
-    snprintf(title, sizeof title,
-             "Sequence lengths: %s (%.0f sequences, mean %.1f, median %d, %.1f%% at %d)",
-             base ? base + 1 : d->source, s.count, s.mean, s.p50, 100 * s.share_at_max, s.max);
-    plot_quote(path, qpath, sizeof qpath);
+    char qpath[4200], title[1024], qtitle[1100], vars[8192];
+    char count[32];
+    format_thousands(s.count, count, sizeof count);
+    snprintf(title, sizeof title, "Sequence lengths of %s: %s sequences", base_name(d->source),
+             count);
+    plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(title, qtitle, sizeof qtitle);
-    snprintf(vars, sizeof vars, "data=%s; title=%s; mean=%g; p50=%d; p90=%d", qpath, qtitle, s.mean,
-             s.p50, s.p90);
+    snprintf(vars, sizeof vars,
+             "data=%s; title=%s; mean=%.17g; p50=%d; maxlen=%d; spike=%.17g; pad=%.17g", qpath,
+             qtitle, s.mean, s.p50, s.max, 100 * s.share_at_max,
+             100 * dist_padding_fraction(d, s.max));
     return plot_render(plot_dir, "hist", vars, out, err);
 }
 
 /* ---- load ------------------------------------------------------------------------------------ */
 
-int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The value at fraction q of sorted v[0..n) (linear between neighbours). */
+static double quantile(const double *v, int n, double q)
+{
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    return i + 1 < n ? v[i] + (pos - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+/* The per-GPU step times (ms) of one sampled step under every policy: t[p * gpus + g]. */
+static int load_compute(const plot_load_setup *s, double *t, unpad_err *err)
 {
     int k = s->gpus, n = s->gpus * s->batch, rc;
-    if (k < 1 || s->batch < 1 || n > (1 << 22))
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "load plot: %d GPUs x %d sequences", k,
-                          s->batch);
     int *len = malloc((size_t)n * sizeof *len), *glen = malloc((size_t)n * sizeof *glen);
     int64_t *w = malloc((size_t)n * sizeof *w);
-    double *t = malloc((size_t)k * BAL_POLICY_COUNT * sizeof *t);
-    double imb[BAL_POLICY_COUNT];
     balance_ws *ws = NULL;
     balance_result r = {0};
     dist_sampler *smp = NULL;
-    unpad_outfile *o = NULL;
-    char path[4096];
-    if (!len || !glen || !w || !t) {
+    if (!len || !glen || !w) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
         goto out;
     }
@@ -204,7 +263,6 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
         balance_input in = {len, s->weights_tokens ? NULL : w, n, k, p, s->count};
         if ((rc = balance_assign(ws, &in, &r, err)))
             goto out;
-        double mx = 0, sum = 0;
         for (int g = 0; g < k; g++) {
             int m = 0;
             for (int q = r.start[g]; q < r.start[g + 1]; q++)
@@ -220,43 +278,9 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
             if (p == BAL_NONE) /* loader order moves no samples */
                 st.step_us -= st.ops[OP_EXCHANGE].instances * st.time_us[OP_EXCHANGE];
             t[p * k + g] = st.step_us / 1e3;
-            mx = t[p * k + g] > mx ? t[p * k + g] : mx;
-            sum += t[p * k + g];
         }
-        imb[p] = sum > 0 ? mx / (sum / k) : 1;
     }
-    if (!(o = open_csv(out, ".csv", path, sizeof path, err))) {
-        rc = UNPAD_EIO;
-        goto out;
-    }
-    FILE *f = outfile_stream(o);
-    fprintf(f, "gpu");
-    for (int p = 0; p < BAL_POLICY_COUNT; p++)
-        fprintf(f, ",%s (max/mean %.3f)", balance_policy_name(p), imb[p]);
-    fprintf(f, "\n");
-    for (int g = 0; g < k; g++) {
-        fprintf(f, "%d", g);
-        for (int p = 0; p < BAL_POLICY_COUNT; p++)
-            fprintf(f, ",%.4f", t[p * k + g]);
-        fprintf(f, "\n");
-    }
-    rc = outfile_commit(o, err);
-    o = NULL;
-    if (rc)
-        goto out;
-    char qpath[4200], title[1024], qtitle[1100], vars[8192];
-    snprintf(title, sizeof title,
-             "Predicted step time per GPU, one sampled step: %s on %d x %s, batch %d per GPU, %s "
-             "counts, seed %llu",
-             s->model->name, k, s->hw->name, s->batch, balance_count_name(s->count),
-             (unsigned long long)s->seed);
-    plot_quote(path, qpath, sizeof qpath);
-    plot_quote(title, qtitle, sizeof qtitle);
-    snprintf(vars, sizeof vars, "data=%s; title=%s; gpus=%d; npol=%d", qpath, qtitle, k,
-             BAL_POLICY_COUNT);
-    rc = plot_render(plot_dir, "load", vars, out, err);
 out:
-    outfile_abort(o);
     dist_sampler_free(smp);
     balance_ws_free(ws);
     if (r.gpu)
@@ -264,17 +288,80 @@ out:
     free(len);
     free(glen);
     free(w);
+    return rc;
+}
+
+int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err)
+{
+    int k = s->gpus, rc;
+    if (k < 1 || s->batch < 1 || (long)k * s->batch > (1 << 22))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "load plot: %d GPUs x %d sequences", k,
+                          s->batch);
+    double *t = malloc((size_t)k * BAL_POLICY_COUNT * sizeof *t), *v = malloc((size_t)k * sizeof *v);
+    csv_file c = {0}, cg = {0};
+    if (!t || !v) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    if ((rc = load_compute(s, t, err)) || (rc = csv_open(&c, out, ".csv", s->prov, err)) ||
+        (rc = csv_open(&cg, out, "-gpus.csv", s->prov, err)))
+        goto out;
+    /* Per policy: the step ends with the slowest GPU (max); mean/max is the busy share. */
+    fprintf(c.f, "policy,step_ms,mean_ms,min_ms,p25_ms,median_ms,p75_ms,imbalance,idle_percent\n");
+    fprintf(cg.f, "policy_index,policy,gpu,ms\n");
+    for (int p = 0; p < BAL_POLICY_COUNT; p++) {
+        double sum = 0;
+        for (int g = 0; g < k; g++) {
+            v[g] = t[p * k + g];
+            sum += v[g];
+            fprintf(cg.f, "%d,%s,%d,%.6f\n", p, balance_policy_name(p), g, v[g]);
+        }
+        qsort(v, (size_t)k, sizeof *v, cmp_double);
+        double mean = sum / k, mx = v[k - 1];
+        fprintf(c.f, "%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f\n", balance_policy_name(p), mx,
+                mean, v[0], quantile(v, k, 0.25), quantile(v, k, 0.5), quantile(v, k, 0.75),
+                mean > 0 ? mx / mean : 1, mx > 0 ? 100 * (1 - mean / mx) : 0);
+    }
+    rc = csv_close(&c, err);
+    if (!rc)
+        rc = csv_close(&cg, err);
+    c.f = cg.f = NULL;
+    if (rc)
+        goto out;
+    char qpath[4200], qgpus[4200], title[1024], qtitle[1100], vars[12288];
+    snprintf(title, sizeof title,
+             "Predicted time of each GPU on one sampled step (seed %llu): %s on %d x %s, %d "
+             "sequences per GPU (%s counts), lengths from %s",
+             (unsigned long long)s->seed, s->model->name, k, s->hw->name, s->batch,
+             balance_count_name(s->count), base_name(s->dist->source));
+    plot_quote(c.path, qpath, sizeof qpath);
+    plot_quote(cg.path, qgpus, sizeof qgpus);
+    plot_quote(title, qtitle, sizeof qtitle);
+    snprintf(vars, sizeof vars, "data=%s; data_gpus=%s; title=%s; gpus=%d; npol=%d", qpath, qgpus,
+             qtitle, k, BAL_POLICY_COUNT);
+    rc = plot_render(plot_dir, "load", vars, out, err);
+out:
+    csv_abandon(&c);
+    csv_abandon(&cg);
     free(t);
+    free(v);
     return rc;
 }
 
 /* ---- imbalance ------------------------------------------------------------------------------- */
 
 typedef struct {
-    int gpus, batch;
-    char series[64];   /* policy/count */
+    int gpus, batch, steps;
+    char series[64];   /* "policy/count" */
     double mean, p99;
 } imb_point;
+
+/* What the what-if CSV's comment lines say (cmd_whatif writes them). */
+typedef struct {
+    char model[128], hw[128], dist[256];
+    int has_prov;   /* written by unpad (a "# unpad:" line) */
+    int complete;   /* ... and finished (a "# complete" line) */
+} imb_source;
 
 static int find_col(char **cols, int nc, const char *name)
 {
@@ -284,26 +371,48 @@ static int find_col(char **cols, int nc, const char *name)
     return -1;
 }
 
+/* Splits a CSV line at commas, keeping empty fields. */
 static int split_csv(char *line, char **cols, int max)
 {
     int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(line, ",\r\n", &save); t && n < max; t = strtok_r(NULL, ",\r\n", &save))
-        cols[n++] = t;
+    line[strcspn(line, "\r\n")] = '\0';
+    for (char *p = line; n < max;) {
+        cols[n++] = p;
+        char *comma = strchr(p, ',');
+        if (!comma)
+            break;
+        *comma = '\0';
+        p = comma + 1;
+    }
     return n;
 }
 
-static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err *err)
+/* "# key: value" into buf when the line is that comment. */
+static void comment_value(const char *line, const char *key, char *buf, size_t n)
+{
+    size_t k = strlen(key);
+    if (!strncmp(line, "# ", 2) && !strncmp(line + 2, key, k) && line[2 + k] == ':') {
+        const char *v = line + 3 + k;
+        while (*v == ' ')
+            v++;
+        snprintf(buf, n, "%.*s", (int)strcspn(v, " ("), v);
+    }
+}
+
+static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_source *src,
+                           unpad_err *err)
 {
     char *text;
     size_t len;
     int rc = unpad_read_file(path, &text, &len, err);
     if (rc)
         return rc;
-    int cap = 64, n = 0, lineno = 0, got, ci[6] = {-1, -1, -1, -1, -1, -1};
-    static const char *const need[6] = {"gpus", "batch", "policy", "count", "imbalance_mean",
-                                        "imbalance_p99"};
+    enum { NEED = 7 };
+    int got, cap = 64, n = 0, lineno = 0, ci[NEED] = {-1, -1, -1, -1, -1, -1, -1};
+    static const char *const need[NEED] = {"gpus", "batch", "policy", "count", "imbalance_mean",
+                                           "imbalance_p99", "steps"};
     imb_point *v = malloc((size_t)cap * sizeof *v);
+    memset(src, 0, sizeof *src);
     if (!v) {
         free(text);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -314,12 +423,20 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err
         lineno = it.lineno;
         char raw[UNPAD_LINE_MAX + 1], *cols[64], *line = it.line;
         memcpy(raw, it.line, it.len + 1);
-        if (line[0] == '#' || line[0] == '\0')
+        if (line[0] == '#') {
+            comment_value(line, "model", src->model, sizeof src->model);
+            comment_value(line, "hw", src->hw, sizeof src->hw);
+            comment_value(line, "distribution", src->dist, sizeof src->dist);
+            src->has_prov |= !strncmp(line, "# unpad:", 8);
+            src->complete |= !strncmp(line, "# complete", 10);
+            continue;
+        }
+        if (line[0] == '\0' || line[0] == '\r')
             continue;
         int nc = split_csv(line, cols, 64);
         if (ci[0] < 0) {
-            for (int j = 0; j < 6; j++)
-                if ((ci[j] = find_col(cols, nc, need[j])) < 0) {
+            for (int j = 0; j < NEED; j++)
+                if ((ci[j] = find_col(cols, nc, need[j])) < 0 && j < NEED - 1) {
                     rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
                                     "header has no column '%s' (expected a CSV written by "
                                     "`unpad whatif --csv`)", need[j]);
@@ -328,14 +445,16 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err
                 }
             continue;
         }
-        imb_point p;
-        long g, b;
+        imb_point p = {0};
+        long g, b, k = 0;
         int maxc = 0;
-        for (int j = 0; j < 6; j++)
+        for (int j = 0; j < NEED; j++)
             maxc = ci[j] > maxc ? ci[j] : maxc;
-        if (nc <= maxc || unpad_parse_long(cols[ci[0]], &g) || unpad_parse_long(cols[ci[1]], &b) ||
+        if (nc <= maxc ||
+            unpad_parse_long(cols[ci[0]], &g) || unpad_parse_long(cols[ci[1]], &b) ||
             unpad_parse_double(cols[ci[4]], &p.mean) || unpad_parse_double(cols[ci[5]], &p.p99) ||
-            g < 1 || b < 1 || g > (1L << 24) || b > (1L << 24)) {
+            (ci[6] >= 0 && unpad_parse_long(cols[ci[6]], &k)) || g < 1 || b < 1 ||
+            g > (1L << 24) || b > (1L << 24) || k < 0 || k > INT_MAX) {
             rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
                             "bad what-if row (expected gpus and batch in 1..16777216 and numbers for the "
                             "imbalance columns)");
@@ -344,6 +463,7 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, unpad_err
         }
         p.gpus = (int)g;
         p.batch = (int)b;
+        p.steps = (int)k;
         snprintf(p.series, sizeof p.series, "%s/%s", cols[ci[2]], cols[ci[3]]);
         if (n == cap) {
             imb_point *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
@@ -400,66 +520,75 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One block per series (gnuplot `index`): x, mean, p99 sorted by x, where the other axis = fixed. */
-static int write_panel(const char *path, const imb_point *v, int n, char series[][64], int ns,
-                       int xkey, int fixed, unpad_err *err)
+/* One panel as plain CSV: a row per x (ascending), two columns per series (mean, p99), empty
+ * where the series has no point at that x; only rows where the other axis equals `fixed`. */
+static int write_panel(const char *out, const char *suffix, const char *prov, const imb_point *v,
+                       int n, char series[][64], int ns, int xkey, int fixed, unpad_err *err)
 {
-    unpad_outfile *o;
-    int rc = outfile_open(path, &o, err);
+    csv_file c;
+    int rc = csv_open(&c, out, suffix, prov, err);
     if (rc)
         return rc;
-    FILE *f = outfile_stream(o);
-    fprintf(f, "# x = %s at %s = %d; blocks in the order of the series list\n",
+    int *xs = malloc((size_t)n * sizeof *xs), nx = 0;
+    if (!xs) {
+        csv_abandon(&c);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        int x = xkey ? v[i].batch : v[i].gpus, dup = 0;
+        if ((xkey ? v[i].gpus : v[i].batch) != fixed)
+            continue;
+        for (int j = 0; j < nx; j++)
+            dup |= xs[j] == x;
+        if (!dup)
+            xs[nx++] = x;
+    }
+    qsort(xs, (size_t)nx, sizeof *xs, cmp_int);
+    fprintf(c.f, "# %s at %s = %d; per series: imbalance mean and 99th percentile over the steps\n",
             xkey ? "batch" : "gpus", xkey ? "gpus" : "batch", fixed);
-    int *xs = malloc((size_t)n * sizeof *xs), oom = !xs;
-    for (int s = 0; s < ns && xs; s++) {
-        fprintf(f, "# %s: x,mean,p99\n", series[s]);
-        int m = 0;
-        for (int i = 0; i < n; i++)
-            if (!strcmp(v[i].series, series[s]) && (xkey ? v[i].gpus : v[i].batch) == fixed)
-                xs[m++] = i;
-        /* sort the points by x */
-        for (int a = 1; a < m; a++)
-            for (int b = a; b > 0; b--) {
-                int xa = xkey ? v[xs[b]].batch : v[xs[b]].gpus;
-                int xb = xkey ? v[xs[b - 1]].batch : v[xs[b - 1]].gpus;
-                if (xa >= xb)
-                    break;
-                int t = xs[b];
-                xs[b] = xs[b - 1];
-                xs[b - 1] = t;
-            }
-        for (int i = 0; i < m; i++)
-            fprintf(f, "%d,%.6f,%.6f\n", xkey ? v[xs[i]].batch : v[xs[i]].gpus, v[xs[i]].mean,
-                    v[xs[i]].p99);
-        if (m == 0)
-            fprintf(f, "NaN,NaN,NaN\n");
-        fprintf(f, "\n\n");
+    fprintf(c.f, "%s", xkey ? "batch" : "gpus");
+    for (int s = 0; s < ns; s++)
+        fprintf(c.f, ",%s mean,%s p99", series[s], series[s]);
+    fprintf(c.f, "\n");
+    for (int j = 0; j < nx; j++) {
+        fprintf(c.f, "%d", xs[j]);
+        for (int s = 0; s < ns; s++) {
+            const imb_point *p = NULL;
+            for (int i = 0; i < n && !p; i++)
+                if (!strcmp(v[i].series, series[s]) && (xkey ? v[i].batch : v[i].gpus) == xs[j] &&
+                    (xkey ? v[i].gpus : v[i].batch) == fixed)
+                    p = &v[i];
+            if (p)
+                fprintf(c.f, ",%.6f,%.6f", p->mean, p->p99);
+            else
+                fprintf(c.f, ",,");
+        }
+        fprintf(c.f, "\n");
     }
     free(xs);
-    if (oom) {
-        outfile_abort(o);
-        return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
-    }
-    return outfile_commit(o, err);
+    return csv_close(&c, err);
 }
 
 int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
-                   const char *out, unpad_err *err)
+                   const char *prov, const char *out, unpad_err *err)
 {
     imb_point *v = NULL;
-    int n = 0, rc = read_whatif_csv(whatif_csv, &v, &n, err);
+    imb_source src;
+    int n = 0, rc = read_whatif_csv(whatif_csv, &v, &n, &src, err);
     if (rc)
         return rc;
     char series[32][64];
-    int ns = 0;
-    for (int i = 0; i < n && ns < 32; i++) {
+    int ns = 0, min_steps = 0, max_steps = 0;
+    for (int i = 0; i < n; i++) {
         int s;
         for (s = 0; s < ns; s++)
             if (!strcmp(series[s], v[i].series))
                 break;
-        if (s == ns)
+        if (s == ns && ns < 32)
             snprintf(series[ns++], 64, "%s", v[i].series);
+        if (v[i].steps && (!min_steps || v[i].steps < min_steps))
+            min_steps = v[i].steps;
+        max_steps = v[i].steps > max_steps ? v[i].steps : max_steps;
     }
     if (!batch)
         batch = busiest(v, n, 1);
@@ -481,49 +610,73 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
         return unpad_fail(err, UNPAD_EINVAL, whatif_csv, 0, "no rows with %s = %d",
                           have_b ? "gpus" : "batch", have_b ? gpus : batch);
     }
-    char pg[4096], pb[4096];
-    snprintf(pg, sizeof pg, "%s-gpus.csv", out);
-    snprintf(pb, sizeof pb, "%s-batch.csv", out);
-    if ((rc = write_panel(pg, v, n, series, ns, 0, batch, err)) ||
-        (rc = write_panel(pb, v, n, series, ns, 1, gpus, err))) {
+    if ((rc = write_panel(out, "-gpus.csv", prov, v, n, series, ns, 0, batch, err)) ||
+        (rc = write_panel(out, "-batch.csv", prov, v, n, series, ns, 1, gpus, err))) {
         free(v);
         return rc;
     }
     free(v);
-    /* Colour by policy, line by count: series "policy/count". */
-    char titles[32 * 65] = "", pols[256] = "", cnts[256] = "", qt[4096], qg[4200], qb[4200],
-         vars[16384];
+    /* Colour by policy, dashes by count: series "policy/count"; legend "policy (count counts)". */
+    char titles[32 * 80] = "", pols[256] = "", cnts[256] = "", qt[4096], qg[4200], qb[4200],
+         title[1024], qtitle[1100], vars[16384], pg[4096], pb[4096];
+    int any_free = 0, any_equal = 0;
     for (int s = 0; s < ns; s++) {
         char name[64], *slash;
-        snprintf(name, sizeof name, "%s", series[s]);
+        snprintf(name, sizeof name, "%.63s", series[s]);
         slash = strchr(name, '/');
         if (slash)
             *slash = '\0';
         int pi = balance_policy_from_name(name), cj = slash ? balance_count_from_name(slash + 1) : 0;
-        size_t o = strlen(pols), q = strlen(cnts);
+        any_free |= cj == BAL_FREE;
+        any_equal |= cj != BAL_FREE;
+        size_t o = strlen(pols), q = strlen(cnts), t = strlen(titles);
         snprintf(pols + o, sizeof pols - o, "%s%d", s ? " " : "", pi < 0 ? s % 8 + 1 : pi + 1);
         snprintf(cnts + q, sizeof cnts - q, "%s%d", s ? " " : "", cj < 0 ? 0 : cj);
-        strcat(titles, s ? " " : "");
-        strcat(titles, series[s]);
+        snprintf(titles + t, sizeof titles - t, "%s%s (%s counts)", s ? "|" : "", name,
+                 slash ? slash + 1 : "equal");
     }
+    char steps[64];
+    if (min_steps == max_steps)
+        snprintf(steps, sizeof steps, "%d sampled steps per point", max_steps);
+    else
+        snprintf(steps, sizeof steps, "%d-%d sampled steps per point", min_steps, max_steps);
+    snprintf(title, sizeof title,
+             "Imbalance: how much longer the slowest GPU's predicted step takes than the mean "
+             "GPU's%s%s%s%s, %s%s",
+             src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw, steps,
+             src.has_prov && !src.complete ? " (PARTIAL: an interrupted what-if)" : "");
+    if (src.dist[0]) {
+        size_t o = strlen(title);
+        snprintf(title + o, sizeof title - o, "\nlengths from %s; imbalance 1.25 = 25%%; points "
+                 "on the bottom edge are below 0.001%% (near-perfect balance)", base_name(src.dist));
+    } else {
+        size_t o = strlen(title);
+        snprintf(title + o, sizeof title - o, "\nimbalance 1.25 = 25%%; points on the bottom edge "
+                 "are below 0.001%% (near-perfect balance)");
+    }
+    snprintf(pg, sizeof pg, "%s-gpus.csv", out);
+    snprintf(pb, sizeof pb, "%s-batch.csv", out);
     plot_quote(titles, qt, sizeof qt);
     plot_quote(pg, qg, sizeof qg);
     plot_quote(pb, qb, sizeof qb);
+    plot_quote(title, qtitle, sizeof qtitle);
     snprintf(vars, sizeof vars,
              "data_gpus=%s; data_batch=%s; titles=%s; colors='%s'; counts='%s'; nseries=%d; "
-             "fixed_batch=%d; fixed_gpus=%d; logx=%d",
-             qg, qb, qt, pols, cnts, ns, batch, gpus, ng > 2 && xs_g[ng - 1] >= 4 * xs_g[0]);
+             "fixed_batch=%d; fixed_gpus=%d; logx=%d; title=%s; both_counts=%d",
+             qg, qb, qt, pols, cnts, ns, batch, gpus, ng > 2 && xs_g[ng - 1] >= 4 * xs_g[0], qtitle,
+             any_free && any_equal);
     return plot_render(plot_dir, "imbalance", vars, out, err);
 }
 
 /* ---- groups ---------------------------------------------------------------------------------- */
 
-static void timeline_rows(FILE *f, const group_plan *p, int *row, const char *name)
+/* One CSV row per launch: row, option index, stream, start, end, its lengths and count. */
+static void timeline_rows(FILE *f, const group_plan *p, int *row, int option)
 {
     for (int s = 0; s < p->streams; s++) {
         for (int g = 0; g < p->ngroups; g++)
             if (p->stream[g] == s)
-                fprintf(f, "%d,%s stream %d,%.3f,%.3f,%d-%d (%d)\n", *row, name, s, p->start_us[g],
+                fprintf(f, "%d,%d,%d,%.3f,%.3f,%d,%d,%d\n", *row, option, s + 1, p->start_us[g],
                         p->end_us[g], p->lo[g], p->hi[g], p->count[g]);
         ++*row;
     }
@@ -540,33 +693,41 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
                                       s->max_streams, &bk, err)))
         return rc;
     double one = group_one_launch_us(s->hw, s->calib, heads, s->len, s->n);
-    char path[4096];
-    unpad_outfile *csv = open_csv(out, ".csv", path, sizeof path, err);
-    if (!csv)
-        return UNPAD_EIO;
-    FILE *f = outfile_stream(csv);
-    fprintf(f, "row,label,start_us,end_us,group\n");
+    csv_file c;
+    if ((rc = csv_open(&c, out, ".csv", s->prov, err)))
+        return rc;
+    fprintf(c.f, "# option 1: one launch in loader order; 2: buckets 128/256/384/512; 3: the plan "
+                 "(unpad plan / --fmha-groups auto)\n");
+    fprintf(c.f, "row,option,stream,start_us,end_us,min_len,max_len,sequences\n");
     int row = 0, lo = s->len[0], hi = s->len[0];
     for (int i = 1; i < s->n; i++) {
         lo = s->len[i] < lo ? s->len[i] : lo;
         hi = s->len[i] > hi ? s->len[i] : hi;
     }
-    fprintf(f, "%d,one launch,0,%.3f,%d-%d (%d)\n", row++, one, lo, hi, s->n);
-    timeline_rows(f, &bk, &row, "buckets 128/256/384/512");
-    timeline_rows(f, &dp, &row, "plan");
-    if ((rc = outfile_commit(csv, err)))
+    fprintf(c.f, "%d,1,1,0,%.3f,%d,%d,%d\n", row++, one, lo, hi, s->n);
+    int bk_row = row;
+    timeline_rows(c.f, &bk, &row, 2);
+    int dp_row = row;
+    timeline_rows(c.f, &dp, &row, 3);
+    if ((rc = csv_close(&c, err)))
         return rc;
-    char title[1024], sub[1024], qtitle[1100], qsub[1100], qpath[4200], vars[8192];
-    snprintf(title, sizeof title, "FMHA grouping of one GPU's %d sequences (%s, %s on %s)", s->n,
-             s->what ? s->what : "given lengths", s->model->name, s->hw->name);
-    snprintf(sub, sizeof sub,
-             "per layer, fwd + bwd: one launch %.0f us | buckets %.0f us | plan %.0f us (%d groups, "
-             "%d streams) | all SMs busy %.0f us",
-             one, bk.total_us, dp.total_us, dp.ngroups, dp.streams, dp.work_us);
+    char title[1024], qtitle[1100], qpath[4200], vars[8192], dpwhat[256], qdp[300];
+    snprintf(title, sizeof title,
+             "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s, per layer, "
+             "forward + backward",
+             s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name);
+    if (dp.ngroups == 1)
+        snprintf(dpwhat, sizeof dpwhat, "one launch, longest first");
+    else
+        snprintf(dpwhat, sizeof dpwhat, "%d groups on %d stream%s, longest first", dp.ngroups,
+                 dp.streams, dp.streams > 1 ? "s" : "");
     plot_quote(title, qtitle, sizeof qtitle);
-    plot_quote(sub, qsub, sizeof qsub);
-    plot_quote(path, qpath, sizeof qpath);
-    snprintf(vars, sizeof vars, "data=%s; title=%s; subtitle=%s; rows=%d; work=%g", qpath, qtitle,
-             qsub, row, dp.work_us);
+    plot_quote(c.path, qpath, sizeof qpath);
+    plot_quote(dpwhat, qdp, sizeof qdp);
+    snprintf(vars, sizeof vars,
+             "data=%s; title=%s; rows=%d; work=%.17g; one=%.17g; bk=%.17g; bk_streams=%d; "
+             "dp=%.17g; dpwhat=%s; bk_row=%d; dp_row=%d",
+             qpath, qtitle, row, dp.work_us, one, bk.total_us, bk.streams, dp.total_us, qdp,
+             bk_row, dp_row);
     return plot_render(plot_dir, "groups", vars, out, err);
 }

@@ -1,14 +1,22 @@
-/* plot.h — pictures with gnuplot: each kind writes its data as CSV next to the images, then runs
- * the `gnuplot` program on plots/<kind>.gp twice (PNG, then SVG). The scripts read the CSV
- * directly, so a person can re-render or restyle them without unpad.
+/* plot.h — pictures with gnuplot: each kind writes its data as plain CSV (a header line, one row
+ * per record, `#` comment lines first saying what made it) next to the images, then runs the
+ * `gnuplot` program on plots/<kind>.gp twice (PNG, then SVG). The scripts read the CSV directly
+ * (`set datafile separator ','`), so a person can re-render or restyle them without unpad.
  *
- *   hist       length histogram of a distribution
- *   load       predicted per-GPU step time of one sampled step under each policy (bars)
- *   imbalance  imbalance (mean, p99) against GPU count and against batch size, from a what-if CSV
- *   groups     FMHA grouping of one GPU's batch as a timeline over streams, against one launch and
- *              the fixed 128/256/384/512 buckets
+ *   hist       length histogram of a distribution, with its mean, median, the share at the
+ *              maximum length and the padding share when padded to it
+ *   load       predicted time of every GPU on one sampled step under each policy: per policy the
+ *              mean GPU (bar), the wait for the slowest (idle), and each GPU (dots up to 16 GPUs,
+ *              a box of quartiles and whiskers to min/max beyond)
+ *   imbalance  imbalance (mean and 99th percentile over the steps) against GPU count and against
+ *              batch size, from a what-if CSV
+ *   groups     FMHA grouping of one GPU's batch as a timeline over streams: one launch in loader
+ *              order, the fixed 128/256/384/512 buckets, and the plan
  *
- * Outputs: <out>.png, <out>.svg and <out>.csv (imbalance: <out>-gpus.csv and <out>-batch.csv). */
+ * Outputs: <out>.png, <out>.svg and <out>.csv; load also <out>-gpus.csv (one row per GPU and
+ * policy); imbalance <out>-gpus.csv and <out>-batch.csv instead of <out>.csv. Each file is
+ * written under a temporary name and renamed when complete. `prov` (may be NULL) is a block of
+ * `# ` comment lines (each ending in a newline) written at the top of every CSV. */
 #ifndef UNPAD_PLOT_H
 #define UNPAD_PLOT_H
 
@@ -29,7 +37,8 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
 /* Quotes s as a gnuplot single-quoted string into buf. */
 void plot_quote(const char *s, char *buf, size_t n);
 
-int plot_hist(const char *plot_dir, const unpad_dist *d, const char *out, unpad_err *err);
+int plot_hist(const char *plot_dir, const unpad_dist *d, const char *prov, const char *out,
+              unpad_err *err);
 
 typedef struct {
     const unpad_dist *dist;
@@ -40,13 +49,17 @@ typedef struct {
     balance_count count;
     uint64_t seed;
     int weights_tokens;
+    const char *prov;
 } plot_load_setup;
 
 int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err);
 
-/* batch / gpus: the fixed value of each panel (0: the value with the most points). */
+/* batch / gpus: the fixed value of each panel (0: the value with the most points). The title
+ * names the model, hardware, distribution and steps from the what-if CSV's comment lines
+ * ("# model: ...", see cmd_whatif) when it has them, and says when the CSV is partial (no
+ * "# complete" line: an interrupted sweep). */
 int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
-                   const char *out, unpad_err *err);
+                   const char *prov, const char *out, unpad_err *err);
 
 typedef struct {
     const model_cfg *model;
@@ -57,6 +70,7 @@ typedef struct {
     int max_streams;
     int granularity;
     const char *what;   /* where the lengths came from, for the title */
+    const char *prov;
 } plot_groups_setup;
 
 int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *out, unpad_err *err);

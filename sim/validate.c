@@ -659,13 +659,15 @@ void validate_print(FILE *f, const validate_report *rep)
         fprintf(f, "  fastest option        no comparable runs (same model, GPUs and batch) to rank\n");
 }
 
-int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err)
+int validate_write_csv(const char *path, const validate_report *rep, const char *comment,
+                       unpad_err *err)
 {
     unpad_outfile *o;
     int rc = outfile_open(path, &o, err);
     if (rc)
         return rc;
     FILE *f = outfile_stream(o);
+    fputs(comment ? comment : "", f);
     fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
     for (size_t i = 0; i < rep->npairs; i++) {
         const validate_pair *p = &rep->pairs[i];

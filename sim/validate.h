@@ -106,8 +106,9 @@ void validate_print(FILE *f, const validate_report *rep);
 
 /* level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct — one line per joined
  * row (level op), per rank and step (level rank: the load), per step (level step: the step time);
- * written atomically. */
-int validate_write_csv(const char *path, const validate_report *rep, unpad_err *err);
+ * written atomically, after `comment` (NULL: none: "# " lines saying what made it). */
+int validate_write_csv(const char *path, const validate_report *rep, const char *comment,
+                       unpad_err *err);
 
 void validate_report_free(validate_report *rep);
 

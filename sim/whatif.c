@@ -1,9 +1,11 @@
 /* whatif.c — Monte Carlo sweeps over (GPUs, batch, policy, count): sampling, balancing, metrics,
- * FMHA attention of the slowest GPU; configurations sharing GPUs and batch share their steps and
- * run on one worker thread each. */
+ * FMHA attention of the slowest GPU; configurations sharing GPUs and batch draw the same steps
+ * (the sampler is seeded by them), and every configuration is a job of its own on the worker
+ * threads, reported as soon as it is done. */
 #include "whatif.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +125,12 @@ static int run_cell(sweep *sw, const cell *c, balance_ws *ws, balance_result *r,
         goto out;
     const batch_groups *bg = groups_for(sw, c->batch);
     int layers = s->model->layers, heads = s->model->heads;
+    long long step_work = (long long)c->work, pending = 0; /* progress, added every 256 steps */
     for (int t = 0; t < steps; t++) {
+        if (++pending == 256 || t == steps - 1) {
+            progress_add(s->progress, 0, pending * step_work);
+            pending = 0;
+        }
         dist_sample(smp, len, n);
         balance_weights(&sw->sc, len, n, w);
         for (int j = 0; j < R; j++) {
@@ -170,14 +177,18 @@ static int run_cell(sweep *sw, const cell *c, balance_ws *ws, balance_result *r,
         row->idle_mean = mc.idle_mean;
         row->idle_p99 = mc.idle_p99;
         row->token_imbalance_mean = mc.token_imbalance_mean;
-        row->attn_us = attn_steps && bg ? attn[2 * j] / attn_steps : 0;
-        row->attn_grouped_us = attn_steps && bg ? attn[2 * j + 1] / attn_steps : 0;
+        row->attn_us = attn_steps && bg ? attn[2 * j] / attn_steps : NAN;
+        row->attn_grouped_us = attn_steps && bg ? attn[2 * j + 1] / attn_steps : NAN;
         if (bg) {
             row->groups = bg->nb + 1;
             row->streams = bg->streams;
             group_bounds_format(bg->bounds, bg->nb, row->bounds, sizeof row->bounds);
         }
     }
+    for (int j = 0; j < R; j++)
+        if (s->row_done)
+            s->row_done(s->row_ctx, &sw->rows[c->rows[j]]);
+    progress_add(s->progress, R, 0);
 out:
     dist_sampler_free(smp);
     free(len);
@@ -288,7 +299,9 @@ static int cmp_cell_work(const void *a, const void *b)
         return x->work < y->work ? 1 : -1; /* heaviest first: the sweep ends sooner */
     if (x->gpus != y->gpus)
         return x->gpus - y->gpus;
-    return x->batch - y->batch;
+    if (x->batch != y->batch)
+        return x->batch - y->batch;
+    return x->rows[0] - y->rows[0];
 }
 
 int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
@@ -328,35 +341,20 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         w->groups = 1;
         w->streams = 1;
         snprintf(w->bounds, sizeof w->bounds, "none");
-        int c;
-        for (c = 0; c < nc; c++)
-            if (cells[c].gpus == w->gpus && cells[c].batch == w->batch)
+        /* A job per row, so each row is done (and reported) on its own and a sweep of one
+         * shape still spreads over the threads; rows of the same GPUs and batch draw the same
+         * steps from their seed. */
+        int b;
+        for (b = 0; b < nbg; b++)
+            if (bg[b].batch == w->batch)
                 break;
-        if (c == nc) {
-            cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch};
-            int b;
-            for (b = 0; b < nbg; b++)
-                if (bg[b].batch == w->batch)
-                    break;
-            if (b == nbg)
-                bg[nbg++].batch = w->batch;
-        }
-        cells[c].nrows++;
-        cells[c].work += (double)w->gpus * w->batch * (w->policy == BAL_KK && w->count == BAL_FREE
-                                                              ? 4 : 1);
+        if (b == nbg)
+            bg[nbg++].batch = w->batch;
+        idx[i] = i;
+        cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch, .rows = &idx[i], .nrows = 1,
+                             .work = (double)w->gpus * w->batch *
+                                     (w->policy == BAL_KK && w->count == BAL_FREE ? 4 : 1)};
     }
-    /* Row index lists, then heaviest cells first. */
-    for (int c = 0, o = 0; c < nc; c++) {
-        cells[c].rows = idx + o;
-        o += cells[c].nrows;
-        cells[c].nrows = 0;
-    }
-    for (int i = 0; i < n; i++)
-        for (int c = 0; c < nc; c++)
-            if (cells[c].gpus == rows[i].gpus && cells[c].batch == rows[i].batch) {
-                cells[c].rows[cells[c].nrows++] = i;
-                break;
-            }
     qsort(cells, (size_t)nc, sizeof *cells, cmp_cell_work);
     sw.cells = cells;
     sw.ncells = nc;
@@ -387,6 +385,22 @@ const char whatif_csv_header[] =
     "imbalance_max,idle_mean,idle_p99,token_imbalance_mean,fixed_us,attn_us,attn_grouped_us,"
     "groups,streams,bounds";
 
+void whatif_csv_row(FILE *f, const whatif_row *r)
+{
+    char b[sizeof r->bounds], attn[64] = ",";
+    snprintf(b, sizeof b, "%s", r->bounds);
+    for (char *p = b; *p; p++)
+        if (*p == ',')
+            *p = '/'; /* one CSV column */
+    if (!isnan(r->attn_us))
+        snprintf(attn, sizeof attn, "%.3f,%.3f", r->attn_us, r->attn_grouped_us);
+    fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%s,%d,%d,%s\n", r->gpus,
+            r->batch, balance_policy_name(r->policy), balance_count_name(r->count), r->steps,
+            r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99, r->imbalance_max,
+            r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us, attn, r->groups,
+            r->streams, b);
+}
+
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
 {
     unpad_outfile *o;
@@ -395,33 +409,32 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
         return rc;
     FILE *f = outfile_stream(o);
     fprintf(f, "%s\n", whatif_csv_header);
-    for (int i = 0; i < n; i++) {
-        const whatif_row *r = &rows[i];
-        char b[sizeof r->bounds];
-        snprintf(b, sizeof b, "%s", r->bounds);
-        for (char *p = b; *p; p++)
-            if (*p == ',')
-                *p = '/'; /* one CSV column */
-        fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%d,%d,%s\n",
-                r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-                r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
-                r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us,
-                r->attn_us, r->attn_grouped_us, r->groups, r->streams, b);
-    }
+    for (int i = 0; i < n; i++)
+        whatif_csv_row(f, &rows[i]);
     return outfile_commit(o, err);
+}
+
+void whatif_print_header(FILE *f)
+{
+    fprintf(f, "%5s %5s %-10s %-5s %9s %10s %8s %8s %7s %10s %10s  %s\n", "gpus", "batch",
+            "policy", "count", "step ms", "samples/s", "imb mean", "imb p99", "idle %", "attn ms",
+            "grouped", "fmha groups (streams)");
+}
+
+void whatif_print_row(FILE *f, const whatif_row *r)
+{
+    char attn[32] = "         -          -";
+    if (!isnan(r->attn_us))
+        snprintf(attn, sizeof attn, "%10.2f %10.2f", r->attn_us / 1e3, r->attn_grouped_us / 1e3);
+    fprintf(f, "%5d %5d %-10s %-5s %9.2f %10.1f %8.4f %8.4f %7.2f %s  %s (%d)\n", r->gpus,
+            r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
+            r->step_us / 1e3, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
+            100 * r->idle_mean, attn, r->bounds, r->streams);
 }
 
 void whatif_print_table(FILE *f, const whatif_row *rows, int n)
 {
-    fprintf(f, "%5s %5s %-10s %-5s %9s %10s %8s %8s %7s %10s %10s  %s\n", "gpus", "batch", "policy",
-            "count", "step ms", "samples/s", "imb mean", "imb p99", "idle %", "attn ms", "grouped",
-            "fmha groups (streams)");
-    for (int i = 0; i < n; i++) {
-        const whatif_row *r = &rows[i];
-        fprintf(f, "%5d %5d %-10s %-5s %9.2f %10.1f %8.4f %8.4f %7.2f %10.2f %10.2f  %s (%d)\n",
-                r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-                r->step_us / 1e3, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
-                100 * r->idle_mean, r->attn_us / 1e3, r->attn_grouped_us / 1e3, r->bounds,
-                r->streams);
-    }
+    whatif_print_header(f);
+    for (int i = 0; i < n; i++)
+        whatif_print_row(f, &rows[i]);
 }

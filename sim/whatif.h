@@ -7,7 +7,8 @@
  * all-reduce, and for a balancing policy the sample exchange; whatif_fixed_us). The step ends
  * with the slowest GPU. Configurations with the same GPUs and batch share their sampled steps
  * (common random numbers: policy differences are not sampling noise), drawn from a generator
- * seeded by (seed, gpus, batch), so a row does not depend on the other rows or on the threads.
+ * seeded by (seed, gpus, batch), so a row does not depend on the other rows or on the threads;
+ * each row is a job of its own (it draws its shape's steps again), done and reported alone.
  *
  * Attention: on the first attn_steps steps, the slowest GPU's FMHA (forward + backward, all
  * layers) is timed with one launch in loader order and with the grouping of the configuration's
@@ -24,6 +25,9 @@
 #include "dist.h"
 #include "group.h"
 #include "model.h"
+#include "progress.h"
+
+struct whatif_row;
 
 typedef struct {
     const unpad_dist *dist;
@@ -37,11 +41,16 @@ typedef struct {
     int attn_steps;      /* steps whose attention is timed (0: none) */
     int max_streams;     /* FMHA grouping: streams */
     int granularity;     /* FMHA grouping: length bin width for cuts */
+    /* Optional: progress (items = rows, work = sampled steps x sequences x rows) and a call as
+     * each row is done, from the worker thread that finished it (the callee locks). */
+    progress *progress;
+    void (*row_done)(void *ctx, const struct whatif_row *row);
+    void *row_ctx;
 } whatif_setup;
 
 void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
 
-typedef struct {
+typedef struct whatif_row {
     /* configuration */
     int gpus, batch;
     balance_policy policy;
@@ -54,8 +63,9 @@ typedef struct {
     double idle_mean, idle_p99; /* straggler idle fraction 1 - mean/max */
     double token_imbalance_mean;
     double fixed_us;           /* per-step part every GPU pays */
-    double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps) */
-    double attn_grouped_us;    /* the same with the grouping below */
+    double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps);
+                                * NaN when not timed (attn_steps 0) */
+    double attn_grouped_us;    /* the same with the grouping below (NaN when not timed) */
     int groups, streams;       /* the grouping used */
     char bounds[128];          /* its boundaries ("128,384"; "none": a single group) */
 } whatif_row;
@@ -71,9 +81,14 @@ void whatif_typical_batch(const unpad_dist *d, int b, int *len);
 /* Runs every row (configuration fields filled in; results written). */
 int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err);
 
-/* CSV with a header line (whatif_csv_header) and one line per row. */
+/* CSV with a header line (whatif_csv_header) and one line per row (whatif_csv_row: values not
+ * computed are empty cells). */
 extern const char whatif_csv_header[];
+void whatif_csv_row(FILE *f, const whatif_row *r);
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err);
+/* The table: its header line, then a line per row ("-" for what was not computed). */
+void whatif_print_header(FILE *f);
+void whatif_print_row(FILE *f, const whatif_row *r);
 void whatif_print_table(FILE *f, const whatif_row *rows, int n);
 
 #endif

@@ -48,8 +48,15 @@ START_TEST(test_round_trip)
     unpad_err e = {0};
     unpad_plan p = sample_plan(), q;
     tu_write_tmp(path, sizeof path, ".cfg", "");
+    /* what made the plan: comment lines above the keys, read over */
+    snprintf(p.provenance, sizeof p.provenance, "# unpad: 0.1.0 (commit x)\n# calibration: fitted\n");
     ck_assert_int_eq(plan_write(path, &p, &e), UNPAD_OK);
     ck_assert_int_eq(plan_load(path, &q, &e), UNPAD_OK);
+    char *text;
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_ptr_nonnull(strstr(text, "predictions)\n# unpad: 0.1.0 (commit x)\n# calibration: fitted\npolicy = "));
+    free(text);
+    ck_assert_str_eq(q.provenance, "");
     ck_assert_int_eq(q.policy, BAL_LPT);
     ck_assert_int_eq(q.count, BAL_FREE);
     ck_assert_int_eq(q.weights_tokens, 0);

@@ -51,6 +51,41 @@ static void check_images(const char *out)
     free(text);
 }
 
+/* A plain CSV: `#` comment lines, then a header and rows, each with as many fields as the header
+ * and no blank line; returns the rows (the header excluded) and copies the header and the
+ * first row into the buffers. */
+static int check_plain_csv(const char *path, char *header, size_t hn, char *first, size_t fn)
+{
+    char *text;
+    unpad_err e = {0};
+    ck_assert_msg(unpad_read_file(path, &text, NULL, &e) == UNPAD_OK, "%s", e.msg);
+    int rows = -1, fields = 0, in_comments = 1;
+    for (char *line = text, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        ck_assert_msg(next != NULL, "%s: last line without a newline", path);
+        *next++ = '\0';
+        if (in_comments && line[0] == '#')
+            continue;
+        in_comments = 0;
+        ck_assert_msg(line[0] != '\0' && line[0] != '#', "%s: a blank or comment line among the rows",
+                      path);
+        int f = 1;
+        for (char *c = line; *c; c++)
+            f += *c == ',';
+        if (rows < 0) {
+            fields = f;
+            snprintf(header, hn, "%s", line);
+        } else {
+            ck_assert_msg(f == fields, "%s: %d fields, the header has %d: %s", path, f, fields, line);
+            if (rows == 0)
+                snprintf(first, fn, "%s", line);
+        }
+        rows++;
+    }
+    free(text);
+    return rows;
+}
+
 static void cleanup(const char *dir)
 {
     char cmd[4200];
@@ -88,11 +123,37 @@ START_TEST(test_every_kind)
     unpad_err e = {0};
 
     snprintf(out, sizeof out, "%s/hist", dir);
-    ck_assert_msg(plot_hist(in.plots, &in.d, out, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_msg(plot_hist(in.plots, &in.d, "# test\n", out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
+    char header[1024], first[1024];
+    snprintf(csv, sizeof csv, "%s/hist.csv", dir);
+    ck_assert_int_eq(check_plain_csv(csv, header, sizeof header, first, sizeof first), 512);
+    ck_assert_str_eq(header, "length,count,percent");
 
     snprintf(out, sizeof out, "%s/load", dir);
-    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0};
+    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0, NULL};
+    ck_assert_msg(plot_load(in.plots, &ls, out, &e) == UNPAD_OK, "%s", e.msg);
+    check_images(out);
+    snprintf(csv, sizeof csv, "%s/load.csv", dir);
+    ck_assert_int_eq(check_plain_csv(csv, header, sizeof header, first, sizeof first),
+                     BAL_POLICY_COUNT);
+    ck_assert_str_eq(header, "policy,step_ms,mean_ms,min_ms,p25_ms,median_ms,p75_ms,imbalance,"
+                             "idle_percent");
+    /* none's row: the step is its slowest GPU, idle = 1 - mean / step */
+    double v[8];
+    ck_assert_int_eq(sscanf(first, "none,%lf,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2],
+                            &v[3], &v[4], &v[5], &v[6], &v[7]), 8);
+    ck_assert(v[0] >= v[5] && v[5] >= v[4] && v[4] >= v[3] && v[3] >= v[2] && v[2] > 0);
+    ck_assert_double_eq_tol(v[6], v[0] / v[1], 1e-5);
+    ck_assert_double_eq_tol(v[7], 100 * (1 - v[1] / v[0]), 1e-3);
+    snprintf(csv, sizeof csv, "%s/load-gpus.csv", dir);
+    ck_assert_int_eq(check_plain_csv(csv, header, sizeof header, first, sizeof first),
+                     8 * BAL_POLICY_COUNT);
+    ck_assert_str_eq(header, "policy_index,policy,gpu,ms");
+    /* beyond 16 GPUs the script draws boxes instead of dots */
+    snprintf(out, sizeof out, "%s/load32", dir);
+    ls.gpus = 32;
+    ls.batch = 4;
     ck_assert_msg(plot_load(in.plots, &ls, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
 
@@ -115,14 +176,27 @@ START_TEST(test_every_kind)
     snprintf(csv, sizeof csv, "%s/whatif.csv", dir);
     ck_assert_int_eq(whatif_write_csv(csv, rows, n, &e), UNPAD_OK);
     snprintf(out, sizeof out, "%s/imbalance", dir);
-    ck_assert_msg(plot_imbalance(in.plots, csv, 0, 0, out, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_msg(plot_imbalance(in.plots, csv, 0, 0, NULL, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
+    /* x = gpus at batch 16 (the busiest: every batch has 3 GPU counts; ties to the first) */
+    snprintf(csv, sizeof csv, "%s/imbalance-gpus.csv", dir);
+    ck_assert_int_eq(check_plain_csv(csv, header, sizeof header, first, sizeof first), 3);
+    ck_assert_str_eq(header, "gpus,none/equal mean,none/equal p99,kk/equal mean,kk/equal p99");
+    ck_assert_int_eq(strncmp(first, "4,", 2), 0);
+    snprintf(csv, sizeof csv, "%s/imbalance-batch.csv", dir);
+    ck_assert_int_eq(check_plain_csv(csv, header, sizeof header, first, sizeof first), 2);
 
     snprintf(out, sizeof out, "%s/groups", dir);
     int len[] = {512, 512, 511, 400, 300, 200, 128, 100, 64, 30, 12, 512, 256};
-    plot_groups_setup gs2 = {&in.m, &in.hw, &in.c, len, 13, 3, 1, "test lengths"};
+    plot_groups_setup gs2 = {&in.m, &in.hw, &in.c, len, 13, 3, 1, "test lengths", NULL};
     ck_assert_msg(plot_groups(in.plots, &gs2, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
+    snprintf(csv, sizeof csv, "%s/groups.csv", dir);
+    ck_assert_int_ge(check_plain_csv(csv, header, sizeof header, first, sizeof first), 3);
+    ck_assert_str_eq(header, "row,option,stream,start_us,end_us,min_len,max_len,sequences");
+    /* the first row: one launch of all 13 (option 1, stream 1, from 0), lengths 12..512 */
+    ck_assert_int_eq(strncmp(first, "0,1,1,0,", 8), 0);
+    ck_assert_ptr_nonnull(strstr(first, ",12,512,13"));
     cleanup(dir);
     dist_free(&in.d);
 }
@@ -138,7 +212,7 @@ START_TEST(test_errors)
     unpad_err e = {0};
     /* gnuplot missing: an error with the install command, and no pictures. */
     setenv("UNPAD_GNUPLOT", "/nonexistent/gnuplot", 1);
-    ck_assert_int_eq(plot_hist(in.plots, &in.d, out, &e), UNPAD_EIO);
+    ck_assert_int_eq(plot_hist(in.plots, &in.d, "# test\n", out, &e), UNPAD_EIO);
     ck_assert_ptr_nonnull(strstr(e.msg, "apt-get install gnuplot-nox"));
     unsetenv("UNPAD_GNUPLOT");
     char png[300];
@@ -147,13 +221,13 @@ START_TEST(test_errors)
     ck_assert_int_ne(stat(png, &st), 0);
     /* A what-if CSV without the columns, and one with a bad row: file, line, reason. */
     tu_write_tmp(bad, sizeof bad, ".csv", "gpus,batch,policy\n8,56,kk\n");
-    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, out, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, out, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, ":1: header has no column 'count'"));
     unlink(bad);
     tu_write_tmp(bad, sizeof bad, ".csv",
                  "gpus,batch,policy,count,imbalance_mean,imbalance_p99\n8,56,kk,equal,1.0,1.0\n"
                  "8,x,kk,equal,1,1\n");
-    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, out, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, out, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, ":3: bad what-if row"));
     unlink(bad);
     char q[64];

@@ -87,7 +87,7 @@ START_TEST(test_three_rows_by_hand)
     char path[] = "/tmp/unpad-test-validate-XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    ck_assert_int_eq(validate_write_csv(path, &rep, &e), UNPAD_OK);
+    ck_assert_int_eq(validate_write_csv(path, &rep, NULL, &e), UNPAD_OK);
     char *text;
     size_t len;
     ck_assert_int_eq(unpad_read_file(path, &text, &len, &e), UNPAD_OK);

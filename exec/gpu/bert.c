@@ -469,6 +469,13 @@ size_t bert_device_bytes(const bert *b)
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
 floatX *bert_work(bert *b) { return b->work; }
+int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err)
+{
+    const model_cfg *c = &b->cfg;
+    const int fixed[] = {c->hidden, 3 * c->hidden, c->ffn, c->vocab, b->Vpad, 2};
+    return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), made, err);
+}
+
 void bert_set_dropout(bert *b, int on) { b->dropout_on = on && b->opt.dropout; }
 float *bert_lamb_m(bert *b) { return b->m; }
 float *bert_lamb_v(bert *b) { return b->v; }

@@ -122,6 +122,11 @@ void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx);
 /* Dropout on (1, the default when the options ask for it) or off (0: evaluation). */
 void bert_set_dropout(bert *b, int on);
 
+/* Makes now the GEMM plans of every shape bucket that token or prediction counts in [lo, hi] reach,
+ * from the products run so far (gemm.h gemm_ctx_warm; the model's feature sizes stay fixed): call
+ * it after a first step so that later steps never stop to ask cuBLASLt's heuristic. */
+int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err);
+
 /* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);
 

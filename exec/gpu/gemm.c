@@ -12,6 +12,7 @@ typedef struct {
     gemm_shape s;
     uint8_t align[5]; /* log2 of the alignment (<= 256 bytes) of A, B, D, bias, aux */
     int used;
+    void *bias, *aux;  /* the pointers the plan was last run with (gemm_ctx_warm reuses them) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), C = D */
     cublasLtMatmulAlgo_t algo;
@@ -137,6 +138,8 @@ static int plan_matches(const gemm_plan *p, const gemm_shape *s, const uint8_t a
 
 static void set_pointers(gemm_plan *p, void *bias, void *aux)
 {
+    p->bias = bias;
+    p->aux = aux;
     if (epi_has_bias(p->s.epi))
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                    sizeof bias));
@@ -275,6 +278,31 @@ static void plan_set_shape(gemm_plan *p, const gemm_shape *s)
     }
 }
 
+/* The cached plan of bucket shape sb, made when new (NULL with the reason in why when no algorithm
+ * runs it). */
+static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t align[5], void *bias, void *aux,
+                              char *why, size_t nwhy)
+{
+    uint64_t h = plan_hash(sb, align);
+    gemm_plan *p = NULL;
+    for (int probe = 0; probe < 16; probe++) {
+        gemm_plan *q = &g->plans[(h + (uint64_t)probe) % GEMM_CACHE_SIZE];
+        if (plan_matches(q, sb, align) || !q->used) {
+            p = q;
+            break;
+        }
+    }
+    if (!p) { /* a crowded neighbourhood: replace the home slot */
+        p = &g->plans[h % GEMM_CACHE_SIZE];
+        plan_release(p);
+        g->nplans--;
+    }
+    if (!p->used)
+        return plan_make(g, p, sb, align, bias, aux, why, nwhy) ? NULL : p;
+    set_pointers(p, bias, aux);
+    return p;
+}
+
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
               float beta, void *bias, void *aux, cudaStream_t stream)
 {
@@ -291,31 +319,10 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     sb.M = bucket(s->M);
     sb.N = bucket(s->N);
     sb.K = bucket(s->K);
-    uint64_t h = plan_hash(&sb, align);
-    gemm_plan *p = NULL;
-    for (int probe = 0; probe < 16; probe++) {
-        gemm_plan *q = &g->plans[(h + (uint64_t)probe) % GEMM_CACHE_SIZE];
-        if (plan_matches(q, &sb, align)) {
-            p = q;
-            break;
-        }
-        if (!q->used) {
-            p = q;
-            break;
-        }
-    }
-    if (!p) { /* a crowded neighbourhood: replace the home slot */
-        p = &g->plans[h % GEMM_CACHE_SIZE];
-        plan_release(p);
-        g->nplans--;
-    }
     char why[160];
-    if (!p->used) {
-        if (plan_make(g, p, &sb, align, bias, aux, why, sizeof why))
-            shape_fail(&sb, why);
-    } else {
-        set_pointers(p, bias, aux);
-    }
+    gemm_plan *p = plan_lookup(g, &sb, align, bias, aux, why, sizeof why);
+    if (!p)
+        shape_fail(&sb, why);
     plan_set_shape(p, s);
     cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D,
                                        p->ld, &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
@@ -337,6 +344,42 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
 }
 
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
+
+static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &s->N : &s->K; }
+
+int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int *made, unpad_err *err)
+{
+    *made = 0;
+    if (lo < 1 || hi < lo)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "GEMM warm-up range [%d, %d] is empty", lo, hi);
+    /* the templates: the plans cached so far, copied, since warming adds to the same table */
+    int n = 0;
+    gemm_plan *tpl = malloc((size_t)(g->nplans > 0 ? g->nplans : 1) * sizeof *tpl);
+    if (!tpl)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the GEMM warm-up");
+    for (int i = 0; i < GEMM_CACHE_SIZE && n < g->nplans; i++)
+        if (g->plans[i].used)
+            tpl[n++] = g->plans[i];
+    int before = g->nplans, blo = bucket(lo), bhi = bucket(hi);
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < 3; d++) {
+            gemm_shape v = tpl[i].s;
+            int *dim = shape_dim(&v, d), keep = *dim < blo || *dim > bhi;
+            for (int f = 0; f < nfixed; f++)
+                keep |= *dim == bucket(fixed[f]);
+            if (keep)
+                continue;
+            for (int x = blo; x <= bhi && g->nplans < GEMM_CACHE_SIZE / 2; x = bucket(x + 1)) {
+                char why[160];
+                *dim = x;
+                /* a bucket no algorithm runs is left to gemm_run, which names it if a step needs it */
+                plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
+            }
+        }
+    free(tpl);
+    *made = g->nplans - before;
+    return UNPAD_OK;
+}
 
 void gemm_linear_fwd(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *X, const void *W,
                      const void *bias, void *Y, void *aux, int gelu, cudaStream_t stream)

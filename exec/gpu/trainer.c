@@ -86,6 +86,8 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
         if ((rc = trainer_step(t, step, &r, err)))
             return 1;
         r.step_s = now_s() - ts;
+        if (step == t->first_step && (rc = trainer_warm(t, err)))
+            return 1;
         trainer_report_step(t, &r, r.nonfinite);
         if (r.nonfinite && (rc = nonfinite(t, &r, outcome, err)))
             return rc;

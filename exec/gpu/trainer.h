@@ -6,6 +6,7 @@
  *   train_step.c     one batch fetcher, one training step, the online calibration, evaluation
  *   train_report.c   progress lines, the metrics file, the summary lines and JSON
  *   train_ckpt.c     checkpoints and resume
+ *   train_warm.c     the GEMM plans of the run, made after its first step
  * Errors follow the policy in kernels/common.h: input and environment errors come back to main as
  * an unpad_err; invariants and CUDA / cuBLAS / NCCL / MPI failures stop at once.
  *
@@ -166,6 +167,9 @@ int trainer_signal(void);
 int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
 int trainer_step(trainer *t, int step, step_result *r, unpad_err *err);
 int trainer_evaluate(trainer *t, double *acc, double *loss, unpad_err *err);
+
+/* train_warm.c: after the first step, the GEMM plans of every token count the run may meet */
+int trainer_warm(trainer *t, unpad_err *err);
 
 /* train_ckpt.c */
 int trainer_resume(trainer *t, unpad_err *err);

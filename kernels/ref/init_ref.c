@@ -17,7 +17,7 @@ void init_trunc_normal_ref(float *w, int64_t n, float std, uint64_t seed, uint64
         int near = 0;
         for (uint64_t k = 0; k < INIT_TRUNC_DRAWS; k++) {
             uint64_t h = dropout_hash(seed, id * INIT_TRUNC_DRAWS + k, (uint64_t)i);
-            double u1 = ((double)(h >> 40) + 0.5) / 16777216.0;
+            double u1 = ((double)(h >> 41) + 0.5) / 8388608.0;
             double u2 = (double)((h >> 16) & 0xffffff) / 16777216.0;
             z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
             near |= fabs(fabs(z) - 2.0) < INIT_AMBIGUOUS;

@@ -1,9 +1,11 @@
 /* cli.c — flag parsing and input loading for the `unpad` subcommands. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "outfile.h"
 
@@ -127,4 +129,81 @@ int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *con
     int rc = outfile_check_all(outs, no, all, n, &err);
     free(all);
     return rc ? cli_error(cmd, &err) : 0;
+}
+
+/* ---- --json ------------------------------------------------------------------------------------ */
+
+int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j)
+{
+    memset(j, 0, sizeof j[0]);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    if (!strcmp(path, "-")) {
+        /* The document keeps the real standard output; printf's text goes to /dev/null. */
+        fflush(stdout);
+        int fd = dup(STDOUT_FILENO);
+        if (fd < 0 || !(j->out = fdopen(fd, "w")) || !freopen("/dev/null", "w", stdout)) {
+            fprintf(stderr, "unpad %s: --json -: cannot use standard output: %s\n", cmd,
+                    strerror(errno));
+            if (j->out)
+                fclose(j->out);
+            else if (fd >= 0)
+                close(fd);
+            j->out = NULL;
+            return 1;
+        }
+        j->to_stdout = 1;
+    }
+    /* The document is built in memory and written out only when complete. */
+    if (!(j->f = open_memstream(&j->buf, &j->len))) {
+        fprintf(stderr, "unpad %s: --json: out of memory\n", cmd);
+        return 1;
+    }
+    json_init(&j->w, j->f, 1);
+    json_obj(&j->w, NULL);
+    json_int(&j->w, "unpad_json", CLI_JSON_FORMAT);
+    json_str(&j->w, "command", cmd);
+    cli_prov_json(&j->w, prov);
+    return 0;
+}
+
+int cli_json_close(const char *cmd, cli_json *j)
+{
+    unpad_err err = {0};
+    json_end(&j->w);
+    int rc = json_finish(&j->w, &err);
+    if (fclose(j->f) != 0 && !rc)
+        rc = unpad_fail(&err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    j->f = NULL;
+    if (!rc && j->out) { /* standard output */
+        int bad = fwrite(j->buf, 1, j->len, j->out) != j->len;
+        if (fclose(j->out) != 0)
+            bad = 1;
+        j->out = NULL;
+        if (bad)
+            rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
+    } else if (!rc) { /* a file: complete or not at all */
+        unpad_outfile *o;
+        if (!(rc = outfile_open(j->path, &o, &err))) {
+            fwrite(j->buf, 1, j->len, outfile_stream(o));
+            rc = outfile_commit(o, &err);
+        }
+    }
+    free(j->buf);
+    j->buf = NULL;
+    if (rc) {
+        fprintf(stderr, "unpad %s: --json %s: %s\n", cmd, j->path, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_json_abandon(cli_json *j)
+{
+    if (j->f)
+        fclose(j->f);
+    if (j->out)
+        fclose(j->out);
+    free(j->buf);
+    j->f = j->out = NULL;
+    j->buf = NULL;
 }

@@ -3,6 +3,8 @@
 #ifndef UNPAD_CLI_H
 #define UNPAD_CLI_H
 
+#include "json.h"
+#include "prov.h"
 #include "resolve.h"
 
 /* Parse an integer / number flag value in [lo, hi]; on failure print "unpad CMD: --flag: reason"
@@ -26,5 +28,29 @@ int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *con
 
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);
+
+/* The JSON document of --json PATH (docs/json.md): built in memory, written under a temporary
+ * name and renamed when complete, so an interrupted command leaves none; PATH "-" writes it to
+ * standard output, and the command's text output is then discarded so that standard output
+ * holds only the document. */
+#define CLI_JSON_FORMAT 1 /* "unpad_json": bumped when a key changes meaning or goes away */
+
+typedef struct {
+    FILE *f;            /* the document, in memory until cli_json_close */
+    char *buf;
+    size_t len;
+    json_w w;
+    FILE *out;          /* "-": the real standard output */
+    int to_stdout;
+    char path[4096];
+} cli_json;
+
+/* Opens the document and writes its first keys: "unpad_json" (the format's version),
+ * "command" and "provenance". Prints the reason and returns 1 on failure. */
+int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j);
+/* Closes the top object, checks the document, renames it into place; 1 on failure. */
+int cli_json_close(const char *cmd, cli_json *j);
+/* Drops an unfinished document (after another failure); j may be unopened (f NULL). */
+void cli_json_abandon(cli_json *j);
 
 #endif

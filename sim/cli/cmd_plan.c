@@ -1,6 +1,7 @@
 /* cmd_plan.c — `unpad plan`: choose the balancing policy (or evaluate the one given) and the FMHA
  * grouping for a run, print what it buys against loader order, and write the plan file. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include "resolve.h"
 #include "group.h"
 #include "plan.h"
+#include "prov.h"
+#include "rows.h"
 
 const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan file";
 
@@ -16,135 +19,146 @@ static void usage(FILE *f)
 {
     char names[256];
     fprintf(f,
-            "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
+            "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus LIST] [--batch LIST]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
+            "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
             "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
             "  --calib F        fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
             "  --no-calib       the uncalibrated default coefficients instead\n"
-            "  --gpus N         data-parallel GPUs, 1..65536 (default 8)\n"
-            "  --batch B        sequences per GPU, 1..65536 (default 56)\n"
+            "  --gpus LIST      data-parallel GPUs, 1..65536, comma-separated (default 8)\n"
+            "  --batch LIST     sequences per GPU, 1..65536, comma-separated (default 56): one plan\n"
+            "                   per GPU count and batch size\n"
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
-            "  --steps K        sampled steps behind the predictions, 1..10000000 (default 1000)\n"
+            "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
             "  --seed S         seed (default 1)\n"
             "  --tokens         balance tokens instead of the predicted per-sequence cost\n"
             "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
-            "  --out F          write the plan file (for unpad-train --plan)\n"
+            "  --out F          write the plan file (for unpad-train --plan); with several\n"
+            "                   configurations one file each, F's name + -<gpus>x<batch>\n"
+            "                   (plan.cfg: plan-8x56.cfg, plan-16x56.cfg, ...)\n"
+            "  --json F         write the plans as JSON (docs/json.md); F '-': only the JSON, on\n"
+            "                   standard output\n"
+            "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "The balancing policies:\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
     balance_policy_help_print(f, "  ");
 }
 
-int cmd_plan(int argc, char **argv)
+/* The FMHA on a typical GPU batch (the distribution's quantiles), per step, all layers:
+ * one launch shortest and longest first, the 128/256/384/512 buckets on 1 and s streams, the plan. */
+typedef struct {
+    double one_up_us, one_down_us, buckets1_us, buckets_us, plan_us;
+    int buckets_streams;
+} typical_fmha;
+
+static int fmha_typical(const resolve_inputs *in, const whatif_setup *s, const unpad_plan *p,
+                        typical_fmha *t, unpad_err *err)
 {
-    static const struct option opts[] = {
-        {"dist", required_argument, 0, 'd'},   {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
-        {"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
-        {"policy", required_argument, 0, 'p'}, {"count", required_argument, 0, 'n'},
-        {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
-        {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
-        {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
-        {"out", required_argument, 0, 'o'},    {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    resolve_req rq = {0};
-    resolve_inputs in;
-    memset(&in, 0, sizeof in);
-    whatif_setup s;
-    whatif_setup_default(&s);
-    int gpus = 8, batch = 56, policy = -1, seed = 1, c;
-    balance_count count = BAL_EQUAL;
-    const char *out = NULL;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': rq.dist = optarg; break;
-        case 'm': rq.model = optarg; break;
-        case 'w': rq.hw = optarg; break;
-        case 'c': rq.calib = optarg; break;
-        case 'N': rq.no_calib = 1; break;
-        case 'g': if (cli_int("plan", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
-        case 'b': if (cli_int("plan", "--batch", optarg, 1, 65536, &batch)) return 2; break;
-        case 'p':
-            if (!strcmp(optarg, "auto"))
-                policy = -1;
-            else {
-                balance_policy pv;
-                unpad_err pe = {0};
-                if (balance_policy_parse(optarg, &pv, &pe)) {
-                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
-                            strcmp(optarg, "pack") ? ", or auto" : "");
-                    return 2;
-                }
-                policy = (int)pv;
-            }
-            break;
-        case 'n': {
-            int v = balance_count_from_name(optarg);
-            if (v < 0) {
-                fprintf(stderr, "unpad plan: --count: unknown '%s' (expected equal or free)\n",
-                        optarg);
-                return 2;
-            }
-            count = v;
-            break;
-        }
-        case 'k': if (cli_int("plan", "--steps", optarg, 1, 10000000, &s.steps)) return 2; break;
-        case 's': if (cli_int("plan", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
-        case 'T': s.weights_tokens = 1; break;
-        case 'S':
-            if (cli_int("plan", "--streams", optarg, 1, GROUP_MAX_STREAMS, &s.max_streams))
-                return 2;
-            break;
-        case 'G':
-            if (cli_int("plan", "--granularity", optarg, 1, 65536, &s.granularity))
-                return 2;
-            break;
-        case 't': if (cli_int("plan", "--threads", optarg, 0, 256, &s.threads)) return 2; break;
-        case 'o': out = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
+    int batch = p->batch, L = in->model.layers, H = in->model.heads;
+    int *tl = malloc((size_t)batch * sizeof *tl);
+    if (!tl)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    whatif_typical_batch(&in->dist, batch, tl);
+    static const int buckets[] = {128, 256, 384, 512};
+    group_plan g1, gs, gp;
+    int rc = group_plan_bounds(&in->hw, &in->calib, H, tl, batch, buckets, 4, 1, &g1, err);
+    if (!rc)
+        rc = group_plan_bounds(&in->hw, &in->calib, H, tl, batch, buckets, 4, s->max_streams, &gs,
+                               err);
+    if (!rc)
+        rc = group_plan_bounds(&in->hw, &in->calib, H, tl, batch, p->fmha_bounds,
+                               p->fmha_nb > 0 ? p->fmha_nb : 0, p->streams, &gp, err);
+    if (rc) {
+        free(tl);
+        return rc;
     }
-    if (optind < argc) {
-        fprintf(stderr, "unpad plan: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+    t->one_up_us = L * group_one_launch_us(&in->hw, &in->calib, H, tl, batch);
+    for (int i = 0, j = batch - 1; i < j; i++, j--) { /* longest first */
+        int x = tl[i];
+        tl[i] = tl[j];
+        tl[j] = x;
     }
-    if ((long)gpus * batch > (1L << 24)) {
-        fprintf(stderr, "unpad plan: %d GPUs x %d sequences is over 16,777,216 sequences a step\n",
-                gpus, batch);
-        return 2;
-    }
-    if (cli_inputs_load("plan", &rq, &in, 1))
-        return 1;
-    if (cli_check_outputs("plan", &in, NULL, 0, &out, 1)) {
-        resolve_inputs_free(&in);
-        return 1;
-    }
-    s.seed = (uint64_t)seed;
-    s.dist = &in.dist;
-    s.model = &in.model;
-    s.hw = &in.hw;
-    s.calib = &in.calib;
+    t->one_down_us = L * group_one_launch_us(&in->hw, &in->calib, H, tl, batch);
+    free(tl);
+    t->buckets1_us = L * g1.total_us;
+    t->buckets_us = L * gs.total_us;
+    t->buckets_streams = gs.streams;
+    t->plan_us = L * gp.total_us;
+    return UNPAD_OK;
+}
+
+/* out with -<gpus>x<batch> before its extension: plan.cfg -> plan-8x56.cfg. */
+static void plan_file_name(const char *out, int gpus, int batch, char *buf, size_t n)
+{
+    const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+    size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - out) : strlen(out);
+    snprintf(buf, n, "%.*s-%dx%d%s", (int)stem, out, gpus, batch, out + stem);
+}
+
+static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
+                      const whatif_row *rows, int n)
+{
+    json_obj(w, NULL);
+    json_int(w, "gpus", p->gpus);
+    json_int(w, "batch", p->batch);
+    json_str(w, "file", file);
+    json_str(w, "policy", balance_policy_name(p->policy));
+    json_str(w, "count", balance_count_name(p->count));
+    json_str(w, "weights", p->weights_tokens ? "tokens" : "cost");
+    json_arr(w, "fmha_bounds");
+    for (int i = 0; i < p->fmha_nb; i++)
+        json_int(w, NULL, p->fmha_bounds[i]);
+    json_end(w);
+    json_int(w, "fmha_streams", p->streams);
+    json_obj(w, "cost");
+    json_num(w, "c0_us", p->cost.c0);
+    json_num(w, "c1_us", p->cost.c1);
+    json_num(w, "c2_us", p->cost.c2);
+    json_end(w);
+    json_num(w, "pred_step_us", p->pred_step_us);
+    json_num(w, "pred_samples_per_s", p->pred_samples_per_s);
+    json_num(w, "pred_imbalance", p->pred_imbalance);
+    json_num(w, "pred_imbalance_p99", p->pred_imbalance_p99);
+    json_num(w, "pred_idle", p->pred_idle);
+    json_num(w, "none_step_us", p->none_step_us);
+    json_num(w, "none_imbalance", p->none_imbalance);
+    json_num(w, "speedup_over_none", p->pred_step_us > 0 ? p->none_step_us / p->pred_step_us : NAN);
+    json_num(w, "pred_attn_us", p->pred_attn_us);
+    json_num(w, "pred_attn_grouped_us", p->pred_attn_grouped_us);
+    json_obj(w, "typical_batch_fmha");
+    json_num(w, "one_launch_shortest_first_us", t->one_up_us);
+    json_num(w, "one_launch_longest_first_us", t->one_down_us);
+    json_num(w, "buckets_one_stream_us", t->buckets1_us);
+    json_num(w, "buckets_us", t->buckets_us);
+    json_int(w, "buckets_streams", t->buckets_streams);
+    json_num(w, "plan_us", t->plan_us);
+    json_end(w);
+    json_arr(w, "candidates");
+    for (int i = 0; i < n; i++)
+        cli_row_json(w, NULL, &rows[i]);
+    json_end(w);
+    json_end(w);
+}
+
+/* One configuration: the plan, its table and summary, its file. */
+static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int policy,
+                    balance_count count, const char *file, const char *prov_comment, json_w *w)
+{
     unpad_plan p;
     whatif_row rows[BAL_POLICY_COUNT + 1];
-    int n = 0, rc = 1;
+    int n = 0;
     unpad_err err = {0};
-    printf("unpad plan: %s on %d x %s (%s), %d sequences per GPU, lengths from %s\n",
-           in.model.name, gpus, in.hw.name, in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
-           ? "transferred calibration" : "uncalibrated defaults",
-           batch, in.dist_path);
-    printf("  %s counts, %d sampled steps (seed %d), balancing %s\n\n", balance_count_name(count),
-           s.steps, seed, s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
-    if (plan_make(&s, gpus, batch, policy, count, &p, rows, &n, &err)) {
-        cli_error("plan", &err);
-        goto out;
-    }
+    if (plan_make(s, gpus, batch, policy, count, &p, rows, &n, &err))
+        return cli_error("plan", &err);
+    snprintf(p.provenance, sizeof p.provenance, "%s", prov_comment);
+    printf("\n%d GPUs x %d sequences per GPU:\n", gpus, batch);
     whatif_print_table(stdout, rows, n);
     char groups[CFG_STR_LEN];
     group_bounds_format(p.fmha_bounds, p.fmha_nb, groups, sizeof groups);
@@ -162,49 +176,229 @@ int cmd_plan(int argc, char **argv)
            p.pred_attn_us / 1e3, p.pred_attn_grouped_us / 1e3, groups, p.streams,
            p.streams > 1 ? "s" : "",
            p.pred_attn_us > 0 ? 100 * (1 - p.pred_attn_grouped_us / p.pred_attn_us) : 0);
-    /* The grouping on a typical GPU batch, against one launch and the fixed buckets. */
-    int *tl = malloc((size_t)batch * sizeof *tl);
-    if (!tl) {
-        fprintf(stderr, "unpad plan: out of memory\n");
+    typical_fmha t = {0};
+    if (fmha_typical(in, s, &p, &t, &err))
+        return cli_error("plan", &err);
+    printf("  FMHA on a typical GPU batch (the distribution's %d quantiles), per step (%d layers, "
+           "fwd + bwd):\n", batch, in->model.layers);
+    printf("    one launch %.2f ms shortest first, %.2f ms longest first | buckets 128/256/384/512 "
+           "on 1 stream %.2f ms, on %d stream%s %.2f ms | plan %.2f ms\n",
+           t.one_up_us / 1e3, t.one_down_us / 1e3, t.buckets1_us / 1e3, t.buckets_streams,
+           t.buckets_streams > 1 ? "s" : "", t.buckets_us / 1e3, t.plan_us / 1e3);
+    if (file) {
+        if (plan_write(file, &p, &err))
+            return cli_error("plan", &err);
+        printf("  wrote %s\n", file);
+    }
+    if (w)
+        plan_json(w, &p, file, &t, rows, n);
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"dist", required_argument, 0, 'd'},   {"model", required_argument, 0, 'm'},
+        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
+        {"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
+        {"policy", required_argument, 0, 'p'}, {"count", required_argument, 0, 'n'},
+        {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
+        {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
+        {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
+        {"out", required_argument, 0, 'o'},    {"json", required_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    resolve_req rq = {0};
+    resolve_inputs in;
+    memset(&in, 0, sizeof in);
+    whatif_setup s;
+    whatif_setup_default(&s);
+    int *gpus = NULL, *batch = NULL, ng = 0, nb = 0, policy = -1, seed = 1, quiet = 0, c, rc = 2;
+    balance_count count = BAL_EQUAL;
+    const char *out = NULL, *json = NULL;
+    cli_json jdoc = {0};
+    progress *prog = NULL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': rq.dist = optarg; break;
+        case 'm': rq.model = optarg; break;
+        case 'w': rq.hw = optarg; break;
+        case 'c': rq.calib = optarg; break;
+        case 'N': rq.no_calib = 1; break;
+        case 'g':
+            free(gpus);
+            if (cli_int_list("plan", "--gpus", optarg, 1, 65536, &gpus, &ng))
+                goto out;
+            break;
+        case 'b':
+            free(batch);
+            if (cli_int_list("plan", "--batch", optarg, 1, 65536, &batch, &nb))
+                goto out;
+            break;
+        case 'p':
+            if (!strcmp(optarg, "auto"))
+                policy = -1;
+            else {
+                balance_policy pv;
+                unpad_err pe = {0};
+                if (balance_policy_parse(optarg, &pv, &pe)) {
+                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
+                            strcmp(optarg, "pack") ? ", or auto" : "");
+                    goto out;
+                }
+                policy = (int)pv;
+            }
+            break;
+        case 'n': {
+            int v = balance_count_from_name(optarg);
+            if (v < 0) {
+                fprintf(stderr, "unpad plan: --count: unknown '%s' (expected equal or free)\n",
+                        optarg);
+                goto out;
+            }
+            count = v;
+            break;
+        }
+        case 'k': if (cli_int("plan", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
+        case 's': if (cli_int("plan", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
+        case 'T': s.weights_tokens = 1; break;
+        case 'S':
+            if (cli_int("plan", "--streams", optarg, 1, GROUP_MAX_STREAMS, &s.max_streams))
+                goto out;
+            break;
+        case 'G':
+            if (cli_int("plan", "--granularity", optarg, 1, 65536, &s.granularity))
+                goto out;
+            break;
+        case 't': if (cli_int("plan", "--threads", optarg, 0, 256, &s.threads)) goto out; break;
+        case 'o': out = optarg; break;
+        case 'j': json = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); rc = 0; goto out;
+        default: usage(stderr); goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "unpad plan: unexpected argument '%s'\n", argv[optind]);
         goto out;
     }
-    whatif_typical_batch(&in.dist, batch, tl);
-    static const int buckets[] = {128, 256, 384, 512};
-    group_plan g1, gs, gp;
-    int L = in.model.layers, H = in.model.heads;
-    if (group_plan_bounds(&in.hw, &in.calib, H, tl, batch, buckets, 4, 1, &g1, &err) ||
-        group_plan_bounds(&in.hw, &in.calib, H, tl, batch, buckets, 4, s.max_streams, &gs, &err) ||
-        group_plan_bounds(&in.hw, &in.calib, H, tl, batch, p.fmha_bounds,
-                          p.fmha_nb > 0 ? p.fmha_nb : 0, p.streams, &gp, &err)) {
-        free(tl);
+    if ((!gpus && cli_int_list("plan", "--gpus", "8", 1, 65536, &gpus, &ng)) ||
+        (!batch && cli_int_list("plan", "--batch", "56", 1, 65536, &batch, &nb)))
+        goto out;
+    for (int i = 0; i < ng; i++)
+        for (int b = 0; b < nb; b++) {
+            if ((long)gpus[i] * batch[b] > (1L << 24)) {
+                fprintf(stderr, "unpad plan: %d GPUs x %d sequences is over 16,777,216 sequences a "
+                                "step\n", gpus[i], batch[b]);
+                goto out;
+            }
+            for (int k = 0; k < i * nb + b; k++)
+                if (gpus[k / nb] == gpus[i] && batch[k % nb] == batch[b]) {
+                    fprintf(stderr, "unpad plan: %d GPUs x %d sequences is asked twice\n", gpus[i],
+                            batch[b]);
+                    goto out;
+                }
+        }
+    rc = 1;
+    if (cli_inputs_load("plan", &rq, &in, 1))
+        goto out;
+    { /* before any work: no plan file or --json over an input or over each other */
+        int no = 0;
+        char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
+        const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
+        if (!names || !outs) {
+            free(names);
+            free(outs);
+            fprintf(stderr, "unpad plan: out of memory\n");
+            goto out;
+        }
+        for (int i = 0; out && i < ng; i++)
+            for (int b = 0; b < nb; b++) {
+                if (ng * nb > 1)
+                    plan_file_name(out, gpus[i], batch[b], names[no], sizeof names[no]);
+                else
+                    snprintf(names[no], sizeof names[no], "%s", out);
+                outs[no] = names[no];
+                no++;
+            }
+        outs[no++] = json && strcmp(json, "-") ? json : NULL;
+        int bad = cli_check_outputs("plan", &in, NULL, 0, outs, no);
+        free(names);
+        free(outs);
+        if (bad)
+            goto out;
+    }
+    s.seed = (uint64_t)seed;
+    s.dist = &in.dist;
+    s.model = &in.model;
+    s.hw = &in.hw;
+    s.calib = &in.calib;
+    unpad_err err = {0};
+    cli_prov prov;
+    char pc[sizeof ((unpad_plan *)0)->provenance];
+    cli_prov_init(&prov, argc, argv);
+    cli_prov_inputs(&prov, &in, 1);
+    cli_prov_seed(&prov, seed);
+    cli_prov_comment(&prov, pc, sizeof pc);
+    if (json && cli_json_open("plan", json, &prov, &jdoc))
+        goto out;
+    /* Progress over every candidate row of every configuration (plan_make's rows: none, and the
+     * policy asked or every other). */
+    int per = policy < 0 ? BAL_POLICY_COUNT : policy == BAL_NONE ? 1 : 2;
+    long long work = 0;
+    for (int i = 0; i < ng; i++)
+        for (int b = 0; b < nb; b++)
+            work += (long long)per * s.steps * gpus[i] * batch[b];
+    if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work,
+                       progress_wanted(quiet), &prog, &err)) {
         cli_error("plan", &err);
         goto out;
     }
-    double one_up = group_one_launch_us(&in.hw, &in.calib, H, tl, batch);
-    for (int i = 0, j = batch - 1; i < j; i++, j--) { /* longest first */
-        int t = tl[i];
-        tl[i] = tl[j];
-        tl[j] = t;
+    s.progress = prog;
+    printf("unpad plan: %s on %s, %s counts, %d sampled steps per candidate, balancing %s\n",
+           in.model.name, in.hw.name, balance_count_name(count), s.steps,
+           s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
+    cli_prov_print(stdout, &prov);
+    if (json) {
+        json_w *w = &jdoc.w;
+        json_obj(w, "config");
+        json_str(w, "policy", policy < 0 ? "auto" : balance_policy_name(policy));
+        json_str(w, "count", balance_count_name(count));
+        json_int(w, "steps", s.steps);
+        json_str(w, "weights", s.weights_tokens ? "tokens" : "cost");
+        json_int(w, "max_streams", s.max_streams);
+        json_int(w, "granularity", s.granularity);
+        json_end(w);
+        json_arr(w, "plans");
     }
-    double one_down = group_one_launch_us(&in.hw, &in.calib, H, tl, batch);
-    free(tl);
-    printf("  FMHA on a typical GPU batch (the distribution's %d quantiles), per step (%d layers, "
-           "fwd + bwd):\n", batch, L);
-    printf("    one launch %.2f ms shortest first, %.2f ms longest first | buckets 128/256/384/512 "
-           "on 1 stream %.2f ms, on %d stream%s %.2f ms | plan %.2f ms\n",
-           L * one_up / 1e3, L * one_down / 1e3, L * g1.total_us / 1e3, gs.streams, gs.streams > 1 ? "s" : "",
-           L * gs.total_us / 1e3, L * gp.total_us / 1e3);
-    if (out) {
-        if (plan_write(out, &p, &err)) {
-            cli_error("plan", &err);
-            goto out;
+    for (int i = 0; i < ng; i++)
+        for (int b = 0; b < nb; b++) {
+            char file[4200];
+            if (out && ng * nb > 1)
+                plan_file_name(out, gpus[i], batch[b], file, sizeof file);
+            else if (out)
+                snprintf(file, sizeof file, "%s", out);
+            if (plan_one(&in, &s, gpus[i], batch[b], policy, count, out ? file : NULL, pc,
+                         json ? &jdoc.w : NULL))
+                goto out;
         }
-        printf("  wrote %s\n", out);
-    } else {
+    progress_end(prog);
+    prog = NULL;
+    if (!out)
         printf("  (no --out: plan not written)\n");
+    if (json) {
+        json_end(&jdoc.w);
+        if (cli_json_close("plan", &jdoc))
+            goto out;
+        if (!jdoc.to_stdout)
+            printf("  wrote %s\n", json);
     }
     rc = 0;
 out:
+    progress_end(prog);
+    cli_json_abandon(&jdoc);
+    free(gpus);
+    free(batch);
     resolve_inputs_free(&in);
     return rc;
 }

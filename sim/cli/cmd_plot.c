@@ -8,6 +8,7 @@
 #include "group.h"
 #include "resolve.h"
 #include "plot.h"
+#include "prov.h"
 
 const char cmd_plot_what[] = "pictures (PNG + SVG, gnuplot): hist, load, imbalance, groups";
 
@@ -140,37 +141,50 @@ int cmd_plot(int argc, char **argv)
             goto out;
         plots = pbuf;
     }
+    /* Before any work: none of the outputs (PREFIX.png, .svg, and .csv, -gpus.csv or -batch.csv
+     * by kind) over an input. */
     char outs[5][4200];
     const char *outp[5];
     static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
     for (int i = 0; i < 5; i++) {
         snprintf(outs[i], sizeof outs[i], "%s%s", out, ext[i]);
-        outp[i] = (k == 2) == (i != 2) || i < 2 ? outs[i] : NULL;
+        int used = i < 2 || (i == 2 && k != 2) || (i == 3 && (k == 1 || k == 2)) || (i == 4 && k == 2);
+        outp[i] = used ? outs[i] : NULL;
     }
     if (k != 2 && cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
         goto out;
     if (cli_check_outputs("plot", k == 2 ? NULL : &in, &csv, 1, outp, 5))
         goto out;
+    cli_prov prov;
+    char pc[8192];
+    cli_prov_init(&prov, argc, argv);
     if (k == 2) {
-        if (plot_imbalance(plots, csv, batch, gpus, out, &err)) {
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (plot_imbalance(plots, csv, batch, gpus, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
     } else {
-        if (k == 0 && plot_hist(plots, &in.dist, out, &err)) {
+        cli_prov_inputs(&prov, &in, !(k == 3 && lens));
+        if (k == 0) /* the histogram uses only the distribution */
+            prov.model = prov.hw = prov.calibration = NULL;
+        if (k != 0 && !(k == 3 && lens))
+            cli_prov_seed(&prov, seed);
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (k == 0 && plot_hist(plots, &in.dist, pc, out, &err)) {
             cli_error("plot", &err);
             goto out;
         }
         if (k == 1) {
             plot_load_setup ls = {&in.dist, &in.model, &in.hw, &in.calib, gpus ? gpus : 8,
-                                  batch ? batch : 56, count, (uint64_t)seed, tokens};
+                                  batch ? batch : 56, count, (uint64_t)seed, tokens, pc};
             if (plot_load(plots, &ls, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
             }
         }
         if (k == 3) {
-            char what[128];
+            char what[512];
             if (!lens) {
                 nl = batch ? batch : 56;
                 dist_sampler *smp;
@@ -181,7 +195,9 @@ int cmd_plot(int argc, char **argv)
                 }
                 dist_sample(smp, lens, nl);
                 dist_sampler_free(smp);
-                snprintf(what, sizeof what, "sampled, seed %d", seed);
+                const char *base = strrchr(in.dist_path, '/');
+                snprintf(what, sizeof what, "sampled from %.400s, seed %d", base ? base + 1 : in.dist_path,
+                         seed);
             } else {
                 snprintf(what, sizeof what, "given lengths");
             }
@@ -191,7 +207,7 @@ int cmd_plot(int argc, char **argv)
                             lens[i], in.model.max_len);
                     goto out;
                 }
-            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what};
+            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what, pc};
             if (plot_groups(plots, &gs, out, &err)) {
                 cli_error("plot", &err);
                 goto out;
@@ -199,7 +215,7 @@ int cmd_plot(int argc, char **argv)
         }
     }
     printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", kind, out, out, out,
-           k == 2 ? "-gpus.csv, -batch.csv" : ".csv");
+           k == 2 ? "-gpus.csv, -batch.csv" : k == 1 ? ".csv, -gpus.csv" : ".csv");
     rc = 0;
 out:
     free(lens);

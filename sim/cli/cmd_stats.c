@@ -9,24 +9,27 @@ const char cmd_stats_what[] = "statistics of a length distribution";
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: unpad stats [--dist F] [--pad L]\n"
+    fprintf(f, "usage: unpad stats [--dist F] [--pad L] [--json F]\n"
                "  --dist F   length,count CSV or one length per line (default models/dists/wiki512.csv)\n"
-               "  --pad L    report the padding fraction when padded to L (default: the longest length)\n");
+               "  --pad L    report the padding fraction when padded to L (default: the longest length)\n"
+               "  --json F   also write the statistics as JSON (docs/json.md); F '-': only the JSON,\n"
+               "             on standard output\n");
 }
 
 int cmd_stats(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"dist", required_argument, 0, 'd'}, {"pad", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     char dbuf[4096];
-    const char *dist_path = NULL;
+    const char *dist_path = NULL, *json = NULL;
     int pad = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd': dist_path = optarg; break;
         case 'p': if (cli_int("stats", "--pad", optarg, 1, 65536, &pad)) return 2; break;
+        case 'j': json = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -40,6 +43,9 @@ int cmd_stats(int argc, char **argv)
             return 1;
         dist_path = dbuf;
     }
+    const char *outs[1] = {json && strcmp(json, "-") ? json : NULL};
+    if (cli_check_outputs("stats", NULL, &dist_path, 1, outs, 1))
+        return 1;
     unpad_dist d;
     unpad_err err = {0};
     if (dist_load(dist_path, &d, &err))
@@ -48,13 +54,44 @@ int cmd_stats(int argc, char **argv)
     dist_compute_stats(&d, &s);
     if (!pad)
         pad = s.max;
-    printf("distribution   %s\n", dist_path);
-    printf("sequences      %.0f\n", s.count);
+    double padding = dist_padding_fraction(&d, pad);
+    cli_prov prov;
+    cli_prov_init(&prov, argc, argv);
+    prov.dist_path = dist_path;
+    cli_json j = {0};
+    if (json && cli_json_open("stats", json, &prov, &j)) {
+        dist_free(&d);
+        return 1;
+    }
+    printf("unpad stats: %s\n", dist_path);
+    cli_prov_print(stdout, &prov);
+    printf("\nsequences      %.0f\n", s.count);
     printf("mean length    %.2f  (stddev %.2f)\n", s.mean, s.stddev);
     printf("min / max      %d / %d\n", s.min, s.max);
     printf("p50 / p90 / p99  %d / %d / %d\n", s.p50, s.p90, s.p99);
     printf("share at max   %.1f%%\n", 100 * s.share_at_max);
-    printf("padding at %d  %.1f%% of tokens\n", pad, 100 * dist_padding_fraction(&d, pad));
+    printf("padding at %d  %.1f%% of tokens\n", pad, 100 * padding);
+    int rc = 0;
+    if (json) {
+        json_w *w = &j.w;
+        json_obj(w, "stats");
+        json_num(w, "sequences", s.count);
+        json_num(w, "mean_len", s.mean);
+        json_num(w, "stddev_len", s.stddev);
+        json_int(w, "min_len", s.min);
+        json_int(w, "max_len", s.max);
+        json_int(w, "p50_len", s.p50);
+        json_int(w, "p90_len", s.p90);
+        json_int(w, "p99_len", s.p99);
+        json_num(w, "share_at_max", s.share_at_max);
+        json_num(w, "mean_len2", s.sum_len2_mean);
+        json_int(w, "pad_len", pad);
+        json_num(w, "padding_fraction", padding);
+        json_end(w);
+        rc = cli_json_close("stats", &j);
+        if (!rc && !j.to_stdout)
+            printf("\nwrote %s\n", json);
+    }
     dist_free(&d);
-    return 0;
+    return rc;
 }

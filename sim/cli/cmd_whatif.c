@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "prov.h"
 #include "resolve.h"
+#include "rows.h"
 #include "whatif.h"
 
 const char cmd_whatif_what[] = "what-if sweep: step time, samples/s, imbalance per policy";
@@ -18,11 +20,12 @@ static void usage(FILE *f)
             "usage: unpad whatif [--gpus LIST] [--batch LIST] [--policy LIST] [--count LIST]\n"
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
-            "                    [--granularity G] [--csv OUT]\n"
+            "                    [--granularity G] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
             "  --policy LIST    of %s (default all; below)\n"
-            "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal)\n"
+            "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal);\n"
+            "                   none and sort-deal always give equal counts: one row each\n"
             "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
             "  --model F        model config (default models/bert-large.cfg)\n"
             "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
@@ -35,10 +38,14 @@ static void usage(FILE *f)
             "  --attn-steps A   steps whose slowest GPU's attention is timed (default 32; 0: none)\n"
             "  --streams S      FMHA grouping: at most S streams, 1..%d (default 4)\n"
             "  --granularity G  FMHA grouping: cut only between lengths in different G-wide bins (default 1)\n"
-            "  --csv OUT        write one row per configuration\n"
+            "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
+            "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
+            "                   a row per line); OUT '-': only the JSON, on standard output\n"
+            "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "Step time = slowest GPU's summed per-sequence cost + optimizer, overhead, all-reduce and\n"
             "(for a balancing policy) sample exchange. Policies with the same GPUs and batch share\n"
-            "their sampled steps. The policies:\n",
+            "their sampled steps. Rows are printed as they are done (the largest configurations\n"
+            "first); the CSV and JSON list them in the order of the lists. The policies:\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
     balance_policy_help_print(f, "  ");
 }
@@ -102,6 +109,7 @@ int cmd_whatif(int argc, char **argv)
         {"threads", required_argument, 0, 't'},    {"tokens", no_argument, 0, 'T'},
         {"attn-steps", required_argument, 0, 'a'}, {"streams", required_argument, 0, 'S'},
         {"granularity", required_argument, 0, 'G'}, {"csv", required_argument, 0, 'o'},
+        {"json", required_argument, 0, 'j'},       {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     resolve_req rq = {0};
     resolve_inputs in;
@@ -109,12 +117,15 @@ int cmd_whatif(int argc, char **argv)
     whatif_setup s;
     whatif_setup_default(&s);
     int *gpus = NULL, *batch = NULL, ng = 0, nb = 0, pol[BAL_POLICY_COUNT * 4], np = 0,
-        cnt[BAL_COUNT_COUNT * 4], nc = 0, seed = 1, c, rc = 2;
+        cnt[BAL_COUNT_COUNT * 4], nc = 0, seed = 1, quiet = 0, c, rc = 2;
     for (int p = 0; p < BAL_POLICY_COUNT; p++)
         pol[np++] = p;
     cnt[nc++] = BAL_EQUAL;
-    const char *csv = NULL;
+    const char *csv = NULL, *json = NULL;
     whatif_row *rows = NULL;
+    cli_rows ro = {0};
+    cli_json jdoc = {0};
+    progress *prog = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -158,6 +169,8 @@ int cmd_whatif(int argc, char **argv)
                 goto out;
             break;
         case 'o': csv = optarg; break;
+        case 'j': json = optarg; break;
+        case 'q': quiet = 1; break;
         case 'h': usage(stdout); rc = 0; goto out;
         default: usage(stderr); goto out;
         }
@@ -183,7 +196,8 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, &csv, 1))
+    const char *outs[2] = {csv, json && strcmp(json, "-") ? json : NULL};
+    if (cli_inputs_load("whatif", &rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, outs, 2))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
@@ -195,40 +209,107 @@ int cmd_whatif(int argc, char **argv)
         fprintf(stderr, "unpad whatif: out of memory\n");
         goto out;
     }
-    int n = 0;
+    /* One row per configuration; where the count cannot matter, one row (count equal). */
+    int n = 0, merged = 0;
     for (int i = 0; i < ng; i++)
-        for (int j = 0; j < nb; j++)
+        for (int b = 0; b < nb; b++)
             for (int p = 0; p < np; p++)
-                for (int q = 0; q < nc; q++)
-                    rows[n++] = (whatif_row){.gpus = gpus[i], .batch = batch[j], .policy = pol[p],
-                                             .count = cnt[q]};
+                for (int q = 0; q < nc; q++) {
+                    whatif_row r = {.gpus = gpus[i], .batch = batch[b], .policy = pol[p],
+                                    .count = cli_count_matters(pol[p]) ? cnt[q] : BAL_EQUAL};
+                    int dup = 0;
+                    for (int k = 0; k < n && !dup; k++)
+                        dup = rows[k].gpus == r.gpus && rows[k].batch == r.batch &&
+                              rows[k].policy == r.policy && rows[k].count == r.count;
+                    if (dup)
+                        merged++;
+                    else
+                        rows[n++] = r;
+                }
     unpad_err err = {0};
-    printf("unpad whatif: %s on %s (%s), lengths from %s\n", in.model.name, in.hw.name,
-           in.calib_from == CALIB_FITTED ? "calibrated" : in.calib_from == CALIB_TRANSFERRED
-           ? "transferred calibration" : "uncalibrated defaults", in.dist_path);
-    printf("  %d configurations x %d sampled steps (seed %d), balancing %s\n\n", n, s.steps, seed,
-           s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
-    if (whatif_run(&s, rows, n, &err)) {
+    cli_prov prov;
+    char pc[8192];
+    cli_prov_init(&prov, argc, argv);
+    cli_prov_inputs(&prov, &in, 1);
+    cli_prov_seed(&prov, seed);
+    cli_prov_comment(&prov, pc, sizeof pc);
+    if (json && cli_json_open("whatif", json, &prov, &jdoc))
+        goto out;
+    int cells = 0;
+    for (int k = 0; k < n; k++) {
+        int first = 1;
+        for (int m = 0; m < k && first; m++)
+            first = rows[m].gpus != rows[k].gpus || rows[m].batch != rows[k].batch;
+        cells += first;
+    }
+    long long work = 0;
+    for (int k = 0; k < n; k++) /* as whatif.c weighs its cells: free-count kk costs 4x */
+        work += (long long)s.steps * rows[k].gpus * rows[k].batch *
+                (rows[k].policy == BAL_KK && rows[k].count == BAL_FREE ? 4 : 1);
+    if (progress_start("unpad whatif", "configurations", n, work, progress_wanted(quiet), &prog,
+                       &err)) {
         cli_error("whatif", &err);
         goto out;
     }
-    whatif_print_table(stdout, rows, n);
+    ro = (cli_rows){.cmd = "whatif", .text = stdout, .progress = prog, .csv = csv, .json = json,
+                    .prov_comment = pc};
+    if (cli_rows_open(&ro))
+        goto out;
+    s.progress = prog;
+    s.row_done = cli_rows_done;
+    s.row_ctx = &ro;
+    printf("unpad whatif: %s on %s, %d configurations x %d sampled steps, balancing %s\n",
+           in.model.name, in.hw.name, n, s.steps,
+           s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
+    cli_prov_print(stdout, &prov);
+    if (merged)
+        printf("  (none and sort-deal always give equal counts: one row each, count equal)\n");
+    printf("\n");
+    whatif_print_header(stdout);
+    fflush(stdout);
+    if (whatif_run(&s, rows, n, &err)) {
+        progress_end(prog);
+        prog = NULL;
+        cli_error("whatif", &err);
+        goto out;
+    }
+    progress_end(prog);
+    prog = NULL;
     printf("\n  imb = slowest / mean GPU step time (mean and 99th percentile over the steps); idle = "
            "1 - mean/max.\n");
     if (s.attn_steps > 0)
         printf("  attn = slowest GPU's FMHA per step (all layers, fwd + bwd; mean of %d steps): one "
                "launch vs grouped.\n", s.attn_steps < s.steps ? s.attn_steps : s.steps);
     else
-        printf("  attention not timed (--attn-steps 0).\n");
-    if (csv) {
-        if (whatif_write_csv(csv, rows, n, &err)) {
-            cli_error("whatif", &err);
+        printf("  attention not timed (--attn-steps 0): '-' in the table, empty in the CSV, null in "
+               "the JSON.\n");
+    if (cells > 1)
+        printf("  rows in the order they were done; the CSV and JSON follow the order of the lists.\n");
+    if (json) {
+        json_w *w = &jdoc.w;
+        json_bool(w, "complete", 1);
+        json_obj(w, "config");
+        json_int(w, "steps", s.steps);
+        json_int(w, "attn_steps", s.attn_steps < s.steps ? s.attn_steps : s.steps);
+        json_str(w, "weights", s.weights_tokens ? "tokens" : "cost");
+        json_int(w, "max_streams", s.max_streams);
+        json_int(w, "granularity", s.granularity);
+        json_end(w);
+        cli_rows_json(w, rows, n);
+        if (cli_json_close("whatif", &jdoc))
             goto out;
-        }
-        printf("  wrote %s\n", csv);
     }
+    if (cli_rows_finish(&ro, rows, n))
+        goto out;
+    if (csv)
+        printf("  wrote %s\n", csv);
+    if (json && !jdoc.to_stdout)
+        printf("  wrote %s\n", json);
     rc = 0;
 out:
+    progress_end(prog);
+    cli_rows_abandon(&ro);
+    cli_json_abandon(&jdoc);
     free(gpus);
     free(batch);
     free(rows);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "version.h"
+
 #define COMMAND(name) int cmd_##name(int, char **); extern const char cmd_##name##_what[];
 #include "commands.h"
 #undef COMMAND
@@ -16,7 +18,9 @@ static const struct { const char *name; int (*fn)(int, char **); const char *wha
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: unpad COMMAND [options]   (unpad COMMAND --help for each)\n\ncommands:\n");
+    fprintf(f, "usage: unpad COMMAND [options]   (unpad COMMAND --help for each)\n"
+               "       unpad --version           version and the git commit of this build\n\n"
+               "commands:\n");
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
         fprintf(f, "  %-10s %s\n", CMDS[i].name, CMDS[i].what);
 }
@@ -26,6 +30,12 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        char v[128];
+        unpad_version_string(v, sizeof v);
+        printf("%s\n", v);
+        return 0;
     }
     for (size_t i = 0; i < sizeof CMDS / sizeof CMDS[0]; i++)
         if (!strcmp(argv[1], CMDS[i].name))

@@ -26,7 +26,8 @@ gradients, then one LAMB step:
 Checks (exit 1 if one fails):
   * the learning rate the trainer logged equals lr_t at every step (relative 1e-6);
   * the loss agrees at every step within --loss-bound (relative, default 2e-3);
-  * every final weight tensor agrees within --weight-bound (relative L2, default 2e-3).
+  * every final weight tensor agrees within --weight-bound (relative L2, default 2e-3), but the
+    attention key biases, whose gradient is zero in exact arithmetic (see below at the check).
 
 Why these bounds catch a wrong optimizer (with the run's lr 1e-3, 30 warm-up steps, wd 0.1, 300
 steps of bert-tiny; both sides fp32, so what is left is the order of fp32 sums, ~1e-6 per step,
@@ -186,14 +187,22 @@ def main():
 
     F = read_dump(args.final)
     params = dict(named)
-    worst_w, worst_name, nt = 0.0, "", 0
+    worst_w, worst_name, nt, skipped = 0.0, "", 0, []
     for name, mine in F.items():
         p = params.get(name)
         if p is None:
             continue
+        nt += 1
+        if name.endswith("attention.self.key.bias"):
+            # The key bias adds q . b_k to every score of a softmax row: a shift the softmax
+            # ignores, so its gradient is zero in exact arithmetic and what either side computes is
+            # rounding noise (~1e-9). Adam divides that noise by its own root mean square, so both
+            # sides move this tensor by O(lr) steps in unrelated directions: no bound on the pair
+            # can hold, and nothing downstream depends on it (the losses above show it).
+            skipped.append(name)
+            continue
         peer = p.detach().double().cpu().numpy()
         err = np.linalg.norm(mine.astype(np.float64) - peer) / max(np.linalg.norm(peer), 1e-30)
-        nt += 1
         if err > worst_w:
             worst_w, worst_name = err, name
         if not err <= args.weight_bound:
@@ -202,6 +211,8 @@ def main():
     if nt != len(params):
         print(f"final weights: {nt} tensors compared of the peer's {len(params)}")
         fails += 1
+    if skipped:
+        print(f"final weights not compared (zero gradient in exact arithmetic): {', '.join(skipped)}")
     print(f"compare_steps: {args.steps} steps, {'ok' if not fails else f'{fails} FAILED'}; worst loss rel err "
           f"{worst_loss:.2e} (bound {args.loss_bound:g}), lr {worst_lr:.1e} (1e-6), final weights {worst_w:.2e} "
           f"(bound {args.weight_bound:g}, {worst_name})")

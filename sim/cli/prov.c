@@ -1,0 +1,109 @@
+/* prov.c — the provenance block of every `unpad` output (prov.h). */
+#include "prov.h"
+
+#include <string.h>
+
+#include "version.h"
+
+void cli_prov_init(cli_prov *p, int argc, char **argv)
+{
+    memset(p, 0, sizeof *p);
+    size_t o = (size_t)snprintf(p->command_line, sizeof p->command_line, "unpad");
+    for (int i = 0; i < argc && o < sizeof p->command_line; i++) {
+        const char *a = argv[i];
+        int plain = *a != '\0';
+        for (const char *c = a; *c; c++)
+            plain &= !strchr(" \t\n'\"\\$`*?;&|<>(){}[]#~", *c);
+        if (plain) {
+            o += (size_t)snprintf(p->command_line + o, sizeof p->command_line - o, " %s", a);
+            continue;
+        }
+        o += (size_t)snprintf(p->command_line + o, sizeof p->command_line - o, " '");
+        for (const char *c = a; *c && o < sizeof p->command_line; c++)
+            o += (size_t)snprintf(p->command_line + o, sizeof p->command_line - o,
+                                  *c == '\'' ? "'\\''" : "%c", *c);
+        if (o < sizeof p->command_line)
+            o += (size_t)snprintf(p->command_line + o, sizeof p->command_line - o, "'");
+    }
+}
+
+void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist)
+{
+    p->model = in->model.name;
+    p->model_path = in->model_path;
+    p->hw = in->hw.name;
+    p->hw_path = in->hw_path;
+    p->calibration = calib_source_name(in->calib_from);
+    p->calibration_path = in->calib_from != CALIB_DEFAULT ? in->calib_path : NULL;
+    p->dist_path = with_dist && in->dist_path[0] ? in->dist_path : NULL;
+}
+
+void cli_prov_seed(cli_prov *p, long long seed)
+{
+    p->seed = seed;
+    p->has_seed = 1;
+}
+
+void cli_prov_json(json_w *w, const cli_prov *p)
+{
+    json_obj(w, "provenance");
+    json_str(w, "version", UNPAD_VERSION);
+    json_str(w, "commit", unpad_commit());
+    json_str(w, "command_line", p->command_line);
+    json_str(w, "model", p->model);
+    json_str(w, "model_path", p->model_path);
+    json_str(w, "hw", p->hw);
+    json_str(w, "hw_path", p->hw_path);
+    json_str(w, "calibration", p->calibration);
+    json_str(w, "calibration_path", p->calibration_path);
+    json_str(w, "distribution_path", p->dist_path);
+    if (p->has_seed)
+        json_int(w, "seed", p->seed);
+    else
+        json_null(w, "seed");
+    json_end(w);
+}
+
+void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
+{
+    size_t o = 0;
+#define ADD(...) if (o < n) o += (size_t)snprintf(buf + o, n - o, __VA_ARGS__)
+    ADD("# unpad: %s (commit %s)\n", UNPAD_VERSION, unpad_commit());
+    ADD("# command: %s\n", p->command_line);
+    if (p->model)
+        ADD("# model: %s%s%s%s\n", p->model, p->model_path ? " (" : "",
+            p->model_path ? p->model_path : "", p->model_path ? ")" : "");
+    if (p->hw)
+        ADD("# hw: %s (%s)\n", p->hw, p->hw_path ? p->hw_path : "");
+    if (p->calibration)
+        ADD("# calibration: %s%s%s%s\n", p->calibration, p->calibration_path ? " (" : "",
+            p->calibration_path ? p->calibration_path : "", p->calibration_path ? ")" : "");
+    if (p->dist_path)
+        ADD("# distribution: %s\n", p->dist_path);
+    if (p->has_seed)
+        ADD("# seed: %lld\n", p->seed);
+#undef ADD
+}
+
+void cli_prov_print(FILE *f, const cli_prov *p)
+{
+    if (p->model || p->hw) {
+        fprintf(f, " ");
+        if (p->model)
+            fprintf(f, " model %s%s%s%s", p->model, p->model_path ? " (" : "",
+                    p->model_path ? p->model_path : "", p->model_path ? ")" : "");
+        if (p->hw)
+            fprintf(f, "%s hw %s (%s)", p->model ? "," : "", p->hw, p->hw_path);
+        fprintf(f, "\n");
+    }
+    if (p->calibration)
+        fprintf(f, "  calibration %s%s%s%s\n", p->calibration,
+                p->calibration_path ? " (" : " (uncalibrated coefficients", 
+                p->calibration_path ? p->calibration_path : "", ")");
+    fprintf(f, "  ");
+    if (p->dist_path)
+        fprintf(f, "lengths %s, ", p->dist_path);
+    if (p->has_seed)
+        fprintf(f, "seed %lld, ", p->seed);
+    fprintf(f, "unpad %s (commit %s)\n", UNPAD_VERSION, unpad_commit());
+}

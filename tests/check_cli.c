@@ -1,0 +1,455 @@
+/* check_cli.c — the `unpad` program's outputs: every --json document has exactly the keys
+ * docs/json.md lists for its command, with their types (the tables there are read here, so the
+ * documentation and the program cannot drift apart), plus values that must hold; partial and
+ * final files of a sweep, plan files per configuration, provenance in the CSVs. The program is
+ * $UNPAD_BIN (set by `make test` and `make test-asan`), else bin/unpad under the project. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "jsonread.h"
+#include "testutil.h"
+#include "unpad.h"
+
+/* ---- the documented keys ----------------------------------------------------------------------- */
+
+typedef struct {
+    char path[160];  /* relative to its table: "rows[].gpus" */
+    char type[32];   /* "number|null", "row", ... */
+} doc_key;
+
+typedef struct {
+    char name[32];   /* the command ("stats"), "*" for every document, or an object type */
+    int is_type;
+    doc_key keys[160];
+    int n;
+} doc_table;
+
+static doc_table TABLES[16];
+static int NTABLES;
+
+static const doc_table *table_named(const char *name, int is_type)
+{
+    for (int i = 0; i < NTABLES; i++)
+        if (TABLES[i].is_type == is_type && !strcmp(TABLES[i].name, name))
+            return &TABLES[i];
+    return NULL;
+}
+
+/* Reads the tables of docs/json.md: "## Every document", "## `unpad CMD`" and, under
+ * "## Object types", "### `TYPE`"; rows "| `key` | type | unit | meaning |". */
+static void load_doc(void)
+{
+    if (NTABLES)
+        return;
+    char path[512], *text;
+    unpad_err e = {0};
+    ck_assert_msg(unpad_read_file(tu_path(path, sizeof path, "docs/json.md"), &text, NULL, &e) ==
+                      UNPAD_OK, "%s", e.msg);
+    doc_table *t = NULL;
+    int in_types = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        const char *tick = strchr(line, '`');
+        if (!strncmp(line, "## ", 3)) {
+            in_types = strstr(line, "Object types") != NULL;
+            t = NULL;
+            if (!strcmp(line, "## Every document") || (tick && !strncmp(tick, "`unpad ", 7))) {
+                ck_assert_int_lt(NTABLES, 16);
+                t = &TABLES[NTABLES++];
+                if (tick)
+                    sscanf(tick + 7, "%31[^`]", t->name);
+                else
+                    strcpy(t->name, "*");
+            }
+        } else if (!strncmp(line, "### ", 4) && in_types && tick) {
+            ck_assert_int_lt(NTABLES, 16);
+            t = &TABLES[NTABLES++];
+            t->is_type = 1;
+            sscanf(tick + 1, "%31[^`]", t->name);
+        } else if (t && !strncmp(line, "| `", 3)) {
+            ck_assert_int_lt(t->n, 160);
+            doc_key *k = &t->keys[t->n++];
+            ck_assert_int_eq(sscanf(line + 3, "%159[^`]", k->path), 1);
+            const char *cell = strchr(line + 3, '|');
+            ck_assert_ptr_nonnull(cell);
+            size_t o = 0;
+            for (cell++; *cell && !(*cell == '|' && cell[-1] != '\\') && o + 1 < sizeof k->type;
+                 cell++)
+                if (*cell != ' ' && *cell != '\\')
+                    k->type[o++] = *cell;
+            k->type[o] = '\0';
+        }
+    }
+    free(text);
+    ck_assert_int_ge(NTABLES, 9); /* every document, 6 commands, 2 object types */
+}
+
+static const doc_key *key_at(const doc_table *t, const char *path)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->keys[i].path, path))
+            return &t->keys[i];
+    return NULL;
+}
+
+static int type_ok(const jr_node *v, const char *one)
+{
+    switch (v->t) {
+    case JR_NULL: return !strcmp(one, "null");
+    case JR_BOOL: return !strcmp(one, "boolean");
+    case JR_STR: return !strcmp(one, "string");
+    case JR_NUM: return !strcmp(one, "number") || (!strcmp(one, "integer") && v->is_int);
+    case JR_ARR: return !strcmp(one, "array");
+    case JR_OBJ: return !strcmp(one, "object") || table_named(one, 1);
+    }
+    return 0;
+}
+
+/* The checker returns 0, or 1 with the reason in WHY (so its own test can see it fail). */
+static char WHY[600];
+
+static int doc_fail(const char *fmt, const char *a, const char *b)
+{
+    snprintf(WHY, sizeof WHY, fmt, a, b);
+    return 1;
+}
+
+static int check_object(const jr_node *obj, const doc_table *t, const char *prefix,
+                        const char *where);
+
+/* v (at where) against the documented entry k of table t. */
+static int check_value(const jr_node *v, const doc_key *k, const doc_table *t, const char *where)
+{
+    char types[32], *save = NULL, *match = NULL;
+    snprintf(types, sizeof types, "%s", k->type);
+    for (char *one = strtok_r(types, "|", &save); one && !match; one = strtok_r(NULL, "|", &save))
+        if (type_ok(v, one))
+            match = one;
+    if (!match)
+        return doc_fail("%s: not of the documented type %s", where, k->type);
+    char sub[200], at[400];
+    if (v->t == JR_OBJ) {
+        const doc_table *named = table_named(match, 1);
+        snprintf(sub, sizeof sub, "%s.", k->path);
+        return check_object(v, named ? named : t, named ? "" : sub, where);
+    }
+    if (v->t == JR_ARR) {
+        snprintf(sub, sizeof sub, "%s[]", k->path);
+        const doc_key *e = key_at(t, sub);
+        if (!e)
+            return doc_fail("%s: its elements (%s) are not documented", where, sub);
+        for (int i = 0; i < v->n; i++) {
+            snprintf(at, sizeof at, "%s[%d]", where, i);
+            if (check_value(v->kids[i], e, t, at))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* Every key of obj documented under prefix in t, and every key documented there present. */
+static int check_object(const jr_node *obj, const doc_table *t, const char *prefix,
+                        const char *where)
+{
+    char path[200], at[400];
+    size_t pl = strlen(prefix);
+    for (int i = 0; i < obj->n; i++) {
+        snprintf(path, sizeof path, "%s%s", prefix, obj->keys[i]);
+        const doc_key *k = key_at(t, path);
+        snprintf(at, sizeof at, "%s%s%s", where, *where ? "." : "", obj->keys[i]);
+        if (!k)
+            return doc_fail("%s is not in docs/json.md (table %s)", at, t->name);
+        if (check_value(obj->kids[i], k, t, at))
+            return 1;
+    }
+    for (int i = 0; i < t->n; i++) {
+        const char *p = t->keys[i].path;
+        if (strncmp(p, prefix, pl) || strchr(p + pl, '.') || strchr(p + pl, '['))
+            continue;
+        if (!jr_get(obj, p + pl))
+            return doc_fail(*where ? "%s.%s is documented but missing" : "%s%s is documented but "
+                            "missing", where, p + pl);
+    }
+    return 0;
+}
+
+/* The document of `command` against the common table and the command's. */
+static void check_doc(const jr_node *doc, const char *command)
+{
+    load_doc();
+    const doc_table *all = table_named("*", 0), *cmd = table_named(command, 0);
+    ck_assert_msg(all && cmd, "docs/json.md has no table for %s", command);
+    doc_table merged = *all;
+    snprintf(merged.name, sizeof merged.name, "%s", command);
+    for (int i = 0; i < cmd->n; i++) {
+        ck_assert_int_lt(merged.n, 160);
+        merged.keys[merged.n++] = cmd->keys[i];
+    }
+    ck_assert_msg(check_object(doc, &merged, "", "") == 0, "unpad %s --json: %s", command, WHY);
+    ck_assert_int_eq(jr_get(doc, "unpad_json")->num, 1);
+    ck_assert_str_eq(jr_get(doc, "command")->str, command);
+}
+
+/* ---- running unpad ----------------------------------------------------------------------------- */
+
+static char OUTDIR[64];
+
+static const char *unpad_bin(void)
+{
+    static char buf[512];
+    const char *b = getenv("UNPAD_BIN");
+    if (b && *b)
+        return b;
+    return tu_path(buf, sizeof buf, "bin/unpad");
+}
+
+/* Runs `unpad ARGS` (a shell fragment; %D is the test folder) with its standard output in
+ * OUTDIR/stdout.txt; returns the exit status. */
+static int run(const char *args)
+{
+    char expanded[2048], cmd[4096];
+    size_t o = 0;
+    for (const char *a = args; *a && o + 70 < sizeof expanded; a++) {
+        if (a[0] == '%' && a[1] == 'D') {
+            o += (size_t)snprintf(expanded + o, sizeof expanded - o, "%s", OUTDIR);
+            a++;
+        } else {
+            expanded[o++] = *a;
+        }
+    }
+    expanded[o] = '\0';
+    snprintf(cmd, sizeof cmd, "'%s' %s > '%s/stdout.txt'", unpad_bin(), expanded, OUTDIR);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static jr_node *load_json(const char *name)
+{
+    char path[256], *text, why[160];
+    unpad_err e = {0};
+    snprintf(path, sizeof path, "%s/%s", OUTDIR, name);
+    ck_assert_msg(unpad_read_file(path, &text, NULL, &e) == UNPAD_OK, "%s", e.msg);
+    jr_node *v = jr_parse(text, why, sizeof why);
+    ck_assert_msg(v != NULL, "%s: %s", path, why);
+    free(text);
+    return v;
+}
+
+static const jr_node *at(const jr_node *v, const char *dotted)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", dotted);
+    for (char *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
+        v = jr_get(v, k);
+    ck_assert_msg(v != NULL, "no %s", dotted);
+    return v;
+}
+
+static int exists(const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", OUTDIR, name);
+    return stat(path, &st) == 0;
+}
+
+static void setup(void)
+{
+    snprintf(OUTDIR, sizeof OUTDIR, "/tmp/unpad-cli-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(OUTDIR));
+    struct stat st;
+    ck_assert_msg(stat(unpad_bin(), &st) == 0, "%s is not built (make test builds it)", unpad_bin());
+    load_doc();
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", OUTDIR);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- the tests --------------------------------------------------------------------------------- */
+
+START_TEST(test_stats_datamove)
+{
+    ck_assert_int_eq(run("stats --json %D/s.json"), 0);
+    jr_node *v = load_json("s.json");
+    check_doc(v, "stats");
+    ck_assert_double_eq(at(v, "stats.sequences")->num, 16279552);
+    ck_assert_double_eq_tol(at(v, "stats.padding_fraction")->num, 0.5003, 1e-4);
+    ck_assert_int_eq(at(v, "provenance.model")->t, JR_NULL);
+    ck_assert_ptr_nonnull(strstr(at(v, "provenance.distribution_path")->str, "wiki512.csv"));
+    ck_assert_int_gt(strlen(at(v, "provenance.commit")->str), 6);
+    jr_free(v);
+    /* --json -: standard output holds the document and nothing else */
+    ck_assert_int_eq(run("stats --json -"), 0);
+    v = load_json("stdout.txt");
+    check_doc(v, "stats");
+    jr_free(v);
+
+    ck_assert_int_eq(run("datamove --batch 2 --seq 64 --json %D/d.json"), 0);
+    v = load_json("d.json");
+    check_doc(v, "datamove");
+    ck_assert_int_eq(at(v, "config.seq_len")->num, 64);
+    ck_assert(at(v, "total.fused_bytes")->num < at(v, "total.unfused_bytes")->num);
+    ck_assert_str_eq(at(v, "provenance.calibration")->str, "fitted");
+    ck_assert_ptr_nonnull(strstr(at(v, "provenance.calibration_path")->str, "models/calib/"));
+    jr_free(v);
+}
+END_TEST
+
+START_TEST(test_predict)
+{
+    ck_assert_int_eq(run("predict --batch 8 --steps 4 --padded --seed 3 --json %D/p.json "
+                         "--csv %D/p.csv"), 0);
+    jr_node *v = load_json("p.json");
+    check_doc(v, "predict");
+    ck_assert_int_eq(at(v, "expected.steps")->num, 4);
+    ck_assert_double_gt(at(v, "expected.speedup")->num, 1);
+    ck_assert_int_eq(at(v, "provenance.seed")->num, 3);
+    jr_free(v);
+    /* the padded rows beside, named before the extension */
+    ck_assert(exists("p.csv") && exists("p-padded.csv") && !exists("p.csv.padded.csv"));
+    /* without --padded the padded values are null, not numbers */
+    ck_assert_int_eq(run("predict --batch 8 --steps 2 --no-calib --json %D/q.json"), 0);
+    v = load_json("q.json");
+    check_doc(v, "predict");
+    ck_assert_int_eq(at(v, "expected.padded_step_us")->t, JR_NULL);
+    ck_assert_int_eq(at(v, "config.pad_len")->t, JR_NULL);
+    ck_assert_str_eq(at(v, "provenance.calibration")->str, "default");
+    ck_assert_int_eq(at(v, "provenance.calibration_path")->t, JR_NULL);
+    jr_free(v);
+}
+END_TEST
+
+START_TEST(test_whatif)
+{
+    ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
+                         "equal,free --attn-steps 2 --quiet --json %D/w.json --csv %D/w.csv"), 0);
+    jr_node *v = load_json("w.json");
+    check_doc(v, "whatif");
+    const jr_node *rows = at(v, "rows");
+    /* none once (its count cannot matter), kk equal and free: 3 rows per GPU count */
+    ck_assert_int_eq(rows->n, 6);
+    ck_assert_str_eq(jr_get(rows->kids[0], "policy")->str, "none");
+    ck_assert_str_eq(jr_get(rows->kids[0], "count")->str, "equal");
+    ck_assert_str_eq(jr_get(rows->kids[2], "count")->str, "free");
+    ck_assert_int_eq(jr_get(rows->kids[3], "gpus")->num, 4);
+    ck_assert_int_eq(jr_get(rows->kids[1], "attn_us")->t, JR_NUM);
+    ck_assert(at(v, "complete")->num == 1);
+    jr_free(v);
+    /* the final files only; the CSV ends with its completion line and starts with provenance */
+    ck_assert(!exists("w.csv.partial") && !exists("w.json.partial"));
+    char path[256], *text;
+    unpad_err e = {0};
+    snprintf(path, sizeof path, "%s/w.csv", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_int_eq(strncmp(text, "# unpad: ", 9), 0);
+    ck_assert_ptr_nonnull(strstr(text, "\n# model: bert-large ("));
+    ck_assert_ptr_nonnull(strstr(text, "\n# complete: 6 configurations\n"));
+    free(text);
+    /* attention not timed: null in the JSON, empty cells in the CSV */
+    ck_assert_int_eq(run("whatif --gpus 2 --batch 4 --steps 5 --policy lpt --attn-steps 0 "
+                         "--json %D/x.json --csv %D/x.csv"), 0);
+    v = load_json("x.json");
+    check_doc(v, "whatif");
+    ck_assert_int_eq(jr_get(at(v, "rows")->kids[0], "attn_us")->t, JR_NULL);
+    jr_free(v);
+    snprintf(path, sizeof path, "%s/x.csv", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_ptr_nonnull(strstr(text, ",,,1,1,none\n"));
+    free(text);
+}
+END_TEST
+
+START_TEST(test_plan_validate)
+{
+    ck_assert_int_eq(run("plan --gpus 2,3 --batch 4 --steps 10 --quiet --out %D/plan.cfg "
+                         "--json %D/plan.json"), 0);
+    jr_node *v = load_json("plan.json");
+    check_doc(v, "plan");
+    const jr_node *plans = at(v, "plans");
+    ck_assert_int_eq(plans->n, 2);
+    ck_assert_ptr_nonnull(strstr(jr_get(plans->kids[1], "file")->str, "/plan-3x4.cfg"));
+    ck_assert_int_eq(jr_get(plans->kids[0], "candidates")->n, 5);
+    jr_free(v);
+    ck_assert(exists("plan-2x4.cfg") && exists("plan-3x4.cfg") && !exists("plan.cfg"));
+
+    char traces[512];
+    tu_path(traces, sizeof traces, "tests/data/synthetic-heldout-bert-base.csv");
+    char args[1024];
+    snprintf(args, sizeof args, "validate --traces '%s' --json %%D/v.json", traces);
+    ck_assert_int_eq(run(args), 0);
+    v = load_json("v.json");
+    check_doc(v, "validate");
+    ck_assert_int_eq(at(v, "runs")->n, 1);
+    ck_assert_int_gt(at(v, "summary.rows.n")->num, 100);
+    ck_assert_str_eq(at(v, "provenance.model")->str, "bert-base");
+    jr_free(v);
+}
+END_TEST
+
+START_TEST(test_doc_checker_catches_drift)
+{
+    /* The checker itself: an undocumented key, a missing key and a wrong type all fail. */
+    load_doc();
+    const doc_table *row = table_named("row", 1);
+    ck_assert_ptr_nonnull(row);
+    ck_assert_ptr_nonnull(key_at(row, "fmha_bounds[]"));
+    ck_assert_ptr_nonnull(key_at(row, "attn_us"));
+    ck_assert_str_eq(key_at(row, "attn_us")->type, "number|null");
+    const doc_table *stat = table_named("stat", 1);
+    struct { const char *json, *why; } cases[] = {
+        {"{\"n\":3,\"median_abs_pct\":1.5,\"max_abs_pct\":null,\"bias_pct\":2}", NULL},
+        {"{\"n\":3,\"median_abs_pct\":1.5,\"max_abs_pct\":null,\"bias_pct\":2,\"x\":1}",
+         "stat.x is not in docs/json.md"},
+        {"{\"n\":3,\"median_abs_pct\":1.5,\"max_abs_pct\":null}", "stat.bias_pct is documented but missing"},
+        {"{\"n\":3.5,\"median_abs_pct\":1.5,\"max_abs_pct\":null,\"bias_pct\":2}",
+         "stat.n: not of the documented type integer"},
+        {"{\"n\":3,\"median_abs_pct\":\"1.5\",\"max_abs_pct\":null,\"bias_pct\":2}",
+         "stat.median_abs_pct: not of the documented type number|null"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        jr_node *v = jr_parse(cases[i].json, NULL, 0);
+        ck_assert_ptr_nonnull(v);
+        WHY[0] = '\0';
+        int rc = check_object(v, stat, "", "stat");
+        jr_free(v);
+        if (!cases[i].why)
+            ck_assert_msg(rc == 0, "%s", WHY);
+        else
+            ck_assert_msg(rc == 1 && strstr(WHY, cases[i].why), "case %zu: %s", i, WHY);
+    }
+    /* an array whose elements are not documented */
+    doc_table t = {.name = "t", .n = 1};
+    snprintf(t.keys[0].path, sizeof t.keys[0].path, "a");
+    snprintf(t.keys[0].type, sizeof t.keys[0].type, "array");
+    jr_node *v = jr_parse("{\"a\":[1]}", NULL, 0);
+    ck_assert_int_eq(check_object(v, &t, "", "t"), 1);
+    ck_assert_ptr_nonnull(strstr(WHY, "its elements (a[]) are not documented"));
+    jr_free(v);
+}
+END_TEST
+
+Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_stats_datamove);
+    tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_whatif);
+    tcase_add_test(tc, test_plan_validate);
+    tcase_add_test(tc, test_doc_checker_catches_drift);
+    suite_add_tcase(s, tc);
+    return s;
+}
