@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "group.h"
 #include "outfile.h"
@@ -60,12 +61,19 @@ static FILE *open_partial(const char *cmd, const char *path, char *partial, size
     return f;
 }
 
+/* 0 when path is a device or pipe (e.g. /dev/stdout): no .partial beside it. */
+static int wants_partial(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 int cli_rows_open(cli_rows *o)
 {
     pthread_mutex_init(&o->lock, NULL);
     o->done = o->failed = 0;
     o->csv_f = o->json_f = NULL;
-    if (o->csv) {
+    if (o->csv && wants_partial(o->csv)) {
         if (!(o->csv_f = open_partial(o->cmd, o->csv, o->csv_partial, sizeof o->csv_partial)))
             return 1;
         fputs(o->prov_comment ? o->prov_comment : "", o->csv_f);
@@ -74,7 +82,7 @@ int cli_rows_open(cli_rows *o)
         fprintf(o->csv_f, "%s\n", whatif_csv_header);
         fflush(o->csv_f);
     }
-    if (o->json && strcmp(o->json, "-")) {
+    if (o->json && strcmp(o->json, "-") && wants_partial(o->json)) {
         if (!(o->json_f = open_partial(o->cmd, o->json, o->json_partial, sizeof o->json_partial))) {
             cli_rows_abandon(o);
             return 1;
@@ -134,10 +142,13 @@ int cli_rows_finish(cli_rows *o, const whatif_row *rows, int n)
             rc = outfile_commit(of, &err);
         }
         if (rc) {
-            fprintf(stderr, "unpad %s: %s (the rows are in %s)\n", o->cmd, err.msg, o->csv_partial);
+            fprintf(stderr, "unpad %s: %s%s%s%s\n", o->cmd, err.msg,
+                    o->csv_partial[0] ? " (the rows are in " : "", o->csv_partial,
+                    o->csv_partial[0] ? ")" : "");
             return 1;
         }
-        remove(o->csv_partial);
+        if (o->csv_partial[0])
+            remove(o->csv_partial);
     }
     if (o->json_partial[0])
         remove(o->json_partial);
