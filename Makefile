@@ -64,7 +64,8 @@ LDLIBS  := $(GSL_LIBS) -lm
 LDFLAGS += $(SAN)
 
 NVCCFLAGS ?= -O3 -lineinfo
-NVCCFLAGS += -arch=$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
+ARCH_FLAGS = -arch=$(CUDA_ARCH)
+NVCCFLAGS += $(ARCH_FLAGS) -std=c++17 -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -MMD -MP \
              -Isim -Ikernels -Iexec $(DEPS_INC) --expt-relaxed-constexpr
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart
 ifneq ($(HAVE_NCCL),)
@@ -182,6 +183,9 @@ bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
 $(GBUILD)/cu/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -c $< -o $@
+
+# The FMHA runs on wgmma, which only the sm_90a target (H100/H200) has; everything else stays sm_90.
+$(GBUILD)/cu/kernels/fmha.o: ARCH_FLAGS = -gencode=arch=compute_90a,code=sm_90a
 
 $(GBUILD)/gpuc/%.o: %.c
 	@mkdir -p $(dir $@)

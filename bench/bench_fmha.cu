@@ -1,10 +1,13 @@
 /* bench_fmha.cu — times the variable-length FMHA (kernels/fmha.cu) on lengths drawn from the
  * Wikipedia distribution (models/dists/wiki512.csv, fixed seed), 16 heads: median forward,
  * backward and forward+backward times over CUDA events, achieved TFLOP/s (forward counts
- * 4 * sum(len^2) * 64 * NH, backward 2.5x that), for every kernel shape, the default shapes with
- * attention dropout, and the batch split into 3 groups on 3 streams.
- * Writes the lengths (one per line) for bench/fmha_peer.py and a one-line CSV result:
- *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE] */
+ * 4 * sum(len^2) * 64 * NH, backward 2.5x that), for every kernel shape without and with
+ * attention dropout 0.1, the default and the fastest shapes, and the batch split into 3 groups
+ * on 3 streams. Writes the lengths (one per line) for bench/fmha_peer.py and a CSV result (the
+ * default shapes without and with dropout):
+ *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE]
+ *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD]
+ * (only the listed shapes; the rows of the launchers' shapes 0/0 taken from --default instead) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,11 +119,30 @@ static void fill_random_bf16(bf16 *d, size_t n, float scale, unsigned long long 
     free(h);
 }
 
+/* 1 if shape k is in the comma-separated list (NULL: every shape). */
+static int listed(const char *list, int k)
+{
+    if (!list)
+        return 1;
+    for (const char *c = list; *c;) {
+        char *end;
+        const long v = strtol(c, &end, 10);
+        if (end == c)
+            return 0;
+        if (v == k)
+            return 1;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int n = 56, NH = 16, reps = 30;
     unsigned long seed = 1;
     const char *len_path = "fmha_lengths.txt", *res_path = "fmha_result.csv";
+    const char *fwd_list = NULL, *bwd_list = NULL;
+    int def_fwd = 0, def_bwd = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -139,6 +161,17 @@ int main(int argc, char **argv)
             len_path = v;
         else if (!strcmp(argv[i], "--result"))
             res_path = v;
+        else if (!strcmp(argv[i], "--fwd-shapes"))
+            fwd_list = v;
+        else if (!strcmp(argv[i], "--bwd-shapes"))
+            bwd_list = v;
+        else if (!strcmp(argv[i], "--default")) {
+            if (sscanf(v, "%d/%d", &def_fwd, &def_bwd) != 2 || def_fwd < 0 || def_fwd >= fmha_fwd_shape_count() ||
+                def_bwd < 0 || def_bwd >= fmha_bwd_shape_count()) {
+                fprintf(stderr, "bench_fmha: --default: '%s' is not FWD/BWD\n", v);
+                return 1;
+            }
+        }
         else {
             fprintf(stderr, "bench_fmha: unknown flag %s\n", argv[i]);
             return 1;
@@ -209,52 +242,61 @@ int main(int argc, char **argv)
     printf("%-36s %9s %9s %9s %8s %8s %8s\n", "kernel shape", "fwd ms", "bwd ms", "total ms",
            "fwd TF/s", "bwd TF/s", "tot TF/s");
 
-    /* Every forward shape with backward shape 0, then every backward shape with forward shape 0. */
-    int best_f = 0, best_b = 0;
-    float best_ft = 1e30f, best_bt = 1e30f;
-    for (int f = 0; f < fmha_fwd_shape_count(); f++) {
-        setup c = {f, 0, 1, 0.0f};
-        run(&P, &c, 1, 0); /* the forward outputs the backward reads */
-        const float tf = time_ms(&P, &c, 1, 0, reps);
-        printf("%-36s %9.4f %9s %9s %8.1f\n", fmha_fwd_shape_name(f), tf, "-", "-", fwd_flop / tf * 1e-9);
-        if (tf < best_ft) {
-            best_ft = tf;
-            best_f = f;
+    /* Every forward shape with backward shape 0, then every backward shape with forward shape 0,
+     * each without and with attention dropout 0.1. */
+    const float ps[2] = {0.0f, 0.1f};
+    int best_f[2] = {def_fwd, def_fwd}, best_b[2] = {def_bwd, def_bwd};
+    float best_ft[2] = {1e30f, 1e30f}, best_bt[2] = {1e30f, 1e30f};
+    for (int pi = 0; pi < 2; pi++)
+        for (int f = 0; f < fmha_fwd_shape_count(); f++) {
+            if (!listed(fwd_list, f))
+                continue;
+            setup c = {f, def_bwd, 1, ps[pi]};
+            const float tf = time_ms(&P, &c, 1, 0, reps);
+            char label[96];
+            snprintf(label, sizeof label, "%s p=%.1f", fmha_fwd_shape_name(f), ps[pi]);
+            printf("%-36s %9.4f %9s %9s %8.1f\n", label, tf, "-", "-", fwd_flop / tf * 1e-9);
+            if (tf < best_ft[pi]) {
+                best_ft[pi] = tf;
+                best_f[pi] = f;
+            }
         }
-    }
-    for (int b = 0; b < fmha_bwd_shape_count(); b++) {
-        setup c = {0, b, 1, 0.0f};
-        const float tb = time_ms(&P, &c, 0, 1, reps);
-        printf("%-36s %9s %9.4f %9s %8s %8.1f\n", fmha_bwd_shape_name(b), "-", tb, "-", "-",
-               bwd_flop / tb * 1e-9);
-        if (tb < best_bt) {
-            best_bt = tb;
-            best_b = b;
+    for (int pi = 0; pi < 2; pi++)
+        for (int b = 0; b < fmha_bwd_shape_count(); b++) {
+            if (!listed(bwd_list, b))
+                continue;
+            setup c = {def_fwd, b, 1, ps[pi]};
+            run(&P, &c, 1, 0); /* the forward outputs this backward reads */
+            const float tb = time_ms(&P, &c, 0, 1, reps);
+            char label[96];
+            snprintf(label, sizeof label, "%s p=%.1f", fmha_bwd_shape_name(b), ps[pi]);
+            printf("%-36s %9s %9.4f %9s %8s %8.1f\n", label, "-", tb, "-", "-", bwd_flop / tb * 1e-9);
+            if (tb < best_bt[pi]) {
+                best_bt[pi] = tb;
+                best_b[pi] = b;
+            }
         }
-    }
 
     const setup rows[] = {
-        {0, 0, 1, 0.0f},           /* the launchers' defaults */
-        {best_f, best_b, 1, 0.0f}, /* the fastest shapes of this run */
-        {0, 0, 3, 0.0f},           /* defaults, 3 groups on 3 streams */
-        {1, 0, 1, 0.1f},           /* defaults with attention dropout 0.1 (fmha_fwd's shape) */
+        {def_fwd, def_bwd, 1, 0.0f},     /* the launchers' defaults (or --default) */
+        {def_fwd, def_bwd, 1, 0.1f},     /* the same with attention dropout 0.1 */
+        {best_f[0], best_b[0], 1, 0.0f}, /* the fastest shapes of this run */
+        {best_f[1], best_b[1], 1, 0.1f},
+        {def_fwd, def_bwd, 3, 0.0f},     /* defaults, 3 groups on 3 streams */
     };
-    const char *labels[] = {"default shapes", "best shapes", "default, 3 groups/3 streams",
-                            "default, dropout 0.1"};
-    float def_f = 0, def_b = 0, def_t = 0;
-    for (int r = 0; r < 4; r++) {
-        const float tf = time_ms(&P, &rows[r], 1, 0, reps);
-        const float tb = time_ms(&P, &rows[r], 0, 1, reps);
-        const float tt = time_ms(&P, &rows[r], 1, 1, reps);
+    const char *labels[] = {"default", "default, dropout 0.1", "best shapes", "best shapes, dropout 0.1",
+                            "default, 3 groups/3 streams"};
+    const int nrows = (int)(sizeof rows / sizeof rows[0]);
+    float tf[5], tb[5], tt[5];
+    for (int r = 0; r < nrows; r++) {
+        run(&P, &rows[r], 1, 0);
+        tf[r] = time_ms(&P, &rows[r], 1, 0, reps);
+        tb[r] = time_ms(&P, &rows[r], 0, 1, reps);
+        tt[r] = time_ms(&P, &rows[r], 1, 1, reps);
         char label[96];
         snprintf(label, sizeof label, "%s (%d/%d)", labels[r], rows[r].fwd_shape, rows[r].bwd_shape);
-        printf("%-36s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", label, tf, tb, tt, fwd_flop / tf * 1e-9,
-               bwd_flop / tb * 1e-9, (fwd_flop + bwd_flop) / tt * 1e-9);
-        if (r == 0) {
-            def_f = tf;
-            def_b = tb;
-            def_t = tt;
-        }
+        printf("%-36s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", label, tf[r], tb[r], tt[r], fwd_flop / tf[r] * 1e-9,
+               bwd_flop / tb[r] * 1e-9, (fwd_flop + bwd_flop) / tt[r] * 1e-9);
     }
 
     FILE *rf = fopen(res_path, "w");
@@ -262,13 +304,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_fmha: cannot write %s\n", res_path);
         return 1;
     }
-    fprintf(rf, "impl,n,heads,T,sum_len2,fwd_ms,bwd_ms,total_ms,fwd_tflops,bwd_tflops,total_tflops\n");
-    fprintf(rf, "unpad fmha,%d,%d,%d,%.0f,%.5f,%.5f,%.5f,%.2f,%.2f,%.2f\n", n, NH, P.T, sum_len2, def_f,
-            def_b, def_t, fwd_flop / def_f * 1e-9, bwd_flop / def_b * 1e-9,
-            (fwd_flop + bwd_flop) / def_t * 1e-9);
+    fprintf(rf, "impl,dropout,n,heads,T,sum_len2,fwd_ms,bwd_ms,total_ms,fwd_tflops,bwd_tflops,total_tflops\n");
+    for (int r = 0; r < 2; r++)
+        fprintf(rf, "unpad fmha,%.1f,%d,%d,%d,%.0f,%.5f,%.5f,%.5f,%.2f,%.2f,%.2f\n", rows[r].p, n, NH, P.T,
+                sum_len2, tf[r], tb[r], tt[r], fwd_flop / tf[r] * 1e-9, bwd_flop / tb[r] * 1e-9,
+                (fwd_flop + bwd_flop) / tt[r] * 1e-9);
     fclose(rf);
-    printf("bench_fmha: default shapes fwd %.4f ms, bwd %.4f ms, fwd+bwd %.4f ms -> %s\n", def_f,
-           def_b, def_t, res_path);
+    printf("bench_fmha: default shapes fwd+bwd %.4f ms (%.1f TFLOP/s), with dropout 0.1 %.4f ms (%.1f) -> %s\n",
+           tt[0], (fwd_flop + bwd_flop) / tt[0] * 1e-9, tt[1], (fwd_flop + bwd_flop) / tt[1] * 1e-9, res_path);
 
     for (int g = 0; g < 3; g++)
         cudaCheck(cudaStreamDestroy(streams[g]));

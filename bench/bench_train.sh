@@ -18,7 +18,9 @@
 #            every step, and the final weights
 #   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56: samples/s, TFLOP/s, trace
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
-#   torch    bench/peer_torch.py beside it (HF padded, unpadded eager, unpadded compiled)
+#   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
+#            same attention dropout (HF padded; unpadded eager, per-layer and whole-model compiled;
+#            TORCH_VARIANTS overrides the list)
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last.
 set -u
 STAGES=${1:-gemm,peer,learn,resume,signal,nonfinite,steps,large,torch}
@@ -196,10 +198,14 @@ if has steps; then
 fi
 
 if has large; then
-    timeout 240 $T --model models/bert-large.cfg --synthetic --batch 56 --steps 30 --log-every 10 \
-        --trace "$OUT/large-trace.csv" --trace-json "$OUT/large-trace.json" --trace-steps 25:25 --seed 1 \
-        >"$OUT/large.log" 2>&1
-    say "large    rc=$? $(tail -1 "$OUT/large.log" | cut -c1-200)"
+    # batch 56 (traced at step 25) and 96; the summary line gives steady-state and whole-run rates
+    for bsz in 56 96; do
+        tr=()
+        [ $bsz = 56 ] && tr=(--trace "$OUT/large-trace.csv" --trace-json "$OUT/large-trace.json" --trace-steps 25:25)
+        timeout 240 $T --model models/bert-large.cfg --synthetic --batch $bsz --steps 30 --log-every 10 \
+            "${tr[@]}" --seed 1 >"$OUT/large-b$bsz.log" 2>&1
+        say "large    b$bsz rc=$? $(grep '^summary' "$OUT/large-b$bsz.log" | cut -c1-250)"
+    done
 fi
 
 if has vranks; then
@@ -209,10 +215,20 @@ if has vranks; then
 fi
 
 if has torch; then
-    timeout 420 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
-        >"$OUT/torch.log" 2>&1
+    # Equal work: the trainer with the model's attention dropout beside the peers that have it
+    # (hf-padded, ':ad'), and with none (--attn-dropout 0) beside the others.
+    ours=
+    for ad in 0.1 0; do
+        timeout 120 $T --model models/bert-large.cfg --synthetic --batch 56 --steps 30 --log-every 10 --seed 1 \
+            --attn-dropout $ad >"$OUT/torch-ours-ad$ad.log" 2>&1
+        say "torch    unpad-train attention dropout $ad rc=$? $(grep -E '^step' "$OUT/torch-ours-ad$ad.log" | tail -1 | cut -c1-150)"
+        ours=$ours${ours:+,}$ad=$OUT/torch-ours-ad$ad.log
+    done
+    timeout 900 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+        --variants ${TORCH_VARIANTS:-hf-padded,unpad-eager,unpad-compile,unpad-compile:ad,unpad-compile-model} \
+        --ours "$ours" >"$OUT/torch.log" 2>&1
     say "torch    rc=$?"
-    grep -A4 '^peer ' "$OUT/torch.log" | tee -a "$SUMMARY"
+    grep -A40 '^peer (' "$OUT/torch.log" | grep -v '^PEERS' | tee -a "$SUMMARY"
 fi
 tar czf "$OUT/logs.tgz" -C "$OUT" --exclude='*.bin' --exclude=logs.tgz . 2>/dev/null
 echo "---- summary"

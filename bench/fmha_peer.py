@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """fmha_peer.py — PyTorch's variable-length flash attention on the lengths bench_fmha wrote, timed
-the same way (median of CUDA-event times, warm-up first), printed beside bench_fmha's result line
-with the ratio ours / PyTorch.
+the same way (median of CUDA-event times, warm-up first), printed beside bench_fmha's result lines
+(without and with attention dropout 0.1) with the ratio PyTorch time / ours.
 
   python3 bench/fmha_peer.py --lengths fmha_lengths.txt --ours fmha_result.csv [--heads 16]
 
 Peers, each if this torch has it:
   varlen_attn   torch.nn.attention.varlen.varlen_attn forward, autograd backward (grads of q, k, v)
-  aten flash    torch.ops.aten._flash_attention_forward / _backward called directly (no autograd)
+  aten flash    torch.ops.aten._flash_attention_forward / _backward called directly (no autograd),
+                also with dropout 0.1 (its own Philox mask, regenerated in its backward)
   sdpa loop     scaled_dot_product_attention per sequence (only if neither of the above works)
 q, k, v are views of one (T, 3, NH, 64) bf16 tensor, as in unpad."""
 import argparse
@@ -57,7 +58,7 @@ def main():
     print(f"fmha_peer: torch {torch.__version__}, {torch.cuda.get_device_name()}, {len(lens)} sequences, "
           f"T = {T}, max_len = {max_len}, sum len^2 = {sum_len2:.0f}, NH = {NH}")
 
-    rows = []  # (name, fwd_ms, bwd_ms, total_ms)
+    rows = []  # (name, dropout, fwd_ms, bwd_ms, total_ms)
 
     # 1. torch.nn.attention.varlen.varlen_attn + autograd
     try:
@@ -77,32 +78,34 @@ def main():
             o = fwd()
             torch.autograd.grad(o, (q, k, v), dout)
 
-        rows.append(("torch varlen_attn + autograd", timed(fwd, a.reps), timed(bwd, a.reps), timed(both, a.reps)))
+        rows.append(("torch varlen_attn + autograd", 0.0, timed(fwd, a.reps), timed(bwd, a.reps), timed(both, a.reps)))
     except Exception as e:  # noqa: BLE001 - report and try the next peer
         print(f"fmha_peer: varlen_attn unavailable: {type(e).__name__}: {e}")
 
-    # 2. the aten flash-attention ops directly
-    try:
-        q, k, v = qkv.unbind(1)
-        f = torch.ops.aten._flash_attention_forward
-        b = torch.ops.aten._flash_attention_backward
+    # 2. the aten flash-attention ops directly, without and with dropout
+    for p_drop in (0.0, 0.1):
+        try:
+            q, k, v = qkv.unbind(1)
+            f = torch.ops.aten._flash_attention_forward
+            b = torch.ops.aten._flash_attention_backward
 
-        def fwd2():
-            return f(q, k, v, cu, cu, max_len, max_len, 0.0, False, False)
+            def fwd2():
+                return f(q, k, v, cu, cu, max_len, max_len, p_drop, False, False)
 
-        res = fwd2()
-        out2, lse2, rng, unused = res[0], res[1], res[2], res[3]
+            res = fwd2()
 
-        def bwd2():
-            b(dout, q, k, v, out2, lse2, cu, cu, max_len, max_len, 0.0, False, rng, unused)
+            def bwd2():
+                b(dout, q, k, v, res[0], res[1], cu, cu, max_len, max_len, p_drop, False, res[2], res[3])
 
-        def both2():
-            r = fwd2()
-            b(dout, q, k, v, r[0], r[1], cu, cu, max_len, max_len, 0.0, False, r[2], r[3])
+            def both2():
+                r = fwd2()
+                b(dout, q, k, v, r[0], r[1], cu, cu, max_len, max_len, p_drop, False, r[2], r[3])
 
-        rows.append(("torch aten flash fwd/bwd direct", timed(fwd2, a.reps), timed(bwd2, a.reps), timed(both2, a.reps)))
-    except Exception as e:  # noqa: BLE001
-        print(f"fmha_peer: aten _flash_attention_forward/_backward unavailable: {type(e).__name__}: {e}")
+            rows.append(("torch aten flash fwd/bwd direct", p_drop, timed(fwd2, a.reps), timed(bwd2, a.reps),
+                         timed(both2, a.reps)))
+        except Exception as e:  # noqa: BLE001
+            print(f"fmha_peer: aten _flash_attention_forward/_backward (dropout {p_drop}) unavailable: "
+                  f"{type(e).__name__}: {e}")
 
     # 3. fallback: SDPA per sequence
     if not rows:
@@ -124,30 +127,36 @@ def main():
 
         t3f = timed(fwd3, a.reps)
         t3t = timed(both3, a.reps)
-        rows.append(("torch sdpa per sequence", t3f, t3t - t3f, t3t))
+        rows.append(("torch sdpa per sequence", 0.0, t3f, t3t - t3f, t3t))
 
-    ours = None
+    ours = {}
     try:
         with open(a.ours) as fh:
-            ours = next(csv.DictReader(fh))
-    except (OSError, StopIteration) as e:
+            for r in csv.DictReader(fh):
+                ours[float(r.get("dropout", 0.0))] = r
+    except OSError as e:
         print(f"fmha_peer: no result from bench_fmha ({a.ours}): {e}")
 
-    print(f"{'implementation':36s} {'fwd ms':>9s} {'bwd ms':>9s} {'total ms':>9s} {'fwd TF/s':>8s} "
-          f"{'bwd TF/s':>8s} {'tot TF/s':>8s} {'ours/this':>9s}")
-    ours_total = float(ours["total_ms"]) if ours else None
-    if ours:
-        of, ob, ot = float(ours["fwd_ms"]), float(ours["bwd_ms"]), ours_total
-        print(f"{'unpad fmha (bench_fmha)':36s} {of:9.4f} {ob:9.4f} {ot:9.4f} {fwd_flop / of * 1e-9:8.1f} "
-              f"{bwd_flop / ob * 1e-9:8.1f} {(fwd_flop + bwd_flop) / ot * 1e-9:8.1f} {1.0:9.3f}")
-    for name, tf, tb, tt in rows:
-        ratio = f"{ours_total / tt:9.3f}" if ours_total else f"{'-':>9s}"
-        print(f"{name:36s} {tf:9.4f} {tb:9.4f} {tt:9.4f} {fwd_flop / tf * 1e-9:8.1f} "
-              f"{bwd_flop / tb * 1e-9:8.1f} {(fwd_flop + bwd_flop) / tt * 1e-9:8.1f} {ratio}")
-    if ours_total and rows:
-        best = min(rows, key=lambda r: r[3])
-        print(f"fmha_peer: ours / fastest PyTorch ({best[0]}) fwd+bwd = {ours_total / best[3]:.3f} "
-              f"(target <= 1.2)")
+    print(f"{'implementation':36s} {'drop':>4s} {'fwd ms':>9s} {'bwd ms':>9s} {'total ms':>9s} {'fwd TF/s':>8s} "
+          f"{'bwd TF/s':>8s} {'tot TF/s':>8s} {'this/ours':>9s}")
+    for p_drop in (0.0, 0.1):
+        mine = ours.get(p_drop)
+        if mine:
+            of, ob, ot = float(mine["fwd_ms"]), float(mine["bwd_ms"]), float(mine["total_ms"])
+            print(f"{'unpad fmha (bench_fmha)':36s} {p_drop:4.1f} {of:9.4f} {ob:9.4f} {ot:9.4f} "
+                  f"{fwd_flop / of * 1e-9:8.1f} {bwd_flop / ob * 1e-9:8.1f} {(fwd_flop + bwd_flop) / ot * 1e-9:8.1f} "
+                  f"{1.0:9.3f}")
+        for name, pd, tf, tb, tt in rows:
+            if pd != p_drop:
+                continue
+            ratio = f"{tt / float(mine['total_ms']):9.3f}" if mine else f"{'-':>9s}"
+            print(f"{name:36s} {pd:4.1f} {tf:9.4f} {tb:9.4f} {tt:9.4f} {fwd_flop / tf * 1e-9:8.1f} "
+                  f"{bwd_flop / tb * 1e-9:8.1f} {(fwd_flop + bwd_flop) / tt * 1e-9:8.1f} {ratio}")
+        peers = [r for r in rows if r[1] == p_drop]
+        if mine and peers:
+            best = min(peers, key=lambda r: r[4])
+            print(f"fmha_peer: dropout {p_drop}: fastest PyTorch ({best[0]}) fwd+bwd {best[4]:.4f} ms, "
+                  f"ours {float(mine['total_ms']):.4f} ms: PyTorch / ours = {best[4] / float(mine['total_ms']):.3f}")
     return 0
 
 

@@ -1,32 +1,42 @@
 #!/usr/bin/env python3
 """peer_torch.py — PyTorch peers of unpad-train for the same BERT pre-training step.
 
-Variants (each in its own process, so peak memory is its own):
-  hf-padded       Hugging Face BertForPreTraining, every sequence padded to --pad (512), SDPA attention,
-                  its own MLM head over all positions (what the library does with `labels`)
-  unpad-eager     a packed (unpadded) BERT written here: tokens of all sequences back to back, fused
-                  QKV, variable-length flash attention (torch.nn.attention.varlen.varlen_attn), the
-                  MLM head on the masked positions only, eager mode
-  unpad-compile   the same with every encoder layer torch.compile'd (dynamic shapes; regional
-                  compilation: the 24 identical layers share one compiled graph, as PyTorch's
-                  cold-start recipe does); given up when the warm-up steps take longer than
-                  --compile-limit seconds
-All: bf16 autocast over fp32 weights, fused AdamW (torch.optim.AdamW(fused=True): one multi-tensor
-kernel, the same optimizer traffic class as LAMB's fused step but without the per-tensor trust
-ratios), dropout 0.1 on hidden states (attention-probability dropout only in hf-padded: varlen_attn
-has none), synthetic tokens with lengths drawn from the same length distribution as the trainer's
---synthetic mode, 15% masked (at most 76), random NSP labels. The unpadded model is initialised as
-BERT is (normal, std 0.02; zero biases), as the Hugging Face model is.
+Variants (each in its own process, so peak memory is its own); a suffix ':ad' gives the unpadded
+variants the model's attention-probability dropout (else they have none):
+  hf-padded            Hugging Face BertForPreTraining, every sequence padded to --pad (512), SDPA
+                       attention (with the model's attention dropout), its own MLM head over all
+                       positions (what the library does with `labels`)
+  unpad-eager          a packed (unpadded) BERT written here: tokens of all sequences back to back,
+                       fused QKV, variable-length flash attention (torch.nn.attention.varlen.varlen_attn;
+                       with ':ad' torch.ops.aten._flash_attention_forward with dropout, which autograd
+                       differentiates through its flash backward), the MLM head on the masked
+                       positions only, eager mode
+  unpad-compile        the same with every encoder layer torch.compile'd (default mode, automatic
+                       dynamic shapes: the first batch compiles static, the next one with a new token
+                       count once more with a symbolic one; the 24 identical layers share the graph)
+  unpad-compile-max    the same in mode max-autotune-no-cudagraphs (Triton GEMM autotuning)
+  unpad-compile-model  the whole model torch.compile'd at once (default mode)
+A compiled variant is given up when its warm-up steps take longer than --compile-limit seconds.
+All: bf16 autocast over fp32 weights, --optimizer adamw (torch.optim.AdamW(fused=True): one
+multi-tensor kernel, less work than LAMB's per-tensor trust ratios; the default, the fastest) or
+lamb (LAMB as the trainer runs it: global-norm clipping, Adam moments, decoupled weight decay,
+per-tensor trust ratio, written with torch._foreach ops), dropout 0.1 on hidden states, synthetic
+tokens with lengths drawn from the same length distribution as the trainer's --synthetic mode, 15%
+masked (at most 76), random NSP labels. The unpadded model is initialised as BERT is (normal, std
+0.02; zero biases), as the Hugging Face model is.
 
-Prints one line per variant:  variant  samples/s  tokens/s  peak GiB  (and a JSON line with all).
+Prints one line per variant:  variant  samples/s  tokens/s  ms/step  peak GiB  (and a JSON line), and
+with --ours P=LOG,... (unpad-train logs of the same batch, run with --attn-dropout P) a table of
+ours beside every peer of the same attention dropout, with the ratio ours / peer.
 
 usage: peer_torch.py [--model models/bert-large.cfg] [--dist models/dists/wiki512.csv] [--batch 56]
-                     [--steps 10] [--warmup 3] [--variants hf-padded,unpad-eager,unpad-compile]
+                     [--steps 10] [--warmup 3] [--optimizer adamw|lamb]
+                     [--variants hf-padded,unpad-eager,unpad-compile] [--ours P=LOG,...]
 """
 import argparse
 import json
-import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -85,7 +95,7 @@ def make_batches(args, cfg, nbatches):
 
 
 # ---- the unpadded model ----------------------------------------------------------------------
-def build_unpadded(cfg, torch):
+def build_unpadded(cfg, torch, attn_dropout):
     nn = torch.nn
     F = torch.nn.functional
     H, NH, FF = int(cfg["hidden"]), int(cfg["heads"]), int(cfg["ffn"])
@@ -97,10 +107,11 @@ def build_unpadded(cfg, torch):
     except ImportError:
         varlen_attn = None
 
-    def attn(q, k, v, cu, maxlen):
-        if varlen_attn is not None:
+    def attn(q, k, v, cu, maxlen, training):
+        pa = attn_dropout if training else 0.0
+        if varlen_attn is not None and pa == 0.0:
             return varlen_attn(q, k, v, cu, cu, maxlen, maxlen)
-        out = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, maxlen, maxlen, 0.0, False, False)
+        out = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, maxlen, maxlen, pa, False, False)
         return out[0]
 
     class Layer(nn.Module):
@@ -116,7 +127,7 @@ def build_unpadded(cfg, torch):
         def forward(self, x, cu, maxlen):
             T = x.shape[0]
             q, k, v = self.qkv(x).view(T, 3, NH, H // NH).unbind(1)
-            a = attn(q, k, v, cu, maxlen).reshape(T, H)
+            a = attn(q, k, v, cu, maxlen, self.training).reshape(T, H)
             x = self.ln1(x + F.dropout(self.o(a), pdrop, self.training))
             h = self.f2(F.gelu(self.f1(x)))
             return self.ln2(x + F.dropout(h, pdrop, self.training))
@@ -185,6 +196,44 @@ def pad(seqs, L, torch, dev):
     return t(ids), t(types), t(mask), t(lab), t(nsp)
 
 
+class ForeachLamb:
+    """LAMB as the trainer runs it (kernels/lamb.cu): gradients clipped to a global norm, Adam moments
+    with bias correction, decoupled weight decay, update scaled by ||w|| / ||u|| per tensor; every
+    tensor at once through torch._foreach ops (a handful of multi-tensor kernels per step)."""
+
+    def __init__(self, params, torch, lr, wd, max_norm=1.0, b1=0.9, b2=0.999, eps=1e-6):
+        self.torch = torch
+        self.params = [p for p in params if p.requires_grad]
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.lr, self.wd, self.max_norm, self.b1, self.b2, self.eps, self.t = lr, wd, max_norm, b1, b2, eps, 0
+
+    def step(self):
+        torch, b1, b2 = self.torch, self.b1, self.b2
+        self.t += 1
+        with torch.no_grad():
+            g = [p.grad for p in self.params]
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g)))
+            g = torch._foreach_mul(g, torch.clamp(self.max_norm / (norm + 1e-6), max=1.0))
+            torch._foreach_lerp_(self.m, g, 1 - b1)
+            torch._foreach_mul_(self.v, b2)
+            torch._foreach_addcmul_(self.v, g, g, value=1 - b2)
+            u = torch._foreach_div(self.m, 1 - b1 ** self.t)
+            d = torch._foreach_sqrt(torch._foreach_div(self.v, 1 - b2 ** self.t))
+            torch._foreach_add_(d, self.eps)
+            torch._foreach_div_(u, d)
+            torch._foreach_add_(u, self.params, alpha=self.wd)
+            wn = torch.stack(torch._foreach_norm(self.params))
+            un = torch.stack(torch._foreach_norm(u))
+            ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn)) * -self.lr
+            torch._foreach_mul_(u, list(ratio.unbind()))
+            torch._foreach_add_(self.params, u)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+
 def run_variant(args):
     import torch
 
@@ -213,18 +262,27 @@ def run_variant(args):
                             next_sentence_label=nsp)
             return out.loss
     else:
-        model = build_unpadded(cfg, torch).to(dev)
+        base, _, suffix = args.variant.partition(":")
+        model = build_unpadded(cfg, torch, float(cfg["attn_dropout"]) if suffix == "ad" else 0.0).to(dev)
         inputs = [pack(b, torch, dev) for b in batches]
         fwd = model
-        if args.variant == "unpad-compile":
+        if base in ("unpad-compile", "unpad-compile-max"):
+            mode = "max-autotune-no-cudagraphs" if base == "unpad-compile-max" else None
             for layer in model.layers:
-                layer.compile(dynamic=True)
+                layer.compile(mode=mode)
+        elif base == "unpad-compile-model":
+            fwd = torch.compile(model)
+        elif base != "unpad-eager":
+            raise SystemExit(f"peer_torch.py: unknown variant {args.variant}")
 
         def step(inp):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 return fwd(*inp)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
+    if args.optimizer == "lamb":
+        opt = ForeachLamb(model.parameters(), torch, lr=1e-4, wd=0.01)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
     t0 = time.time()
     for i in range(args.warmup):
         loss = step(inputs[i])
@@ -245,10 +303,29 @@ def run_variant(args):
         tokens += sum(len(s[0]) for s in batches[i])
     torch.cuda.synchronize()
     dt = time.time() - t0
-    res = {"variant": args.variant, "samples_per_s": args.batch * args.steps / dt, "tokens_per_s": tokens / dt,
+    attn_p = float(cfg["attn_dropout"]) if args.variant == "hf-padded" or args.variant.endswith(":ad") else 0.0
+    res = {"variant": args.variant, "attn_dropout": attn_p, "samples_per_s": args.batch * args.steps / dt,
+           "tokens_per_s": tokens / dt,
            "ms_per_step": 1e3 * dt / args.steps, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
            "loss": float(loss), "warmup_s": warm_s}
     print("RESULT " + json.dumps(res), flush=True)
+
+
+def read_ours(spec):
+    """P=LOG,...: samples/s and ms/step of the last window line of each unpad-train log, run with
+    attention dropout P."""
+    rows = []
+    for item in filter(None, spec.split(",")):
+        p, _, path = item.partition("=")
+        row = {"variant": f"unpad-train (attention dropout {float(p):g})", "attn_dropout": float(p)}
+        try:
+            lines = [l for l in open(path) if l.startswith("step ")]
+            m = re.search(r"([0-9.]+) samples/s .*\| ([0-9.]+) ms/step", lines[-1])
+            row.update(samples_per_s=float(m.group(1)), ms_per_step=float(m.group(2)))
+        except (OSError, IndexError, AttributeError) as e:
+            row["error"] = f"no step line in {path} ({type(e).__name__})"
+        rows.append(row)
+    return rows
 
 
 def main():
@@ -260,9 +337,11 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
     ap.add_argument("--variants", default="hf-padded,unpad-eager,unpad-compile")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
     ap.add_argument("--compile-limit", type=float, default=200.0)
+    ap.add_argument("--ours", default="", help="P=unpad-train log (run with --attn-dropout P),...")
     args = ap.parse_args()
     if args.variant:
         return run_variant(args)
@@ -270,28 +349,40 @@ def main():
     for v in args.variants.split(","):
         cmd = [sys.executable, __file__, "--variant", v] + [
             f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
-            ("model", "dist", "batch", "pad", "steps", "warmup", "seed")]
-        # the compiled variant gets the compile limit on top of a generous run time
-        limit = 100 if v != "unpad-compile" else args.compile_limit + 25
+            ("model", "dist", "batch", "pad", "steps", "warmup", "seed", "optimizer")]
+        # a compiled variant gets the compile limit on top of a generous run time
+        limit = 100 if "compile" not in v else args.compile_limit + 25
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
             sys.stdout.write(p.stdout)
             if p.returncode:
                 sys.stdout.write(p.stderr[-3000:])
             res = [json.loads(l[7:]) for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-            if res and v == "unpad-compile" and res[0]["warmup_s"] > args.compile_limit + 30:
+            if res and "compile" in v and res[0]["warmup_s"] > args.compile_limit:
                 res[0]["note"] = "compile took longer than the limit"
             results += res or [{"variant": v, "error": f"exit {p.returncode}"}]
         except subprocess.TimeoutExpired:
             results.append({"variant": v, "error": f"did not finish within {limit:.0f} s"})
-    print(f"{'peer':<15} {'samples/s':>10} {'tokens/s':>11} {'ms/step':>8} {'peak GiB':>9}")
+        sys.stdout.flush()
+    opt = "fused AdamW" if args.optimizer == "adamw" else "foreach LAMB"
+    print(f"{'peer (' + opt + ')':<28} {'samples/s':>10} {'tokens/s':>11} {'ms/step':>8} {'peak GiB':>9}")
     for r in results:
         if "error" in r:
-            print(f"{r['variant']:<15} {r['error']}")
+            print(f"{r['variant']:<28} {r['error']}")
         else:
-            print(f"{r['variant']:<15} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>11.0f} "
+            print(f"{r['variant']:<28} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>11.0f} "
                   f"{r['ms_per_step']:>8.1f} {r['peak_gib']:>9.2f}")
-    print("PEERS " + json.dumps(results))
+    ours = read_ours(args.ours)
+    if ours:
+        # equal work: each peer beside the trainer run with the same attention dropout
+        print(f"{'attn p':>6} {'ours samples/s':>15} {'peer':<28} {'peer samples/s':>15} {'ours/peer':>9}")
+        for o in ours:
+            for r in results:
+                if "error" in o or "error" in r or r.get("attn_dropout", 0.0) != o["attn_dropout"]:
+                    continue
+                print(f"{o['attn_dropout']:>6g} {o['samples_per_s']:>15.1f} {r['variant']:<28} "
+                      f"{r['samples_per_s']:>15.1f} {o['samples_per_s'] / r['samples_per_s']:>9.3f}")
+    print("PEERS " + json.dumps(results + ours))
 
 
 if __name__ == "__main__":

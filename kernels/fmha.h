@@ -12,18 +12,20 @@
  *
  * Math, per sequence and head (scale = 1/8):  P = softmax(scale Q K^T) row-wise, lse = log-sum-exp
  * of scale Q K^T, out = (P .* M / (1 - p)) V, where the dropout mask M (p = 0: all ones) is
- *   M[i][j] = dropout_keep(seed, stream_id, ((t_i * NH + h) * 512 + j), p)      (dropout.h)
+ *   M[i][j] = fmha_mask_keep(seed, stream_id, t_i * NH + h, j, fmha_mask_threshold(p))  (dropout.h)
  * with t_i = cu_seqlens[s] + i the query's row in the batch and j the key's position (0-based)
- * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored.
- * No [L, L] matrix is ever stored: forward uses an online softmax over 64-key tiles, backward
- * recomputes P from lse (flash-attention 2 style: one CTA per key tile, dQ accumulated in fp32
- * with atomics in the workspace, then converted to bf16). The fp32 build (common.h) replaces this
- * kernel by kernels/fmha_fp32.cu: the same functions and math, plain fp32 loops, no tensor cores.
+ * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored
+ * (one hash gives the bits of keys 2c and 2c + 1 of a row). No [L, L] matrix is ever stored:
+ * forward uses an online softmax over key tiles, backward recomputes P from lse (flash-attention 2
+ * style: one CTA per key tile, dQ accumulated in fp32 in the workspace, then converted to bf16).
+ * kernels/fmha.cu runs on Hopper's wgmma and bulk tensor copies (sm_90a). The fp32 build
+ * (common.h) replaces it by kernels/fmha_fp32.cu: the same functions and math, plain fp32 loops,
+ * no tensor cores.
  *
  * Limits (checked by the launchers, which stop with file:line on a violation): 1 <= NH <= 65535,
  * 0 <= seq_begin <= seq_end, seq_end - seq_begin <= 65535, 1 <= max_len <= 512, 0 <= p < 1,
  * qkv/out/dout/dqkv/workspace 16-byte aligned. The kernels trap if a sequence of the group is
- * longer than max_len (the grid is sized from it).
+ * longer than max_len (the grid is sized from it; the wgmma kernels trap without a message).
  *
  * This header compiles as C11 without the CUDA headers (cudaStream_t declared as driver_types.h
  * declares it; a repeated identical typedef is valid C11 and C++). */
@@ -40,9 +42,9 @@ typedef struct CUstream_st *cudaStream_t;
 #define FMHA_HEAD_DIM 64
 #define FMHA_MAX_LEN 512
 
-/* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (T, NH, 64),
- * the fp32 row dot products D = rowsum(dout .* out) (NH, T) and int32 completion counters (NH, T);
- * the fp32 build's kernels/fmha_fp32.cu needs only D. No initial contents needed. Groups running
+/* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (T, NH, 64)
+ * and the fp32 row dot products D = rowsum(dout .* out) (NH, T); the fp32 build's
+ * kernels/fmha_fp32.cu needs only D. No initial contents needed. Groups running
  * at once on different streams may share one workspace: each touches only its own tokens' rows. */
 UNPAD_EXTERN_C
 size_t fmha_bwd_workspace_bytes(int T, int NH);
@@ -71,9 +73,8 @@ void fmha_bwd(floatX *dqkv,                 /* (T, 3, NH, 64) */
               float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
 /* ---- kernel shapes, for tests and benchmarks ---------------------------------------------------
- * The launchers above use the fastest shapes measured on the H200: backward shape 0; forward
- * shape 0 without dropout, shape 1 with it. These run one named shape, so a test can check every
- * shape and a benchmark can compare them. */
+ * The launchers above run shape 0 of each (the fastest measured on the H200). These run one named
+ * shape, so a test can check every shape and a benchmark can compare them. */
 UNPAD_EXTERN_C
 int fmha_fwd_shape_count(void);
 UNPAD_EXTERN_C

@@ -52,12 +52,12 @@ constexpr float SCALE = 0.125f; /* 1 / sqrt(64) */
 constexpr unsigned FULL = 0xffffffffu;
 
 /* ---- device helpers ------------------------------------------------------------------------- */
-/* 1 if the mask keeps (query row t of the batch, head h, key j of its sequence): fmha.h's index. */
+/* 1 if the mask keeps (query row t of the batch, head h, key j of its sequence): dropout.h. */
 __device__ __forceinline__ bool mask_keep(int t, int h, int j, int NH, float p, uint64_t seed,
                                           uint64_t stream_id)
 {
-    const uint64_t index = ((uint64_t)t * (uint64_t)NH + (uint64_t)h) * 512u + (uint64_t)j;
-    return dropout_keep(seed, stream_id, index, p);
+    return fmha_mask_keep(seed, stream_id, (uint64_t)t * (uint64_t)NH + (uint64_t)h, j,
+                          fmha_mask_threshold(p));
 }
 
 /* sum_d a[d] b[d] over 64 floats (16-byte aligned) as one sequential fmaf chain: the order of every

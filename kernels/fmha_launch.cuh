@@ -77,6 +77,14 @@ __device__ __forceinline__ void check_len(int len, int max_len, int s)
     }
 }
 
+/* The same check without the message, for kernels issuing wgmma: any call (printf's) in them would
+ * make ptxas serialize their wgmma pipelines. The trap surfaces at the next checked CUDA call. */
+__device__ __forceinline__ void check_len_quiet(int len, int max_len)
+{
+    if (len > max_len)
+        __trap();
+}
+
 } /* namespace */
 
 #endif

@@ -855,6 +855,32 @@ START_TEST(test_gemm_every_element)
 }
 END_TEST
 
+START_TEST(test_attention_mask_rate_and_pairs)
+{
+    /* The FMHA mask (dropout.h): keep rate 1 - floor(65536 p) / 65536 over 2000 rows of 512 keys,
+     * the two keys of one hash and keys of neighbouring rows independent (joint rate q^2, 5 sigma
+     * bounds), and p = 0 keeps everything. */
+    const float p = 0.1f;
+    const uint32_t thr = fmha_mask_threshold(p);
+    const double q = 1.0 - thr / 65536.0;
+    long kept = 0, pair = 0, rows = 0, n = 0;
+    for (uint64_t r = 0; r < 2000; r++)
+        for (int j = 0; j < 512; j++) {
+            const int a = fmha_mask_keep(99, 6, r, j, thr);
+            kept += a;
+            pair += a && (j % 2 == 0) && fmha_mask_keep(99, 6, r, j + 1, thr);
+            rows += a && fmha_mask_keep(99, 6, r + 1, j, thr);
+            n++;
+        }
+    ck_assert_double_eq_tol((double)kept / n, q, 5 * sqrt(q * (1 - q) / n));
+    ck_assert_double_eq_tol((double)pair / (n / 2), q * q, 5 * sqrt(q * q * (1 - q * q) / (n / 2)));
+    ck_assert_double_eq_tol((double)rows / n, q * q, 5 * sqrt(q * q * (1 - q * q) / n));
+    ck_assert_uint_eq(thr, 6553u);
+    for (int j = 0; j < 512; j++)
+        ck_assert_int_eq(fmha_mask_keep(99, 7, 3, j, fmha_mask_threshold(0.0f)), 1);
+}
+END_TEST
+
 Suite *kernels_ref_suite(void)
 {
     Suite *s = suite_create("kernels_ref");
@@ -877,6 +903,7 @@ Suite *kernels_ref_suite(void)
     tcase_add_test(tc, test_lamb_every_element);
     tcase_add_test(tc, test_embedding_every_element);
     tcase_add_test(tc, test_gemm_every_element);
+    tcase_add_test(tc, test_attention_mask_rate_and_pairs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "  --max-grad-norm X  global gradient clipping norm (1.0)\n"
             "  --seed S           initialisation, data order and dropout (1)\n"
             "  --no-dropout       no dropout (the peer comparison)\n"
+            "  --attn-dropout P   attention-probability dropout instead of the model config's\n"
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
@@ -107,7 +108,7 @@ enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_W
        O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
-       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_HELP };
+       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_HELP };
 
 /* One option into a; 1 on a bad value (said on stderr). */
 static int parse_one(int c, const char *v, train_args *a)
@@ -129,6 +130,7 @@ static int parse_one(int c, const char *v, train_args *a)
         a->seed = s;
         break;
     case O_NODROP: a->no_dropout = 1; break;
+    case O_ADROP: return arg_double("--attn-dropout", v, 0, 0.99, &a->attn_dropout);
     case O_GELU:
         bad = arg_name("--gelu", v, !strcmp(v, "erf") || !strcmp(v, "tanh"), "tanh or erf");
         a->gelu_erf = !strcmp(v, "erf");
@@ -212,6 +214,7 @@ static void args_default(train_args *a)
     a->eval_batches = 20;
     a->trace_a = 1;
     a->trace_b = 1 << 30;
+    a->attn_dropout = -1;
     a->bucket_mb = 32;
     a->online_window = 8;
 }
@@ -235,7 +238,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"calibrate-online", 0, 0, O_ONLINE}, {"online-window", 1, 0, O_OWIN}, {"precision", 1, 0, O_PREC},
         {"log-file", 1, 0, O_LOGFILE}, {"summary-json", 1, 0, O_SUMMARY}, {"keep-last", 1, 0, O_KEEP},
         {"skip-nonfinite", 0, 0, O_SKIPNF}, {"debug-nonfinite-step", 1, 0, O_DEBUGNF},
-        {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"help", 0, 0, O_HELP},
+        {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"attn-dropout", 1, 0, O_ADROP},
+        {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);
     int c, bad = 0;

@@ -31,9 +31,9 @@ void trainer_print_setup(const trainer *t)
            strcmp(UNPAD_PRECISION, "fp32") ? "bf16 activations and weights" : "fp32 throughout (the fp32 build)");
     printf("  data %s\n", source_describe(t->src));
     printf("  batch %d x %d virtual rank%s = %d sequences/step, %d steps, lr %.3g (warm-up %d, poly 1), "
-           "wd %.3g, dropout %s, GELU %s\n",
+           "wd %.3g, dropout %s (attention %g), GELU %s\n",
            B, K, K == 1 ? "" : "s", B * K, a->steps, a->lr, a->warmup, a->wd, a->no_dropout ? "off" : "on",
-           a->gelu_erf ? "erf" : "tanh");
+           a->no_dropout ? 0.0 : c->attn_dropout, a->gelu_erf ? "erf" : "tanh");
     printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch)\n",
            bert_device_bytes(t->b) / 1073741824.0, t->opt.max_tokens);
     if (t->balanced)
@@ -162,10 +162,11 @@ void trainer_report_eval(trainer *t, int step, double acc, double loss)
 static void print_summary_lines(const trainer *t, double wall, double mem_gib)
 {
     printf("summary: %d steps in %.1f s | loss %.4f -> %.4f | mlm acc %.4f | %.1f samples/s | %.1f model "
-           "TFLOP/s | device memory in use %.2f GiB\n",
+           "TFLOP/s | device memory in use %.2f GiB | whole run %.1f samples/s (steady state: steps after the "
+           "first %d)\n",
            t->steps_run, wall, t->first_loss, t->last_loss, t->last_acc,
            t->tot_time > 0 ? t->tot_samples / t->tot_time : 0, t->tot_time > 0 ? t->tot_flops / t->tot_time * 1e-12 : 0,
-           mem_gib);
+           mem_gib, wall > 0 ? t->all_samples / wall : 0, TRAIN_WARMUP_STEPS);
     if (t->imb_steps)
         printf("balance: %s, %s counts, %d ranks: measured rank max/mean %.4f, predicted %.4f (mean over %d "
                "steps)\n", balance_policy_name(t->policy), balance_count_name(t->count), t->R,

@@ -26,6 +26,8 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
         return rc;
     const unpad_plan *plan = &t->in.plan;
     t->cfg = t->in.model;
+    if (a->attn_dropout >= 0)
+        t->cfg.attn_dropout = a->attn_dropout;
     t->hw = t->in.hw;
     t->cc = t->in.calib;
     snprintf(t->calib_from, sizeof t->calib_from, "%s",

@@ -56,6 +56,7 @@ typedef struct {
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every, keep_last;
     int no_dropout, gelu_erf, trace_a, trace_b, skip_nonfinite, debug_nonfinite_step;
     double lr, wd, max_norm;
+    double attn_dropout; /* --attn-dropout; < 0: the model config's */
     long seed;
 } train_args;
 

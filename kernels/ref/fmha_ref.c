@@ -42,7 +42,9 @@ static double drop_factor(int t, int h, int j, int NH, float p, uint64_t seed, u
 {
     if (p <= 0.0f)
         return 1.0;
-    return dropout_keep(seed, stream_id, fmha_dropout_index(t, h, j, NH), p) ? 1.0 / (1.0 - p) : 0.0;
+    return fmha_mask_keep(seed, stream_id, fmha_dropout_row(t, h, NH), j, fmha_mask_threshold(p))
+               ? 1.0 / (1.0 - p)
+               : 0.0;
 }
 
 void fmha_fwd_ref(float *out, float *lse, const float *qkv, const int32_t *cu_seqlens, int T,

@@ -21,11 +21,12 @@ void fmha_bwd_ref(float *dqkv, const float *dout, const float *out, const float 
                   const float *qkv, const int32_t *cu_seqlens, int T, int NH, int seq_begin,
                   int seq_end, int max_len, float p_drop, uint64_t seed, uint64_t stream_id);
 
-/* The flat index of the attention-dropout mask bit of (query row t of the batch, head h, key
- * position j in its sequence): dropout_keep(seed, stream_id, fmha_dropout_index(t, h, j, NH), p). */
-static inline uint64_t fmha_dropout_index(int t, int h, int j, int NH)
+/* The row of the attention-dropout mask of (query row t of the batch, head h): the mask keeps key j
+ * iff fmha_mask_keep(seed, stream_id, fmha_dropout_row(t, h, NH), j, fmha_mask_threshold(p))
+ * (dropout.h). */
+static inline uint64_t fmha_dropout_row(int t, int h, int NH)
 {
-    return ((uint64_t)t * (uint64_t)NH + (uint64_t)h) * 512u + (uint64_t)j;
+    return (uint64_t)t * (uint64_t)NH + (uint64_t)h;
 }
 
 #ifdef __cplusplus

@@ -1,8 +1,9 @@
 /* test_fmha.cu — the variable-length FMHA (kernels/fmha.cu; kernels/fmha_fp32.cu in the fp32 build)
  * against its plain-C reference (kernels/ref/fmha_ref.c, double accumulation) on fresh random
  * inputs exact in floatX (common.h): one batch with ragged lengths 1, 2, 63, 64, 65, 127, 128,
- * 129, 511, 512 (and a few others), NH = 3, every kernel shape of fmha.h, with and without
- * attention dropout, as one group and as three groups launched on three streams at once. Outputs
+ * 129, 192, 256, 257, 383, 511, 512 (and a few others, around every tile size of the kernels),
+ * NH = 3, every kernel shape of fmha.h, with and without attention dropout, as one group and as
+ * three groups launched on three streams at once. Outputs
  * (and the backward workspace) are poisoned with NaN before each run, so an unwritten element
  * fails. One row per check; exit status 1 on any failure.
  *
@@ -25,7 +26,9 @@
  * The forward is compared with the reference forward. The backward is compared with the reference
  * backward given the GPU's own out and lse (what the kernel is given): D = rowsum(dout .* out) then
  * agrees, and rows whose exact gradient vanishes (a length-1 sequence with dropout) stay comparable.
- * --small: lengths 1, 2, 63, 65, 130 and NH = 2, for compute-sanitizer. */
+ * --small: lengths 1, 2, 63, 65, 130 and NH = 2, for compute-sanitizer. --pairs F/B,...: only these
+ * (forward shape, backward shape) pairs, the first also on three streams (default: every shape
+ * once). A failed check prints every sequence's worst error and where it lies. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,28 +55,41 @@ static const double TOL_FRAC = 1e-5, TOL_REL = 1e-5, LSE_ABS = 1e-6, LSE_REL = 1
 static const double TOL_FRAC = 2e-2, TOL_REL = 2e-2, LSE_ABS = 1e-3, LSE_REL = 1e-4;
 #endif
 
-/* Worst ratio |got - ref| / bound over rows of 64 (see the file comment); NaN -> infinity. */
+/* Worst ratio |got - ref| / bound over one row of 64 (see the file comment), NaN -> infinity; the
+ * column of the worst element in *at, the largest |got - ref| in *max_abs. */
+static double row_ratio(const float *g, const float *x, double atol_frac, double rtol, int *at, double *max_abs)
+{
+    double ss = 0, w = 0;
+    for (int d = 0; d < 64; d++)
+        ss += (double)x[d] * x[d];
+    const double atol = atol_frac * sqrt(ss / 64) + 1e-6;
+    for (int d = 0; d < 64; d++) {
+        const double e = fabs((double)g[d] - x[d]);
+        double q = e / (atol + rtol * fabs(x[d]));
+        if (!(q == q))
+            q = INFINITY;
+        if (e > *max_abs)
+            *max_abs = e;
+        if (q > w) {
+            w = q;
+            *at = d;
+        }
+    }
+    return w;
+}
+
+/* Worst ratio over rows of 64 (see the file comment). */
 static double worst_rows(const float *got, const float *ref, size_t rows, size_t row_stride,
                          size_t row_off, double atol_frac, double rtol, double *max_abs)
 {
     double w = 0;
+    int at;
     *max_abs = 0;
     for (size_t r = 0; r < rows; r++) {
-        const float *g = got + r * row_stride + row_off, *x = ref + r * row_stride + row_off;
-        double ss = 0;
-        for (int d = 0; d < 64; d++)
-            ss += (double)x[d] * x[d];
-        const double atol = atol_frac * sqrt(ss / 64) + 1e-6;
-        for (int d = 0; d < 64; d++) {
-            const double e = fabs((double)g[d] - x[d]);
-            const double q = e / (atol + rtol * fabs(x[d]));
-            if (!(q == q))
-                return INFINITY;
-            if (e > *max_abs)
-                *max_abs = e;
-            if (q > w)
-                w = q;
-        }
+        const double q = row_ratio(got + r * row_stride + row_off, ref + r * row_stride + row_off, atol_frac,
+                                   rtol, &at, max_abs);
+        if (q > w)
+            w = q;
     }
     return w;
 }
@@ -83,7 +99,7 @@ static void report(const char *what, const char *tensor, double max_abs, double 
     const int ok = w <= 1.0;
     checks++;
     failures += !ok;
-    printf("%-40s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
+    printf("%-46s %-4s %12.3e %10.3f  %s\n", what, tensor, max_abs, w, ok ? "PASS" : "FAIL");
 }
 
 typedef struct {
@@ -234,6 +250,34 @@ static int group_max_len(const batch *b, int s0, int s1)
     return m;
 }
 
+/* After a failed check: the worst ratio of every sequence, and where it is (position in the
+ * sequence, head, column), so that a wrong tile or operand shows in which rows it strikes. Rows of
+ * (token t, head h) start at t * tok_stride + off + h * 64. */
+static void diagnose(const batch *b, const float *got, const float *ref, size_t tok_stride, size_t off)
+{
+    printf("    per sequence len:worst[@pos,head,col]:");
+    for (int s = 0; s < b->n; s++) {
+        double w = 0, ma = 0;
+        int wp = 0, wh = 0, wc = 0;
+        for (int t = b->cu[s]; t < b->cu[s + 1]; t++)
+            for (int h = 0; h < b->NH; h++) {
+                int at = 0;
+                const size_t o = (size_t)t * tok_stride + off + (size_t)h * 64;
+                const double q = row_ratio(got + o, ref + o, TOL_FRAC, TOL_REL, &at, &ma);
+                if (q > w) {
+                    w = q;
+                    wp = t - b->cu[s];
+                    wh = h;
+                    wc = at;
+                }
+            }
+        printf(" %d:%.3g", b->len[s], w);
+        if (w > 1)
+            printf("@%d,%d,%d", wp, wh, wc);
+    }
+    printf("\n");
+}
+
 /* Runs forward (shape fs) and backward (shape bs) on ngroups groups (each on its own stream) and
  * compares everything against x. */
 static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, int ngroups)
@@ -273,6 +317,8 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
     double ma, w;
     w = worst_rows(out, x->out, (size_t)b->T * NH, 64, 0, TOL_FRAC, TOL_REL, &ma);
     report(what, "out", ma, w);
+    if (w > 1)
+        diagnose(b, out, x->out, (size_t)NH * 64, 0);
     w = 0;
     ma = 0;
     for (size_t i = 0; i < (size_t)NH * b->T; i++) {
@@ -286,6 +332,24 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
         w = q > w ? q : w;
     }
     report(what, "lse", ma, w);
+    if (w > 1) {
+        printf("    lse per sequence len:worst |err| [@pos,head]:");
+        for (int s = 0; s < b->n; s++) {
+            double e1 = 0;
+            int wp = 0, wh = 0;
+            for (int h = 0; h < NH; h++)
+                for (int t = b->cu[s]; t < b->cu[s + 1]; t++) {
+                    const double e = fabs((double)lse[(size_t)h * b->T + t] - x->lse[(size_t)h * b->T + t]);
+                    if (!(e <= e1)) {
+                        e1 = e;
+                        wp = t - b->cu[s];
+                        wh = h;
+                    }
+                }
+            printf(" %d:%.3g@%d,%d", b->len[s], e1, wp, wh);
+        }
+        printf("\n");
+    }
     static const char *names[3] = {"dq", "dk", "dv"};
     const float *ref_dqkv = expected_bwd(x, b, p, out, lse);
     for (int part = 0; part < 3; part++) {
@@ -299,6 +363,8 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
             mp = m1 > mp ? m1 : mp;
         }
         report(what, names[part], mp, wp);
+        if (wp > 1)
+            diagnose(b, dqkv, ref_dqkv, (size_t)3 * NH * 64, (size_t)part * NH * 64);
     }
     free(out);
     free(dqkv);
@@ -307,8 +373,38 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
 
 int main(int argc, char **argv)
 {
-    const int small = argc > 1 && strcmp(argv[1], "--small") == 0;
-    static const int full_len[] = {129, 1, 512, 63, 2, 300, 64, 511, 65, 17, 127, 200, 128, 96};
+    int small = 0, npairs = 0, pairs[16][2];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shape-counts")) { /* for scripts: how many shapes to pair */
+            printf("%d %d\n", fmha_fwd_shape_count(), fmha_bwd_shape_count());
+            return 0;
+        } else if (!strcmp(argv[i], "--small")) {
+            small = 1;
+        } else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) {
+            for (char *tok = strtok(argv[++i], ","); tok && npairs < 16; tok = strtok(NULL, ","))
+                if (sscanf(tok, "%d/%d", &pairs[npairs][0], &pairs[npairs][1]) == 2 && pairs[npairs][0] >= 0 &&
+                    pairs[npairs][0] < fmha_fwd_shape_count() && pairs[npairs][1] >= 0 &&
+                    pairs[npairs][1] < fmha_bwd_shape_count())
+                    npairs++;
+                else {
+                    fprintf(stderr, "test_fmha: --pairs: '%s' is not FWD/BWD (shapes 0..%d / 0..%d)\n", tok,
+                            fmha_fwd_shape_count() - 1, fmha_bwd_shape_count() - 1);
+                    return 2;
+                }
+        } else {
+            fprintf(stderr, "usage: test_fmha [--small] [--pairs FWD/BWD,...] [--shape-counts]\n");
+            return 2;
+        }
+    }
+    if (!npairs) { /* every shape once, in pairs */
+        const int nf = fmha_fwd_shape_count(), nb = fmha_bwd_shape_count();
+        for (int sh = 0; sh < (nf > nb ? nf : nb) && sh < 16; sh++, npairs++) {
+            pairs[npairs][0] = sh % nf;
+            pairs[npairs][1] = sh % nb;
+        }
+    }
+    static const int full_len[] = {129, 1, 512, 63, 2, 300, 64, 511, 65, 17,
+                                   127, 200, 128, 96, 256, 257, 383, 192};
     static const int small_len[] = {65, 1, 130, 2, 63};
     const int *len = small ? small_len : full_len;
     const int n = small ? 5 : (int)(sizeof full_len / sizeof full_len[0]);
@@ -318,17 +414,15 @@ int main(int argc, char **argv)
     batch_make(&b, len, n, NH);
     printf("fmha test (%s): %d sequences, T = %d, NH = %d, max_len = %d\n", UNPAD_PRECISION, n, b.T,
            NH, b.max_len);
-    printf("%-40s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "what", "max|err|",
+    printf("%-46s %-4s %12s %10s\n", "case (fwd|bwd shape, dropout, groups)", "what", "max|err|",
            "err/bound");
     const float ps[2] = {0.0f, 0.15f};
     for (int pi = 0; pi < 2; pi++) {
         expected x;
         expected_make(&x, &b, ps[pi]);
-        const int shapes = fmha_fwd_shape_count() > fmha_bwd_shape_count() ? fmha_fwd_shape_count()
-                                                                         : fmha_bwd_shape_count();
-        for (int sh = 0; sh < shapes; sh++)
-            run_and_check(&b, &x, ps[pi], sh % fmha_fwd_shape_count(), sh % fmha_bwd_shape_count(), 1);
-        run_and_check(&b, &x, ps[pi], 0, 0, 3);
+        for (int k = 0; k < npairs; k++)
+            run_and_check(&b, &x, ps[pi], pairs[k][0], pairs[k][1], 1);
+        run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 3); /* the first pair, 3 streams */
         expected_free(&x);
     }
     batch_free(&b);
