@@ -20,6 +20,12 @@ int cli_project_path(const char *cmd, const char *rel, char *buf, size_t n);
  * Commands zero `in` where they declare it, so resolve_inputs_free is safe on every path. */
 int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int need_dist);
 
+/* Before any work: refuses (prints "unpad CMD: ..." and returns 1) an output among outs[0..no)
+ * that is one of the run's inputs — those in (may be NULL) loaded: model, hardware, calibration,
+ * distribution, plan — or one of more[0..nm), or another output. NULL entries are skipped. */
+int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no);
+
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);
 

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "cost.h"
+#include "outfile.h"
 #include "progress.h"
 #include "prov.h"
 #include "resolve.h"
@@ -54,21 +55,16 @@ static void padded_name(const char *path, char *buf, size_t n)
 static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st,
                      const char *prov)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
+    unpad_err err = {0};
+    unpad_outfile *o;
+    if (outfile_open(path, &o, &err))
+        return cli_error("predict", &err);
+    FILE *f = outfile_stream(o);
     fputs(prov, f);
     trace_write_header(f);
     trace_emit_predicted(f, in->hw.name, in->model.name, gpus, 0, 0, in->model.layers, st, 0);
-    if (fclose(f) || rename(tmp, path)) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
-        return 1;
-    }
+    if (outfile_commit(o, &err))
+        return cli_error("predict", &err);
     return 0;
 }
 
@@ -122,6 +118,11 @@ int cmd_predict(int argc, char **argv)
     char pbuf[4200];
     if (csv)
         padded_name(csv, pbuf, sizeof pbuf);
+    const char *outs[3] = {csv, csv && padded ? pbuf : NULL, json && strcmp(json, "-") ? json : NULL};
+    if (cli_check_outputs("predict", &in, NULL, 0, outs, 3)) {
+        resolve_inputs_free(&in);
+        return 1;
+    }
     int *len = malloc(sizeof *len * (size_t)batch);
     dist_sampler *smp = NULL;
     cost_step *st = calloc(2, sizeof *st);
