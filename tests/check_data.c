@@ -932,7 +932,10 @@ START_TEST(test_wikitext_valid)
             unk_tokens += l.s[i].tokens[k] == 100;
         ck_assert(l.s[i].len <= 128 && l.s[i].n_pred <= 20);
     }
-    ck_assert_double_eq_tol((double)nsp / l.n, 0.5, 0.05);
+    /* BERT's sample maker takes a random B for half the chunks and always for a chunk of one
+     * sentence (a document's end, a short target, a piece of a split long sentence): the share of
+     * random B is a half plus those; 0.57 on WikiText-2's valid set at max_len 128 */
+    ck_assert_msg((double)nsp / l.n > 0.5 && (double)nsp / l.n < 0.62, "random-B share %.3f", (double)nsp / l.n);
     ck_assert(unk_tokens > 0 && unk_tokens < tokens / 20); /* <unk> became [UNK], and only it */
     list_free(&l);
     pretrain_masker_free(&m);
