@@ -2,6 +2,7 @@
 #   make            CPU parts always; GPU parts where nvcc is found (it says ✓/✗ for each dependency)
 #   make demo       the main job on the built-in default data
 #   make test       Check suites (CPU); make test-asan: the same under AddressSanitizer + UBSan
+#   make fuzz       libFuzzer harnesses of the readers (clang); make fuzz-ci: each for FUZZ_TIME s
 #   make gpu        GPU tests and trainer; make test-gpu / make bench on a machine with an NVIDIA GPU
 #                   (also the fp32 build: bin/unpad-train-fp32 and bin/test_*-fp32, see PRECISION)
 # Opt-outs: NO_CUDA=1, NO_NCCL=1, NO_MPI=1. DEPS=dir points at unpacked Debian packages (GSL, Check).
@@ -115,7 +116,7 @@ CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
-        bench-cpu deps clean FORCE
+        bench-cpu deps clean FORCE fuzz fuzz-ci
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
 probe:
@@ -280,6 +281,36 @@ report: cpu
 
 deps:
 	@bash scripts/ensure-deps.sh
+
+# ---- fuzzing ------------------------------------------------------------------------------------
+# One libFuzzer harness per reader (tests/fuzz/fuzz_<reader>.c), linked with the library built by
+# clang with coverage, ASan and UBSan into $(BUILD)/fuzz; seeds in tests/fuzz/corpus/<reader>/.
+# `make fuzz-ci` runs each for FUZZ_TIME seconds and fails on any finding (tests/fuzz/run.sh).
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 20
+FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 $(WARN) $(FUZZ_SAN) -Isim -Iexec -Ikernels $(GSL_CFLAGS)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,bin/%,$(FUZZ_SRC))
+FUZZ_OBJ   := $(patsubst %.c,$(BUILD)/fuzz/%.o,$(SIM_SRC) $(EXEC_SRC))
+
+$(BUILD)/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_OBJ)
+	@mkdir -p bin
+	@echo "$(FUZZ_CC) ... -fsanitize=fuzzer $< -o $@"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -Itests/fuzz -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ $(GSL_LIBS) -lm -lpthread
+
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz:
+	@bash scripts/ensure-deps.sh fuzz
+	@$(MAKE) --no-print-directory -j$(JOBS) $(FUZZ_BINS)
+
+fuzz-ci: fuzz
+	@bash tests/fuzz/run.sh $(FUZZ_TIME) $(FUZZ_BINS)
 
 clean:
 	rm -rf build bin

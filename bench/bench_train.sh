@@ -198,10 +198,14 @@ if has steps; then
 fi
 
 if has large; then
-    timeout 240 $T --model models/bert-large.cfg --synthetic --batch 56 --steps 30 --log-every 10 \
-        --trace "$OUT/large-trace.csv" --trace-json "$OUT/large-trace.json" --trace-steps 25:25 --seed 1 \
-        >"$OUT/large.log" 2>&1
-    say "large    rc=$? $(tail -1 "$OUT/large.log" | cut -c1-200)"
+    # batch 56 (traced at step 25) and 96; the summary line gives steady-state and whole-run rates
+    for bsz in 56 96; do
+        tr=()
+        [ $bsz = 56 ] && tr=(--trace "$OUT/large-trace.csv" --trace-json "$OUT/large-trace.json" --trace-steps 25:25)
+        timeout 240 $T --model models/bert-large.cfg --synthetic --batch $bsz --steps 30 --log-every 10 \
+            "${tr[@]}" --seed 1 >"$OUT/large-b$bsz.log" 2>&1
+        say "large    b$bsz rc=$? $(grep '^summary' "$OUT/large-b$bsz.log" | cut -c1-250)"
+    done
 fi
 
 if has vranks; then

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <time.h>
 
 #include "dist.h"
+#include "outfile.h"
 #include "pretrain.h"
 #include "shard.h"
 #include "wordpiece.h"
@@ -103,16 +105,22 @@ typedef struct {
     long samples, tokens, masked, random_next;
 } sink;
 
+/* Path of the i-th shard of a folder output. */
+static void shard_path(const sink *k, int i, char *path, size_t n)
+{
+    if (k->folder)
+        snprintf(path, n, "%s/shard-%05d.bin", k->out, i);
+    else
+        snprintf(path, n, "%s", k->out);
+}
+
 static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
 {
     sink *k = ctx;
     int rc;
     if (!k->w) {
         char path[4096];
-        if (k->folder)
-            snprintf(path, sizeof path, "%s/shard-%05d.bin", k->out, k->files);
-        else
-            snprintf(path, sizeof path, "%s", k->out);
+        shard_path(k, k->files, path, sizeof path);
         if ((rc = shard_writer_open(path, k->max_len, k->max_pred, k->vocab_size, k->seed, k->flags,
                                     &k->w, err)))
             return rc;
@@ -133,17 +141,25 @@ static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
     return UNPAD_OK;
 }
 
+/* Closes the last shard. A failed run removes the shards it completed, so a folder never holds
+ * part of a set that reads as a whole smaller one. */
 static int sink_finish(sink *k, int rc, unpad_err *err)
 {
-    if (!k->w)
-        return rc;
-    if (rc) {
-        shard_writer_abort(k->w);
-    } else {
-        rc = shard_writer_close(k->w, err);
-        k->files += rc == UNPAD_OK;
+    if (k->w) {
+        if (rc) {
+            shard_writer_abort(k->w);
+        } else {
+            rc = shard_writer_close(k->w, err);
+            k->files += rc == UNPAD_OK;
+        }
+        k->w = NULL;
     }
-    k->w = NULL;
+    if (rc && k->folder)
+        for (int i = 0; i < k->files; i++) {
+            char path[4096];
+            shard_path(k, i, path, sizeof path);
+            remove(path);
+        }
     return rc;
 }
 
@@ -180,6 +196,29 @@ static int prepare_folder(const char *dir, int force, unpad_err *err)
     return rc;
 }
 
+/* What the text gave and what it lost on the way (nothing is dropped without a count). */
+static void print_text_summary(const pretrain_corpus *c, const pretrain_stats *st)
+{
+    const wordpiece_counts *wc = pretrain_corpus_counts(c);
+    double t = st->text_tokens > 0 ? (double)st->text_tokens : 1.0;
+    printf("text tokens  %ld (over %s): %ld in samples (%.2f%%), %ld cut by truncation to --max-len "
+           "(%.2f%%); random B segments add %ld copied tokens\n",
+           st->text_tokens, st->text_tokens == pretrain_corpus_tokens(c) ? "one pass" : "all passes",
+           st->kept_tokens, 100.0 * (double)st->kept_tokens / t, st->cut_tokens,
+           100.0 * (double)st->cut_tokens / t, st->random_tokens);
+    if (st->split_sentences)
+        printf("long lines   %ld sentence%s longer than --max-len - 3 tokens split into %ld pieces "
+               "of up to %d tokens (not dropped)\n",
+               st->split_sentences, st->split_sentences == 1 ? "" : "s", st->split_pieces,
+               PRETRAIN_PIECE_TOKENS);
+    if (wc->unk_words || wc->invalid_bytes || wc->dropped_chars)
+        printf("tokenizer    %ld word%s became [UNK] (over %d characters or not in the vocabulary); "
+               "%ld invalid UTF-8 byte%s and %ld control character%s dropped\n",
+               wc->unk_words, wc->unk_words == 1 ? "" : "s", WORDPIECE_MAX_WORD_CHARS,
+               wc->invalid_bytes, wc->invalid_bytes == 1 ? "" : "s", wc->dropped_chars,
+               wc->dropped_chars == 1 ? "" : "s");
+}
+
 static void print_summary(const sink *k, double secs)
 {
     printf("wrote %ld samples, %ld tokens (mean %.1f), %ld masked (%.2f per sample), %.1f%% random "
@@ -188,6 +227,28 @@ static void print_summary(const sink *k, double secs)
            k->masked, k->samples ? (double)k->masked / (double)k->samples : 0.0,
            k->samples ? 100.0 * (double)k->random_next / (double)k->samples : 0.0, k->out,
            k->files, k->files == 1 ? "" : "s", secs);
+}
+
+/* Refuses any of files[0..n) (NULL or missing ones skipped) that is a *.bin file in folder dir, or
+ * dir itself: the run would read and write the same shards. */
+static int folder_check(const char *dir, const char *const *inputs, int n, unpad_err *err)
+{
+    char rdir[PATH_MAX], rin[PATH_MAX];
+    if (!realpath(dir, rdir))
+        return outfile_check_inputs(dir, inputs, n, err); /* not there yet: only the name itself */
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i] || !realpath(inputs[i], rin))
+            continue;
+        char *slash = strrchr(rin, '/');
+        size_t l = strlen(rin);
+        int in_dir = slash && (size_t)(slash - rin) == strlen(rdir) &&
+                     strncmp(rin, rdir, (size_t)(slash - rin)) == 0;
+        if (!strcmp(rin, rdir) || (in_dir && l > 4 && !strcmp(rin + l - 4, ".bin")))
+            return unpad_fail(err, UNPAD_EINVAL, dir, 0,
+                              "%s is a shard in this folder, which the run both reads and writes: "
+                              "refused before any work; write elsewhere", inputs[i]);
+    }
+    return UNPAD_OK;
 }
 
 /* ---- inspect ---------------------------------------------------------------------------------- */
@@ -270,24 +331,20 @@ static int inspect(const char *path, const char *vocab_path, long show, const ch
         printf("\nchecked      all %ld samples: ids, segments and masked positions valid; %.1f%% with "
                "a random B\n", n, n ? 100.0 * (double)nsp1 / (double)n : 0.0);
     if (rc == UNPAD_OK && hist_path) {
-        FILE *f = fopen(hist_path, "w");
+        unpad_outfile *o = NULL;
         long *count = calloc((size_t)in->max_len + 1, sizeof *count);
-        if (!f || !count) {
-            rc = unpad_fail(&err, UNPAD_EIO, hist_path, 0, "cannot write: %s", strerror(errno));
-        } else {
+        if (!count)
+            rc = unpad_fail(&err, UNPAD_ENOMEM, hist_path, 0, "out of memory");
+        else if (!(rc = outfile_open(hist_path, &o, &err))) {
+            FILE *f = outfile_stream(o);
             for (long i = 0; i < n; i++)
                 count[len[i]]++;
             fprintf(f, "# lengths of %s (%ld samples)\nlength,count\n", path, n);
             for (uint32_t l = 1; l <= in->max_len; l++)
                 fprintf(f, "%u,%ld\n", l, count[l]);
-            if (fclose(f))
-                rc = unpad_fail(&err, UNPAD_EIO, hist_path, 0, "cannot write: %s", strerror(errno));
-            f = NULL;
-            if (!rc)
+            if (!(rc = outfile_commit(o, &err)))
                 printf("\nlength histogram written to %s\n", hist_path);
         }
-        if (f)
-            fclose(f);
         free(count);
     }
     shard_sample_free(&smp);
@@ -319,7 +376,7 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     const char *vocab_path = NULL, *out = NULL, *dist_path = NULL, *inspect_path = NULL,
                *hist = NULL;
-    const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    const char **inputs = calloc((size_t)argc + 3, sizeof *inputs);
     int n_inputs = 0, synthetic = 0, force = 0, format = PRETRAIN_TEXT_AUTO, c;
     long v, samples = -1, per_shard = 0, show = 3, vocab_size = 30522;
     pretrain_opts o;
@@ -379,6 +436,15 @@ int main(int argc, char **argv)
         inputs[n_inputs++] = argv[i];
 
     if (inspect_path) {
+        const char *ins[2] = {inspect_path, vocab_path};
+        unpad_err e = {0};
+        struct stat sd;
+        int dir = stat(inspect_path, &sd) == 0 && S_ISDIR(sd.st_mode);
+        if (hist && (outfile_check_inputs(hist, ins, 2, &e) ||
+                     (dir && folder_check(inspect_path, &hist, 1, &e)))) {
+            free(inputs);
+            return fail(&e);
+        }
         free(inputs);
         return inspect(inspect_path, vocab_path, show, hist);
     }
@@ -405,11 +471,11 @@ int main(int argc, char **argv)
     }
 
     unpad_err err = {0};
-    struct stat st;
+    struct stat sb;
     size_t ol = strlen(out);
     sink k = {0};
     k.out = out;
-    k.folder = per_shard > 0 || (ol && out[ol - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+    k.folder = per_shard > 0 || (ol && out[ol - 1] == '/') || (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode));
     k.per_shard = per_shard > 0 ? per_shard : 65536;
     k.max_len = o.max_len;
     k.max_pred = o.max_pred;
@@ -420,12 +486,22 @@ int main(int argc, char **argv)
         snprintf(outbuf, sizeof outbuf, "%.*s", (int)(ol - 1), out);
         k.out = outbuf;
     }
+    /* Before any work: no output may be one of the inputs (a folder: no input may be a .bin in it,
+     * since its shards are replaced). */
+    inputs[n_inputs] = vocab_path;
+    inputs[n_inputs + 1] = dist_path;
+    if (k.folder ? folder_check(k.out, inputs, n_inputs + 2, &err)
+                 : outfile_check_inputs(k.out, inputs, n_inputs + 2, &err)) {
+        free(inputs);
+        return fail(&err);
+    }
     wordpiece_vocab *vocab = NULL;
     pretrain_masker m = {0};
     pretrain_corpus *corpus = NULL;
     unpad_dist d = {0};
     int rc = UNPAD_OK, have_dist = 0;
     double t0 = now_s(), t_read = 0;
+    pretrain_stats st = {0};
     if (vocab_path)
         rc = wordpiece_vocab_load(vocab_path, &vocab, &err);
     if (!rc)
@@ -451,11 +527,13 @@ int main(int argc, char **argv)
                    n_inputs == 1 ? "" : "s", pretrain_corpus_documents(corpus),
                    pretrain_corpus_sentences(corpus), pretrain_corpus_tokens(corpus), t_read);
         if (!rc)
-            rc = pretrain_generate(corpus, &o, &m, sink_emit, &k, &err);
+            rc = pretrain_generate(corpus, &o, &m, sink_emit, &k, &st, &err);
     }
     rc = sink_finish(&k, rc, &err);
     if (!rc)
         print_summary(&k, now_s() - t0);
+    if (!rc && corpus)
+        print_text_summary(corpus, &st);
     pretrain_corpus_free(corpus);
     if (have_dist)
         dist_free(&d);

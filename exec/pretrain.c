@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void pretrain_opts_default(pretrain_opts *o)
 {
@@ -140,6 +141,7 @@ struct pretrain_corpus {
     long *doc;         /* (n_doc + 1) first sentence of each document; doc[n_doc] = n_sent */
     long n_doc, cap_doc;
     long open_first;   /* first sentence of the document being read */
+    wordpiece_counts counts; /* what tokenizing dropped */
 };
 
 static int grow_long(long **a, long *cap, long need)
@@ -183,12 +185,13 @@ void pretrain_corpus_free(pretrain_corpus *c)
 long pretrain_corpus_documents(const pretrain_corpus *c) { return c->n_doc; }
 long pretrain_corpus_sentences(const pretrain_corpus *c) { return c->n_sent; }
 long pretrain_corpus_tokens(const pretrain_corpus *c) { return c->tok.n; }
+const wordpiece_counts *pretrain_corpus_counts(const pretrain_corpus *c) { return &c->counts; }
 
 /* Tokenizes one sentence; an empty one is dropped. */
 static int add_sentence(pretrain_corpus *c, const wordpiece_vocab *v, const char *text, size_t n,
                         unpad_err *err)
 {
-    int rc = wordpiece_tokenize(v, text, n, &c->tok, err);
+    int rc = wordpiece_tokenize(v, text, n, &c->tok, &c->counts, err);
     if (rc)
         return rc;
     if (c->tok.n == c->sent[c->n_sent])
@@ -287,51 +290,126 @@ static int add_wikitext_line(pretrain_corpus *c, const wordpiece_vocab *v, char 
     return UNPAD_OK;
 }
 
+/* One line of a text file (n bytes, may be changed in place), format decided on the first line
+ * with text. */
+static int corpus_line(pretrain_corpus *c, const wordpiece_vocab *v, const char *path, int *format,
+                       long lineno, char *line, size_t n, unpad_err *err)
+{
+    if (lineno == 1 && n >= 8 && memcmp(line, SHARD_MAGIC, 8) == 0)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "this is a shard, not text: give plain text to --input, or use "
+                          "--inspect to look at a shard");
+    const char *nul = memchr(line, '\0', n);
+    if (nul)
+        return unpad_fail(err, UNPAD_EINVAL, path, (int)lineno,
+                          "a NUL byte (byte %ld of the line): this is not a text file (expected "
+                          "UTF-8 text)", (long)(nul - line));
+    if (*format == PRETRAIN_TEXT_AUTO && !is_blank(line, n))
+        *format = wikitext_heading(line, n) == 1 ? PRETRAIN_TEXT_WIKITEXT : PRETRAIN_TEXT_LINES;
+    if (*format == PRETRAIN_TEXT_WIKITEXT) {
+        int level = wikitext_heading(line, n);
+        if (level == 1)
+            return end_document(c, err);
+        if (level == 0 && !is_blank(line, n))
+            return add_wikitext_line(c, v, line, n, err);
+        return UNPAD_OK;
+    }
+    if (*format == PRETRAIN_TEXT_LINES)
+        return is_blank(line, n) ? end_document(c, err) : add_sentence(c, v, line, n, err);
+    return UNPAD_OK;
+}
+
+/* Reads the next line of f (with its "\n") into *buf; 1, 0 at the end, -1 when longer than max. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t *n, size_t max)
+{
+    size_t k = 0;
+    int ch = EOF;
+    while ((ch = getc_unlocked(f)) != EOF) {
+        if (k + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            char *nb = realloc(*buf, nc);
+            if (!nb)
+                return -2;
+            *buf = nb;
+            *cap = nc;
+        }
+        (*buf)[k++] = (char)ch;
+        if (ch == '\n')
+            break;
+        if (k > max)
+            return -1;
+    }
+    if (k == 0)
+        return 0;
+    (*buf)[k] = '\0';
+    *n = k;
+    return 1;
+}
+
 int pretrain_corpus_add_file(pretrain_corpus *c, const wordpiece_vocab *v, const char *path,
                              int format, unpad_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode))) {
+        fclose(f);
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "not a regular file or a pipe (a folder or a device): refused; give a "
+                          "text file");
+    }
     char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
+    size_t cap = 0, n = 0;
     long lineno = 0;
-    int rc = UNPAD_OK;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        size_t n = (size_t)got;
+    int rc = UNPAD_OK, got;
+    while ((got = read_line(f, &line, &cap, &n, PRETRAIN_MAX_LINE)) > 0) {
         lineno++;
-        if (lineno == 1 && n >= 8 && memcmp(line, SHARD_MAGIC, 8) == 0) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, 0,
-                            "this is a shard, not text: give plain text to --input, or use "
-                            "--inspect to look at a shard");
-            break;
-        }
-        if (memchr(line, '\0', n)) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, (int)lineno,
-                            "a NUL byte: this is not a text file (expected UTF-8 text)");
-            break;
-        }
-        if (format == PRETRAIN_TEXT_AUTO && !is_blank(line, n))
-            format = wikitext_heading(line, n) == 1 ? PRETRAIN_TEXT_WIKITEXT : PRETRAIN_TEXT_LINES;
-        if (format == PRETRAIN_TEXT_WIKITEXT) {
-            int level = wikitext_heading(line, n);
-            if (level == 1)
-                rc = end_document(c, err);
-            else if (level == 0 && !is_blank(line, n))
-                rc = add_wikitext_line(c, v, line, n, err);
-        } else if (format == PRETRAIN_TEXT_LINES) {
-            rc = is_blank(line, n) ? end_document(c, err) : add_sentence(c, v, line, n, err);
-        }
-        if (rc)
+        if ((rc = corpus_line(c, v, path, &format, lineno, line, n, err)))
             break;
     }
+    if (got == -1)
+        rc = unpad_fail(err, UNPAD_EINVAL, path, (int)(lineno + 1),
+                        "a line longer than %ld bytes: refused (is this text?)",
+                        (long)PRETRAIN_MAX_LINE);
+    else if (got == -2)
+        rc = unpad_fail(err, UNPAD_ENOMEM, path, (int)(lineno + 1), "out of memory for a line");
     if (!rc && ferror(f))
         rc = unpad_fail(err, UNPAD_EIO, path, (int)lineno, "read error: %s", strerror(errno));
     free(line);
     fclose(f);
     if (!rc)
         rc = end_document(c, err); /* documents do not continue into the next file */
+    return rc;
+}
+
+int pretrain_corpus_add_text(pretrain_corpus *c, const wordpiece_vocab *v, const char *name,
+                             const char *text, size_t len, int format, unpad_err *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0;
+    int rc = UNPAD_OK;
+    for (const char *p = text, *end = text + len; p < end && !rc;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = (size_t)((nl ? nl + 1 : end) - p);
+        if (n + 1 > cap) {
+            char *nb = realloc(line, n + 1);
+            if (!nb) {
+                rc = unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
+                break;
+            }
+            line = nb;
+            cap = n + 1;
+        }
+        memcpy(line, p, n);
+        line[n] = '\0';
+        p += n;
+        rc = corpus_line(c, v, name, &format, ++lineno, line, n, err);
+    }
+    free(line);
+    if (!rc)
+        rc = end_document(c, err);
     return rc;
 }
 
@@ -422,6 +500,11 @@ typedef struct {
     long *order; /* (n_doc) documents in shuffled order */
     shard_sample s;
     shuffler sh;
+    /* Sentences as the generator sees them: the corpus's, or with over-long ones split. */
+    const long *sent;      /* (n_sent + 1) start of each sentence in c->tok */
+    const long *doc;       /* (n_doc + 1) first sentence of each document */
+    long *own_sent, *own_doc; /* the split index when one was needed, else NULL */
+    pretrain_stats st;
 } gen;
 
 /* randint(lo, hi) inclusive, as Python's random.randint. */
@@ -430,12 +513,12 @@ static long rand_between(gsl_rng *r, long lo, long hi)
     return lo + (long)gsl_rng_uniform_int(r, (unsigned long)(hi - lo + 1));
 }
 
-static long sent_len(const pretrain_corpus *c, long k) { return c->sent[k + 1] - c->sent[k]; }
+static long sent_len(const gen *g, long k) { return g->sent[k + 1] - g->sent[k]; }
 
 /* A and B as ranges [a0, a1) and [b0, b1) of corpus tokens: truncate, assemble, mask, emit. */
 static int make_sample(gen *g, long a0, long a1, long b0, long b1, int random_next, unpad_err *err)
 {
-    const long max_tokens = g->o->max_len - 3;
+    const long max_tokens = g->o->max_len - 3, la = a1 - a0, lb = b1 - b0;
     while ((a1 - a0) + (b1 - b0) > max_tokens) {
         int cut_a = a1 - a0 > b1 - b0;
         long *front = cut_a ? &a0 : &b0, *back = cut_a ? &a1 : &b1;
@@ -456,6 +539,15 @@ static int make_sample(gen *g, long a0, long a1, long b0, long b1, int random_ne
     s->tokens[n] = g->m->sep, s->segments[n++] = 1;
     s->len = n;
     s->nsp = random_next;
+    g->st.samples++;
+    g->st.kept_tokens += a1 - a0;
+    g->st.cut_tokens += la - (a1 - a0);
+    if (random_next) {
+        g->st.random_tokens += b1 - b0;
+    } else {
+        g->st.kept_tokens += b1 - b0;
+        g->st.cut_tokens += lb - (b1 - b0);
+    }
     pretrain_mask(g->m, g->o->masked_prob, g->o->max_pred, g->rng, s);
     return shuffler_put(&g->sh, s, err);
 }
@@ -464,7 +556,8 @@ static int make_sample(gen *g, long a0, long a1, long b0, long b1, int random_ne
 static int document_samples(gen *g, long di, unpad_err *err)
 {
     const pretrain_corpus *c = g->c;
-    const long d = g->order[di], first = c->doc[d], last = c->doc[d + 1];
+    const long *sent = g->sent;
+    const long d = g->order[di], first = g->doc[d], last = g->doc[d + 1];
     const long max_tokens = g->o->max_len - 3;
     long target = max_tokens;
     if (gsl_rng_uniform(g->rng) < g->o->short_seq_prob)
@@ -472,30 +565,30 @@ static int document_samples(gen *g, long di, unpad_err *err)
     long chunk_first = first, chunk_n = 0, chunk_len = 0;
     for (long i = first; i < last; i++) {
         chunk_n++;
-        chunk_len += sent_len(c, i);
+        chunk_len += sent_len(g, i);
         if (i != last - 1 && chunk_len < target)
             continue;
         long a_end = 1; /* sentences of the chunk that go to A */
         if (chunk_n >= 2)
             a_end = rand_between(g->rng, 1, chunk_n - 1);
-        long a0 = c->sent[chunk_first], a1 = c->sent[chunk_first + a_end], b0, b1;
+        long a0 = sent[chunk_first], a1 = sent[chunk_first + a_end], b0, b1;
         int random_next = chunk_n == 1 || gsl_rng_uniform(g->rng) < 0.5;
         if (random_next) {
             long target_b = target - (a1 - a0), rdi = di;
             for (int t = 0; t < 10 && rdi == di; t++)
                 rdi = rand_between(g->rng, 0, c->n_doc - 1);
-            long rd = g->order[rdi], rfirst = c->doc[rd], rlast = c->doc[rd + 1];
+            long rd = g->order[rdi], rfirst = g->doc[rd], rlast = g->doc[rd + 1];
             long k = rand_between(g->rng, rfirst, rlast - 1);
-            b0 = c->sent[k];
+            b0 = sent[k];
             for (b1 = b0; k < rlast; k++) {
-                b1 = c->sent[k + 1];
+                b1 = sent[k + 1];
                 if (b1 - b0 >= target_b)
                     break;
             }
             i -= chunk_n - a_end; /* the unused sentences start the next chunk */
         } else {
             b0 = a1;
-            b1 = c->sent[chunk_first + chunk_n];
+            b1 = sent[chunk_first + chunk_n];
         }
         int rc = make_sample(g, a0, a1, b0, b1, random_next, err);
         if (rc)
@@ -524,6 +617,8 @@ static void gen_free(gen *g)
     }
     shard_sample_free(&g->s);
     free(g->order);
+    free(g->own_sent);
+    free(g->own_doc);
     if (g->rng)
         gsl_rng_free(g->rng);
 }
@@ -552,9 +647,55 @@ static int gen_init(gen *g, const pretrain_opts *o, const pretrain_masker *m, lo
     return UNPAD_OK;
 }
 
-int pretrain_generate(const pretrain_corpus *c, const pretrain_opts *o, const pretrain_masker *m,
-                      pretrain_emit_fn emit, void *ctx, unpad_err *err)
+/* Points g at the corpus's sentences, or at a copy of the index where every sentence longer than
+ * max_len - 3 tokens is split into pieces of PRETRAIN_PIECE_TOKENS (or max_len - 3 if fewer). */
+static int split_long_sentences(gen *g, unpad_err *err)
 {
+    const pretrain_corpus *c = g->c;
+    const long max_tokens = g->o->max_len - 3;
+    const long piece = PRETRAIN_PIECE_TOKENS < max_tokens ? PRETRAIN_PIECE_TOKENS : max_tokens;
+    long pieces = 0;
+    g->sent = c->sent;
+    g->doc = c->doc;
+    for (long k = 0; k < c->n_sent; k++) {
+        long l = c->sent[k + 1] - c->sent[k];
+        if (l > max_tokens) {
+            g->st.split_sentences++;
+            pieces += (l + piece - 1) / piece;
+        }
+    }
+    g->st.split_pieces = pieces;
+    if (!g->st.split_sentences)
+        return UNPAD_OK;
+    long n = c->n_sent - g->st.split_sentences + pieces;
+    g->own_sent = malloc((size_t)(n + 1) * sizeof *g->own_sent);
+    g->own_doc = malloc((size_t)(c->n_doc + 1) * sizeof *g->own_doc);
+    if (!g->own_sent || !g->own_doc)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory to split long sentences");
+    long j = 0, d = 0;
+    for (long k = 0; k < c->n_sent; k++) {
+        if (d <= c->n_doc && c->doc[d] == k)
+            g->own_doc[d++] = j;
+        long a = c->sent[k], b = c->sent[k + 1];
+        if (b - a > max_tokens)
+            for (long t = a; t < b; t += piece)
+                g->own_sent[j++] = t;
+        else
+            g->own_sent[j++] = a;
+    }
+    while (d <= c->n_doc)
+        g->own_doc[d++] = j;
+    g->own_sent[j] = c->sent[c->n_sent];
+    g->sent = g->own_sent;
+    g->doc = g->own_doc;
+    return UNPAD_OK;
+}
+
+int pretrain_generate(const pretrain_corpus *c, const pretrain_opts *o, const pretrain_masker *m,
+                      pretrain_emit_fn emit, void *ctx, pretrain_stats *stats, unpad_err *err)
+{
+    if (stats)
+        memset(stats, 0, sizeof *stats);
     if (c->n_doc == 0)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "no text: the input holds no sentences");
     gen g;
@@ -562,6 +703,10 @@ int pretrain_generate(const pretrain_corpus *c, const pretrain_opts *o, const pr
     if (rc)
         return rc;
     g.c = c;
+    if ((rc = split_long_sentences(&g, err))) {
+        gen_free(&g);
+        return rc;
+    }
     for (long d = 0; d < c->n_doc; d++)
         g.order[d] = d;
     for (long d = c->n_doc - 1; d > 0; d--) { /* BERT shuffles the documents once */
@@ -570,11 +715,15 @@ int pretrain_generate(const pretrain_corpus *c, const pretrain_opts *o, const pr
         g.order[d] = g.order[j];
         g.order[j] = t;
     }
-    for (int pass = 0; pass < o->dupe && !rc; pass++)
+    for (int pass = 0; pass < o->dupe && !rc; pass++) {
+        g.st.text_tokens += c->tok.n;
         for (long di = 0; di < c->n_doc && !rc; di++)
             rc = document_samples(&g, di, err);
+    }
     if (!rc)
         rc = shuffler_drain(&g.sh, err);
+    if (stats)
+        *stats = g.st;
     gen_free(&g);
     return rc;
 }

@@ -12,6 +12,12 @@
  * [unused] one). Everything is drawn from one GSL mt19937 generator, so a seed gives the same
  * samples. Samples pass through a shuffle buffer on their way out.
  *
+ * Nothing is dropped without a count: a sentence longer than max_len - 3 tokens (e.g. a long line
+ * with no sentence ends) is split into pieces of PRETRAIN_PIECE_TOKENS tokens that chunk like
+ * sentences, so it becomes many samples rather than one; the tokens that truncation cuts, the
+ * words that became [UNK] and the bytes tokenizing dropped are counted (pretrain_stats,
+ * wordpiece_counts) for the caller to report.
+ *
  * Memory: the token ids of the corpus (4 bytes a token) and the shuffle buffer (up to
  * shuffle_buffer samples). */
 #ifndef UNPAD_PRETRAIN_H
@@ -58,6 +64,12 @@ void pretrain_masker_free(pretrain_masker *m);
 void pretrain_mask(const pretrain_masker *m, double prob, int max_pred, gsl_rng *rng, shard_sample *s);
 
 /* ---- documents ---- */
+/* The longest line a text file may have (bytes); a longer one is refused, not cut. */
+#define PRETRAIN_MAX_LINE (256L << 20)
+/* Pieces an over-long sentence is split into, in tokens (sentence-sized, so chunks fill up to
+ * their target as with ordinary sentences). */
+#define PRETRAIN_PIECE_TOKENS 64
+
 typedef struct pretrain_corpus pretrain_corpus;
 
 enum {
@@ -70,23 +82,41 @@ enum {
 
 int pretrain_corpus_alloc(pretrain_corpus **out, unpad_err *err);
 void pretrain_corpus_free(pretrain_corpus *c);
-/* Reads a text file (line by line) and tokenizes it into documents. */
+/* Reads a text file (line by line) and tokenizes it into documents. A regular file or a pipe;
+ * a folder or device is refused, as are a NUL byte and a line over PRETRAIN_MAX_LINE bytes. */
 int pretrain_corpus_add_file(pretrain_corpus *c, const wordpiece_vocab *v, const char *path,
                              int format, unpad_err *err);
+/* The same from text[0..len) in memory; name stands for the file in messages. */
+int pretrain_corpus_add_text(pretrain_corpus *c, const wordpiece_vocab *v, const char *name,
+                             const char *text, size_t len, int format, unpad_err *err);
 /* Adds one document; sentences[k] is one sentence of text. For tests and small inputs. */
 int pretrain_corpus_add_document(pretrain_corpus *c, const wordpiece_vocab *v,
                                  const char *const *sentences, int n, unpad_err *err);
 long pretrain_corpus_documents(const pretrain_corpus *c);
 long pretrain_corpus_sentences(const pretrain_corpus *c);
 long pretrain_corpus_tokens(const pretrain_corpus *c);
+/* What tokenizing the corpus dropped or turned into [UNK]. */
+const wordpiece_counts *pretrain_corpus_counts(const pretrain_corpus *c);
 
 /* Receives each finished sample (its arrays are only valid during the call). */
 typedef int (*pretrain_emit_fn)(void *ctx, const shard_sample *s, unpad_err *err);
 
+/* What making samples from text kept and dropped. Over all passes:
+ * text_tokens = kept_tokens + cut_tokens exactly. */
+typedef struct {
+    long samples;         /* emitted */
+    long text_tokens;     /* tokens of the text, once per pass */
+    long kept_tokens;     /* of those, the ones in a sample (as A, or as the B that follows A) */
+    long cut_tokens;      /* of those, the ones truncation to max_len cut (lost) */
+    long random_tokens;   /* tokens of random B segments (copies of text from other documents) */
+    long split_sentences; /* sentences of the text longer than max_len - 3 tokens, split */
+    long split_pieces;    /* the pieces they became */
+} pretrain_stats;
+
 /* Makes samples from the corpus (needs at least one document) and hands each to emit; stops at
- * the first nonzero code from emit. */
+ * the first nonzero code from emit. Fills stats (may be NULL). */
 int pretrain_generate(const pretrain_corpus *c, const pretrain_opts *o, const pretrain_masker *m,
-                      pretrain_emit_fn emit, void *ctx, unpad_err *err);
+                      pretrain_emit_fn emit, void *ctx, pretrain_stats *stats, unpad_err *err);
 
 /* n synthetic samples: lengths drawn from d (all of d's lengths must be <= max_len), ordinary
  * tokens drawn uniformly, [CLS] A [SEP] B [SEP] with a random split (lengths < 5 get one segment),

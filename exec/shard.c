@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
+
 /* ---- little-endian helpers -------------------------------------------------------------------- */
 
 static void put16(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
@@ -68,8 +70,9 @@ void shard_sample_free(shard_sample *s)
 /* ---- writer ----------------------------------------------------------------------------------- */
 
 struct shard_writer {
-    FILE *f;
-    char *path, *tmp;
+    unpad_outfile *o; /* the file being written (under a temporary name until closed) */
+    FILE *f;          /* its stream */
+    char *path;
     uint32_t token_bytes, max_len, max_pred, vocab_size, flags;
     uint64_t seed, n, n_tokens, n_masked, offset;
     uint8_t *index; /* (n * 16) */
@@ -87,28 +90,30 @@ int shard_writer_open(const char *path, int max_len, int max_pred, int vocab_siz
                           "vocab size %d (>= 1)",
                           max_len, SHARD_MAX_LEN, max_pred, vocab_size);
     shard_writer *w = calloc(1, sizeof *w);
-    size_t plen = strlen(path);
     if (w) {
         w->path = strdup(path);
-        w->tmp = malloc(plen + 5);
         w->token_bytes = vocab_size <= 65536 ? 2 : 4;
         w->rec = malloc(record_bytes(w->token_bytes, (uint64_t)max_len, (uint64_t)max_pred));
     }
-    if (!w || !w->path || !w->tmp || !w->rec) {
+    if (!w || !w->path || !w->rec) {
         shard_writer_abort(w);
         return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
     }
-    snprintf(w->tmp, plen + 5, "%s.tmp", path);
     w->max_len = (uint32_t)max_len;
     w->max_pred = (uint32_t)max_pred;
     w->vocab_size = (uint32_t)vocab_size;
     w->seed = seed;
     w->flags = flags;
     w->offset = SHARD_HEADER_BYTES;
-    w->f = fopen(w->tmp, "wb");
+    int rc = outfile_open(path, &w->o, err);
+    if (rc) {
+        shard_writer_abort(w);
+        return rc;
+    }
+    w->f = outfile_stream(w->o);
     uint8_t zero[SHARD_HEADER_BYTES] = {0};
-    if (!w->f || fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) {
-        unpad_fail(err, UNPAD_EIO, w->tmp, 0, "cannot write: %s", strerror(errno));
+    if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) {
+        unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
         shard_writer_abort(w);
         return UNPAD_EIO;
     }
@@ -172,7 +177,7 @@ int shard_writer_add(shard_writer *w, const shard_sample *s, unpad_err *err)
         w->index_cap = cap;
     }
     if (fwrite(w->rec, 1, rb, w->f) != rb)
-        return unpad_fail(err, UNPAD_EIO, w->tmp, 0, "cannot write: %s", strerror(errno));
+        return unpad_fail(err, UNPAD_EIO, w->path, 0, "cannot write: %s", strerror(errno));
     uint8_t *e = w->index + w->n * SHARD_INDEX_ENTRY_BYTES;
     put64(e, w->offset);
     put32(e + 8, (uint32_t)s->len);
@@ -191,7 +196,6 @@ uint64_t shard_writer_count(const shard_writer *w) { return w->n; }
 static void writer_free(shard_writer *w)
 {
     free(w->path);
-    free(w->tmp);
     free(w->index);
     free(w->rec);
     free(w);
@@ -215,28 +219,23 @@ int shard_writer_close(shard_writer *w, unpad_err *err)
     put32(h + 72, w->flags);
     size_t ib = (size_t)w->n * SHARD_INDEX_ENTRY_BYTES;
     int bad = (ib && fwrite(w->index, 1, ib, w->f) != ib) || fseek(w->f, 0, SEEK_SET) ||
-              fwrite(h, 1, sizeof h, w->f) != sizeof h || fflush(w->f) || fsync(fileno(w->f));
-    int e = errno;
-    bad |= fclose(w->f) != 0;
-    w->f = NULL;
-    if (bad || rename(w->tmp, w->path)) {
-        unpad_fail(err, UNPAD_EIO, w->tmp, 0, "cannot write: %s", strerror(bad ? e : errno));
-        remove(w->tmp);
-        writer_free(w);
-        return UNPAD_EIO;
+              fwrite(h, 1, sizeof h, w->f) != sizeof h;
+    int rc;
+    if (bad) {
+        rc = unpad_fail(err, UNPAD_EIO, w->path, 0, "cannot write: %s", strerror(errno));
+        outfile_abort(w->o);
+    } else {
+        rc = outfile_commit(w->o, err); /* flush, sync, rename; errors name the file */
     }
     writer_free(w);
-    return UNPAD_OK;
+    return rc;
 }
 
 void shard_writer_abort(shard_writer *w)
 {
     if (!w)
         return;
-    if (w->f) {
-        fclose(w->f);
-        remove(w->tmp);
-    }
+    outfile_abort(w->o);
     writer_free(w);
 }
 
@@ -246,6 +245,7 @@ typedef struct {
     char *path;
     const uint8_t *map; /* (size) the whole file */
     size_t size;
+    int mapped;         /* 1: map is our mmap of the file; 0: the caller's memory */
     shard_info h;
     uint64_t index_offset;
     long first;         /* index of its first sample in the set */
@@ -274,7 +274,97 @@ static int file_fail(unpad_err *err, const char *path, const char *fmt, ...)
     return unpad_fail(err, UNPAD_EINVAL, path, 0, "%s", msg);
 }
 
-/* Maps and checks one file's header and size; the index is walked by index_load. */
+/* Checks the header h (the first min(size, 128) bytes of a file of size bytes) and the size it
+ * implies; fills sf's header fields. The index is walked by index_load. */
+static int header_check(const char *path, const uint8_t *h, size_t size, shard_file *sf,
+                        unpad_err *err)
+{
+    size_t m = size < 8 ? size : 8;
+    if (memcmp(h, SHARD_MAGIC, m) != 0) {
+        char shown[40];
+        for (size_t i = 0; i < m; i++)
+            shown[i] = h[i] >= 32 && h[i] < 127 ? (char)h[i] : '.';
+        shown[m] = '\0';
+        return file_fail(err, path,
+                         "not an unpad shard: bad magic at byte 0: found \"%s\", expected \"%s\" "
+                         "(shards are made by unpad-data)", shown, SHARD_MAGIC);
+    }
+    if (size >= 12 && get32(h + 8) != SHARD_VERSION)
+        return file_fail(err, path,
+                         "unsupported shard version %u at byte 8: this build reads version %d "
+                         "(remake the shard with this unpad-data)", get32(h + 8), SHARD_VERSION);
+    if (size < SHARD_HEADER_BYTES)
+        return file_fail(err, path, "truncated: the file has %zu bytes, less than the %d-byte header",
+                         size, SHARD_HEADER_BYTES);
+    shard_info *in = &sf->h;
+    in->version = get32(h + 8);
+    in->token_bytes = get32(h + 16);
+    in->max_len = get32(h + 20);
+    in->max_pred = get32(h + 24);
+    in->vocab_size = get32(h + 28);
+    in->n_samples = get64(h + 32);
+    in->n_tokens = get64(h + 40);
+    in->n_masked = get64(h + 48);
+    sf->index_offset = get64(h + 56);
+    in->seed = get64(h + 64);
+    in->flags = get32(h + 72);
+    in->n_files = 1;
+    if (get32(h + 12) != SHARD_HEADER_BYTES)
+        return file_fail(err, path, "bad header at byte 12: header size %u, expected %d",
+                         get32(h + 12), SHARD_HEADER_BYTES);
+    if (in->token_bytes != 2 && in->token_bytes != 4)
+        return file_fail(err, path, "bad header at byte 16: token bytes %u, expected 2 or 4",
+                         in->token_bytes);
+    if (in->max_len < 1 || in->max_len > SHARD_MAX_LEN || in->max_pred > in->max_len)
+        return file_fail(err, path,
+                         "bad header at byte 20: max_len %u (1..%d), max_pred %u (0..max_len)",
+                         in->max_len, SHARD_MAX_LEN, in->max_pred);
+    if (in->vocab_size < 1 || (in->token_bytes == 2 && in->vocab_size > 65536) ||
+        in->vocab_size > (uint32_t)INT32_MAX)
+        return file_fail(err, path, "bad header at byte 28: vocabulary size %u with %u-byte token ids",
+                         in->vocab_size, in->token_bytes);
+    if (in->flags & ~SHARD_FLAG_SYNTHETIC)
+        return file_fail(err, path,
+                         "bad header at byte 72: flags 0x%x, only bit 0 (synthetic) is defined",
+                         in->flags);
+    for (int i = 76; i < SHARD_HEADER_BYTES; i++)
+        if (h[i])
+            return file_fail(err, path,
+                             "bad header at byte %d: reserved bytes 76..127 must be zero, found "
+                             "0x%02x", i, h[i]);
+    if (in->n_samples > (UINT64_MAX / 2) / SHARD_INDEX_ENTRY_BYTES ||
+        sf->index_offset > UINT64_MAX / 2 || sf->index_offset < SHARD_HEADER_BYTES ||
+        in->n_samples > (uint64_t)(LONG_MAX / 2))
+        return file_fail(err, path,
+                         "size mismatch: the header (byte 32) claims %" PRIu64 " samples with the "
+                         "index at byte %" PRIu64 ", impossible for a file of %zu bytes",
+                         in->n_samples, sf->index_offset, size);
+    uint64_t expect = sf->index_offset + in->n_samples * SHARD_INDEX_ENTRY_BYTES;
+    if (size < expect) {
+        if (size < sf->index_offset)
+            return file_fail(err, path,
+                             "truncated: the file ends at byte %zu, inside the sample records; its "
+                             "header (%" PRIu64 " samples, index at byte %" PRIu64 ") needs %" PRIu64
+                             " bytes",
+                             size, in->n_samples, sf->index_offset, expect);
+        return file_fail(err, path,
+                         "truncated: the file ends at byte %zu, inside the index entry of sample "
+                         "%" PRIu64 "; its header (%" PRIu64 " samples, index at byte %" PRIu64
+                         ") needs %" PRIu64 " bytes",
+                         size, (size - sf->index_offset) / SHARD_INDEX_ENTRY_BYTES, in->n_samples,
+                         sf->index_offset, expect);
+    }
+    if (size > expect)
+        return file_fail(err, path,
+                         "size mismatch: the file has %zu bytes, its header (%" PRIu64 " samples, "
+                         "index at byte %" PRIu64 ") says %" PRIu64 ": %" PRIu64 " extra bytes from "
+                         "byte %" PRIu64,
+                         size, in->n_samples, sf->index_offset, expect, (uint64_t)size - expect,
+                         expect);
+    return UNPAD_OK;
+}
+
+/* Maps and checks one file's header and size. */
 static int file_open(const char *path, shard_file *sf, unpad_err *err)
 {
     memset(sf, 0, sizeof *sf);
@@ -296,103 +386,19 @@ static int file_open(const char *path, shard_file *sf, unpad_err *err)
         close(fd);
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot read shard: %s", strerror(e));
     }
-    int rc = UNPAD_EINVAL;
-    size_t m = size < 8 ? size : 8;
-    if (memcmp(h, SHARD_MAGIC, m) != 0) {
-        char shown[40];
-        for (size_t i = 0; i < m; i++)
-            shown[i] = h[i] >= 32 && h[i] < 127 ? (char)h[i] : '.';
-        shown[m] = '\0';
-        file_fail(err, path,
-                  "not an unpad shard: bad magic at byte 0: found \"%s\", expected \"%s\" "
-                  "(shards are made by unpad-data)", shown, SHARD_MAGIC);
-        goto fail;
-    }
-    if (size >= 12 && get32(h + 8) != SHARD_VERSION) {
-        file_fail(err, path,
-                  "unsupported shard version %u at byte 8: this build reads version %d (remake "
-                  "the shard with this unpad-data)", get32(h + 8), SHARD_VERSION);
-        goto fail;
-    }
-    if (size < SHARD_HEADER_BYTES) {
-        file_fail(err, path, "truncated: the file has %zu bytes, less than the %d-byte header",
-                  size, SHARD_HEADER_BYTES);
-        goto fail;
-    }
-    shard_info *in = &sf->h;
-    in->version = get32(h + 8);
-    in->token_bytes = get32(h + 16);
-    in->max_len = get32(h + 20);
-    in->max_pred = get32(h + 24);
-    in->vocab_size = get32(h + 28);
-    in->n_samples = get64(h + 32);
-    in->n_tokens = get64(h + 40);
-    in->n_masked = get64(h + 48);
-    sf->index_offset = get64(h + 56);
-    in->seed = get64(h + 64);
-    in->flags = get32(h + 72);
-    in->n_files = 1;
-    if (get32(h + 12) != SHARD_HEADER_BYTES) {
-        file_fail(err, path, "bad header at byte 12: header size %u, expected %d", get32(h + 12),
-                  SHARD_HEADER_BYTES);
-        goto fail;
-    }
-    if (in->token_bytes != 2 && in->token_bytes != 4) {
-        file_fail(err, path, "bad header at byte 16: token bytes %u, expected 2 or 4",
-                  in->token_bytes);
-        goto fail;
-    }
-    if (in->max_len < 1 || in->max_len > SHARD_MAX_LEN || in->max_pred > in->max_len) {
-        file_fail(err, path, "bad header at byte 20: max_len %u (1..%d), max_pred %u (0..max_len)",
-                  in->max_len, SHARD_MAX_LEN, in->max_pred);
-        goto fail;
-    }
-    if (in->vocab_size < 1 || (in->token_bytes == 2 && in->vocab_size > 65536) ||
-        in->vocab_size > (uint32_t)INT32_MAX) {
-        file_fail(err, path, "bad header at byte 28: vocabulary size %u with %u-byte token ids",
-                  in->vocab_size, in->token_bytes);
-        goto fail;
-    }
-    if (in->n_samples > (UINT64_MAX / 2) / SHARD_INDEX_ENTRY_BYTES ||
-        sf->index_offset > UINT64_MAX / 2 || sf->index_offset < SHARD_HEADER_BYTES ||
-        in->n_samples > (uint64_t)(LONG_MAX / 2)) {
-        file_fail(err, path,
-                  "size mismatch: the header (byte 32) claims %" PRIu64 " samples with the index at "
-                  "byte %" PRIu64 ", impossible for a file of %zu bytes",
-                  in->n_samples, sf->index_offset, size);
-        goto fail;
-    }
-    uint64_t expect = sf->index_offset + in->n_samples * SHARD_INDEX_ENTRY_BYTES;
-    if (size < expect) {
-        if (size < sf->index_offset)
-            file_fail(err, path,
-                      "truncated: the file ends at byte %zu, inside the sample records; its header "
-                      "(%" PRIu64 " samples, index at byte %" PRIu64 ") needs %" PRIu64 " bytes",
-                      size, in->n_samples, sf->index_offset, expect);
-        else
-            file_fail(err, path,
-                      "truncated: the file ends at byte %zu, inside the index entry of sample %" PRIu64
-                      "; its header (%" PRIu64 " samples, index at byte %" PRIu64 ") needs %" PRIu64
-                      " bytes",
-                      size, (size - sf->index_offset) / SHARD_INDEX_ENTRY_BYTES, in->n_samples,
-                      sf->index_offset, expect);
-        goto fail;
-    }
-    if (size > expect) {
-        file_fail(err, path,
-                  "size mismatch: the file has %zu bytes, its header (%" PRIu64 " samples, index at "
-                  "byte %" PRIu64 ") says %" PRIu64 ": %" PRIu64 " extra bytes from byte %" PRIu64,
-                  size, in->n_samples, sf->index_offset, expect, (uint64_t)size - expect, expect);
-        goto fail;
+    int rc = header_check(path, h, size, sf, err);
+    if (rc) {
+        close(fd);
+        return rc;
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        rc = unpad_fail(err, UNPAD_EIO, path, 0, "cannot map shard: %s", strerror(errno));
-        goto fail;
-    }
+    e = errno;
     close(fd);
+    if (map == MAP_FAILED)
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot map shard: %s", strerror(e));
     sf->map = map;
     sf->size = size;
+    sf->mapped = 1;
     sf->path = strdup(path);
     if (!sf->path) {
         munmap(map, size);
@@ -400,14 +406,11 @@ static int file_open(const char *path, shard_file *sf, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
     }
     return UNPAD_OK;
-fail:
-    close(fd);
-    return rc;
 }
 
 static void file_close(shard_file *sf)
 {
-    if (sf->map)
+    if (sf->map && sf->mapped)
         munmap((void *)sf->map, sf->size);
     free(sf->path);
     memset(sf, 0, sizeof *sf);
@@ -516,6 +519,51 @@ static int list_folder(const char *dir, char ***out, int *n, unpad_err *err)
     return UNPAD_OK;
 }
 
+/* The per-sample arrays of s, from the index of each of its files. */
+static int indexes_load(shard *s, const char *path, unpad_err *err)
+{
+    size_t n = (size_t)s->n ? (size_t)s->n : 1;
+    s->len = malloc(n * sizeof *s->len);
+    s->npred = malloc(n * sizeof *s->npred);
+    s->nsp = malloc(n);
+    s->off = malloc(n * sizeof *s->off);
+    if (!s->len || !s->npred || !s->nsp || !s->off)
+        return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory for the index of %ld samples",
+                          s->n);
+    for (int i = 0; i < s->nf; i++) {
+        int rc = index_load(s, &s->f[i], err);
+        if (rc)
+            return rc;
+    }
+    return UNPAD_OK;
+}
+
+int shard_open_mem(const char *name, const void *data, size_t size, shard **out, unpad_err *err)
+{
+    shard *s = calloc(1, sizeof *s);
+    int rc;
+    if (!s || !(s->f = calloc(1, sizeof *s->f)) || !(s->f[0].path = strdup(name))) {
+        shard_close(s);
+        return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
+    }
+    s->nf = 1;
+    shard_file *sf = &s->f[0];
+    if ((rc = header_check(name, data, size, sf, err))) {
+        shard_close(s);
+        return rc;
+    }
+    sf->map = data;
+    sf->size = size;
+    s->info = sf->h;
+    s->n = (long)sf->h.n_samples;
+    if ((rc = indexes_load(s, name, err))) {
+        shard_close(s);
+        return rc;
+    }
+    *out = s;
+    return UNPAD_OK;
+}
+
 int shard_open(const char *path, shard **out, unpad_err *err)
 {
     struct stat st;
@@ -556,19 +604,7 @@ int shard_open(const char *path, shard **out, unpad_err *err)
         }
         s->n += (long)b->n_samples;
     }
-    size_t n = (size_t)s->n ? (size_t)s->n : 1;
-    s->len = malloc(n * sizeof *s->len);
-    s->npred = malloc(n * sizeof *s->npred);
-    s->nsp = malloc(n);
-    s->off = malloc(n * sizeof *s->off);
-    if (!s->len || !s->npred || !s->nsp || !s->off) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory for the index of %ld samples", s->n);
-        goto done;
-    }
-    for (int i = 0; i < nf; i++)
-        if ((rc = index_load(s, &s->f[i], err)))
-            goto done;
-    rc = UNPAD_OK;
+    rc = indexes_load(s, path, err);
 done:
     if (names) {
         for (int i = 0; i < nf; i++)

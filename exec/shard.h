@@ -16,8 +16,8 @@
  *    48  u64 masked         sum of the masked counts
  *    56  u64 index offset   where the index starts = where the records end
  *    64  u64 seed           the seed that made the shard
- *    72  u32 flags          bit 0: synthetic tokens
- *    76  52 bytes of zeros (reserved)
+ *    72  u32 flags          bit 0: synthetic tokens; the other bits zero
+ *    76  52 bytes of zeros (reserved; a reader refuses any other value)
  *   records, one per sample, back to back from byte 128, each
  *     tokens[len]           token ids (token bytes each), [CLS] A [SEP] B [SEP], masked ones replaced
  *     segments[len]         u8, 0 for [CLS] A [SEP], 1 for B [SEP]
@@ -73,8 +73,8 @@ void shard_sample_free(shard_sample *s);
 /* ---- writing ---- */
 typedef struct shard_writer shard_writer;
 
-/* Starts path (written as path.tmp until shard_writer_close). Ids are stored as u16 when
- * vocab_size <= 65536. */
+/* Starts path (written under a temporary name until shard_writer_close renames it, outfile.h).
+ * Ids are stored as u16 when vocab_size <= 65536. */
 int shard_writer_open(const char *path, int max_len, int max_pred, int vocab_size, uint64_t seed,
                       uint32_t flags, shard_writer **out, unpad_err *err);
 /* Appends one sample after checking it (lengths, ids, positions). */
@@ -88,8 +88,11 @@ void shard_writer_abort(shard_writer *w);
 /* ---- reading ---- */
 typedef struct shard shard;
 
-/* Opens a shard file or a folder of *.bin shards (read-only, memory-mapped). */
+/* Opens a shard file or a folder of *.bin shards (read-only, memory-mapped; regular files only). */
 int shard_open(const char *path, shard **out, unpad_err *err);
+/* The same checks on one shard held in memory (data[0..size), which must outlive the shard);
+ * name stands for the file in messages. */
+int shard_open_mem(const char *name, const void *data, size_t size, shard **out, unpad_err *err);
 void shard_close(shard *s);
 const shard_info *shard_get_info(const shard *s);
 long shard_count(const shard *s);

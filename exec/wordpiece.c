@@ -53,28 +53,18 @@ static int32_t vocab_find_piece(const wordpiece_vocab *v, int cont, const char *
     }
 }
 
-static int line_of(const char *text, const char *p)
+/* Builds the vocabulary over text[0..size) (taken: freed on failure, kept by the vocabulary). */
+static int vocab_build(const char *path, char *text, size_t size, wordpiece_vocab **out,
+                       unpad_err *err)
 {
-    int line = 1;
-    for (const char *q = text; q < p; q++)
-        line += *q == '\n';
-    return line;
-}
-
-int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err)
-{
-    char *text;
-    size_t size;
-    int rc = unpad_read_file(path, &text, &size, err);
-    if (rc)
-        return rc;
-    const char *nul = memchr(text, '\0', size);
-    if (nul) {
-        int line = line_of(text, nul);
+    if (unpad_text_check(path, text, size, err)) {
+        size_t n = strlen(err ? err->msg : "");
+        if (err && n + 100 < sizeof err->msg)
+            snprintf(err->msg + n, sizeof err->msg - n,
+                     "; a WordPiece vocabulary has one token per line (e.g. "
+                     "../shared/data/bert-uncased-vocab.txt)");
         free(text);
-        return unpad_fail(err, UNPAD_EINVAL, path, line,
-                          "a NUL byte: this is not a text file; a WordPiece vocabulary has one token "
-                          "per line (e.g. ../shared/data/bert-uncased-vocab.txt)");
+        return UNPAD_EINVAL;
     }
     long lines = 0;
     for (size_t i = 0; i < size; i++)
@@ -175,6 +165,27 @@ int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err
             v->reserved[id] = 1;
     *out = v;
     return UNPAD_OK;
+}
+
+int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err)
+{
+    char *text;
+    size_t size;
+    int rc = unpad_read_file(path, &text, &size, err);
+    if (rc)
+        return rc;
+    return vocab_build(path, text, size, out, err);
+}
+
+int wordpiece_vocab_parse(const char *name, const char *text, size_t len, wordpiece_vocab **out,
+                          unpad_err *err)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    return vocab_build(name, copy, len, out, err);
 }
 
 void wordpiece_vocab_free(wordpiece_vocab *v)
@@ -468,8 +479,10 @@ static int32_t special_at(const wordpiece_vocab *v, const unsigned char *s, size
     return -1;
 }
 
-/* Splits text into normalised words and hands each to fn. 0, -1 (out of memory) or fn's code. */
-static int basic_tokenize(const wordpiece_vocab *v, const char *text, size_t n, word_fn fn, void *ctx)
+/* Splits text into normalised words and hands each to fn. 0, -1 (out of memory) or fn's code.
+ * Counts what it drops into counts (may be NULL). */
+static int basic_tokenize(const wordpiece_vocab *v, const char *text, size_t n, word_fn fn, void *ctx,
+                          wordpiece_counts *counts)
 {
     const unsigned char *s = (const unsigned char *)text;
     word_buf wb = {0};
@@ -484,12 +497,18 @@ static int basic_tokenize(const wordpiece_vocab *v, const char *text, size_t n, 
         }
         size_t at = i;
         int32_t c = utf8_next(s, n, &i);
-        if (c < 0)
+        if (c < 0) {
+            if (counts)
+                counts->invalid_bytes++;
             continue;
+        }
         int cls = char_class((uint32_t)c);
         at_start = cls == CH_SPACE;
-        if (cls == CH_DROP)
+        if (cls == CH_DROP) {
+            if (counts)
+                counts->dropped_chars++;
             continue;
+        }
         if (cls == CH_SPACE) {
             rc = word_flush(&wb, fn, ctx);
             continue;
@@ -551,7 +570,7 @@ static int join_word(void *ctx, const char *w, size_t n, int chars, int32_t spec
 char *wordpiece_basic_tokenize(const char *text, size_t len)
 {
     join_ctx j = {calloc(1, 1), 0, 1};
-    if (!j.out || basic_tokenize(NULL, text, len, join_word, &j)) {
+    if (!j.out || basic_tokenize(NULL, text, len, join_word, &j, NULL)) {
         free(j.out);
         return NULL;
     }
@@ -584,6 +603,7 @@ void wordpiece_ids_free(wordpiece_ids *ids)
 typedef struct {
     const wordpiece_vocab *v;
     wordpiece_ids *ids;
+    wordpiece_counts *counts; /* may be NULL */
 } wp_ctx;
 
 static int wordpiece_word(void *ctx, const char *w, size_t n, int chars, int32_t special)
@@ -592,8 +612,11 @@ static int wordpiece_word(void *ctx, const char *w, size_t n, int chars, int32_t
     const wordpiece_vocab *v = c->v;
     if (special >= 0)
         return ids_push(c->ids, special);
-    if (chars > WORDPIECE_MAX_WORD_CHARS)
+    if (chars > WORDPIECE_MAX_WORD_CHARS) {
+        if (c->counts)
+            c->counts->unk_words++;
         return ids_push(c->ids, v->sp.unk);
+    }
     long mark = c->ids->n;
     size_t start = 0;
     while (start < n) {
@@ -611,6 +634,8 @@ static int wordpiece_word(void *ctx, const char *w, size_t n, int chars, int32_t
         }
         if (id < 0) { /* an unmatched rest: the whole word is unknown */
             c->ids->n = mark;
+            if (c->counts)
+                c->counts->unk_words++;
             return ids_push(c->ids, v->sp.unk);
         }
         if (ids_push(c->ids, id))
@@ -621,10 +646,10 @@ static int wordpiece_word(void *ctx, const char *w, size_t n, int chars, int32_t
 }
 
 int wordpiece_tokenize(const wordpiece_vocab *v, const char *text, size_t len, wordpiece_ids *ids,
-                       unpad_err *err)
+                       wordpiece_counts *counts, unpad_err *err)
 {
-    wp_ctx c = {v, ids};
-    if (basic_tokenize(v, text, len, wordpiece_word, &c))
+    wp_ctx c = {v, ids, counts};
+    if (basic_tokenize(v, text, len, wordpiece_word, &c, counts))
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory while tokenizing");
     return UNPAD_OK;
 }

@@ -29,6 +29,9 @@ typedef struct {
  * that lacks any of [PAD] [UNK] [CLS] [SEP] [MASK], has an empty line, a token with blanks or a
  * NUL byte, or a token twice, naming the file and the line. */
 int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err);
+/* The same from text[0..len) in memory (copied); name stands for the file in messages. */
+int wordpiece_vocab_parse(const char *name, const char *text, size_t len, wordpiece_vocab **out,
+                          unpad_err *err);
 void wordpiece_vocab_free(wordpiece_vocab *v);
 
 int32_t wordpiece_vocab_size(const wordpiece_vocab *v);
@@ -49,10 +52,17 @@ typedef struct {
 
 void wordpiece_ids_free(wordpiece_ids *ids);
 
-/* Tokenizes len bytes of UTF-8 text and appends the ids to ids. Invalid UTF-8 bytes are
- * dropped. Fails only for lack of memory. */
+/* What tokenizing dropped or could not represent, added up over calls. */
+typedef struct {
+    long invalid_bytes; /* bytes that are not valid UTF-8: dropped */
+    long dropped_chars; /* NUL, U+FFFD and control characters: dropped, as BERT does */
+    long unk_words;     /* words that became [UNK]: longer than 100 characters or unmatched */
+} wordpiece_counts;
+
+/* Tokenizes len bytes of UTF-8 text and appends the ids to ids; adds what it dropped to counts
+ * (may be NULL). Fails only for lack of memory. */
 int wordpiece_tokenize(const wordpiece_vocab *v, const char *text, size_t len, wordpiece_ids *ids,
-                       unpad_err *err);
+                       wordpiece_counts *counts, unpad_err *err);
 
 /* The basic tokenizer alone: the words of text, normalised, joined by single spaces, as a
  * NUL-terminated string the caller frees (NULL when out of memory). For tests and inspection. */

@@ -3,9 +3,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "outfile.h"
 
 static char *trim(char *s)
 {
@@ -42,7 +45,7 @@ static int set_field(const char *name, int lineno, const char *line, const cfg_f
             unpad_err_show_line(err, lineno, line);
             return UNPAD_EINVAL;
         }
-        if ((double)v < f->min || (double)v > f->max) {
+        if ((double)v < f->min || (double)v > f->max || v < INT_MIN || v > INT_MAX) {
             unpad_fail(err, UNPAD_EINVAL, name, lineno,
                        "%s = %ld is out of range (expected an integer in [%g, %g]: %s)", f->key, v,
                        f->min, f->max, f->help);
@@ -96,33 +99,23 @@ static int set_field(const char *name, int lineno, const char *line, const cfg_f
     return UNPAD_EINVAL;
 }
 
-int cfg_parse(const char *name, const char *text, const cfg_field *schema, size_t n, void *dst,
-              unpad_err *err)
+int cfg_parse(const char *name, const char *text, size_t len, const cfg_field *schema, size_t n,
+              void *dst, unpad_err *err)
 {
     int *seen = calloc(n ? n : 1, sizeof *seen);
     if (!seen)
         return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
-    int rc = UNPAD_OK, lineno = 0;
-    const char *s = text;
-    char buf[1024];
-    while (*s) {
-        const char *e = strchr(s, '\n');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        lineno++;
-        if (len >= sizeof buf) {
-            rc = unpad_fail(err, UNPAD_EINVAL, name, lineno, "line longer than %zu characters",
-                            sizeof buf - 1);
-            goto out;
-        }
-        memcpy(buf, s, len);
-        buf[len] = '\0';
-        s = e ? e + 1 : s + len;
-        char raw[1024];
-        memcpy(raw, buf, len + 1);
-        char *hash = strchr(buf, '#');
+    int rc = UNPAD_OK, r, lineno;
+    unpad_lines it;
+    char raw[UNPAD_LINE_MAX + 1];
+    unpad_lines_init(&it, name, text, len);
+    while ((r = unpad_lines_next(&it, err)) > 0) {
+        lineno = it.lineno;
+        memcpy(raw, it.line, it.len + 1);
+        char *hash = strchr(it.line, '#');
         if (hash)
             *hash = '\0';
-        char *line = trim(buf);
+        char *line = trim(it.line);
         if (!*line)
             continue;
         char *eq = strchr(line, '=');
@@ -138,7 +131,7 @@ int cfg_parse(const char *name, const char *text, const cfg_field *schema, size_
             if (!strcmp(schema[i].key, key))
                 break;
         if (i == n) {
-            rc = unpad_fail(err, UNPAD_EINVAL, name, lineno, "unknown key '%s' (known keys:", key);
+            rc = unpad_fail(err, UNPAD_EINVAL, name, lineno, "unknown key '%.200s' (known keys:", key);
             for (size_t j = 0; j < n; j++) {
                 size_t m = strlen(err ? err->msg : "");
                 if (err && m + strlen(schema[j].key) + 4 < sizeof err->msg)
@@ -166,6 +159,10 @@ int cfg_parse(const char *name, const char *text, const cfg_field *schema, size_
         if (rc)
             goto out;
     }
+    if (r < 0) {
+        rc = err ? err->code : UNPAD_EINVAL;
+        goto out;
+    }
     for (size_t i = 0; i < n; i++)
         if (schema[i].required && !seen[i]) {
             rc = unpad_fail(err, UNPAD_EINVAL, name, 0, "missing required key '%s' (%s: %s)",
@@ -180,10 +177,11 @@ out:
 int cfg_load(const char *path, const cfg_field *schema, size_t n, void *dst, unpad_err *err)
 {
     char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
     if (rc)
         return rc;
-    rc = cfg_parse(path, text, schema, n, dst, err);
+    rc = cfg_parse(path, text, len, schema, n, dst, err);
     free(text);
     return rc;
 }
@@ -191,12 +189,11 @@ int cfg_load(const char *path, const cfg_field *schema, size_t n, void *dst, unp
 int cfg_write(const char *path, const char *header_comment, const cfg_field *schema, size_t n,
               const void *src, unpad_err *err)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return unpad_fail(err, UNPAD_EINVAL, path, 0, "path too long");
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     if (header_comment)
         fprintf(f, "# %s\n", header_comment);
     for (size_t i = 0; i < n; i++) {
@@ -209,14 +206,5 @@ int cfg_write(const char *path, const char *header_comment, const cfg_field *sch
         }
         fprintf(f, "%*s# %s\n", 4, "", schema[i].help);
     }
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        remove(tmp);
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    }
-    if (rename(tmp, path) != 0) {
-        remove(tmp);
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot rename %s: %s", tmp, strerror(errno));
-    }
-    return UNPAD_OK;
+    return outfile_commit(o, err);
 }

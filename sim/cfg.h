@@ -30,11 +30,13 @@ typedef struct {
  * value dst already has (set defaults before calling). */
 int cfg_load(const char *path, const cfg_field *schema, size_t n, void *dst, unpad_err *err);
 
-/* Same, from text in memory; name stands for the file in messages. */
-int cfg_parse(const char *name, const char *text, const cfg_field *schema, size_t n, void *dst,
-              unpad_err *err);
+/* Same, from text[0..len) in memory; name stands for the file in messages. A NUL byte or a line
+ * longer than UNPAD_LINE_MAX is refused, never taken as the end of the file or cut. */
+int cfg_parse(const char *name, const char *text, size_t len, const cfg_field *schema, size_t n,
+              void *dst, unpad_err *err);
 
-/* Writes dst as `key = value` lines following schema (used for plans and calibration output). */
+/* Writes dst as `key = value` lines following schema (used for plans and calibration output),
+ * complete or not at all (outfile.h). */
 int cfg_write(const char *path, const char *header_comment, const cfg_field *schema, size_t n,
               const void *src, unpad_err *err);
 

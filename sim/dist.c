@@ -41,25 +41,6 @@ void dist_free(unpad_dist *d)
     d->total = 0;
 }
 
-/* Iterates over lines: returns the next line (NUL-terminated in place), its number, or NULL. */
-static char *next_line(char **cursor, int *lineno)
-{
-    char *s = *cursor;
-    if (!*s)
-        return NULL;
-    char *e = strchr(s, '\n');
-    if (e) {
-        *e = '\0';
-        *cursor = e + 1;
-    } else
-        *cursor = s + strlen(s);
-    size_t n = strlen(s);
-    if (n && s[n - 1] == '\r')
-        s[n - 1] = '\0';
-    (*lineno)++;
-    return s;
-}
-
 static int blank_or_comment(const char *s)
 {
     while (isspace((unsigned char)*s))
@@ -67,213 +48,246 @@ static int blank_or_comment(const char *s)
     return *s == '\0' || *s == '#';
 }
 
-/* Keeps bins up to the largest non-empty one; refuses an empty distribution. */
-static int dist_finish(unpad_dist *d, const char *path)
+/* Largest count of one length: more sequences than any corpus, and small enough that no sum
+ * over 65536 bins (of count x length^2, or count x a padded length) can overflow. */
+#define DIST_MAX_COUNT 1e15
+
+/* Bins being filled by a parser: counts per length and the line each length came from. */
+typedef struct {
+    double *count; /* (cap) */
+    int *line;     /* (cap) line of each length's row, 0 if none */
+    int cap, maxl;
+} dist_bins;
+
+/* Makes room for length l (1..DIST_MAX_LEN) in the bins. */
+static int bins_reserve(dist_bins *b, long l, const char *name, unpad_err *err)
 {
-    (void)path;
-    int last = d->max_len;
-    while (last > 1 && d->count[last] == 0)
-        last--;
-    d->max_len = last;
+    if (l < b->cap)
+        return UNPAD_OK;
+    int cap = b->cap ? b->cap : 1024;
+    while (cap <= l)
+        cap *= 2;
+    double *c = realloc(b->count, (size_t)cap * sizeof *c);
+    if (c)
+        b->count = c;
+    int *ln = c ? realloc(b->line, (size_t)cap * sizeof *ln) : NULL;
+    if (!ln)
+        return unpad_fail(err, UNPAD_ENOMEM, name, 0, "out of memory");
+    b->line = ln;
+    memset(b->count + b->cap, 0, (size_t)(cap - b->cap) * sizeof *b->count);
+    memset(b->line + b->cap, 0, (size_t)(cap - b->cap) * sizeof *b->line);
+    b->cap = cap;
     return UNPAD_OK;
+}
+
+static int bins_alloc(dist_bins *b, const char *name, unpad_err *err)
+{
+    memset(b, 0, sizeof *b);
+    return bins_reserve(b, 1, name, err);
+}
+
+static void bins_free(dist_bins *b)
+{
+    free(b->count);
+    free(b->line);
+}
+
+/* The distribution from filled bins: refuses an empty one and totals that do not stay finite;
+ * keeps bins up to the largest non-empty one. */
+static int bins_finish(dist_bins *b, const char *name, unpad_dist *d, unpad_err *err)
+{
+    double total = 0, sum2 = 0;
+    for (int l = 1; l <= b->maxl; l++) {
+        total += b->count[l];
+        sum2 += b->count[l] * (double)l * l;
+    }
+    if (!isfinite(total) || !isfinite(sum2))
+        return unpad_fail(err, UNPAD_EINVAL, name, 0,
+                          "the counts are too large: their total overflows (%g)", total);
+    if (total <= 0)
+        return unpad_fail(err, UNPAD_EINVAL, name, 0, "all counts are zero");
+    int last = b->maxl;
+    while (last > 1 && b->count[last] == 0)
+        last--;
+    int rc = dist_alloc(d, last, name, err);
+    if (rc)
+        return rc;
+    memcpy(d->count, b->count, ((size_t)last + 1) * sizeof *d->count);
+    d->total = total;
+    return UNPAD_OK;
+}
+
+/* Splits "a,b" at its one comma into two blank-trimmed fields; -1: no comma, -2: more than one. */
+static int split2(char *s, char **a, char **b)
+{
+    char *c = strchr(s, ',');
+    if (!c)
+        return -1;
+    if (strchr(c + 1, ','))
+        return -2;
+    *c = '\0';
+    *a = s;
+    *b = c + 1;
+    for (char **f = a; f; f = f == a ? b : NULL) {
+        while (isspace((unsigned char)**f))
+            ++*f;
+        size_t n = strlen(*f);
+        while (n && isspace((unsigned char)(*f)[n - 1]))
+            (*f)[--n] = '\0';
+    }
+    return 0;
+}
+
+#define ROW_FAIL(...)                                                                              \
+    do {                                                                                           \
+        rc = unpad_fail(err, UNPAD_EINVAL, name, it.lineno, __VA_ARGS__);                           \
+        unpad_err_show_line(err, it.lineno, raw);                                                  \
+        goto out;                                                                                  \
+    } while (0)
+
+int dist_parse_csv(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err)
+{
+    memset(d, 0, sizeof *d);
+    dist_bins b;
+    int rc = bins_alloc(&b, name, err), header = 0, r, rows = 0;
+    if (rc)
+        return rc;
+    unpad_lines it;
+    char raw[UNPAD_LINE_MAX + 1];
+    unpad_lines_init(&it, name, text, len);
+    while ((r = unpad_lines_next(&it, err)) > 0) {
+        if (blank_or_comment(it.line))
+            continue;
+        memcpy(raw, it.line, it.len + 1);
+        char *x, *y;
+        int parts = split2(it.line, &x, &y);
+        if (!header) {
+            if (parts != 0 || strcmp(x, "length") || strcmp(y, "count"))
+                ROW_FAIL("expected the header 'length,count'");
+            header = 1;
+            continue;
+        }
+        if (parts == -1)
+            ROW_FAIL("missing column: expected 'length,count'");
+        if (parts == -2)
+            ROW_FAIL("too many columns: expected 'length,count'");
+        long l;
+        double cnt;
+        if (unpad_parse_long(x, &l))
+            ROW_FAIL("bad number '%s' in column 'length' (expected an integer 1..%d)", x,
+                     DIST_MAX_LEN);
+        if (l < 1 || l > DIST_MAX_LEN)
+            ROW_FAIL("length %ld out of range (expected 1..%d)", l, DIST_MAX_LEN);
+        if (unpad_parse_double(y, &cnt))
+            ROW_FAIL("bad number '%s' in column 'count' (expected a count in 0..%g)", y,
+                     DIST_MAX_COUNT);
+        if (cnt < 0)
+            ROW_FAIL("negative count %g for length %ld (expected a count >= 0)", cnt, l);
+        if (cnt > DIST_MAX_COUNT)
+            ROW_FAIL("count %g for length %ld out of range (expected a count in 0..%g)", cnt, l,
+                     DIST_MAX_COUNT);
+        if ((rc = bins_reserve(&b, l, name, err)))
+            goto out;
+        if (b.line[l])
+            ROW_FAIL("length %ld appears twice (first on line %d)", l, b.line[l]);
+        b.line[l] = it.lineno;
+        b.count[l] = cnt;
+        b.maxl = (int)l > b.maxl ? (int)l : b.maxl;
+        rows++;
+    }
+    if (r < 0)
+        rc = err ? err->code : UNPAD_EINVAL;
+    else if (!header)
+        rc = unpad_fail(err, UNPAD_EINVAL, name, 0, "empty file: expected the header 'length,count'");
+    else if (!rows)
+        rc = unpad_fail(err, UNPAD_EINVAL, name, 0, "no data rows after the header");
+    else
+        rc = bins_finish(&b, name, d, err);
+out:
+    bins_free(&b);
+    return rc;
+}
+
+int dist_parse_list(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err)
+{
+    memset(d, 0, sizeof *d);
+    dist_bins b;
+    int rc = bins_alloc(&b, name, err), r, rows = 0;
+    if (rc)
+        return rc;
+    unpad_lines it;
+    const char *raw = it.line;
+    unpad_lines_init(&it, name, text, len);
+    while ((r = unpad_lines_next(&it, err)) > 0) {
+        if (blank_or_comment(it.line))
+            continue;
+        long v;
+        if (unpad_parse_long(it.line, &v))
+            ROW_FAIL("bad number: expected one integer length per line");
+        if (v < 1 || v > DIST_MAX_LEN)
+            ROW_FAIL("length %ld out of range (expected 1..%d)", v, DIST_MAX_LEN);
+        if ((rc = bins_reserve(&b, v, name, err)))
+            goto out;
+        b.count[v] += 1;
+        b.maxl = (int)v > b.maxl ? (int)v : b.maxl;
+        rows++;
+    }
+    if (r < 0)
+        rc = err ? err->code : UNPAD_EINVAL;
+    else if (!rows)
+        rc = unpad_fail(err, UNPAD_EINVAL, name, 0, "no lengths in the file");
+    else
+        rc = bins_finish(&b, name, d, err);
+out:
+    bins_free(&b);
+    return rc;
+}
+#undef ROW_FAIL
+
+int dist_parse(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err)
+{
+    memset(d, 0, sizeof *d);
+    unpad_lines it;
+    int r, csv = 0;
+    unpad_lines_init(&it, name, text, len);
+    while ((r = unpad_lines_next(&it, err)) > 0)
+        if (!blank_or_comment(it.line)) {
+            csv = strchr(it.line, ',') != NULL;
+            break;
+        }
+    if (r < 0)
+        return err ? err->code : UNPAD_EINVAL;
+    return csv ? dist_parse_csv(name, text, len, d, err) : dist_parse_list(name, text, len, d, err);
+}
+
+typedef int (*dist_parser)(const char *, const char *, size_t, unpad_dist *, unpad_err *);
+
+static int load_with(dist_parser parse, const char *path, unpad_dist *d, unpad_err *err)
+{
+    memset(d, 0, sizeof *d);
+    char *text;
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
+    if (rc)
+        return rc;
+    rc = parse(path, text, len, d, err);
+    free(text);
+    return rc;
 }
 
 int dist_load_csv(const char *path, unpad_dist *d, unpad_err *err)
 {
-    memset(d, 0, sizeof *d);
-    char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
-    if (rc)
-        return rc;
-    char *cur = text, *line;
-    int lineno = 0, header = 0;
-    /* First pass: largest length, to size the bins. */
-    long maxl = 0;
-    struct row { long len; double count; int lineno; } *rows = NULL;
-    size_t nrows = 0, cap = 0;
-    while ((line = next_line(&cur, &lineno))) {
-        if (blank_or_comment(line))
-            continue;
-        char copy[512];
-        snprintf(copy, sizeof copy, "%s", line);
-        if (!header) {
-            /* The header names the two columns. */
-            char *c = strchr(copy, ',');
-            if (!c) {
-                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                                "expected the header 'length,count'");
-                unpad_err_show_line(err, lineno, line);
-                goto out;
-            }
-            *c = '\0';
-            char *a = copy, *b = c + 1;
-            while (isspace((unsigned char)*a)) a++;
-            while (isspace((unsigned char)*b)) b++;
-            size_t nb = strlen(b);
-            while (nb && isspace((unsigned char)b[nb - 1])) b[--nb] = '\0';
-            if (strncmp(a, "length", 6) || strcmp(b, "count")) {
-                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                                "missing column: expected the header 'length,count'");
-                unpad_err_show_line(err, lineno, line);
-                goto out;
-            }
-            header = 1;
-            continue;
-        }
-        char *c = strchr(copy, ',');
-        if (!c) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "missing column: expected 'length,count'");
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        *c = '\0';
-        if (strchr(c + 1, ',')) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "too many columns: expected 'length,count'");
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        long len;
-        double cnt;
-        if (unpad_parse_long(copy, &len)) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "bad number '%s' in column 'length' (expected an integer 1..%d)", copy,
-                            DIST_MAX_LEN);
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (len < 1 || len > DIST_MAX_LEN) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "length %ld out of range (expected 1..%d)", len, DIST_MAX_LEN);
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (unpad_parse_double(c + 1, &cnt)) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "bad number '%s' in column 'count' (expected a count >= 0)", c + 1);
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (cnt < 0) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "negative count %g for length %ld (expected a count >= 0)", cnt, len);
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (nrows == cap) {
-            cap = cap ? cap * 2 : 1024;
-            struct row *nr = realloc(rows, cap * sizeof *rows);
-            if (!nr) {
-                rc = unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
-                goto out;
-            }
-            rows = nr;
-        }
-        rows[nrows++] = (struct row){len, cnt, lineno};
-        if (len > maxl)
-            maxl = len;
-    }
-    if (!header) {
-        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "empty file: expected the header 'length,count'");
-        goto out;
-    }
-    if (!nrows) {
-        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "no data rows after the header");
-        goto out;
-    }
-    if ((rc = dist_alloc(d, (int)maxl, path, err)))
-        goto out;
-    for (size_t i = 0; i < nrows; i++) {
-        if (d->count[rows[i].len] != 0) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, rows[i].lineno,
-                            "length %ld appears twice", rows[i].len);
-            dist_free(d);
-            goto out;
-        }
-        d->count[rows[i].len] = rows[i].count;
-        d->total += rows[i].count;
-    }
-    if (d->total <= 0) {
-        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "all counts are zero");
-        dist_free(d);
-        goto out;
-    }
-    rc = dist_finish(d, path);
-out:
-    free(rows);
-    free(text);
-    return rc;
+    return load_with(dist_parse_csv, path, d, err);
 }
 
 int dist_load_list(const char *path, unpad_dist *d, unpad_err *err)
 {
-    memset(d, 0, sizeof *d);
-    char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
-    if (rc)
-        return rc;
-    int *len = NULL;
-    size_t n = 0, cap = 0;
-    char *cur = text, *line;
-    int lineno = 0;
-    while ((line = next_line(&cur, &lineno))) {
-        if (blank_or_comment(line))
-            continue;
-        long v;
-        if (unpad_parse_long(line, &v)) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "bad number: expected one integer length per line");
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (v < 1 || v > DIST_MAX_LEN) {
-            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "length %ld out of range (expected 1..%d)",
-                            v, DIST_MAX_LEN);
-            unpad_err_show_line(err, lineno, line);
-            goto out;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1024;
-            int *nl = realloc(len, cap * sizeof *len);
-            if (!nl) {
-                rc = unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
-                goto out;
-            }
-            len = nl;
-        }
-        len[n++] = (int)v;
-    }
-    if (!n) {
-        rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "no lengths in the file");
-        goto out;
-    }
-    rc = dist_from_lengths(len, (int)n, d, err);
-    if (!rc)
-        snprintf(d->source, sizeof d->source, "%s", path);
-out:
-    free(len);
-    free(text);
-    return rc;
+    return load_with(dist_parse_list, path, d, err);
 }
 
 int dist_load(const char *path, unpad_dist *d, unpad_err *err)
 {
-    char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
-    if (rc)
-        return rc;
-    int csv = 0;
-    char *cur = text, *line;
-    int lineno = 0;
-    while ((line = next_line(&cur, &lineno))) {
-        if (blank_or_comment(line))
-            continue;
-        csv = strchr(line, ',') != NULL;
-        break;
-    }
-    free(text);
-    return csv ? dist_load_csv(path, d, err) : dist_load_list(path, d, err);
+    return load_with(dist_parse, path, d, err);
 }
 
 int dist_from_lengths(const int *len, int n, unpad_dist *d, unpad_err *err)
@@ -353,13 +367,14 @@ int dist_sampler_alloc(const unpad_dist *d, uint64_t seed, dist_sampler **out, u
     unpad_gsl_quiet();
     dist_sampler *s = calloc(1, sizeof *s);
     if (!s)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        return unpad_fail(err, UNPAD_ENOMEM, d->source, 0, "out of memory");
     s->rng = gsl_rng_alloc(gsl_rng_mt19937);
     /* count[0] is 0, so index == length. */
     s->table = s->rng ? gsl_ran_discrete_preproc((size_t)d->max_len + 1, d->count) : NULL;
     if (!s->rng || !s->table) {
         dist_sampler_free(s);
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "cannot set up the sampler");
+        return unpad_fail(err, UNPAD_ENOMEM, d->source, 0,
+                          "cannot set up the sampler (%d lengths, total %g)", d->max_len, d->total);
     }
     gsl_rng_set(s->rng, (unsigned long)(seed ? seed : 1));
     *out = s;

@@ -1,11 +1,14 @@
 /* dist.h — distributions of sequence lengths: loading, statistics and reproducible sampling.
  *
- * Two file forms: a `length,count` histogram CSV (header line, `#` comments) and a plain list with
- * one length per line. Sampling uses GSL's mt19937 generator, so a seed gives the same lengths on
+ * Two file forms: a `length,count` histogram CSV (header line exactly `length,count`, `#` comments)
+ * and a plain list with one length per line. Lengths are 1..65536, counts 0..1e15 (fractions
+ * allowed), each length at most once; a NUL byte, an over-long line or a malformed number is
+ * refused with the file, line and reason. Sampling uses GSL's mt19937 generator, so a seed gives the same lengths on
  * every machine. */
 #ifndef UNPAD_DIST_H
 #define UNPAD_DIST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "unpad.h"
@@ -30,6 +33,10 @@ typedef struct {
 const char *dist_default_path(void);
 
 int dist_load_csv(const char *path, unpad_dist *d, unpad_err *err);
+/* The same from text[0..len) in memory; name stands for the file in messages. */
+int dist_parse_csv(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err);
+int dist_parse_list(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err);
+int dist_parse(const char *name, const char *text, size_t len, unpad_dist *d, unpad_err *err);
 int dist_load_list(const char *path, unpad_dist *d, unpad_err *err);
 /* Chooses the form from the content: a first data line with a comma is a histogram. */
 int dist_load(const char *path, unpad_dist *d, unpad_err *err);

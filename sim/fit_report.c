@@ -4,16 +4,17 @@
 
 #include <stdio.h>
 
+#include "outfile.h"
+
 int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,
                         int n_models, const hw_spec *hw, const calib_coef *c, unpad_err *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write");
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     fprintf(f, "trace,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
-    int rc = UNPAD_OK;
     for (int s = 0; s < nsets && !rc; s++)
         for (size_t i = 0; i < sets[s].n; i++) {
             const trace_row *r = &sets[s].rows[i];
@@ -31,13 +32,11 @@ int fit_write_residuals(const char *path, const trace_set *sets, int nsets, cons
                     op_name((op_id)r->op), r->layer, r->group, r->stream, r->dur_us, p,
                     100 * (p - r->dur_us) / r->dur_us);
         }
-    if (fclose(f) && !rc)
-        rc = unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    if (!rc && rename(tmp, path))
-        rc = unpad_fail(err, UNPAD_EIO, path, 0, "cannot rename %s", tmp);
-    if (rc)
-        remove(tmp);
-    return rc;
+    if (rc) {
+        outfile_abort(o);
+        return rc;
+    }
+    return outfile_commit(o, err);
 }
 
 void fit_print(FILE *f, const fit_result *r, const calib_coef *init)

@@ -83,46 +83,42 @@ const seq_cost *plan_seq_cost(const unpad_plan *p)
 }
 
 /* Line number and text of `key = ...` in text (0 when absent), for errors found after parsing. */
-static int key_line(const char *text, const char *key, char *raw, size_t rawn)
+static int key_line(const char *name, const char *text, size_t len, const char *key, char *raw,
+                    size_t rawn)
 {
-    int lineno = 0;
+    unpad_lines it;
     size_t kl = strlen(key);
-    for (const char *s = text; *s;) {
-        const char *e = strchr(s, '\n');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        lineno++;
-        const char *t = s;
-        while (t < s + len && isspace((unsigned char)*t))
+    unpad_lines_init(&it, name, text, len);
+    while (unpad_lines_next(&it, NULL) > 0) {
+        const char *t = it.line;
+        while (isspace((unsigned char)*t))
             t++;
-        if ((size_t)(s + len - t) > kl && !strncmp(t, key, kl)) {
-            const char *u = t + kl;
-            while (u < s + len && isspace((unsigned char)*u))
-                u++;
-            if (u < s + len && *u == '=') {
-                snprintf(raw, rawn, "%.*s", (int)len, s);
-                return lineno;
-            }
+        if (strncmp(t, key, kl))
+            continue;
+        t += kl;
+        while (isspace((unsigned char)*t))
+            t++;
+        if (*t == '=') {
+            snprintf(raw, rawn, "%s", it.line);
+            return it.lineno;
         }
-        s = e ? e + 1 : s + len;
     }
     raw[0] = '\0';
     return 0;
 }
 
-static int bad_value(const char *name, const char *text, const char *key, unpad_err *err,
-                     const char *fmt, const char *val)
+static int bad_value(const char *name, const char *text, size_t len, const char *key,
+                     unpad_err *err, const char *fmt, const char *val)
 {
-    char raw[1024];
-    int line = key_line(text, key, raw, sizeof raw);
-    char why[512];
-    snprintf(why, sizeof why, fmt, val);
-    unpad_fail(err, UNPAD_EINVAL, name, line, "%s", why);
+    char raw[UNPAD_LINE_MAX + 1];
+    int line = key_line(name, text, len, key, raw, sizeof raw);
+    unpad_fail(err, UNPAD_EINVAL, name, line, fmt, val);
     if (line)
         unpad_err_show_line(err, line, raw);
     return UNPAD_EINVAL;
 }
 
-int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err)
+int plan_parse(const char *name, const char *text, size_t len, unpad_plan *p, unpad_err *err)
 {
     plan_file f;
     memset(&f, 0, sizeof f);
@@ -136,27 +132,27 @@ int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err
     f.streams = 1;
     f.seed = 1;
     f.cost_c0 = f.cost_c1 = f.cost_c2 = -1; /* absent */
-    int rc = cfg_parse(name, text, plan_schema, plan_schema_len, &f, err);
+    int rc = cfg_parse(name, text, len, plan_schema, plan_schema_len, &f, err);
     if (rc)
         return rc;
     unpad_plan q;
     plan_default(&q);
     unpad_err pe = {0};
     if (balance_policy_parse(f.policy, &q.policy, &pe))
-        return bad_value(name, text, "policy", err, "%s", pe.msg);
+        return bad_value(name, text, len, "policy", err, "%s", pe.msg);
     int v;
     if ((v = balance_count_from_name(f.count)) < 0)
-        return bad_value(name, text, "count", err, "unknown count '%s' (expected equal or free)",
+        return bad_value(name, text, len, "count", err, "unknown count '%s' (expected equal or free)",
                          f.count);
     q.count = v;
     if (!strcmp(f.weights, "tokens"))
         q.weights_tokens = 1;
     else if (strcmp(f.weights, "cost"))
-        return bad_value(name, text, "weights", err, "unknown weights '%s' (expected cost or tokens)",
+        return bad_value(name, text, len, "weights", err, "unknown weights '%s' (expected cost or tokens)",
                          f.weights);
     unpad_err ge = {0};
     if (group_bounds_parse(f.fmha_groups, q.fmha_bounds, &q.fmha_nb, &ge))
-        return bad_value(name, text, "fmha_groups", err, "%s", ge.msg);
+        return bad_value(name, text, len, "fmha_groups", err, "%s", ge.msg);
     if (!q.weights_tokens && (f.cost_c0 < 0 || f.cost_c1 < 0 || f.cost_c2 < 0)) {
         const char *miss = f.cost_c0 < 0 ? "cost_c0" : f.cost_c1 < 0 ? "cost_c1" : "cost_c2";
         return unpad_fail(err, UNPAD_EINVAL, name, 0,
@@ -191,10 +187,11 @@ int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err
 int plan_load(const char *path, unpad_plan *p, unpad_err *err)
 {
     char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
     if (rc)
         return rc;
-    rc = plan_parse(path, text, p, err);
+    rc = plan_parse(path, text, len, p, err);
     free(text);
     return rc;
 }

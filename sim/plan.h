@@ -53,7 +53,8 @@ void plan_default(unpad_plan *p);
 
 /* Reads and checks a plan file; errors name the file, the line and what was expected. */
 int plan_load(const char *path, unpad_plan *p, unpad_err *err);
-int plan_parse(const char *name, const char *text, unpad_plan *p, unpad_err *err);
+/* The same from text[0..len) in memory; name stands for the file in messages. */
+int plan_parse(const char *name, const char *text, size_t len, unpad_plan *p, unpad_err *err);
 int plan_write(const char *path, const unpad_plan *p, unpad_err *err);
 
 /* The per-sequence cost to balance with (NULL when the plan balances tokens). */

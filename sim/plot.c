@@ -2,6 +2,7 @@
 #include "plot.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "cost.h"
 #include "group.h"
 #include "step.h"
+#include "outfile.h"
 
 #define GNUPLOT_INSTALL "install it with: sudo apt-get install gnuplot-nox (or run `make deps` as root)"
 
@@ -60,12 +62,6 @@ void plot_quote(const char *s, char *buf, size_t n)
     buf[o] = '\0';
 }
 
-static long file_size(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
-
 int plot_render(const char *plot_dir, const char *kind, const char *vars, const char *out,
                 unpad_err *err)
 {
@@ -81,23 +77,31 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
     for (int t = 0; t < 2; t++) {
         char file[4096], qfile[4200], qdir[4200], e[16384];
         snprintf(file, sizeof file, "%s.%s", out, terms[t]);
-        plot_quote(file, qfile, sizeof qfile);
+        /* gnuplot draws into a temporary, renamed to the final name only when not empty. */
+        unpad_outfile *img;
+        if ((rc = outfile_open(file, &img, err)))
+            return rc;
+        plot_quote(outfile_temp_path(img), qfile, sizeof qfile);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/", plot_dir);
         plot_quote(dir, qdir, sizeof qdir);
         if (snprintf(e, sizeof e, "term='%s'; out=%s; plotdir=%s; %s", terms[t], qfile, qdir,
-                     vars ? vars : "") >= (int)sizeof e)
+                     vars ? vars : "") >= (int)sizeof e) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "gnuplot variables too long");
-        remove(file);
+        }
         char log[] = "/tmp/unpad-gnuplot-XXXXXX";
         int fd = mkstemp(log);
-        if (fd < 0)
+        if (fd < 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot make a temporary file: %s",
                               strerror(errno));
+        }
         pid_t pid = fork();
         if (pid < 0) {
             close(fd);
             unlink(log);
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot start gnuplot: %s", strerror(errno));
         }
         if (pid == 0) {
@@ -118,31 +122,39 @@ int plot_render(const char *plot_dir, const char *kind, const char *vars, const 
             fclose(lf);
         }
         unlink(log);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, script, 0, "gnuplot failed (%s, exit %d): %s", file,
                               WIFEXITED(status) ? WEXITSTATUS(status) : -1, msg);
-        if (file_size(file) <= 0)
+        }
+        if (outfile_size(img) <= 0) {
+            outfile_abort(img);
             return unpad_fail(err, UNPAD_EIO, script, 0, "gnuplot wrote no %s: %s", file, msg);
+        }
+        if ((rc = outfile_commit(img, err)))
+            return rc;
     }
     return UNPAD_OK;
 }
 
 /* ---- data files -------------------------------------------------------------------------------- */
 
-/* A CSV written under <path>.tmp and renamed to <path> when complete, so a reader never sees half
- * a file. */
+/* A CSV written complete or not at all (outfile.h), so a reader never sees half a file. */
 typedef struct {
+    unpad_outfile *o;
     FILE *f;
-    char path[4096], tmp[4200];
+    char path[4096];
 } csv_file;
 
 static int csv_open(csv_file *c, const char *out, const char *suffix, const char *prov,
                     unpad_err *err)
 {
     snprintf(c->path, sizeof c->path, "%s%s", out, suffix);
-    snprintf(c->tmp, sizeof c->tmp, "%s.tmp", c->path);
-    if (!(c->f = fopen(c->tmp, "w")))
-        return unpad_fail(err, UNPAD_EIO, c->path, 0, "cannot write: %s", strerror(errno));
+    c->f = NULL;
+    int rc = outfile_open(c->path, &c->o, err);
+    if (rc)
+        return rc;
+    c->f = outfile_stream(c->o);
     if (prov)
         fputs(prov, c->f);
     return UNPAD_OK;
@@ -150,19 +162,14 @@ static int csv_open(csv_file *c, const char *out, const char *suffix, const char
 
 static int csv_close(csv_file *c, unpad_err *err)
 {
-    int bad = ferror(c->f);
-    if (fclose(c->f) != 0 || bad || rename(c->tmp, c->path) != 0) {
-        remove(c->tmp);
-        return unpad_fail(err, UNPAD_EIO, c->path, 0, "write failed: %s", strerror(errno));
-    }
-    return UNPAD_OK;
+    c->f = NULL;
+    return outfile_commit(c->o, err);
 }
 
 static void csv_abandon(csv_file *c)
 {
     if (c->f) {
-        fclose(c->f);
-        remove(c->tmp);
+        outfile_abort(c->o);
         c->f = NULL;
     }
 }
@@ -402,11 +409,12 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
                            unpad_err *err)
 {
     char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
     if (rc)
         return rc;
     enum { NEED = 7 };
-    int cap = 64, n = 0, lineno = 0, ci[NEED] = {-1, -1, -1, -1, -1, -1, -1};
+    int got, cap = 64, n = 0, lineno = 0, ci[NEED] = {-1, -1, -1, -1, -1, -1, -1};
     static const char *const need[NEED] = {"gpus", "batch", "policy", "count", "imbalance_mean",
                                            "imbalance_p99", "steps"};
     imb_point *v = malloc((size_t)cap * sizeof *v);
@@ -415,13 +423,12 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
         free(text);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        lineno++;
-        char raw[1024], *cols[64];
-        snprintf(raw, sizeof raw, "%s", line);
+    unpad_lines it; /* a NUL byte or an over-long line is refused, never taken as the end */
+    unpad_lines_init(&it, path, text, len);
+    while ((got = unpad_lines_next(&it, err)) > 0) {
+        lineno = it.lineno;
+        char raw[UNPAD_LINE_MAX + 1], *cols[64], *line = it.line;
+        memcpy(raw, it.line, it.len + 1);
         if (line[0] == '#') {
             comment_value(line, "model", src->model, sizeof src->model);
             comment_value(line, "hw", src->hw, sizeof src->hw);
@@ -452,9 +459,10 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
         if (nc <= maxc ||
             unpad_parse_long(cols[ci[0]], &g) || unpad_parse_long(cols[ci[1]], &b) ||
             unpad_parse_double(cols[ci[4]], &p.mean) || unpad_parse_double(cols[ci[5]], &p.p99) ||
-            (ci[6] >= 0 && unpad_parse_long(cols[ci[6]], &k)) || g < 1 || b < 1) {
+            (ci[6] >= 0 && unpad_parse_long(cols[ci[6]], &k)) || g < 1 || b < 1 ||
+            g > (1L << 24) || b > (1L << 24) || k < 0 || k > INT_MAX) {
             rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                            "bad what-if row (expected gpus and batch >= 1 and numbers for the "
+                            "bad what-if row (expected gpus and batch in 1..16777216 and numbers for the "
                             "imbalance columns)");
             unpad_err_show_line(err, lineno, raw);
             goto out;
@@ -473,7 +481,9 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
         }
         v[n++] = p;
     }
-    if (n == 0)
+    if (got < 0)
+        rc = err ? err->code : UNPAD_EINVAL;
+    else if (n == 0)
         rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "no what-if rows");
 out:
     free(text);

@@ -1,6 +1,7 @@
 /* trace.c — reading and writing trace rows. */
 #include "trace.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +47,7 @@ static int field_long(const char *path, int lineno, const char *line, int col, c
     long v;
     if (unpad_parse_long(s, &v) || v < lo || v > hi) {
         unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                   "bad value '%s' in column '%s' (expected an integer in [%ld, %ld])", s, COLS[col],
+                   "bad value '%.64s' in column '%s' (expected an integer in [%ld, %ld])", s, COLS[col],
                    lo, hi);
         unpad_err_show_line(err, lineno, line);
         return UNPAD_EINVAL;
@@ -55,13 +56,19 @@ static int field_long(const char *path, int lineno, const char *line, int col, c
     return UNPAD_OK;
 }
 
+/* Largest accepted value of each number column that is not an integer: far beyond any real
+ * step, small enough that sums over any trace stay finite. */
+static const double DOUBLE_MAX_OF[NCOL] = {[11] = 1e30, [13] = 1e30, [14] = 1e30, [15] = 1e15,
+                                           [16] = 1e15};
+
 static int field_double(const char *path, int lineno, const char *line, int col, const char *s,
                         double *out, unpad_err *err)
 {
     double v;
-    if (unpad_parse_double(s, &v) || v < 0) {
+    if (unpad_parse_double(s, &v) || v < 0 || v > DOUBLE_MAX_OF[col]) {
         unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                   "bad value '%s' in column '%s' (expected a number >= 0)", s, COLS[col]);
+                   "bad value '%.64s' in column '%s' (expected a number in [0, %g])", s, COLS[col],
+                   DOUBLE_MAX_OF[col]);
         unpad_err_show_line(err, lineno, line);
         return UNPAD_EINVAL;
     }
@@ -69,27 +76,17 @@ static int field_double(const char *path, int lineno, const char *line, int col,
     return UNPAD_OK;
 }
 
-int trace_read(const char *path, trace_set *set, unpad_err *err)
+int trace_parse(const char *path, const char *text, size_t len, trace_set *set, unpad_err *err)
 {
-    char *text;
-    int rc = unpad_read_file(path, &text, NULL, err);
-    if (rc)
-        return rc;
-    char *cur = text;
-    int lineno = 0, header = 0;
+    int rc = UNPAD_OK, header = 0, got;
     size_t before = set->n;
-    while (*cur) {
-        char *line = cur, *e = strchr(cur, '\n');
-        if (e) {
-            *e = '\0';
-            cur = e + 1;
-        } else
-            cur += strlen(cur);
-        lineno++;
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\r')
-            line[--len] = '\0';
-        if (!len || line[0] == '#')
+    unpad_lines it;
+    char line[UNPAD_LINE_MAX + 1];
+    unpad_lines_init(&it, path, text, len);
+    while ((got = unpad_lines_next(&it, err)) > 0) {
+        const int lineno = it.lineno;
+        memcpy(line, it.line, it.len + 1);
+        if (!it.len || line[0] == '#')
             continue;
         if (!header) {
             if (strcmp(line, TRACE_HEADER)) {
@@ -101,11 +98,9 @@ int trace_read(const char *path, trace_set *set, unpad_err *err)
             header = 1;
             continue;
         }
-        char copy[1024];
-        snprintf(copy, sizeof copy, "%s", line);
         char *f[NCOL + 1];
         int nf = 0;
-        for (char *p = copy; nf <= NCOL;) {
+        for (char *p = it.line; nf <= NCOL;) {
             f[nf++] = p;
             char *c = strchr(p, ',');
             if (!c)
@@ -129,15 +124,16 @@ int trace_read(const char *path, trace_set *set, unpad_err *err)
         strcpy(r.hw, f[0]);
         strcpy(r.model, f[1]);
         long v[NCOL];
+        /* Integer columns stored in an int never exceed INT_MAX. */
         static const long LO[NCOL] = {0, 0, 1, 0, 0, 0, -1, -1, -1, 0, 0, 0, 0};
-        static const long HI[NCOL] = {0, 0, 1 << 20, 1 << 20, 1L << 40, 0, 4096, 1 << 20, 1024,
+        static const long HI[NCOL] = {0, 0, 1 << 20, 1 << 20, INT_MAX, 0, 4096, 1 << 20, 1024,
                                       1L << 40, 1L << 50, 0, 1 << 20};
         for (int c = 2; c <= 12; c++) {
             if (c == 5) {
                 int op = op_from_name(f[5]);
                 if (op < 0) {
                     rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
-                                    "unknown operator '%s' in column 'op'", f[5]);
+                                    "unknown operator '%.64s' in column 'op'", f[5]);
                     unpad_err_show_line(err, lineno, line);
                     goto fail;
                 }
@@ -177,15 +173,29 @@ int trace_read(const char *path, trace_set *set, unpad_err *err)
             goto fail;
         }
     }
+    if (got < 0) {
+        rc = err ? err->code : UNPAD_EINVAL;
+        goto fail;
+    }
     if (!header) {
         rc = unpad_fail(err, UNPAD_EINVAL, path, 0, "empty file: expected the header '%s'",
                         TRACE_HEADER);
         goto fail;
     }
-    free(text);
     return UNPAD_OK;
 fail:
     set->n = before; /* nothing half-read is kept */
+    return rc;
+}
+
+int trace_read(const char *path, trace_set *set, unpad_err *err)
+{
+    char *text;
+    size_t len;
+    int rc = unpad_read_file(path, &text, &len, err);
+    if (rc)
+        return rc;
+    rc = trace_parse(path, text, len, set, err);
     free(text);
     return rc;
 }

@@ -34,8 +34,13 @@ typedef struct {
 void trace_write_header(FILE *f);
 void trace_write_row(FILE *f, const trace_row *r);
 
-/* Reads a trace CSV, appending to set; every malformed line is refused with file:line:reason. */
+/* Reads a trace CSV, appending to set; every malformed line is refused with file:line:reason
+ * (the header exactly TRACE_HEADER; integers within their columns' ranges, step at most INT_MAX;
+ * times at most 1e15 us, FLOPs, bytes and sum_len2 at most 1e30; no NUL byte, no over-long line).
+ * On failure set is left as it was. */
 int trace_read(const char *path, trace_set *set, unpad_err *err);
+/* The same from text[0..len) in memory; name stands for the file in messages. */
+int trace_parse(const char *name, const char *text, size_t len, trace_set *set, unpad_err *err);
 int trace_append(trace_set *set, const trace_row *r);
 void trace_set_free(trace_set *set);
 

@@ -3,12 +3,16 @@
 #include "unpad.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gsl/gsl_errno.h>
 
@@ -89,40 +93,143 @@ int unpad_parse_double(const char *s, double *out)
     return UNPAD_OK;
 }
 
-int unpad_read_file(const char *path, char **out, size_t *len, unpad_err *err)
+int unpad_parse_int(const char *s, long lo, long hi, int *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    long v;
+    if (unpad_parse_long(s, &v) || v < lo || v > hi || v < INT_MIN || v > INT_MAX)
+        return UNPAD_EINVAL;
+    *out = (int)v;
+    return UNPAD_OK;
+}
+
+int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, unpad_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot open: %s", strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot read: %s", strerror(e));
     }
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return unpad_fail(err, UNPAD_EIO, path, 0, "a folder, not a file");
+    }
+    const int regular = S_ISREG(st.st_mode);
+    if (limit <= 0)
+        limit = regular ? UNPAD_READ_MAX : UNPAD_READ_MAX_STREAM;
+    if (regular && st.st_size > limit) {
+        close(fd);
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "%lld bytes, more than the %ld this reader takes (is this the right file?)",
+                          (long long)st.st_size, limit);
+    }
+    /* Room for limit + 1 bytes at most, so that one byte too many is seen. */
+    size_t cap = regular ? (size_t)st.st_size + 2 : (size_t)1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int rc = buf ? UNPAD_OK : unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+    while (!rc) {
         if (n + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
+            size_t ncap = cap * 2 > (size_t)limit + 2 ? (size_t)limit + 2 : cap * 2;
+            char *nb = ncap > cap ? realloc(buf, ncap) : NULL;
             if (!nb) {
-                free(buf);
-                fclose(f);
-                return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+                rc = unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
+                break;
             }
             buf = nb;
-            cap *= 2;
+            cap = ncap;
         }
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            rc = unpad_fail(err, UNPAD_EIO, path, 0, "read error: %s", strerror(errno));
+            break;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+        if (n > (size_t)limit)
+            rc = unpad_fail(err, UNPAD_EINVAL, path, 0,
+                            "more than %ld bytes%s: refused (this reader takes at most that much%s)",
+                            limit, regular ? " (the file grew while read)"
+                                           : " from a device or pipe, not a regular file",
+                            regular ? "" : "; write the data to a file");
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
+    close(fd);
+    if (rc) {
         free(buf);
-        return unpad_fail(err, UNPAD_EIO, path, 0, "read error");
+        return rc;
     }
     buf[n] = '\0';
     *out = buf;
     if (len)
         *len = n;
     return UNPAD_OK;
+}
+
+int unpad_read_file(const char *path, char **out, size_t *len, unpad_err *err)
+{
+    return unpad_read_file_max(path, 0, out, len, err);
+}
+
+/* Line number (1-based) of byte `at` of text. */
+static int line_at(const char *text, size_t at)
+{
+    int line = 1;
+    for (const char *p = text; (p = memchr(p, '\n', (size_t)(text + at - p))); p++)
+        line++;
+    return line;
+}
+
+int unpad_text_check(const char *name, const char *text, size_t len, unpad_err *err)
+{
+    const char *nul = memchr(text, '\0', len);
+    if (!nul)
+        return UNPAD_OK;
+    size_t at = (size_t)(nul - text);
+    return unpad_fail(err, UNPAD_EINVAL, name, line_at(text, at),
+                      "a NUL byte (byte offset %zu): this is not a text file", at);
+}
+
+void unpad_lines_init(unpad_lines *it, const char *name, const char *text, size_t len)
+{
+    it->name = name;
+    it->begin = it->p = text;
+    it->end = text + len;
+    it->lineno = 0;
+    it->len = 0;
+    it->line[0] = '\0';
+}
+
+int unpad_lines_next(unpad_lines *it, unpad_err *err)
+{
+    if (it->p >= it->end)
+        return 0;
+    const char *start = it->p, *nl = memchr(start, '\n', (size_t)(it->end - start));
+    size_t n = (size_t)((nl ? nl : it->end) - start);
+    it->p = nl ? nl + 1 : it->end;
+    it->lineno++;
+    if (n && start[n - 1] == '\r')
+        n--;
+    const char *nul = memchr(start, '\0', n);
+    if (nul) {
+        unpad_fail(err, UNPAD_EINVAL, it->name, it->lineno,
+                   "a NUL byte (byte offset %zu): this is not a text file",
+                   (size_t)(nul - it->begin));
+        return -1;
+    }
+    if (n > UNPAD_LINE_MAX) {
+        unpad_fail(err, UNPAD_EINVAL, it->name, it->lineno,
+                   "line of %zu characters, longer than the %d a line may have (refused, not cut)",
+                   n, UNPAD_LINE_MAX);
+        unpad_err_show_line(err, it->lineno, start);
+        return -1;
+    }
+    memcpy(it->line, start, n);
+    it->line[n] = '\0';
+    it->len = n;
+    return 1;
 }

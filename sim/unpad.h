@@ -55,7 +55,47 @@ void unpad_invariant_failed(const char *file, int line, const char *cond) __attr
 int unpad_parse_long(const char *s, long *out);
 int unpad_parse_double(const char *s, double *out);
 
-/* Reads a whole text file into a NUL-terminated buffer the caller frees. */
+/* Strict integer parsing into an int: the number must lie in [lo, hi] (lo and hi within int). */
+int unpad_parse_int(const char *s, long lo, long hi, int *out);
+
+/* The most bytes unpad_read_file takes in memory: 1 GiB from a regular file (a config,
+ * distribution, plan or trace larger than this is refused before reading), 64 MiB from a pipe or
+ * device (read up to that, then refused: /dev/zero does not fill the memory). */
+#define UNPAD_READ_MAX (1L << 30)
+#define UNPAD_READ_MAX_STREAM (64L << 20)
+
+/* Reads a whole file into a buffer the caller frees, with a NUL byte after the last one (so text
+ * may be used as a string once unpad_text_check has passed it). A regular file is read whole when
+ * it has at most limit bytes (<= 0: UNPAD_READ_MAX), else refused before reading; a pipe or
+ * device is read up to limit bytes (<= 0: UNPAD_READ_MAX_STREAM) and refused when it has more; a
+ * folder is refused. */
 int unpad_read_file(const char *path, char **out, size_t *len, unpad_err *err);
+int unpad_read_file_max(const char *path, long limit, char **out, size_t *len, unpad_err *err);
+
+/* Refuses text[0..len) holding a NUL byte, naming its byte offset and line: a text reader must not
+ * stop there silently. */
+int unpad_text_check(const char *name, const char *text, size_t len, unpad_err *err);
+
+/* ---- line by line ----
+ * Lines of text[0..len) one at a time, each copied NUL-terminated into `line` without its "\n" or
+ * "\r\n". A line longer than UNPAD_LINE_MAX characters is refused (file, line, reason), never cut.
+ *
+ *   unpad_lines it;
+ *   unpad_lines_init(&it, name, text, len);
+ *   while ((rc = unpad_lines_next(&it, err)) > 0) ... it.line, it.lineno ...
+ *   if (rc < 0) ... error in err */
+#define UNPAD_LINE_MAX 4096
+
+typedef struct {
+    const char *name;                /* the file, for messages */
+    const char *begin, *p, *end;     /* the text; what is left to read */
+    int lineno;                      /* number of the current line, 1-based */
+    size_t len;                      /* length of the current line */
+    char line[UNPAD_LINE_MAX + 1];   /* the current line */
+} unpad_lines;
+
+void unpad_lines_init(unpad_lines *it, const char *name, const char *text, size_t len);
+/* 1: it->line holds the next line; 0: no more lines; -1: err filled (UNPAD_EINVAL). */
+int unpad_lines_next(unpad_lines *it, unpad_err *err);
 
 #endif

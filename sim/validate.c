@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "outfile.h"
+
 /* ---- predictions ------------------------------------------------------------------------------ */
 
 static int cmp_fmha_batch(const void *a, const void *b)
@@ -660,11 +662,11 @@ void validate_print(FILE *f, const validate_report *rep)
 int validate_write_csv(const char *path, const validate_report *rep, const char *comment,
                        unpad_err *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write");
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     fputs(comment ? comment : "", f);
     fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
     for (size_t i = 0; i < rep->npairs; i++) {
@@ -687,16 +689,7 @@ int validate_write_csv(const char *path, const validate_report *rep, const char 
         fprintf(f, "step,%d,%d,-1,step,-1,-1,-1,%.3f,%.3f,%.3f\n", s->run + 1, s->step, s->meas_us,
                 s->pred_us, s->meas_us > 0 ? pct(s->pred_us, s->meas_us) : 0.0);
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad) {
-        remove(tmp);
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    }
-    if (rename(tmp, path)) {
-        remove(tmp);
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot rename %s", tmp);
-    }
-    return UNPAD_OK;
+    return outfile_commit(o, err);
 }
 
 void validate_report_free(validate_report *rep)

@@ -13,6 +13,7 @@
 #include "cost.h"
 #include "memory.h"
 #include "step.h"
+#include "outfile.h"
 
 void whatif_setup_default(whatif_setup *s)
 {
@@ -644,15 +645,15 @@ void whatif_csv_row(FILE *f, const whatif_row *r)
 
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
     fprintf(f, "%s\n", whatif_csv_header);
     for (int i = 0; i < n; i++)
         whatif_csv_row(f, &rows[i]);
-    if (fclose(f) != 0)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "write failed");
-    return UNPAD_OK;
+    return outfile_commit(o, err);
 }
 
 void whatif_print_header(FILE *f)

@@ -1,8 +1,10 @@
 /* check_cfg.c — the config reader: model and hardware files, and every kind of bad line. */
 #include <check.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "model.h"
+#include "plan.h"
 #include "testutil.h"
 
 START_TEST(test_model_files_load)
@@ -40,7 +42,7 @@ static const char *model_error(const char *text, int *code)
     static unpad_err e;
     model_cfg m;
     memset(&e, 0, sizeof e);
-    *code = cfg_parse("m.cfg", text, model_schema, model_schema_len, &m, &e);
+    *code = cfg_parse("m.cfg", text, strlen(text), model_schema, model_schema_len, &m, &e);
     return e.msg;
 }
 
@@ -92,6 +94,82 @@ START_TEST(test_model_cross_checks_and_missing_file)
 }
 END_TEST
 
+/* A NUL byte once ended a config there: the keys after it were silently left at their defaults. */
+START_TEST(test_nul_byte_refused)
+{
+    static const char text[] = "name = t\nlayers = 2\0\nhidden = 128\n";
+    model_cfg m;
+    unpad_err e = {0};
+    int code = cfg_parse("m.cfg", text, sizeof text - 1, model_schema, model_schema_len, &m, &e);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "m.cfg:2: a NUL byte (byte offset 19)"), "%s", e.msg);
+    /* plans, through the same reader */
+    static const char plan[] = "policy = kk\ncount = equal\0\ngpus = 2\nbatch = 4\n";
+    unpad_plan p;
+    code = plan_parse("p.cfg", plan, sizeof plan - 1, &p, &e);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "p.cfg:2: a NUL byte (byte offset 25)"), "%s", e.msg);
+    /* and from a file */
+    char path[512];
+    tu_write_tmp(path, sizeof path, ".cfg", "");
+    FILE *f = fopen(path, "wb");
+    fwrite(text, 1, sizeof text - 1, f);
+    fclose(f);
+    ck_assert_int_eq(model_load(path, &m, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, path) && strstr(e.msg, ":2: a NUL byte"), "%s", e.msg);
+    unlink(path);
+}
+END_TEST
+
+/* Lines are read whole up to UNPAD_LINE_MAX characters and refused beyond, naming the line. */
+START_TEST(test_long_lines)
+{
+    static char text[16384];
+    int n = snprintf(text, sizeof text, "%shidden_dropout = ", GOOD);
+    memset(text + n, '0', 2000); /* 2000 leading zeros: once past a 1024-byte buffer */
+    snprintf(text + n + 2000, sizeof text - (size_t)n - 2000, "0.25\n");
+    model_cfg m;
+    unpad_err e = {0};
+    ck_assert_msg(cfg_parse("m.cfg", text, strlen(text), model_schema, model_schema_len, &m, &e) ==
+                      UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq(m.hidden_dropout, 0.25);
+    n = snprintf(text, sizeof text, "name = t\n# ");
+    memset(text + n, 'x', UNPAD_LINE_MAX);
+    snprintf(text + n + UNPAD_LINE_MAX, sizeof text - (size_t)n - UNPAD_LINE_MAX, "\nlayers = 2\n");
+    int code = cfg_parse("m.cfg", text, strlen(text), model_schema, model_schema_len, &m, &e);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "m.cfg:2: line of 4098 characters, longer than the 4096"), "%s",
+                  e.msg);
+}
+END_TEST
+
+/* An integer key whose schema range goes past an int once wrapped when stored. */
+typedef struct {
+    int big;
+} wide_cfg;
+
+START_TEST(test_int_keys_never_wrap)
+{
+    static const cfg_field schema[] = {
+        {"big", CFG_INT, offsetof(wide_cfg, big), 0, 1e12, CFG_REQUIRED, "a wide range"}};
+    wide_cfg w = {0};
+    unpad_err e = {0};
+    const char *t = "big = 4294967301\n"; /* 2^32 + 5: once stored as 5 */
+    int code = cfg_parse("w.cfg", t, strlen(t), schema, 1, &w, &e);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "w.cfg:1: big = 4294967301 is out of range"), "%s", e.msg);
+    ck_assert_int_eq(w.big, 0);
+    t = "big = 2147483647\n";
+    ck_assert_int_eq(cfg_parse("w.cfg", t, strlen(t), schema, 1, &w, &e), UNPAD_OK);
+    ck_assert_int_eq(w.big, 2147483647);
+    /* plans: seed is an int in the file */
+    unpad_plan p;
+    t = "policy = kk\ncount = equal\ngpus = 2\nbatch = 4\nweights = tokens\nseed = 4294967297\n";
+    ck_assert_int_eq(plan_parse("p.cfg", t, strlen(t), &p, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "p.cfg:6: seed = 4294967297 is out of range"), "%s", e.msg);
+}
+END_TEST
+
 START_TEST(test_cfg_write_roundtrip)
 {
     char p[512];
@@ -117,6 +195,9 @@ Suite *cfg_suite(void)
     tcase_add_test(tc, test_cfg_errors_name_file_line_reason);
     tcase_add_test(tc, test_model_cross_checks_and_missing_file);
     tcase_add_test(tc, test_cfg_write_roundtrip);
+    tcase_add_test(tc, test_nul_byte_refused);
+    tcase_add_test(tc, test_long_lines);
+    tcase_add_test(tc, test_int_keys_never_wrap);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,6 +1,7 @@
 /* check_dist.c — length distributions: the Wikipedia histogram's statistics, parser errors,
  * reproducible sampling. */
 #include <check.h>
+#include <math.h>
 #include <string.h>
 
 #include "dist.h"
@@ -71,7 +72,7 @@ START_TEST(test_csv_errors)
     m = load_error("length,count\n1,5\n2,-4\n", &code);
     ck_assert_msg(strstr(m, ":3: negative count -4 for length 2"), "%s", m);
     m = load_error("len,number\n1,5\n", &code);
-    ck_assert_msg(strstr(m, ":1: missing column: expected the header 'length,count'"), "%s", m);
+    ck_assert_msg(strstr(m, ":1: expected the header 'length,count'"), "%s", m);
     m = load_error("length,count\n0,5\n", &code);
     ck_assert_msg(strstr(m, ":2: length 0 out of range"), "%s", m);
     m = load_error("length,count\n3,5\n3,1\n", &code);
@@ -84,6 +85,144 @@ START_TEST(test_csv_errors)
     unpad_err e = {0};
     ck_assert_int_eq(dist_load("/nonexistent/lengths.csv", &d, &e), UNPAD_EIO);
     ck_assert_msg(strstr(e.msg, "/nonexistent/lengths.csv: cannot open"), "%s", e.msg);
+}
+END_TEST
+
+/* Parses len bytes of text (may hold NUL bytes) as a distribution named "d.csv"; the message. */
+static const char *parse_error(const char *text, size_t len, int *code)
+{
+    static unpad_err e;
+    unpad_dist d;
+    memset(&e, 0, sizeof e);
+    *code = dist_parse("d.csv", text, len, &d, &e);
+    if (*code == UNPAD_OK)
+        dist_free(&d);
+    return e.msg;
+}
+
+/* A NUL byte once ended the file there silently: "2,\0" read as the last row. */
+START_TEST(test_nul_byte_refused_with_offset)
+{
+    static const char text[] = "length,count\n1,5\n2,3\0 9\n3,4\n";
+    int code;
+    const char *m = parse_error(text, sizeof text - 1, &code);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, "d.csv:3: a NUL byte (byte offset 20)"), "%s", m);
+    static const char list[] = "1\n\0\n2\n";
+    m = parse_error(list, sizeof list - 1, &code);
+    ck_assert_msg(strstr(m, "d.csv:2: a NUL byte (byte offset 2)"), "%s", m);
+    /* the same through the file reader */
+    char p[512];
+    tu_write_tmp(p, sizeof p, ".csv", "");
+    FILE *f = fopen(p, "wb");
+    fwrite(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unpad_dist d;
+    unpad_err e = {0};
+    ck_assert_int_eq(dist_load(p, &d, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, ":3: a NUL byte"), "%s", e.msg);
+    unlink(p);
+}
+END_TEST
+
+/* A line was once copied into 512 bytes: a count of 600 digits lost its last ones and read as 0
+ * (here 5 becomes 0 and the file was refused for the wrong reason, or read with a wrong total). */
+START_TEST(test_long_lines_read_whole_or_refused)
+{
+    static char text[16384];
+    int code;
+    /* 600 digits: within a line's limit, so read whole, exactly */
+    int n = snprintf(text, sizeof text, "length,count\n1,3\n2,");
+    memset(text + n, '0', 599);
+    snprintf(text + n + 599, sizeof text - (size_t)n - 599, "5\n");
+    unpad_dist d;
+    unpad_err e = {0};
+    ck_assert_msg(dist_parse("d.csv", text, strlen(text), &d, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq(d.count[2], 5.0);
+    ck_assert_double_eq(d.total, 8.0);
+    dist_free(&d);
+    /* over the limit: refused, naming the line, never cut */
+    n = snprintf(text, sizeof text, "length,count\n1,3\n2,");
+    memset(text + n, '0', UNPAD_LINE_MAX);
+    snprintf(text + n + UNPAD_LINE_MAX, sizeof text - (size_t)n - UNPAD_LINE_MAX, "5\n");
+    const char *m = parse_error(text, strlen(text), &code);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, "d.csv:3: line of 4099 characters, longer than the 4096"), "%s", m);
+}
+END_TEST
+
+/* Counts that overflowed to infinity once gave inf/nan statistics with exit 0. */
+START_TEST(test_overflowing_counts_refused)
+{
+    int code;
+    const char *t = "length,count\n1,1e308\n2,1e308\n";
+    const char *m = parse_error(t, strlen(t), &code);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, "d.csv:2: count 1e+308 for length 1 out of range (expected a count in "
+                            "0..1e+15)"), "%s", m);
+    t = "length,count\n1,1e999\n";
+    m = parse_error(t, strlen(t), &code);
+    ck_assert_msg(strstr(m, "d.csv:2: bad number '1e999' in column 'count'"), "%s", m);
+    /* the largest counts give finite statistics */
+    static char big[65536 * 24];
+    size_t k = (size_t)snprintf(big, sizeof big, "length,count\n");
+    for (int l = 1; l <= 65536; l++)
+        k += (size_t)snprintf(big + k, sizeof big - k, "%d,1e15\n", l);
+    unpad_dist d;
+    unpad_err e = {0};
+    ck_assert_msg(dist_parse("d.csv", big, k, &d, &e) == UNPAD_OK, "%s", e.msg);
+    dist_stats s;
+    dist_compute_stats(&d, &s);
+    ck_assert(isfinite(s.mean) && isfinite(s.stddev) && isfinite(s.sum_len2_mean));
+    ck_assert_double_eq_tol(s.mean, 32768.5, 1e-6);
+    ck_assert(isfinite(dist_padding_fraction(&d, 65536)));
+    dist_free(&d);
+}
+END_TEST
+
+/* The header was once checked as a prefix ("lengthX" passed), and a length given twice was
+ * accepted when its first count was 0. */
+START_TEST(test_exact_header_and_duplicates)
+{
+    int code;
+    const char *t = "lengthX,count\n1,5\n";
+    const char *m = parse_error(t, strlen(t), &code);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, "d.csv:1: expected the header 'length,count'"), "%s", m);
+    t = "length,count,x\n1,5\n";
+    m = parse_error(t, strlen(t), &code);
+    ck_assert_msg(strstr(m, "d.csv:1: expected the header"), "%s", m);
+    t = "length,count\n1,0\n2,4\n1,5\n";
+    m = parse_error(t, strlen(t), &code);
+    ck_assert_int_eq(code, UNPAD_EINVAL);
+    ck_assert_msg(strstr(m, "d.csv:4: length 1 appears twice (first on line 2)"), "%s", m);
+    /* blanks around the header's names are fine */
+    t = " length , count \r\n1,5\n";
+    unpad_dist d;
+    unpad_err e = {0};
+    ck_assert_msg(dist_parse("d.csv", t, strlen(t), &d, &e) == UNPAD_OK, "%s", e.msg);
+    dist_free(&d);
+}
+END_TEST
+
+/* A device once grew the memory without bound; a huge file was read whole. */
+START_TEST(test_devices_and_huge_files_refused)
+{
+    unpad_dist d;
+    unpad_err e = {0};
+    ck_assert_int_eq(dist_load("/dev/zero", &d, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "/dev/zero: more than 67108864 bytes from a device or pipe"), "%s",
+                  e.msg);
+    char p[512];
+    tu_write_tmp(p, sizeof p, ".csv", "length,count\n1,5\n");
+    ck_assert_int_eq(truncate(p, UNPAD_READ_MAX + 1), 0); /* sparse: no disk used */
+    ck_assert_int_eq(dist_load(p, &d, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "1073741825 bytes, more than the 1073741824 this reader takes"), "%s",
+                  e.msg);
+    unlink(p);
+    char *buf;
+    ck_assert_int_eq(unpad_read_file("/tmp", &buf, NULL, &e), UNPAD_EIO);
+    ck_assert_msg(strstr(e.msg, "/tmp: a folder, not a file"), "%s", e.msg);
 }
 END_TEST
 
@@ -133,6 +272,11 @@ Suite *dist_suite(void)
     tcase_add_test(tc, test_list_and_stats_exact);
     tcase_add_test(tc, test_csv_errors);
     tcase_add_test(tc, test_sampling_reproducible_and_faithful);
+    tcase_add_test(tc, test_nul_byte_refused_with_offset);
+    tcase_add_test(tc, test_long_lines_read_whole_or_refused);
+    tcase_add_test(tc, test_overflowing_counts_refused);
+    tcase_add_test(tc, test_exact_header_and_duplicates);
+    tcase_add_test(tc, test_devices_and_huge_files_refused);
     suite_add_tcase(s, tc);
     return s;
 }

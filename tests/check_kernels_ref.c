@@ -3,10 +3,12 @@
  * kernels are then checked against these references by tests/gpu/test_kernels.cu. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dropout.h"
+#include "ref/gemm_ref.h"
 #include "ref/ref.h"
 
 /* Deterministic uniform numbers in [-1, 1). */
@@ -353,6 +355,506 @@ START_TEST(test_dropout_rate)
 }
 END_TEST
 
+/* ---- every element against a straightforward double-precision computation -------------------
+ * The tests above check properties; these compare each reference's whole output, element by
+ * element, with the formula written out here a second time (long double sums, no shared code but
+ * the dropout mask's definition), on several ragged shapes. Outputs start as NaN, accumulated
+ * gradients as random values, so an element left unwritten or not accumulated fails. */
+
+typedef long double ld;
+
+static float *nan_array(size_t n)
+{
+    float *a = malloc(n * sizeof *a);
+    for (size_t i = 0; i < n; i++)
+        a[i] = NAN;
+    return a;
+}
+
+static float *copy_array(const float *src, size_t n)
+{
+    float *a = malloc(n * sizeof *a);
+    memcpy(a, src, n * sizeof *a);
+    return a;
+}
+
+/* |got - want| <= atol + rtol |want| for every one of the n elements. */
+static void expect_all(const char *what, const float *got, const ld *want, size_t n, double atol,
+                       double rtol)
+{
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], w = (double)want[i];
+        ck_assert_msg(isfinite(g) && fabs(g - w) <= atol + rtol * fabs(w),
+                      "%s[%zu of %zu] = %.9g, expected %.9g", what, i, n, g, w);
+    }
+}
+
+#define TOL 1e-6, 2e-5
+
+static const int SHAPES[][2] = {{1, 64}, {3, 67}, {7, 5}, {2, 1}, {5, 128}};
+#define NSHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+
+/* LayerNorm of row r (H) in long double: y, mean, 1/sqrt(var + eps). */
+static void ln_oracle(ld *y, ld *mu, ld *rs, const ld *r, const float *g, const float *b, int H,
+                      double eps)
+{
+    ld s = 0, s2 = 0;
+    for (int c = 0; c < H; c++)
+        s += r[c];
+    *mu = s / H;
+    for (int c = 0; c < H; c++)
+        s2 += (r[c] - *mu) * (r[c] - *mu);
+    *rs = 1.0L / sqrtl(s2 / H + eps);
+    for (int c = 0; c < H; c++)
+        y[c] = (r[c] - *mu) * *rs * g[c] + b[c];
+}
+
+/* LayerNorm backward of row x (H) with the given statistics: dx; adds to dg, db. */
+static void ln_bwd_oracle(ld *dx, ld *dg, ld *db, const ld *dy, const float *x, float mean,
+                          float rstd, const float *g, int H)
+{
+    ld a = 0, b = 0;
+    for (int c = 0; c < H; c++) {
+        ld xh = ((ld)x[c] - mean) * rstd;
+        a += dy[c] * g[c];
+        b += dy[c] * g[c] * xh;
+        dg[c] += dy[c] * xh;
+        db[c] += dy[c];
+    }
+    for (int c = 0; c < H; c++) {
+        ld xh = ((ld)x[c] - mean) * rstd;
+        dx[c] = rstd * (dy[c] * g[c] - a / H - xh * b / H);
+    }
+}
+
+START_TEST(test_layernorm_every_element)
+{
+    for (int k = 0; k < NSHAPES; k++) {
+        const int T = SHAPES[k][0], H = SHAPES[k][1];
+        const size_t n = (size_t)T * H;
+        const float eps = 1e-5f, p = 0.3f;
+        float *x = rand_array(n, 2), *g = rand_array(H, 1), *b = rand_array(H, 1);
+        float *bias = rand_array(H, 1), *res = rand_array(n, 1);
+        float *dout = rand_array(n, 1), *dadd = rand_array(n, 1);
+        float *out = nan_array(n), *mean = nan_array(T), *rstd = nan_array(T), *lnin = nan_array(n);
+        float *dx = nan_array(n), *dres = nan_array(n);
+        float *dg0 = rand_array(H, 1), *db0 = rand_array(H, 1), *dbi0 = rand_array(H, 1);
+        float *dg = copy_array(dg0, H), *db = copy_array(db0, H), *dbi = copy_array(dbi0, H);
+        ld *w = calloc(n, sizeof *w), *wm = calloc(T, sizeof *wm), *wr = calloc(T, sizeof *wr);
+        ld *r = calloc(n, sizeof *r), *wdx = calloc(n, sizeof *wdx), *wdr = calloc(n, sizeof *wdr);
+        ld *wdg = calloc(H, sizeof *wdg), *wdb = calloc(H, sizeof *wdb), *wdbi = calloc(H, sizeof *wdbi);
+        ld *dy = calloc(H, sizeof *dy);
+
+        /* plain LayerNorm forward and backward */
+        layernorm_fwd_ref(out, mean, rstd, x, g, b, T, H, eps);
+        for (int t = 0; t < T; t++) {
+            for (int c = 0; c < H; c++)
+                r[(size_t)t * H + c] = x[(size_t)t * H + c];
+            ln_oracle(w + (size_t)t * H, wm + t, wr + t, r + (size_t)t * H, g, b, H, eps);
+        }
+        expect_all("layernorm out", out, w, n, TOL);
+        expect_all("layernorm mean", mean, wm, T, TOL);
+        expect_all("layernorm rstd", rstd, wr, T, 1e-6, 1e-4);
+        layernorm_bwd_ref(dx, dg, db, dout, x, mean, rstd, g, T, H);
+        for (int c = 0; c < H; c++)
+            wdg[c] = dg0[c], wdb[c] = db0[c];
+        for (int t = 0; t < T; t++) {
+            for (int c = 0; c < H; c++)
+                dy[c] = dout[(size_t)t * H + c];
+            ln_bwd_oracle(wdx + (size_t)t * H, wdg, wdb, dy, x + (size_t)t * H, mean[t], rstd[t], g, H);
+        }
+        expect_all("layernorm dx", dx, wdx, n, 1e-5, 1e-4);
+        expect_all("layernorm dgamma", dg, wdg, H, 1e-5, 1e-4);
+        expect_all("layernorm dbeta", db, wdb, H, TOL);
+
+        /* fused bias + dropout + residual + LayerNorm */
+        for (size_t i = 0; i < n; i++)
+            out[i] = NAN, dx[i] = NAN;
+        bias_dropout_residual_layernorm_fwd_ref(out, lnin, mean, rstd, x, bias, res, g, b, T, H, eps,
+                                                p, 11, 5);
+        for (int t = 0; t < T; t++) {
+            for (int c = 0; c < H; c++) {
+                size_t i = (size_t)t * H + c;
+                ld z = (ld)x[i] + bias[c];
+                r[i] = (dropout_keep(11, 5, i, p) ? z / (1 - (ld)p) : 0) + res[i];
+            }
+            ln_oracle(w + (size_t)t * H, wm + t, wr + t, r + (size_t)t * H, g, b, H, eps);
+        }
+        expect_all("fused ln_in", lnin, r, n, TOL);
+        expect_all("fused out", out, w, n, 1e-5, 1e-4);
+        expect_all("fused mean", mean, wm, T, TOL);
+        expect_all("fused rstd", rstd, wr, T, 1e-6, 1e-4);
+        memcpy(dg, dg0, H * sizeof *dg);
+        memcpy(db, db0, H * sizeof *db);
+        bias_dropout_residual_layernorm_bwd_ref(dx, dres, dbi, dg, db, dout, dadd, lnin, mean, rstd,
+                                                g, T, H, p, 11, 5);
+        for (int c = 0; c < H; c++)
+            wdg[c] = dg0[c], wdb[c] = db0[c], wdbi[c] = dbi0[c];
+        for (int t = 0; t < T; t++) {
+            for (int c = 0; c < H; c++)
+                dy[c] = (ld)dout[(size_t)t * H + c] + dadd[(size_t)t * H + c];
+            ln_bwd_oracle(wdr + (size_t)t * H, wdg, wdb, dy, lnin + (size_t)t * H, mean[t], rstd[t],
+                          g, H);
+            for (int c = 0; c < H; c++) {
+                size_t i = (size_t)t * H + c;
+                wdx[i] = dropout_keep(11, 5, i, p) ? wdr[i] / (1 - (ld)p) : 0;
+                wdbi[c] += wdx[i];
+            }
+        }
+        expect_all("fused dresidual", dres, wdr, n, 1e-5, 1e-4);
+        expect_all("fused dx", dx, wdx, n, 1e-5, 1e-4);
+        expect_all("fused dbias", dbi, wdbi, H, 1e-5, 1e-4);
+        expect_all("fused dgamma", dg, wdg, H, 1e-5, 1e-4);
+        expect_all("fused dbeta", db, wdb, H, 1e-5, 1e-4);
+        free(x), free(g), free(b), free(bias), free(res), free(dout), free(dadd), free(out);
+        free(mean), free(rstd), free(lnin), free(dx), free(dres), free(dg0), free(db0), free(dbi0);
+        free(dg), free(db), free(dbi), free(w), free(wm), free(wr), free(r), free(wdx), free(wdr);
+        free(wdg), free(wdb), free(wdbi), free(dy);
+    }
+}
+END_TEST
+
+/* GELU (erf form) and its derivative, written with erfc and the normal density. */
+static ld gelu_oracle(ld z) { return 0.5L * z * erfcl(-z / sqrtl(2.0L)); }
+static ld gelu_grad_oracle(ld z)
+{
+    return 0.5L * erfcl(-z / sqrtl(2.0L)) + z * expl(-0.5L * z * z) / sqrtl(2.0L * 3.14159265358979323846264338327950288L);
+}
+
+START_TEST(test_activations_every_element)
+{
+    for (int k = 0; k < NSHAPES; k++) {
+        const int T = SHAPES[k][0], N = SHAPES[k][1];
+        const size_t n = (size_t)T * N;
+        float *x = rand_array(n, 3), *bias = rand_array(N, 1), *dout = rand_array(n, 1);
+        float *out = nan_array(n), *dx = nan_array(n), *db0 = rand_array(N, 1);
+        float *db = copy_array(db0, N);
+        ld *w = calloc(n, sizeof *w), *wd = calloc(N, sizeof *wd);
+        bias_gelu_fwd_ref(out, x, bias, T, N);
+        for (size_t i = 0; i < n; i++)
+            w[i] = gelu_oracle((ld)x[i] + bias[i % N]);
+        expect_all("gelu out", out, w, n, TOL);
+        bias_gelu_bwd_ref(dx, db, dout, x, bias, T, N);
+        for (int c = 0; c < N; c++)
+            wd[c] = db0[c];
+        for (size_t i = 0; i < n; i++) {
+            w[i] = dout[i] * gelu_grad_oracle((ld)x[i] + bias[i % N]);
+            wd[i % N] += w[i];
+        }
+        expect_all("gelu dx", dx, w, n, TOL);
+        expect_all("gelu dbias", db, wd, N, 1e-5, 1e-5);
+
+        for (size_t i = 0; i < n; i++)
+            out[i] = NAN, dx[i] = NAN;
+        memcpy(db, db0, N * sizeof *db);
+        bias_tanh_fwd_ref(out, x, bias, T, N);
+        for (size_t i = 0; i < n; i++)
+            w[i] = tanhl((ld)x[i] + bias[i % N]);
+        expect_all("tanh out", out, w, n, TOL);
+        bias_tanh_bwd_ref(dx, db, dout, out, T, N);
+        for (int c = 0; c < N; c++)
+            wd[c] = db0[c];
+        for (size_t i = 0; i < n; i++) {
+            w[i] = dout[i] * (1 - (ld)out[i] * out[i]);
+            wd[i % N] += w[i];
+        }
+        expect_all("tanh dx", dx, w, n, TOL);
+        expect_all("tanh dbias", db, wd, N, 1e-5, 1e-5);
+
+        memcpy(db, db0, N * sizeof *db);
+        bias_bwd_ref(db, dout, T, N);
+        for (int c = 0; c < N; c++)
+            wd[c] = db0[c];
+        for (size_t i = 0; i < n; i++)
+            wd[i % N] += dout[i];
+        expect_all("bias_bwd dbias", db, wd, N, 1e-5, 1e-5);
+        free(x), free(bias), free(dout), free(out), free(dx), free(db0), free(db), free(w), free(wd);
+    }
+}
+END_TEST
+
+START_TEST(test_losses_every_element)
+{
+    static const int P_[] = {1, 4, 9}, V_[] = {13, 64, 100}, VP_[] = {16, 64, 128};
+    for (int k = 0; k < 3; k++) {
+        const int P = P_[k], V = V_[k], VP = VP_[k];
+        const size_t n = (size_t)P * VP;
+        float *z = rand_array(n, 4), *loss = nan_array(P), *lse = nan_array(P), *d = nan_array(n);
+        int32_t *labels = malloc((size_t)P * sizeof *labels);
+        for (int i = 0; i < P; i++)
+            labels[i] = i == 1 ? -1 : (int32_t)((i * 7 + V - 1) % V); /* row 1 ignored */
+        labels[P - 1] = V - 1;
+        ld *wl = calloc(P, sizeof *wl), *wlse = calloc(P, sizeof *wlse), *wd = calloc(n, sizeof *wd);
+        mlm_xent_fwd_ref(loss, lse, z, labels, P, V, VP);
+        for (int i = 0; i < P; i++) {
+            ld s = 0;
+            for (int c = 0; c < V; c++)
+                s += expl((ld)z[(size_t)i * VP + c]);
+            wlse[i] = logl(s);
+            wl[i] = labels[i] < 0 ? 0 : wlse[i] - z[(size_t)i * VP + labels[i]];
+        }
+        expect_all("mlm lse", lse, wlse, P, TOL);
+        expect_all("mlm loss", loss, wl, P, 1e-5, 1e-5);
+        const float scale = 0.375f;
+        mlm_xent_bwd_ref(d, z, lse, labels, scale, P, V, VP);
+        for (int i = 0; i < P; i++)
+            for (int c = 0; c < VP; c++)
+                wd[(size_t)i * VP + c] =
+                    labels[i] < 0 || c >= V
+                        ? 0
+                        : scale * (expl((ld)z[(size_t)i * VP + c] - wlse[i]) - (c == labels[i]));
+        expect_all("mlm dlogits", d, wd, n, TOL);
+
+        /* next sentence: n rows of 2 logits */
+        float *nl = nan_array(P), *nd = nan_array(2 * (size_t)P);
+        int32_t *nlab = malloc((size_t)P * sizeof *nlab);
+        for (int i = 0; i < P; i++)
+            nlab[i] = (i + k) % 2;
+        nsp_xent_fwd_bwd_ref(nl, nd, z, nlab, scale, P);
+        for (int i = 0; i < P; i++) {
+            ld l = logl(expl((ld)z[2 * i]) + expl((ld)z[2 * i + 1]));
+            wl[i] = l - z[2 * i + nlab[i]];
+            for (int c = 0; c < 2; c++)
+                wd[2 * i + c] = scale * (expl((ld)z[2 * i + c] - l) - (c == nlab[i]));
+        }
+        expect_all("nsp loss", nl, wl, P, 1e-5, 1e-5);
+        expect_all("nsp dlogits", nd, wd, 2 * (size_t)P, TOL);
+
+        /* the fixed-order sum */
+        float sum = NAN;
+        reduce_sum_f32_ref(&sum, z, (int)n);
+        ld ws = 0;
+        for (size_t i = 0; i < n; i++)
+            ws += z[i];
+        expect_all("reduce_sum", &sum, &ws, 1, 1e-5, 1e-6);
+        free(z), free(loss), free(lse), free(d), free(labels), free(wl), free(wlse), free(wd);
+        free(nl), free(nd), free(nlab);
+    }
+}
+END_TEST
+
+START_TEST(test_rows_every_element)
+{
+    enum { R = 9, P = 6, H = 7 };
+    float *in = rand_array(R * H, 1), *out = nan_array(P * H), *dst0 = rand_array(R * H, 1);
+    float *dst = copy_array(dst0, R * H);
+    int32_t rows[P] = {8, 0, 3, 3, 8, 1}; /* repeats add up; the last row is used */
+    ld want[R * H];
+    rows_gather_ref(out, in, rows, P, H);
+    for (int i = 0; i < P; i++)
+        for (int c = 0; c < H; c++)
+            want[i * H + c] = in[rows[i] * H + c];
+    expect_all("gather", out, want, P * H, 0, 0);
+    rows_scatter_add_ref(dst, out, rows, P, H);
+    for (int i = 0; i < R * H; i++)
+        want[i] = dst0[i];
+    for (int i = 0; i < P; i++)
+        for (int c = 0; c < H; c++)
+            want[rows[i] * H + c] += out[i * H + c];
+    expect_all("scatter_add", dst, want, R * H, TOL);
+    free(in), free(out), free(dst0), free(dst);
+}
+END_TEST
+
+START_TEST(test_lamb_every_element)
+{
+    /* three tensors of ragged sizes, decay on the first and last; two steps */
+    lamb_tensor t[3] = {{0, 37, 1, 0}, {37, 5, 0, 0}, {42, 64, 1, 0}};
+    enum { N = 106 };
+    float *w = rand_array(N, 1), *m = rand_array(N, 0.01f), *v = rand_array(N, 0.01f);
+    float *g = rand_array(N, 0.5f);
+    for (int i = 0; i < N; i++)
+        v[i] = fabsf(v[i]);
+    for (int step = 1; step <= 2; step++) {
+        lamb_hparams hp = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-6f,
+                           .weight_decay = 0.01f, .max_grad_norm = step == 1 ? 1.0f : 100.0f,
+                           .step = step};
+        ld ww[N], wm[N], wv[N], u[N];
+        ld g2 = 0;
+        for (int i = 0; i < N; i++)
+            g2 += (ld)g[i] * g[i];
+        ld norm = sqrtl(g2), clip = norm > hp.max_grad_norm ? hp.max_grad_norm / norm : 1;
+        for (int k = 0; k < 3; k++) {
+            ld w2 = 0, u2 = 0;
+            for (int64_t i = t[k].offset; i < t[k].offset + t[k].size; i++) {
+                ld gi = g[i] * clip;
+                wm[i] = hp.beta1 * (ld)m[i] + (1 - (ld)hp.beta1) * gi;
+                wv[i] = hp.beta2 * (ld)v[i] + (1 - (ld)hp.beta2) * gi * gi;
+                /* the reference divides the stored (float) moments */
+                ld mf = (float)wm[i], vf = (float)wv[i];
+                u[i] = (mf / (1 - powl(hp.beta1, step))) / (sqrtl(vf / (1 - powl(hp.beta2, step))) + hp.eps);
+                if (t[k].weight_decay)
+                    u[i] += hp.weight_decay * (ld)w[i];
+                w2 += (ld)w[i] * w[i];
+                u2 += u[i] * u[i];
+            }
+            ld ratio = w2 > 0 && u2 > 0 ? sqrtl(w2) / sqrtl(u2) : 1;
+            for (int64_t i = t[k].offset; i < t[k].offset + t[k].size; i++)
+                ww[i] = w[i] - hp.lr * ratio * u[i];
+        }
+        float gn = NAN;
+        lamb_update_ref(w, m, v, g, t, 3, hp, &gn, NULL, 0);
+        ck_assert_double_eq_tol(gn, (double)norm, 1e-6 * (double)norm);
+        expect_all("lamb m", m, wm, N, 1e-9, 1e-6);
+        expect_all("lamb v", v, wv, N, 1e-12, 1e-6);
+        expect_all("lamb master", w, ww, N, 1e-6, 1e-6);
+    }
+    free(w), free(m), free(v), free(g);
+}
+END_TEST
+
+START_TEST(test_embedding_every_element)
+{
+    enum { n = 4, T = 3 + 1 + 6 + 2, H = 67, V = 11, TV = 2, MAXP = 8 };
+    const int32_t cu[n + 1] = {0, 3, 4, 10, 12};
+    int32_t ids[T], types[T];
+    for (int t = 0; t < T; t++)
+        ids[t] = (t * 5 + 3) % V, types[t] = t % 3 == 0;
+    ids[T - 1] = V - 1;
+    const float p = 0.2f, eps = 1e-12f;
+    float *word = rand_array(V * H, 1), *pos = rand_array(MAXP * H, 1), *type = rand_array(TV * H, 1);
+    float *g = rand_array(H, 1), *b = rand_array(H, 1), *dout = rand_array(T * H, 1);
+    float *dadd = rand_array(T * H, 1);
+    float *out = nan_array(T * H), *mean = nan_array(T), *rstd = nan_array(T);
+    float *dw0 = rand_array(V * H, 1), *dp0 = rand_array(MAXP * H, 1), *dt0 = rand_array(TV * H, 1);
+    float *dg0 = rand_array(H, 1), *db0 = rand_array(H, 1);
+    float *dw = copy_array(dw0, V * H), *dp = copy_array(dp0, MAXP * H), *dt = copy_array(dt0, TV * H);
+    float *dg = copy_array(dg0, H), *db = copy_array(db0, H);
+    static ld x[T][H], y[T * H], wmu[T], wrs[T], wdw[V * H], wdp[MAXP * H], wdt[TV * H], wdg[H],
+        wdb[H], dy[H], dxr[H];
+    int position[T];
+    for (int s = 0; s < n; s++)
+        for (int t = cu[s]; t < cu[s + 1]; t++)
+            position[t] = t - cu[s];
+    embedding_fwd_ref(out, mean, rstd, ids, types, cu, n, word, pos, type, g, b, T, H, eps, p, 9, 2);
+    for (int t = 0; t < T; t++) {
+        for (int c = 0; c < H; c++)
+            x[t][c] = (ld)word[ids[t] * H + c] + pos[position[t] * H + c] + type[types[t] * H + c];
+        ln_oracle(y + t * H, wmu + t, wrs + t, x[t], g, b, H, eps);
+        for (int c = 0; c < H; c++)
+            y[t * H + c] = dropout_keep(9, 2, (uint64_t)(t * H + c), p) ? y[t * H + c] / (1 - (ld)p) : 0;
+    }
+    expect_all("embedding out", out, y, T * H, 1e-5, 1e-5);
+    expect_all("embedding mean", mean, wmu, T, TOL);
+    expect_all("embedding rstd", rstd, wrs, T, 1e-6, 1e-4);
+    embedding_bwd_ref(dw, dp, dt, dg, db, dout, dadd, ids, types, cu, n, MAXP, word, pos, type, g,
+                      mean, rstd, T, H, TV, p, 9, 2);
+    for (int i = 0; i < V * H; i++)
+        wdw[i] = dw0[i];
+    for (int i = 0; i < MAXP * H; i++)
+        wdp[i] = dp0[i];
+    for (int i = 0; i < TV * H; i++)
+        wdt[i] = dt0[i];
+    for (int c = 0; c < H; c++)
+        wdg[c] = dg0[c], wdb[c] = db0[c];
+    for (int t = 0; t < T; t++) {
+        for (int c = 0; c < H; c++) {
+            int i = t * H + c;
+            dy[c] = dropout_keep(9, 2, (uint64_t)i, p) ? ((ld)dout[i] + dadd[i]) / (1 - (ld)p) : 0;
+        }
+        /* the backward recomputes x in double from the tables; the statistics are the stored ones */
+        ld a = 0, bb = 0;
+        for (int c = 0; c < H; c++) {
+            ld xh = (x[t][c] - mean[t]) * rstd[t];
+            a += dy[c] * g[c];
+            bb += dy[c] * g[c] * xh;
+            wdg[c] += dy[c] * xh;
+            wdb[c] += dy[c];
+        }
+        for (int c = 0; c < H; c++) {
+            ld xh = (x[t][c] - mean[t]) * rstd[t];
+            dxr[c] = rstd[t] * (dy[c] * g[c] - a / H - xh * bb / H);
+            wdw[ids[t] * H + c] += dxr[c];
+            wdp[position[t] * H + c] += dxr[c];
+            wdt[types[t] * H + c] += dxr[c];
+        }
+    }
+    expect_all("embedding dword", dw, wdw, V * H, 1e-5, 1e-4);
+    expect_all("embedding dpos", dp, wdp, MAXP * H, 1e-5, 1e-4);
+    expect_all("embedding dtype", dt, wdt, TV * H, 1e-5, 1e-4);
+    expect_all("embedding dgamma", dg, wdg, H, 1e-5, 1e-4);
+    expect_all("embedding dbeta", db, wdb, H, 1e-5, 1e-4);
+    free(word), free(pos), free(type), free(g), free(b), free(dout), free(dadd), free(out);
+    free(mean), free(rstd), free(dw0), free(dp0), free(dt0), free(dg0), free(db0), free(dw);
+    free(dp), free(dt), free(dg), free(db);
+}
+END_TEST
+
+static ld gelu_tanh_oracle(ld x)
+{
+    return x / (1 + expl(-2 * 0.7978845608028654L * (x + 0.044715L * x * x * x))); /* = 0.5x(1+tanh u) */
+}
+
+START_TEST(test_gemm_every_element)
+{
+    static const int dims[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 9, 33}, {8, 64, 2}};
+    for (int k = 0; k < 4; k++)
+        for (int ta = 0; ta <= 1; ta++)
+            for (int tb = 0; tb <= 1; tb++)
+                for (int epi = GEMM_REF_NONE; epi <= GEMM_REF_BGRADB; epi++) {
+                    const int M = dims[k][0], N = dims[k][1], K = dims[k][2];
+                    const float alpha = 0.75f, beta = epi == GEMM_REF_NONE ? 0.5f : 0.0f;
+                    float *A = rand_array((size_t)M * K, 1), *B = rand_array((size_t)K * N, 1);
+                    float *D0 = rand_array((size_t)M * N, 1), *D = copy_array(D0, (size_t)M * N);
+                    float *aux0 = rand_array((size_t)M * N, 2), *aux = copy_array(aux0, (size_t)M * N);
+                    float *bias0 = rand_array(M > N ? M : N, 1), *bias = copy_array(bias0, M > N ? M : N);
+                    if (epi == GEMM_REF_GELU_BIAS)
+                        for (int i = 0; i < M * N; i++)
+                            aux[i] = NAN;
+                    if (epi == GEMM_REF_DGELU_BGRAD || epi == GEMM_REF_BGRADB)
+                        for (int i = 0; i < (M > N ? M : N); i++)
+                            bias[i] = NAN;
+                    if (beta == 0)
+                        for (int i = 0; i < M * N; i++)
+                            D[i] = NAN; /* beta 0: D is output only */
+                    gemm_ref(M, N, K, ta, tb, A, B, D, alpha, beta, epi, bias, aux);
+                    ld *w = calloc((size_t)M * N, sizeof *w), *wa = calloc((size_t)M * N, sizeof *wa);
+                    ld wb[128];
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            ld acc = 0;
+                            for (int q = 0; q < K; q++)
+                                acc += (ld)(ta ? A[q * M + i] : A[i * K + q]) *
+                                       (tb ? B[j * K + q] : B[q * N + j]);
+                            ld v = alpha * acc + beta * (ld)D0[i * N + j];
+                            ld h = 1e-4L; /* gelu' by a central difference of the oracle */
+                            ld gp = (gelu_tanh_oracle((ld)aux0[i * N + j] + h) -
+                                     gelu_tanh_oracle((ld)aux0[i * N + j] - h)) / (2 * h);
+                            if (epi == GEMM_REF_BIAS)
+                                v += bias0[j];
+                            else if (epi == GEMM_REF_GELU_BIAS)
+                                wa[i * N + j] = v + bias0[j], v = gelu_tanh_oracle(v + bias0[j]);
+                            else if (epi == GEMM_REF_DGELU || epi == GEMM_REF_DGELU_BGRAD)
+                                v *= gp;
+                            w[i * N + j] = v;
+                        }
+                    char what[64];
+                    snprintf(what, sizeof what, "gemm %dx%dx%d ta %d tb %d epi %d D", M, N, K, ta, tb, epi);
+                    expect_all(what, D, w, (size_t)M * N, 1e-5, 1e-5);
+                    if (epi == GEMM_REF_GELU_BIAS)
+                        expect_all("gemm aux", aux, wa, (size_t)M * N, 1e-5, 1e-5);
+                    if (epi == GEMM_REF_DGELU_BGRAD) {
+                        for (int j = 0; j < N; j++) {
+                            wb[j] = 0;
+                            for (int i = 0; i < M; i++)
+                                wb[j] += w[i * N + j];
+                        }
+                        expect_all("gemm dgelu bias", bias, wb, N, 1e-5, 1e-5);
+                    }
+                    if (epi == GEMM_REF_BGRADB) {
+                        for (int i = 0; i < M; i++) {
+                            wb[i] = 0;
+                            for (int q = 0; q < K; q++)
+                                wb[i] += ta ? A[q * M + i] : A[i * K + q];
+                        }
+                        expect_all("gemm bgradb bias", bias, wb, M, 1e-5, 1e-5);
+                    }
+                    free(A), free(B), free(D0), free(D), free(aux0), free(aux), free(bias0), free(bias);
+                    free(w), free(wa);
+                }
+}
+END_TEST
+
 START_TEST(test_attention_mask_rate_and_pairs)
 {
     /* The FMHA mask (dropout.h): keep rate 1 - floor(65536 p) / 65536 over 2000 rows of 512 keys,
@@ -394,6 +896,13 @@ Suite *kernels_ref_suite(void)
     tcase_add_test(tc, test_lamb_one_step_by_hand);
     tcase_add_test(tc, test_embedding_bwd_sums);
     tcase_add_test(tc, test_dropout_rate);
+    tcase_add_test(tc, test_layernorm_every_element);
+    tcase_add_test(tc, test_activations_every_element);
+    tcase_add_test(tc, test_losses_every_element);
+    tcase_add_test(tc, test_rows_every_element);
+    tcase_add_test(tc, test_lamb_every_element);
+    tcase_add_test(tc, test_embedding_every_element);
+    tcase_add_test(tc, test_gemm_every_element);
     tcase_add_test(tc, test_attention_mask_rate_and_pairs);
     suite_add_tcase(s, tc);
     return s;

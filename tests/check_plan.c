@@ -106,7 +106,7 @@ static const char *parse_error(const char *text, int *code)
     static unpad_err e;
     unpad_plan p;
     memset(&e, 0, sizeof e);
-    *code = plan_parse("plan.cfg", text, &p, &e);
+    *code = plan_parse("plan.cfg", text, strlen(text), &p, &e);
     return e.msg;
 }
 

@@ -123,6 +123,84 @@ START_TEST(test_bad_rows)
 }
 END_TEST
 
+/* Parses header + body (len bytes, may hold NUL) as "t.csv"; returns the status, message in e. */
+static int parse(const char *body, size_t len, trace_set *set, unpad_err *e)
+{
+    static char text[65536];
+    size_t h = strlen(TRACE_HEADER) + 1;
+    ck_assert_uint_lt(h + len, sizeof text);
+    memcpy(text, TRACE_HEADER "\n", h);
+    memcpy(text + h, body, len);
+    memset(e, 0, sizeof *e);
+    return trace_parse("t.csv", text, h + len, set, e);
+}
+
+/* A NUL byte once ended the trace there: the rows after it were dropped with exit 0. */
+START_TEST(test_nul_byte_refused)
+{
+    static const char body[] = "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n"
+                               "h200,bert,1,0,1,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,1\0\n"
+                               "h200,bert,1,0,2,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,13\n";
+    trace_set set = {0};
+    unpad_err e;
+    ck_assert_int_eq(parse(body, sizeof body - 1, &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "t.csv:3: a NUL byte (byte offset 227)"), "%s", e.msg);
+    ck_assert_int_eq(set.n, 0);
+    trace_set_free(&set);
+}
+END_TEST
+
+/* A row was once copied into 1024 bytes: a duration written with many digits was cut and read as
+ * another number (here 12.5 written with 1100 leading zeros read as 0). */
+START_TEST(test_long_rows_read_whole_or_refused)
+{
+    static char body[16384];
+    int n = snprintf(body, sizeof body, "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,");
+    memset(body + n, '0', 1100);
+    snprintf(body + n + 1100, sizeof body - (size_t)n - 1100, "12.5\n");
+    trace_set set = {0};
+    unpad_err e;
+    ck_assert_msg(parse(body, strlen(body), &set, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(set.n, 1);
+    ck_assert_double_eq(set.rows[0].dur_us, 12.5);
+    trace_set_free(&set);
+    memset(body + n, '0', UNPAD_LINE_MAX);
+    snprintf(body + n + UNPAD_LINE_MAX, sizeof body - (size_t)n - UNPAD_LINE_MAX, "12.5\n");
+    ck_assert_int_eq(parse(body, strlen(body), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "t.csv:2: line of 4159 characters, longer than the 4096"), "%s", e.msg);
+    ck_assert_int_eq(set.n, 0);
+}
+END_TEST
+
+/* step was accepted up to 2^40 and stored in an int: 2^32 + 7 became step 7. Numbers without an
+ * end (1e300 microseconds) made sums overflow downstream. */
+START_TEST(test_ranges_fit_their_types)
+{
+    trace_set set = {0};
+    unpad_err e;
+    const char *b = "h200,bert,1,0,4294967303,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n";
+    ck_assert_int_eq(parse(b, strlen(b), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "t.csv:2: bad value '4294967303' in column 'step' (expected an "
+                                "integer in [0, 2147483647])"), "%s", e.msg);
+    b = "h200,bert,1,0,2147483647,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n";
+    ck_assert_msg(parse(b, strlen(b), &set, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(set.rows[0].step, 2147483647);
+    trace_set_free(&set);
+    b = "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,1e300\n";
+    ck_assert_int_eq(parse(b, strlen(b), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "t.csv:2: bad value '1e300' in column 'dur_us' (expected a number "
+                                "in [0, 1e+15])"), "%s", e.msg);
+    b = "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e31,1e6,0,1\n";
+    ck_assert_int_eq(parse(b, strlen(b), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "column 'flops'"), "%s", e.msg);
+    /* the header exactly, not a prefix */
+    char text[512];
+    snprintf(text, sizeof text, "%s,extra\n", TRACE_HEADER);
+    ck_assert_int_eq(trace_parse("t.csv", text, strlen(text), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "t.csv:1: not a trace"), "%s", e.msg);
+}
+END_TEST
+
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -130,6 +208,9 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_predicted_roundtrip);
     tcase_add_test(tc, test_step_order);
     tcase_add_test(tc, test_bad_rows);
+    tcase_add_test(tc, test_nul_byte_refused);
+    tcase_add_test(tc, test_long_rows_read_whole_or_refused);
+    tcase_add_test(tc, test_ranges_fit_their_types);
     suite_add_tcase(s, tc);
     return s;
 }

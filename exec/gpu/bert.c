@@ -476,6 +476,12 @@ int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err)
     return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), made, err);
 }
 
+void bert_gemm_counts(const bert *b, int *plans, int *fallbacks)
+{
+    *plans = gemm_ctx_plans(b->gemm);
+    *fallbacks = gemm_ctx_fallbacks(b->gemm);
+}
+
 void bert_set_dropout(bert *b, int on) { b->dropout_on = on && b->opt.dropout; }
 float *bert_lamb_m(bert *b) { return b->m; }
 float *bert_lamb_v(bert *b) { return b->v; }

@@ -127,6 +127,10 @@ void bert_set_dropout(bert *b, int on);
  * it after a first step so that later steps never stop to ask cuBLASLt's heuristic. */
 int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err);
 
+/* GEMM plans cached, and products that needed an uncached plan of their exact shape (a stall of a
+ * heuristic query each). */
+void bert_gemm_counts(const bert *b, int *plans, int *fallbacks);
+
 /* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);
 

@@ -16,6 +16,12 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), C = D */
     cublasLtMatmulAlgo_t algo;
+    /* the algorithm for the exact shapes of the bucket that `algo` does not take (cuBLASLt can
+     * refuse an odd K or M an algorithm for the bucket's round size runs): the heuristic's choice
+     * for the bucket's odd neighbour, so it depends on the bucket alone. 0 not asked yet, 1 found,
+     * -1 none */
+    int alt_state;
+    cublasLtMatmulAlgo_t alt;
 } gemm_plan;
 
 struct gemm_ctx {
@@ -54,6 +60,7 @@ static void plan_release(gemm_plan *p)
     cublasLtMatrixLayoutDestroy(p->ld);
     cublasLtMatmulDescDestroy(p->desc);
     p->used = 0;
+    p->alt_state = 0;
 }
 
 void gemm_ctx_free(gemm_ctx *g)
@@ -303,6 +310,28 @@ static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t a
     return p;
 }
 
+/* p->alt: the heuristic's algorithm for the bucket shape with its bucketed M and K made odd (the
+ * shapes an algorithm for round sizes refuses). */
+static void plan_alt(gemm_ctx *g, gemm_plan *p)
+{
+    if (p->alt_state)
+        return;
+    gemm_shape odd = p->s;
+    if (odd.M > 64 && odd.M % 2 == 0)
+        odd.M--;
+    if (odd.K > 64 && odd.K % 2 == 0)
+        odd.K--;
+    gemm_plan q = {0};
+    char why[160];
+    p->alt_state = -1;
+    if (plan_make(g, &q, &odd, p->align, p->bias, p->aux, why, sizeof why) == 0) {
+        p->alt = q.algo;
+        p->alt_state = 1;
+        plan_release(&q);
+        g->nplans--;
+    }
+}
+
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
               float beta, void *bias, void *aux, cudaStream_t stream)
 {
@@ -327,7 +356,13 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D,
                                        p->ld, &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
-        /* the bucket's algorithm does not take this exact shape: a plan of its own, not cached */
+        plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
+        if (p->alt_state == 1)
+            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->alt,
+                                g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    }
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+        /* neither algorithm takes this exact shape: a plan of its own, not cached */
         gemm_plan q = {0};
         if (plan_make(g, &q, s, align, bias, aux, why, sizeof why))
             shape_fail(s, why);
@@ -373,7 +408,9 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int
                 char why[160];
                 *dim = x;
                 /* a bucket no algorithm runs is left to gemm_run, which names it if a step needs it */
-                plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
+                gemm_plan *p = plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
+                if (p)
+                    plan_alt(g, p);
             }
         }
     free(tpl);

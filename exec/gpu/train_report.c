@@ -162,10 +162,11 @@ void trainer_report_eval(trainer *t, int step, double acc, double loss)
 static void print_summary_lines(const trainer *t, double wall, double mem_gib)
 {
     printf("summary: %d steps in %.1f s | loss %.4f -> %.4f | mlm acc %.4f | %.1f samples/s | %.1f model "
-           "TFLOP/s | device memory in use %.2f GiB\n",
+           "TFLOP/s | device memory in use %.2f GiB | whole run %.1f samples/s (steady state: steps after the "
+           "first %d)\n",
            t->steps_run, wall, t->first_loss, t->last_loss, t->last_acc,
            t->tot_time > 0 ? t->tot_samples / t->tot_time : 0, t->tot_time > 0 ? t->tot_flops / t->tot_time * 1e-12 : 0,
-           mem_gib);
+           mem_gib, wall > 0 ? t->all_samples / wall : 0, TRAIN_WARMUP_STEPS);
     if (t->imb_steps)
         printf("balance: %s, %s counts, %d ranks: measured rank max/mean %.4f, predicted %.4f (mean over %d "
                "steps)\n", balance_policy_name(t->policy), balance_count_name(t->count), t->R,
@@ -183,6 +184,9 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
                t->online_refused ? "; last refusal: " : "", t->online_refused ? t->online_why : "");
     if (t->skipped)
         printf("non-finite steps skipped: %d\n", t->skipped);
+    int plans, fallbacks;
+    bert_gemm_counts(t->b, &plans, &fallbacks);
+    printf("gemm: %d cuBLASLt plans cached, %d products with an uncached exact-shape plan\n", plans, fallbacks);
 }
 
 int trainer_report_summary(trainer *t, const char *outcome, const char *reason, unpad_err *err)

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outfile.h"
+
 int cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out)
 {
     long v;
@@ -127,6 +129,30 @@ const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)
     return buf;
 }
 
+int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no)
+{
+    const char **all = calloc((size_t)nm + 5, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "unpad %s: out of memory\n", cmd);
+        return 1;
+    }
+    int n = 0;
+    if (in) {
+        all[n++] = in->model_path[0] ? in->model_path : NULL;
+        all[n++] = in->hw_path[0] ? in->hw_path : NULL;
+        all[n++] = in->calib_path[0] ? in->calib_path : NULL;
+        all[n++] = in->dist.count && in->dist_path[0] ? in->dist_path : NULL;
+        all[n++] = in->have_plan && in->plan_path[0] ? in->plan_path : NULL;
+    }
+    for (int i = 0; i < nm; i++)
+        all[n++] = more[i];
+    unpad_err err = {0};
+    int rc = outfile_check_all(outs, no, all, n, &err);
+    free(all);
+    return rc ? cli_error(cmd, &err) : 0;
+}
+
 /* ---- --json ------------------------------------------------------------------------------------ */
 
 int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_json *j)
@@ -170,21 +196,18 @@ int cli_json_close(const char *cmd, cli_json *j)
     if (fclose(j->f) != 0 && !rc)
         rc = unpad_fail(&err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     j->f = NULL;
-    if (!rc) {
-        FILE *out = j->out;
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", j->path);
-        if (!out && !(out = fopen(tmp, "w")))
-            rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "cannot write %s: %s", tmp, strerror(errno));
-        if (out) {
-            int bad = fwrite(j->buf, 1, j->len, out) != j->len;
-            if (fclose(out) != 0)
-                bad = 1;
-            j->out = NULL;
-            if (bad || (!j->to_stdout && rename(tmp, j->path) != 0))
-                rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
-            if (rc && !j->to_stdout)
-                remove(tmp);
+    if (!rc && j->out) { /* standard output */
+        int bad = fwrite(j->buf, 1, j->len, j->out) != j->len;
+        if (fclose(j->out) != 0)
+            bad = 1;
+        j->out = NULL;
+        if (bad)
+            rc = unpad_fail(&err, UNPAD_EIO, NULL, 0, "write failed: %s", strerror(errno));
+    } else if (!rc) { /* a file: complete or not at all */
+        unpad_outfile *o;
+        if (!(rc = outfile_open(j->path, &o, &err))) {
+            fwrite(j->buf, 1, j->len, outfile_stream(o));
+            rc = outfile_commit(o, &err);
         }
     }
     free(j->buf);

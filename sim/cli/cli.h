@@ -24,6 +24,11 @@ int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int ne
  * defaults", or "estimate (transferred from HW: FILE)" (calibrate --transfer: nothing measured on
  * this hardware). */
 const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n);
+/* Before any work: refuses (prints "unpad CMD: ..." and returns 1) an output among outs[0..no)
+ * that is one of the run's inputs — those in (may be NULL) loaded: model, hardware, calibration,
+ * distribution, plan — or one of more[0..nm), or another output. NULL entries are skipped. */
+int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
+                      const char *const *outs, int no);
 
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);

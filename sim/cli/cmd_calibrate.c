@@ -9,8 +9,9 @@
 
 #include "cli.h"
 #include "fit.h"
-#include "synth.h"
+#include "outfile.h"
 #include "resolve.h"
+#include "synth.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
@@ -53,22 +54,16 @@ static int do_synthesize(const char *out, resolve_inputs *in, const char *truth_
     } else {
         synth_truth_default(&in->hw, &truth);
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "unpad calibrate: cannot write %s\n", out);
-        return 1;
-    }
-    int rc = synth_trace_write(f, &in->model, &in->hw, &truth, &in->dist, o, &err);
-    if (fclose(f) && !rc)
-        rc = unpad_fail(&err, UNPAD_EIO, out, 0, "write failed");
-    if (!rc && rename(tmp, out))
-        rc = unpad_fail(&err, UNPAD_EIO, out, 0, "cannot rename %s", tmp);
-    if (rc) {
-        remove(tmp);
+    unpad_outfile *of;
+    if (outfile_open(out, &of, &err))
         return cli_error("calibrate", &err);
-    }
+    int rc = synth_trace_write(outfile_stream(of), &in->model, &in->hw, &truth, &in->dist, o, &err);
+    if (rc)
+        outfile_abort(of);
+    else
+        rc = outfile_commit(of, &err);
+    if (rc)
+        return cli_error("calibrate", &err);
     printf("wrote %s: SYNTHETIC trace of %s on %s, %d GPU%s x %d steps x %d sequences (seed %lu)\n",
            out, in->model.name, in->hw.name, o->gpus, o->gpus > 1 ? "s" : "", o->steps, o->batch,
            o->seed);
@@ -193,6 +188,15 @@ int cmd_calibrate(int argc, char **argv)
         traces[ntraces++] = argv[optind];
     }
     so.seed = (unsigned long)seed;
+    /* Before any work: no output may be one of the inputs. */
+    const char *outs[3] = {synth, out, resid_path};
+    const char *more[MAX_TRACES + MAX_MODELS + 4] = {init_path, transfer, from_hw, truth};
+    int nmore = 4;
+    for (int i = 0; i < ntraces; i++)
+        more[nmore++] = traces[i];
+    for (int i = 0; i < nmodel_paths; i++)
+        more[nmore++] = model_paths[i];
+    rq.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
     if (!!synth + !!transfer + !!ntraces != 1) {
         fprintf(stderr, "unpad calibrate: give exactly one of --traces, --transfer, --synthesize\n");
         usage(stderr);
@@ -206,11 +210,17 @@ int cmd_calibrate(int argc, char **argv)
         rq.model = nmodel_paths ? model_paths[0] : NULL;
         if (cli_inputs_load("calibrate", &rq, &in, 1))
             return 1;
+        if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3)) {
+            resolve_inputs_free(&in);
+            return 1;
+        }
         int rc = do_synthesize(synth, &in, truth, &so);
         resolve_inputs_free(&in);
         return rc;
     }
     if (cli_inputs_load("calibrate", &rq, &in, 0))
+        return 1;
+    if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3))
         return 1;
     if (transfer)
         return do_transfer(transfer, from_hw, &in.hw, out);

@@ -56,7 +56,8 @@ int cmd_datamove(int argc, char **argv)
         fprintf(stderr, "unpad datamove: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (cli_inputs_load("datamove", &rq, &in, 0))
+    const char *outs[1] = {json && strcmp(json, "-") ? json : NULL};
+    if (cli_inputs_load("datamove", &rq, &in, 0) || cli_check_outputs("datamove", &in, NULL, 0, outs, 1))
         return 1;
     if (seq > in.model.max_len) {
         fprintf(stderr, "unpad datamove: --seq %d exceeds the model's max_len %d (%s)\n", seq,

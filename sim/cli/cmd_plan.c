@@ -340,6 +340,32 @@ int cmd_plan(int argc, char **argv)
     rc = 1;
     if (cli_inputs_load("plan", &rq, &in, 1))
         goto out;
+    { /* before any work: no plan file or --json over an input or over each other */
+        int no = 0;
+        char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
+        const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
+        if (!names || !outs) {
+            free(names);
+            free(outs);
+            fprintf(stderr, "unpad plan: out of memory\n");
+            goto out;
+        }
+        for (int i = 0; out && i < ng; i++)
+            for (int b = 0; b < nb; b++) {
+                if (ng * nb > 1)
+                    plan_file_name(out, gpus[i], batch[b], names[no], sizeof names[no]);
+                else
+                    snprintf(names[no], sizeof names[no], "%s", out);
+                outs[no] = names[no];
+                no++;
+            }
+        outs[no++] = json && strcmp(json, "-") ? json : NULL;
+        int bad = cli_check_outputs("plan", &in, NULL, 0, outs, no);
+        free(names);
+        free(outs);
+        if (bad)
+            goto out;
+    }
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;
     s.model = &in.model;

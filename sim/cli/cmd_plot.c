@@ -141,6 +141,20 @@ int cmd_plot(int argc, char **argv)
             goto out;
         plots = pbuf;
     }
+    /* Before any work: none of the outputs (PREFIX.png, .svg, and .csv, -gpus.csv or -batch.csv
+     * by kind) over an input. */
+    char outs[5][4200];
+    const char *outp[5];
+    static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(outs[i], sizeof outs[i], "%s%s", out, ext[i]);
+        int used = i < 2 || (i == 2 && k != 2) || (i == 3 && (k == 1 || k == 2)) || (i == 4 && k == 2);
+        outp[i] = used ? outs[i] : NULL;
+    }
+    if (k != 2 && cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
+        goto out;
+    if (cli_check_outputs("plot", k == 2 ? NULL : &in, &csv, 1, outp, 5))
+        goto out;
     cli_prov prov;
     char pc[8192];
     cli_prov_init(&prov, argc, argv);
@@ -151,8 +165,6 @@ int cmd_plot(int argc, char **argv)
             goto out;
         }
     } else {
-        if (cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
-            goto out;
         cli_prov_inputs(&prov, &in, !(k == 3 && lens));
         if (k == 0) /* the histogram uses only the distribution */
             prov.model = prov.hw = prov.calibration = NULL;

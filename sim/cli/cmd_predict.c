@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "layout.h"
+#include "outfile.h"
 #include "memory.h"
 #include "net.h"
 #include "progress.h"
@@ -66,22 +67,32 @@ static void tagged_name(const char *path, const char *tag, char *buf, size_t n)
 static int write_csv(const char *path, const resolve_inputs *in, int gpus, const cost_step *st,
                      const char *prov)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
+    unpad_err err = {0};
+    unpad_outfile *o;
+    if (outfile_open(path, &o, &err))
+        return cli_error("predict", &err);
+    FILE *f = outfile_stream(o);
     fputs(prov, f);
     trace_write_header(f);
     trace_emit_predicted(f, in->hw.name, in->model.name, gpus, 0, 0, in->model.layers, st, 0);
-    if (fclose(f) || rename(tmp, path)) {
-        fprintf(stderr, "unpad predict: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
-        return 1;
-    }
+    if (outfile_commit(o, &err))
+        return cli_error("predict", &err);
     return 0;
+}
+
+/* The CSV of layout l: OUT for the first, OUT with -<layout> before its extension for the others. */
+static void layout_csv_name(const char *csv, const char *name, int l, char *buf, size_t n)
+{
+    if (l == 0) {
+        snprintf(buf, n, "%s", csv);
+        return;
+    }
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s", name);
+    for (char *p = nm; *p; p++)
+        if (*p == '/' || *p == ':' || *p == '=' || *p == ' ' || *p == '(' || *p == ')')
+            *p = '-';
+    tagged_name(csv, nm, buf, n);
 }
 
 /* One layout's prediction: the sampled batch per operator, and the sums over the sampled steps. */
@@ -284,6 +295,17 @@ int cmd_predict(int argc, char **argv)
         if (cap && !k->cap)
             snprintf(k->name, sizeof k->name, "no cap (unpadded)");
     }
+    { /* refuse an output that is an input or another output, before the work */
+        char names[MAX_LAYOUTS + 1][4200];
+        const char *outs[MAX_LAYOUTS + 2] = {0};
+        for (int l = 0; csv && l < nlay; l++) {
+            layout_csv_name(csv, col[l].name, l, names[l], sizeof names[l]);
+            outs[l] = names[l];
+        }
+        outs[nlay] = json && strcmp(json, "-") ? json : NULL;
+        if (cli_check_outputs("predict", &in, NULL, 0, outs, nlay + 1))
+            goto out;
+    }
     net_cost ar;
     net_allreduce(&in.hw, &in.calib, sm.param_bytes, gpus, &ar);
     /* The sampled batch (the first step of each layout's sampler), then the expected throughput
@@ -412,19 +434,12 @@ int cmd_predict(int argc, char **argv)
                              fits))
         goto out;
     if (csv) {
-        if (write_csv(csv, &in, gpus, &col[0].st, pc))
-            goto out;
-        printf("  wrote %s", csv);
-        for (int l = 1; l < nlay; l++) {
-            char pbuf[4200], nm[64];
-            snprintf(nm, sizeof nm, "%s", col[l].name);
-            for (char *p = nm; *p; p++)
-                if (*p == '/' || *p == ':' || *p == '=' || *p == ' ' || *p == '(' || *p == ')')
-                    *p = '-';
-            tagged_name(csv, nm, pbuf, sizeof pbuf);
+        for (int l = 0; l < nlay; l++) {
+            char pbuf[4200];
+            layout_csv_name(csv, col[l].name, l, pbuf, sizeof pbuf);
             if (write_csv(pbuf, &in, gpus, &col[l].st, pc))
                 goto out;
-            printf(" %s", pbuf);
+            printf("%s %s", l ? "" : "  wrote", pbuf);
         }
         printf("\n");
     }

@@ -43,6 +43,9 @@ int cmd_stats(int argc, char **argv)
             return 1;
         dist_path = dbuf;
     }
+    const char *outs[1] = {json && strcmp(json, "-") ? json : NULL};
+    if (cli_check_outputs("stats", NULL, &dist_path, 1, outs, 1))
+        return 1;
     unpad_dist d;
     unpad_err err = {0};
     if (dist_load(dist_path, &d, &err))

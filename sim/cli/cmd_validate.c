@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 #include "plot.h"
 #include "progress.h"
 #include "prov.h"
@@ -57,18 +58,28 @@ static int run_gnuplot(const char *csv, const char *png, const char *title)
     if (cli_project_path("validate", "plots/validate.gp", script, sizeof script))
         return 1;
     plot_quote(title, qtitle, sizeof qtitle);
-    snprintf(expr, sizeof expr, "csv='%s'; out='%s'; title=%s", csv, png, qtitle);
+    unpad_err err = {0};
+    unpad_outfile *img; /* gnuplot draws into its temporary; renamed when not empty */
+    if (outfile_open(png, &img, &err))
+        return cli_error("validate", &err);
+    snprintf(expr, sizeof expr, "csv='%s'; out='%s'; title=%s", csv, outfile_temp_path(img), qtitle);
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
     pid_t pid;
     if (posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ)) {
         fprintf(stderr, "unpad validate: cannot run gnuplot\n");
+        outfile_abort(img);
         return 1;
     }
     int status;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        fprintf(stderr, "unpad validate: gnuplot failed on %s (see its message above)\n", script);
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) ||
+        outfile_size(img) <= 0) {
+        fprintf(stderr, "unpad validate: gnuplot failed on %s, %s not written (see its message "
+                        "above)\n", script, png);
+        outfile_abort(img);
         return 1;
     }
+    if (outfile_commit(img, &err))
+        return cli_error("validate", &err);
     return 0;
 }
 
@@ -256,6 +267,16 @@ int cmd_validate(int argc, char **argv)
     }
     if (cli_inputs_load("validate", &rq, &in, 0))
         return 1;
+    const char *outs[3] = {csv, plot, json && strcmp(json, "-") ? json : NULL};
+    const char *more[MAX_TRACES + MAX_MODELS];
+    for (int i = 0; i < ntraces; i++)
+        more[i] = traces[i];
+    for (int i = 0; i < nmodel_paths; i++)
+        more[ntraces + i] = model_paths[i];
+    if (cli_check_outputs("validate", &in, more, ntraces + nmodel_paths, outs, 3)) {
+        resolve_inputs_free(&in);
+        return 1;
+    }
     unpad_err err = {0};
     int rc = 1, nmodels = 0;
     trace_set *sets = calloc((size_t)ntraces, sizeof *sets);

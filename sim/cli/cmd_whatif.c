@@ -217,7 +217,8 @@ int cmd_whatif(int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (cli_inputs_load("whatif", &rq, &in, 1))
+    const char *outs[2] = {csv, json && strcmp(json, "-") ? json : NULL};
+    if (cli_inputs_load("whatif", &rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, outs, 2))
         goto out;
     s.seed = (uint64_t)seed;
     s.dist = &in.dist;

@@ -3,8 +3,10 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "group.h"
+#include "outfile.h"
 
 int cli_count_matters(int policy)
 {
@@ -69,12 +71,19 @@ static FILE *open_partial(const char *cmd, const char *path, char *partial, size
     return f;
 }
 
+/* 0 when path is a device or pipe (e.g. /dev/stdout): no .partial beside it. */
+static int wants_partial(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 int cli_rows_open(cli_rows *o)
 {
     pthread_mutex_init(&o->lock, NULL);
     o->done = o->failed = 0;
     o->csv_f = o->json_f = NULL;
-    if (o->csv) {
+    if (o->csv && wants_partial(o->csv)) {
         if (!(o->csv_f = open_partial(o->cmd, o->csv, o->csv_partial, sizeof o->csv_partial)))
             return 1;
         fputs(o->prov_comment ? o->prov_comment : "", o->csv_f);
@@ -83,7 +92,7 @@ int cli_rows_open(cli_rows *o)
         fprintf(o->csv_f, "%s\n", whatif_csv_header);
         fflush(o->csv_f);
     }
-    if (o->json && strcmp(o->json, "-")) {
+    if (o->json && strcmp(o->json, "-") && wants_partial(o->json)) {
         if (!(o->json_f = open_partial(o->cmd, o->json, o->json_partial, sizeof o->json_partial))) {
             cli_rows_abandon(o);
             return 1;
@@ -130,26 +139,26 @@ int cli_rows_finish(cli_rows *o, const whatif_row *rows, int n)
 {
     cli_rows_abandon(o);
     if (o->csv) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->csv);
-        FILE *f = fopen(tmp, "w");
-        if (f) {
+        unpad_err err = {0};
+        unpad_outfile *of;
+        int rc = outfile_open(o->csv, &of, &err);
+        if (!rc) {
+            FILE *f = outfile_stream(of);
             fputs(o->prov_comment ? o->prov_comment : "", f);
             fprintf(f, "%s\n", whatif_csv_header);
             for (int i = 0; i < n; i++)
                 whatif_csv_row(f, &rows[i]);
             fprintf(f, "# complete: %d configurations\n", n);
+            rc = outfile_commit(of, &err);
         }
-        int bad = !f || ferror(f);
-        if (f && fclose(f) != 0)
-            bad = 1;
-        if (bad || rename(tmp, o->csv) != 0) {
-            fprintf(stderr, "unpad %s: cannot write %s: %s (the rows are in %s)\n", o->cmd, o->csv,
-                    strerror(errno), o->csv_partial);
-            remove(tmp);
+        if (rc) {
+            fprintf(stderr, "unpad %s: %s%s%s%s\n", o->cmd, err.msg,
+                    o->csv_partial[0] ? " (the rows are in " : "", o->csv_partial,
+                    o->csv_partial[0] ? ")" : "");
             return 1;
         }
-        remove(o->csv_partial);
+        if (o->csv_partial[0])
+            remove(o->csv_partial);
     }
     if (o->json_partial[0])
         remove(o->json_partial);
