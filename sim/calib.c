@@ -12,9 +12,13 @@ const cfg_field calib_schema[] = {
        "true: carried from other hardware by `unpad calibrate --transfer`, not measured"),
     CF("gemm_eff", CFG_DOUBLE, gemm_eff, 0.01, 1, CFG_OPTIONAL, "large-GEMM fraction of bf16 peak"),
     CF("gemm_m_half", CFG_DOUBLE, gemm_m_half, 0, 1e6, CFG_OPTIONAL, "GEMM rows at half efficiency"),
-    CF("attn_eff", CFG_DOUBLE, attn_eff, 0.01, 1, CFG_OPTIONAL, "FMHA tile fraction of bf16 peak"),
-    CF("attn_cta_us", CFG_DOUBLE, attn_cta_us, 0, 1000, CFG_OPTIONAL, "fixed cost per FMHA tile, us"),
-    CF("attn_ctas_per_sm", CFG_DOUBLE, attn_ctas_per_sm, 1, 64, CFG_OPTIONAL, "FMHA tiles resident per SM"),
+    CF("attn_eff", CFG_DOUBLE, attn_eff, 0.01, 1, CFG_OPTIONAL, "FMHA forward tile fraction of bf16 peak"),
+    CF("attn_cta_us", CFG_DOUBLE, attn_cta_us, 0, 1000, CFG_OPTIONAL, "FMHA forward fixed cost per tile, us"),
+    CF("attn_ctas_per_sm", CFG_DOUBLE, attn_ctas_per_sm, 1, 64, CFG_OPTIONAL, "FMHA forward tiles resident per SM"),
+    CF("attn_bwd_eff", CFG_DOUBLE, attn_bwd_eff, 0, 1, CFG_OPTIONAL, "FMHA backward tile fraction of bf16 peak"),
+    CF("attn_bwd_cta_us", CFG_DOUBLE, attn_bwd_cta_us, 0, 1000, CFG_OPTIONAL, "FMHA backward fixed cost per tile, us"),
+    CF("attn_bwd_ctas_per_sm", CFG_DOUBLE, attn_bwd_ctas_per_sm, 0, 64, CFG_OPTIONAL,
+       "FMHA backward tiles resident per SM (0: the backward uses the forward's three)"),
     CF("bw_eff", CFG_DOUBLE, bw_eff, 0.01, 1, CFG_OPTIONAL, "memory-bound fraction of bandwidth"),
     CF("launch_us", CFG_DOUBLE, launch_us, 0, 1000, CFG_OPTIONAL, "per kernel launch, us"),
     CF("optim_bw_eff", CFG_DOUBLE, optim_bw_eff, 0.01, 1, CFG_OPTIONAL, "optimizer fraction of bandwidth"),
@@ -42,7 +46,12 @@ void calib_default(const hw_spec *hw, calib_coef *c)
     c->gemm_m_half = 256;     /* small GEMMs fill few tiles of 128 rows */
     c->attn_eff = 0.50;       /* flash attention forward+backward reaches ~40-60% of peak */
     c->attn_cta_us = 1.0;     /* prologue/epilogue of one tile */
-    c->attn_ctas_per_sm = 2;
+    /* this project's kernels (kernels/fmha.cu) on sm90's 228 KB of shared memory: the forward's
+     * 75 KB a CTA let 3 reside, the backward's 95 KB 2 */
+    c->attn_ctas_per_sm = 3;
+    c->attn_bwd_eff = c->attn_eff;
+    c->attn_bwd_cta_us = c->attn_cta_us;
+    c->attn_bwd_ctas_per_sm = 2;
     c->bw_eff = 0.80;         /* copy reaches ~0.9 of datasheet; real kernels somewhat less */
     c->launch_us = hw ? hw->launch_us : 2.5;
     c->optim_bw_eff = 0.80;
@@ -54,15 +63,32 @@ void calib_default(const hw_spec *hw, calib_coef *c)
 int calib_load(const char *path, const hw_spec *hw, calib_coef *c, unpad_err *err)
 {
     calib_default(hw, c);
+    /* the backward's three only from the file (a file without them: the forward's apply) */
+    c->attn_bwd_eff = c->attn_bwd_cta_us = c->attn_bwd_ctas_per_sm = 0;
     int rc = cfg_load(path, calib_schema, calib_schema_len, c, err);
     if (rc)
         return rc;
+    if (c->attn_bwd_ctas_per_sm > 0 && c->attn_bwd_eff < 0.01)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "attn_bwd_ctas_per_sm is set but attn_bwd_eff is %g (expected 0.01..1)",
+                          c->attn_bwd_eff);
+    if (c->attn_bwd_ctas_per_sm == 0 && (c->attn_bwd_eff > 0 || c->attn_bwd_cta_us > 0))
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "attn_bwd_eff or attn_bwd_cta_us given without attn_bwd_ctas_per_sm (the "
+                          "backward's coefficients go together)");
     if (hw && strcmp(c->hw, hw->name))
         return unpad_fail(err, UNPAD_EINVAL, path, 0,
                           "fitted on '%s' but the hardware spec is '%s' (use the calibration of "
                           "the same GPU, or none)", c->hw, hw->name);
     c->fitted = 1;
     return UNPAD_OK;
+}
+
+calib_fmha_coef calib_fmha(const calib_coef *c, int dir)
+{
+    if (dir && c->attn_bwd_ctas_per_sm > 0)
+        return (calib_fmha_coef){c->attn_bwd_eff, c->attn_bwd_cta_us, c->attn_bwd_ctas_per_sm};
+    return (calib_fmha_coef){c->attn_eff, c->attn_cta_us, c->attn_ctas_per_sm};
 }
 
 calib_source calib_source_of(const calib_coef *c)

@@ -10,9 +10,13 @@ typedef struct {
     char hw[CFG_STR_LEN];   /* hardware it was fitted on */
     double gemm_eff;        /* large-GEMM fraction of peak bf16 */
     double gemm_m_half;     /* rows M at which a GEMM reaches half of gemm_eff */
-    double attn_eff;        /* FMHA tile fraction of peak bf16 */
-    double attn_cta_us;     /* fixed cost per FMHA tile (CTA) */
-    double attn_ctas_per_sm;/* FMHA CTAs resident per multiprocessor */
+    double attn_eff;        /* FMHA forward: tile fraction of peak bf16 */
+    double attn_cta_us;     /* FMHA forward: fixed cost per tile (CTA) */
+    double attn_ctas_per_sm;/* FMHA forward: CTAs resident per multiprocessor */
+    /* The backward's own three (another kernel: other occupancy, other per-tile costs); used when
+     * attn_bwd_ctas_per_sm > 0, else the backward takes the forward's (older files, hand-made
+     * coefficient sets). calib_fmha() picks. */
+    double attn_bwd_eff, attn_bwd_cta_us, attn_bwd_ctas_per_sm;
     double bw_eff;          /* memory-bound kernels: fraction of memory bandwidth */
     double launch_us;       /* per kernel launch */
     double optim_bw_eff;    /* optimizer: fraction of memory bandwidth */
@@ -26,6 +30,12 @@ typedef struct {
                              * (an estimate: nothing was measured on this hardware) */
     int fitted;             /* 1 when read from a calibration file or fitted from traces */
 } calib_coef;
+
+/* One FMHA direction's coefficients (dir 0: forward, 1: backward). */
+typedef struct {
+    double eff, cta_us, ctas_per_sm;
+} calib_fmha_coef;
+calib_fmha_coef calib_fmha(const calib_coef *c, int dir);
 
 /* Where a calibration came from: the uncalibrated defaults, a fit, or a transfer. */
 typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;

@@ -47,7 +47,8 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
     double eff_bw = cost_bw_eff(c, oc->op);
     double t_flop = 0;
     if (oc->tensor_flops > 0) {
-        double eff = op_class_of(oc->op) == OPC_ATTN ? c->attn_eff : cost_gemm_eff(c, oc->op, oc->rows);
+        double eff = op_class_of(oc->op) == OPC_ATTN ? calib_fmha(c, oc->op == OP_FMHA_BWD).eff
+                                                     : cost_gemm_eff(c, oc->op, oc->rows);
         t_flop = oc->tensor_flops / (peak * eff);
     }
     /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */
@@ -61,8 +62,9 @@ double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int 
     /* MMA work rounds query rows to 64 (four warps of 16) and keys to 64-wide tiles. */
     double q = ceil(q_rows / 64.0) * 64, k = ceil(kv_len / 64.0) * 64;
     double flops = 4.0 * q * k * 64 * (dir ? 2.5 : 1.0);
-    double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / c->attn_ctas_per_sm; /* FLOP/us */
-    return c->attn_cta_us + flops / (per_slot * c->attn_eff);
+    calib_fmha_coef f = calib_fmha(c, dir);
+    double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / f.ctas_per_sm; /* FLOP/us */
+    return f.cta_us + flops / (per_slot * f.eff);
 }
 
 /* Min-heap of slot free times: replaces the root (the smallest) with v. The hole left by the root
@@ -133,7 +135,7 @@ static double run_equal(double *a, double *q, int S, long r, double d)
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after)
 {
-    int slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     double stack[2 * 1024];
     double *a = slots <= 1024 ? stack : calloc(2 * (size_t)slots, sizeof *a);
     if (!a)
@@ -178,7 +180,7 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
 {
     for (int g = 0; g < G && group_end; g++)
         group_end[g] = 0;
-    int slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     const int tile = COST_FMHA_TILE;
     double stack[1024];
     double *h = slots <= 1024 ? stack : calloc((size_t)slots, sizeof *h);

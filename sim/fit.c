@@ -13,7 +13,7 @@
 /* ---- calibration ------------------------------------------------------------------------------ */
 
 static const char *PARAM_NAMES[FIT_NPARAM] = {
-    "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "bw_eff",
+    "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
     "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
@@ -51,6 +51,8 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_GEMM_M_HALF: return &c->gemm_m_half;
     case FIT_ATTN_EFF: return &c->attn_eff;
     case FIT_ATTN_CTA_US: return &c->attn_cta_us;
+    case FIT_ATTN_BWD_EFF: return &c->attn_bwd_eff;
+    case FIT_ATTN_BWD_CTA_US: return &c->attn_bwd_cta_us;
     case FIT_BW_EFF: return &c->bw_eff;
     case FIT_LAUNCH_US: return &c->launch_us;
     case FIT_OPTIM_BW_EFF: return &c->optim_bw_eff;
@@ -321,21 +323,25 @@ out:
 
 /* ---- FMHA: the tile simulation, fitted through its decomposition ---- */
 
+/* One direction's fitted pair in c (the backward's when dir is 1). */
+static double *fmha_eff(calib_coef *c, int dir) { return dir ? &c->attn_bwd_eff : &c->attn_eff; }
+static double *fmha_cta(calib_coef *c, int dir) { return dir ? &c->attn_bwd_cta_us : &c->attn_cta_us; }
+
 /* The simulated time is a sum of per-tile times d = attn_cta_us + flops / (slot rate x attn_eff)
  * along the slot that ends last: for a fixed schedule, T = A attn_cta_us + B / attn_eff exactly.
- * A comes from a small step in attn_cta_us, B from T itself. */
+ * A comes from a small step in attn_cta_us, B from T itself. (attn_bwd_* for the backward.) */
 static void fmha_decompose(const hw_spec *hw, const calib_coef *c, const row_ctx *x, double *T,
                            double *A, double *B)
 {
     int dir = x->r->op == OP_FMHA_BWD, n = (int)x->r->seqs, heads = x->m->heads;
     double t0 = fit_fmha_us(hw, c, heads, x->len, n, dir);
     calib_coef c2 = *c;
-    double h = 1e-4 * (c->attn_cta_us > 1e-2 ? c->attn_cta_us : 1e-2);
-    c2.attn_cta_us += h;
+    double cta = *fmha_cta(&c2, dir), h = 1e-4 * (cta > 1e-2 ? cta : 1e-2);
+    *fmha_cta(&c2, dir) += h;
     double a = (fit_fmha_us(hw, &c2, heads, x->len, n, dir) - t0) / h;
     if (a < 0)
         a = 0;
-    double b = (t0 - a * c->attn_cta_us) * c->attn_eff;
+    double b = (t0 - a * cta) * *fmha_eff(&c2, dir);
     *T = t0;
     *A = a;
     *B = b > 0 ? b : 0;
@@ -382,16 +388,20 @@ static int index_batches(fit_ctx *fc, unpad_err *err)
     return UNPAD_OK;
 }
 
-static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
+static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, unpad_err *err)
 {
+    const int op = dir ? OP_FMHA_BWD : OP_FMHA_FWD;
+    const char *D = dir ? "FMHA backward" : "FMHA forward";
+    const fit_param_id P_EFF = dir ? FIT_ATTN_BWD_EFF : FIT_ATTN_EFF,
+                       P_CTA = dir ? FIT_ATTN_BWD_CTA_US : FIT_ATTN_CTA_US;
     const hw_spec *hw = fc->hw;
     size_t n = 0;
     for (size_t i = 0; i < fc->n; i++) {
         const row_ctx *x = &fc->rows[i];
-        n += x->len && !x->multi && x->r->dur_us > 0;
+        n += x->len && !x->multi && x->r->dur_us > 0 && x->r->op == op;
     }
     if (n < 3) {
-        note(out, "%s", "FMHA: fewer than 3 single-stream rows, attn_eff and attn_cta_us not fitted; ");
+        note(out, "%s: fewer than 3 single-stream rows, not fitted; ", D);
         return UNPAD_OK;
     }
     int rc = UNPAD_OK;
@@ -403,17 +413,18 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
         goto out;
     }
     calib_coef cur = *c;
-    int converged = 0;
+    int converged = 0, clamped = 0;
     for (int it = 0; it < 12 && !converged; it++) {
         for (size_t q = 0; q < fc->nbatch; q++)
-            fmha_decompose(hw, &cur, fc->batch[q], &bt[3 * q], &bt[3 * q + 1], &bt[3 * q + 2]);
+            if (fc->batch[q]->r->op == op)
+                fmha_decompose(hw, &cur, fc->batch[q], &bt[3 * q], &bt[3 * q + 1], &bt[3 * q + 2]);
         /* Rows whose tiles, not the memory floor, set the time: measured clearly above the floor.
          * (Judging by the tile time under the current coefficients would keep a poor initial
          * attn_eff from ever being corrected.) */
         size_t k = 0;
         for (size_t i = 0; i < fc->n; i++) {
             const row_ctx *x = &fc->rows[i];
-            if (!x->len || x->multi || x->r->dur_us <= 0)
+            if (!x->len || x->multi || x->r->dur_us <= 0 || x->r->op != op)
                 continue;
             double mem = x->oc.bytes / (hw->mem_bw_gbs * 1e3 * cur.bw_eff);
             double t = x->r->dur_us - x->oc.launches * cur.launch_us;
@@ -421,7 +432,7 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
                 idx[k++] = i;
         }
         if (k < 3) {
-            note(out, "%s", "FMHA: memory-bound under the fitted bandwidth, attn_eff not fitted; ");
+            note(out, "%s: memory-bound under the fitted bandwidth, not fitted; ", D);
             goto out;
         }
         if (rf.n != k) {
@@ -443,44 +454,79 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
             goto out;
         }
         double cta = robust_coef(&rf, 0), inv = robust_coef(&rf, 1);
+        double se_cta = robust_se(&rf, 0), se_inv = robust_se(&rf, 1);
+        robust_fit r1 = {0}, *used = &rf;
+        if (cta < 0) { /* no negative tile cost: the efficiency alone, the cost at 0 */
+            clamped = 1;
+            if ((rc = robust_alloc(&r1, k, 1, err)))
+                goto out;
+            for (size_t j = 0; j < k; j++) {
+                gsl_matrix_set(r1.X, j, 0, gsl_matrix_get(rf.X, j, 1));
+                gsl_vector_set(r1.y, j, gsl_vector_get(rf.y, j));
+            }
+            st = robust_solve(&r1);
+            if (st && st != GSL_EMAXITER) {
+                robust_free(&r1);
+                rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "%s fit failed: %s", D, gsl_strerror(st));
+                goto out;
+            }
+            cta = 0;
+            se_cta = 0;
+            inv = robust_coef(&r1, 0);
+            se_inv = robust_se(&r1, 0);
+            used = &r1;
+        }
         if (inv < 1) {
+            robust_free(&r1);
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                            "the FMHA rows imply attn_eff = %.3g, above 1 (are FMHA flops and "
-                            "durations per layer?)", inv > 0 ? 1 / inv : -1.0);
+                            "the %s rows imply an efficiency of %.3g, above 1 (are FMHA flops "
+                            "and durations per layer?)", D, inv > 0 ? 1 / inv : -1.0);
             goto out;
         }
-        if (cta < 0) {
-            note(out, "%s", "attn_cta_us came out negative and was set to 0; ");
-            cta = 0;
-        }
-        double change = fabs(cta - cur.attn_cta_us) / (cur.attn_cta_us + 1e-3) +
-                        fabs(1 / inv - cur.attn_eff) / cur.attn_eff;
-        cur.attn_cta_us = cta;
-        cur.attn_eff = 1 / inv;
+        double change = fabs(cta - *fmha_cta(&cur, dir)) / (*fmha_cta(&cur, dir) + 1e-3) +
+                        fabs(1 / inv - *fmha_eff(&cur, dir)) / *fmha_eff(&cur, dir);
+        *fmha_cta(&cur, dir) = cta;
+        *fmha_eff(&cur, dir) = 1 / inv;
         converged = it > 0 && change < 1e-6;
-        out->param[FIT_ATTN_CTA_US].se = robust_se(&rf, 0);
-        out->param[FIT_ATTN_EFF].se = robust_se(&rf, 1) / (inv * inv);
-        out->param[FIT_ATTN_EFF].rows = out->param[FIT_ATTN_CTA_US].rows = (long)k;
+        out->param[P_CTA].se = se_cta;
+        out->param[P_EFF].se = se_inv / (inv * inv);
+        out->param[P_EFF].rows = out->param[P_CTA].rows = (long)k;
         for (size_t i = 0; i < fc->n; i++)
-            if (fc->rows[i].len) {
+            if (fc->rows[i].len && fc->rows[i].r->op == op) {
                 fc->rows[i].w = 1;
                 fc->rows[i].in_fit = 0;
             }
         for (size_t j = 0; j < k; j++) {
-            fc->rows[idx[j]].w = robust_weight(&rf, j);
+            fc->rows[idx[j]].w = robust_weight(used, j);
             fc->rows[idx[j]].in_fit = 1;
         }
+        robust_free(&r1);
     }
+    if (clamped)
+        note(out, "%s: the tile cost came out negative: set to 0, the efficiency fitted alone; ", D);
     if (!converged)
-        note(out, "%s", "FMHA: the tile schedule kept changing between iterations (last kept); ");
-    c->attn_cta_us = cur.attn_cta_us;
-    c->attn_eff = cur.attn_eff;
-    out->param[FIT_ATTN_EFF].fitted = out->param[FIT_ATTN_CTA_US].fitted = 1;
+        note(out, "%s: the tile schedule kept changing between iterations (last kept); ", D);
+    *fmha_cta(c, dir) = *fmha_cta(&cur, dir);
+    *fmha_eff(c, dir) = *fmha_eff(&cur, dir);
+    out->param[P_EFF].fitted = out->param[P_CTA].fitted = 1;
 out:
     robust_free(&rf);
     free(bt);
     free(idx);
     return rc;
+}
+
+/* Forward and backward apart (different kernels). A start without the backward's own three
+ * (attn_bwd_ctas_per_sm 0) starts it from the forward's. */
+static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
+{
+    if (c->attn_bwd_ctas_per_sm <= 0) {
+        c->attn_bwd_eff = c->attn_eff;
+        c->attn_bwd_cta_us = c->attn_cta_us;
+        c->attn_bwd_ctas_per_sm = c->attn_ctas_per_sm;
+    }
+    int rc = fit_fmha_dir(fc, c, 0, out, err);
+    return rc ? rc : fit_fmha_dir(fc, c, 1, out, err);
 }
 
 /* Robust fit of y = b x (x NULL: a constant, y = b) over n points; weights to w (may be NULL).

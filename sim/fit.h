@@ -20,7 +20,8 @@
  *     optim:     dur = bytes/bw * (1/optim_bw_eff) + launches * launch_us
  *   an operator with fewer than FIT_OP_MIN_ROWS rows shares one column with the others of its
  *   class; gemm_eff and bw_eff are that pooled value, or the work-weighted mean of the operators';
- *   FMHA: gsl_multifit_nlinear on the tile simulation, unknowns 1/attn_eff and attn_cta_us, with
+ *   FMHA: per direction (forward and backward are different kernels) a robust linear fit through
+ *     the tile simulation's decomposition, unknowns 1/attn_eff and attn_cta_us (attn_bwd_*), with
  *     bisquare reweighting (launch_us and bw_eff from the joint fit);
  *   all-reduce / exchange: dur - latency = bytes/link_bw * (1/comm_eff), robust, using per step
  *     the fastest rank's row (slower ranks' rows include waiting for the slowest);
@@ -87,6 +88,8 @@ typedef enum {
     FIT_GEMM_M_HALF,
     FIT_ATTN_EFF,
     FIT_ATTN_CTA_US,
+    FIT_ATTN_BWD_EFF,
+    FIT_ATTN_BWD_CTA_US,
     FIT_BW_EFF,
     FIT_LAUNCH_US,
     FIT_OPTIM_BW_EFF,

@@ -53,6 +53,8 @@ void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
     }
     fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_ctas_per_sm", r->coef.attn_ctas_per_sm,
             "(kept)", init->attn_ctas_per_sm, "-");
+    fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_bwd_ctas_per_sm",
+            calib_fmha(&r->coef, 1).ctas_per_sm, "(kept)", calib_fmha(init, 1).ctas_per_sm, "-");
     int any = 0;
     for (int op = 0; op < OP_COUNT; op++)
         any |= r->op[op].fitted;

@@ -11,7 +11,10 @@ void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to,
     if (from->sms > 0)
         out->gemm_m_half = src->gemm_m_half * to->sms / from->sms;
     if (to->clock_ghz > 0)
+    {
         out->attn_cta_us = src->attn_cta_us * from->clock_ghz / to->clock_ghz;
+        out->attn_bwd_cta_us = src->attn_bwd_cta_us * from->clock_ghz / to->clock_ghz;
+    }
     if (from->launch_us > 0)
         out->launch_us = src->launch_us * to->launch_us / from->launch_us;
 }

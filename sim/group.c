@@ -35,16 +35,17 @@ static double group_alone_us(const hw_spec *hw, const calib_coef *c, int heads, 
 /* W: every tile's time spread over all slots, plus one launch each way. */
 static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const int *d, int n)
 {
-    double slots = hw->sms * c->attn_ctas_per_sm, sum = 0;
+    double slots[2] = {hw->sms * calib_fmha(c, 0).ctas_per_sm, hw->sms * calib_fmha(c, 1).ctas_per_sm};
+    double sum = 0;
     for (int s = 0; s < n; s++) {
         int tiles = (d[s] + GROUP_FMHA_TILE - 1) / GROUP_FMHA_TILE;
         for (int t = 0; t < tiles; t++) {
             int rows = t + 1 < tiles ? GROUP_FMHA_TILE : d[s] - t * GROUP_FMHA_TILE;
-            sum += heads * (cost_fmha_cta_us(hw, c, rows, d[s], 0) +
-                            cost_fmha_cta_us(hw, c, rows, d[s], 1));
+            sum += heads * (cost_fmha_cta_us(hw, c, rows, d[s], 0) / slots[0] +
+                            cost_fmha_cta_us(hw, c, rows, d[s], 1) / slots[1]);
         }
     }
-    return sum / slots + 2 * c->launch_us;
+    return sum + 2 * c->launch_us;
 }
 
 double group_one_launch_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n)

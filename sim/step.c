@@ -97,11 +97,13 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         }
         sm->run_small[r] = sm->instances[i] * sm->small_m[i];
     }
-    double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / c->attn_ctas_per_sm;
-    for (int dir = 0; dir < 2; dir++) /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
-        sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * c->attn_eff);
-    sm->cta_us = c->attn_cta_us;
-    sm->slots = (int)(hw->sms * c->attn_ctas_per_sm);
+    for (int dir = 0; dir < 2; dir++) { /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
+        calib_fmha_coef f = calib_fmha(c, dir);
+        double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / f.ctas_per_sm;
+        sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * f.eff);
+        sm->cta_us[dir] = f.cta_us;
+        sm->slots[dir] = (int)(hw->sms * f.ctas_per_sm);
+    }
     sm->overhead_us = c->step_overhead_us;
     sm->param_bytes = 4.0 * (double)model_param_count(m);
     if (!(sm->per_len = malloc(((size_t)m->max_len + 1) * sizeof *sm->per_len)))
@@ -141,12 +143,12 @@ double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
 {
     if (b->tiles <= 0)
         return 0;
-    double a = sm->tile_a[dir], H = sm->heads, S = sm->slots;
+    double a = sm->tile_a[dir], H = sm->heads, S = sm->slots[dir], cta = sm->cta_us[dir];
     int k = b->top_k64 * 64;
-    double p = sm->cta_us + a * COST_FMHA_TILE * k; /* the longest tile */
+    double p = cta + a * COST_FMHA_TILE * k; /* the longest tile */
     if (H * b->tiles <= S)
         return p;
-    double work = H * (b->tiles * sm->cta_us + a * b->tile_work);
+    double work = H * (b->tiles * cta + a * b->tile_work);
     double waves = ceil(H * b->top_tiles / S) * p, spread = work / S + STEP_FMHA_TAIL * p;
     return waves > spread ? waves : spread;
 }

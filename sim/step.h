@@ -10,7 +10,8 @@
  * operator.
  *
  * The FMHA is the one term that is not affine. Its tile simulation (cost_fmha_us: one tile per
- * sequence, head and 64-row tile, dispatched to sms x ctas_per_sm slots) is replaced by a
+ * sequence, head and 64-row tile, dispatched to sms x ctas_per_sm slots, each direction its own
+ * coefficients: calib_fmha) is replaced by a
  * closed form on the tiles' sums, fitted to the simulation averaged over random launch orders
  * (fit_fmha_us, the order the calibration assumes):
  *   W     = heads x (tiles x attn_cta_us + a x sum over tiles of rows64 x keys64)   all tiles' time
@@ -30,10 +31,11 @@
 #include "cost.h"
 #include "ops.h"
 
-/* The tail of a random launch order, in units of the longest tile (fitted to fit_fmha_us on
- * Wikipedia, uniform, short-heavy and bimodal batches of 1..512 sequences, bert-base and
- * bert-large: bias within 1% from 8 sequences up). */
-#define STEP_FMHA_TAIL 0.36
+/* The tail of a random launch order, in units of the longest tile (fitted to fit_fmha_us under
+ * models/calib/h200-sxm.cfg, forward 3 and backward 2 tiles per SM, on Wikipedia-like, uniform,
+ * short-heavy and bimodal batches of 16..256 sequences, bert-base and bert-large: bias within
+ * 0.6% from 32 sequences up, +2.5% at 16; docs/cost-model.md). */
+#define STEP_FMHA_TAIL 0.45
 
 /* The sums of one GPU's batch the step model needs (step_batch_add, one sequence at a time). */
 typedef struct {
@@ -62,7 +64,7 @@ typedef struct {
     double launch[OP_COUNT];  /* launches x launch_us */
     int instances[OP_COUNT];
     /* FMHA (index 0 forward, 1 backward): tile time attn_cta_us + tile_a x rows64 x keys64 */
-    double tile_a[2], cta_us, slots;
+    double tile_a[2], cta_us[2], slots[2];
     double lamb_us;           /* the optimizer step (LAMB over every parameter) */
     double overhead_us;       /* per step: host work, synchronisation (calibration) */
     double param_bytes;       /* fp32 gradients all-reduced */

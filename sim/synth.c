@@ -23,7 +23,10 @@ void synth_truth_default(const hw_spec *hw, calib_coef *c)
     c->gemm_m_half = 400;
     c->attn_eff = 0.38;
     c->attn_cta_us = 1.5;
-    c->attn_ctas_per_sm = 2;
+    c->attn_ctas_per_sm = 3; /* the kernels' occupancy, as calib_default (the fit keeps it) */
+    c->attn_bwd_eff = 0.30; /* the backward its own kernel: other efficiency and tile cost */
+    c->attn_bwd_cta_us = 2.5;
+    c->attn_bwd_ctas_per_sm = 2;
     c->bw_eff = 0.71;
     c->launch_us = 4;
     c->optim_bw_eff = 0.75;
@@ -62,9 +65,10 @@ int synth_trace_write(FILE *f, const model_cfg *m, const hw_spec *hw, const cali
     }
     gsl_rng_set(rng, o->seed + 1);
     fprintf(f, "# SYNTHETIC trace (not a measurement): cost-model times under gemm_eff=%g gemm_m_half=%g "
-               "attn_eff=%g attn_cta_us=%g bw_eff=%g launch_us=%g optim_bw_eff=%g comm_eff=%g "
-               "step_overhead_us=%g, noise %g, outliers %g x%g, seed %lu\n",
-            truth->gemm_eff, truth->gemm_m_half, truth->attn_eff, truth->attn_cta_us, truth->bw_eff,
+               "attn_eff=%g attn_cta_us=%g attn_bwd_eff=%g attn_bwd_cta_us=%g bw_eff=%g launch_us=%g "
+               "optim_bw_eff=%g comm_eff=%g step_overhead_us=%g, noise %g, outliers %g x%g, seed %lu\n",
+            truth->gemm_eff, truth->gemm_m_half, truth->attn_eff, truth->attn_cta_us,
+            calib_fmha(truth, 1).eff, calib_fmha(truth, 1).cta_us, truth->bw_eff,
             truth->launch_us, truth->optim_bw_eff, truth->comm_eff, truth->step_overhead_us, o->noise,
             o->outlier_frac, o->outlier_scale, o->seed);
     trace_write_header(f);

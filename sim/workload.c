@@ -139,10 +139,12 @@ static int synthetic_dist(const unpad_dist *d, int max_len, unpad_dist *out, unp
     return UNPAD_OK;
 }
 
-/* The step times the step model gives for the trainer's steps first..steps: out[s - first]. The
- * lengths are drawn from the file's distribution d and clamped afterwards, as the trainer does. */
+/* The step times the step model gives for the trainer's steps first..steps under each of the
+ * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
+ * clamped afterwards, as the trainer does. */
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
-                         const unpad_dist *d, double *out, unpad_err *err)
+                         const unpad_dist *d, const uint64_t *seeds, int nseeds, double *out,
+                         unpad_err *err)
 {
     int maxl = d->max_len < m->max_len ? d->max_len : m->max_len;
     int K = w->vranks, B = w->batch, n = K * B, rc;
@@ -165,14 +167,15 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         (rc = dist_sampler_alloc(d, 1, &ds, err)) || (rc = balance_ws_alloc(n, K, &ws, err)) ||
         (rc = balance_result_alloc(n, K, &r, err)))
         goto out;
+    for (int j = 0; j < nseeds; j++)
     for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
         for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
             uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
-            dist_sampler_seed(ds, s->seed * 1000003ull + p + 1);
+            dist_sampler_seed(ds, seeds[j] * 1000003ull + p + 1);
             dist_sample(ds, &len[k], 1);
             len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
         }
-        double t = sm.lamb_us + sm.overhead_us;
+        double t = sm.lamb_us + K * sm.overhead_us; /* the overhead per pass: per virtual rank */
         if (K == 1) {
             step_batch b;
             if ((rc = step_batch_of(&sm, len, n, &b, err)))
@@ -187,7 +190,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
             for (int g = 0; g < K; g++)
                 t += us[g];
         }
-        out[st - WORKLOAD_FIRST_STEP] = t / 1e3;
+        out[j * w->steps + st - WORKLOAD_FIRST_STEP] = t / 1e3;
     }
 out:
     free(len);
@@ -207,6 +210,82 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static double median_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The spread of a `steps`-step median: the same loader under other seeds. */
+static int median_band(const workload_setup *s, workload_row *w, const model_cfg *m,
+                       const unpad_dist *d, double *t, unpad_err *err)
+{
+    double med[WORKLOAD_BAND_RUNS];
+    uint64_t seeds[WORKLOAD_BAND_RUNS];
+    for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
+        seeds[j] = s->seed + 7919ull * (uint64_t)(j + 1);
+    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, t, err);
+    if (rc)
+        return rc;
+    for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
+        med[j] = median_of(t + (size_t)j * w->steps, w->steps);
+    qsort(med, WORKLOAD_BAND_RUNS, sizeof *med, cmp_double);
+    w->band_lo_ms = med[WORKLOAD_BAND_RUNS * 5 / 100];
+    w->band_hi_ms = med[WORKLOAD_BAND_RUNS * 95 / 100 - 1];
+    return UNPAD_OK;
+}
+
+/* The wall ms of steps first..first+n-1 from a trainer log (`step N/M | ... | X ms/step`);
+ * returns how many were found (0: no log). */
+static int log_steps(const char *path, int first, int n, double *ms)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        ms[i] = NAN;
+    while (fgets(line, sizeof line, f)) {
+        int st, of;
+        if (sscanf(line, "step %d/%d", &st, &of) != 2 || st < first || st >= first + n)
+            continue;
+        char *q = strstr(line, " ms/step");
+        if (!q)
+            continue;
+        while (q > line && q[-1] != '|')
+            q--;
+        double v = atof(q);
+        if (v > 0 && isnan(ms[st - first])) {
+            ms[st - first] = v;
+            found++;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void step_by_step(const workload_setup *s, workload_row *w, const double *pred)
+{
+    w->step_err = NAN;
+    w->stalls = 0;
+    if (!s->logs)
+        return;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s.log", s->logs, w->name);
+    double ms[256], e[256];
+    int n = w->steps < 256 ? w->steps : 256, k = 0;
+    if (!log_steps(path, WORKLOAD_FIRST_STEP, n, ms))
+        return;
+    for (int i = 0; i < n; i++)
+        if (!isnan(ms[i])) {
+            e[k++] = (pred[i] - ms[i]) / ms[i];
+            w->stalls += ms[i] > 1.15 * pred[i];
+        }
+    if (k)
+        w->step_err = median_of(e, k);
+}
+
 static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
 {
     char path[4200];
@@ -220,14 +299,17 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     if (!rc)
         rc = synthetic_dist(&raw, m.max_len, &d, err);
     int ns = w->steps;
-    double *t = malloc((size_t)ns * sizeof *t);
+    double *t = malloc((size_t)ns * WORKLOAD_BAND_RUNS * sizeof *t);
     if (!rc && !t)
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, t, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, err);
     if (!rc) {
-        qsort(t, (size_t)ns, sizeof *t, cmp_double);
-        w->predict_ms = ns % 2 ? t[ns / 2] : (t[ns / 2 - 1] + t[ns / 2]) / 2;
+        step_by_step(s, w, t);
+        w->predict_ms = median_of(t, ns);
+        rc = median_band(s, w, &m, &raw, t, err);
+    }
+    if (!rc) {
         whatif_setup ws;
         whatif_setup_default(&ws);
         ws.dist = &d;
@@ -271,26 +353,49 @@ int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_e
 
 void workload_print(FILE *f, const workload_row *rows, int n)
 {
-    fprintf(f, "%-44s %8s %9s %9s %7s %9s %7s | %7s %7s %6s\n", "workload", "measured", "predict",
-            "whatif", "err %", "", "err %", "mem GiB", "pred", "err %");
-    fprintf(f, "%-44s %8s %9s %9s %7s %9s %7s | %7s %7s %6s\n", "", "ms", "same", "sampled",
-            "whatif", "", "predict", "meas", "", "");
-    double wmax = 0, pmax = 0, mmax = 0;
-    int within = 0;
+    fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "workload", "measured",
+            "predict", "whatif", "err %", "12-step band %", "err %", "err %", "", "mem GiB", "pred",
+            "err %");
+    fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "", "ms", "same", "sampled",
+            "whatif", "of whatif", "predict", "per step", "stalls", "meas", "", "");
+    double wmax = 0, pmax = 0, mmax = 0, smax = 0;
+    int within = 0, inband = 0, swithin = 0, slogs = 0;
     for (int i = 0; i < n; i++) {
         const workload_row *w = &rows[i];
-        fprintf(f, "%-44s %8.2f %9.2f %9.2f %+7.2f %9s %+7.2f | %7.2f %7.2f %+6.1f\n", w->name,
-                w->meas_ms, w->predict_ms, w->whatif_ms, 100 * w->whatif_err, "",
-                100 * w->predict_err, w->meas_gib, w->mem_gib, 100 * w->mem_err);
+        char band[32];
+        snprintf(band, sizeof band, "%+.1f..%+.1f", 100 * (w->band_lo_ms / w->whatif_ms - 1),
+                 100 * (w->band_hi_ms / w->whatif_ms - 1));
+        int in = w->meas_ms >= w->band_lo_ms && w->meas_ms <= w->band_hi_ms;
+        char se[16] = "-", sn[16] = "-";
+        if (!isnan(w->step_err)) {
+            snprintf(se, sizeof se, "%+.2f", 100 * w->step_err);
+            snprintf(sn, sizeof sn, "%d", w->stalls);
+            smax = fabs(w->step_err) > smax ? fabs(w->step_err) : smax;
+            swithin += fabs(w->step_err) <= 0.02;
+            slogs++;
+        }
+        fprintf(f, "%-44s %8.2f %9.2f %9.2f %+7.2f %14s%c %+7.2f %8s %6s | %7.2f %7.2f %+6.1f\n",
+                w->name, w->meas_ms, w->predict_ms, w->whatif_ms, 100 * w->whatif_err, band,
+                in ? '*' : ' ', 100 * w->predict_err, se, sn, w->meas_gib, w->mem_gib,
+                100 * w->mem_err);
         wmax = fabs(w->whatif_err) > wmax ? fabs(w->whatif_err) : wmax;
         pmax = fabs(w->predict_err) > pmax ? fabs(w->predict_err) : pmax;
         mmax = fabs(w->mem_err) > mmax ? fabs(w->mem_err) : mmax;
         within += fabs(w->whatif_err) <= 0.02;
+        inband += in;
     }
     fprintf(f, "\n  measured: median wall step of the trainer's untraced steps %d..; predict: the step "
                "model on those very batches (median); whatif: mean over sampled steps\n",
             WORKLOAD_FIRST_STEP);
+    fprintf(f, "  12-step band: where the median of that many steps falls (5th..95th percentile of %d "
+               "runs of the trainer's loader under other seeds, step model), relative to the whatif "
+               "mean; '*': the measurement inside it\n", WORKLOAD_BAND_RUNS);
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
-               "predict %.2f%%); memory max |error| %.1f%% (target 10%%)\n",
-            within, n, 100 * wmax, 100 * pmax, 100 * mmax);
+               "predict %.2f%%); measured inside the 12-step band: %d of %d; memory max |error| "
+               "%.1f%% (target 10%%)\n",
+            within, n, 100 * wmax, 100 * pmax, inband, n, 100 * mmax);
+    if (slogs)
+        fprintf(f, "  per step (the trainer's log, each step against the model on its own batch; the "
+                   "median over steps 9..): within 2%% on %d of %d workloads (max |error| %.2f%%); "
+                   "stalls: steps over 1.15 x predicted\n", swithin, slogs, 100 * smax);
 }

@@ -25,6 +25,7 @@
 #include "model.h"
 
 #define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
+#define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
 
 typedef struct {
     char name[128], model[64], policy[32], dist[64];
@@ -33,6 +34,16 @@ typedef struct {
     /* predicted */
     double predict_ms;   /* the step model on the trainer's own batches: median over the steps */
     double whatif_ms;    /* the what-if's mean step time over sampled steps */
+    /* What a measurement of `steps` steps can show: the 5th and 95th percentiles of the median of
+     * that many steps, over WORKLOAD_BAND_RUNS runs of the trainer's loader with other seeds, under
+     * the step model (the spread of the batches alone, no timing noise). */
+    double band_lo_ms, band_hi_ms;
+    /* Step by step, where the trainer's log is there (logs/<workload>.log beside the table: its
+     * `step N/M | ... | X ms/step` lines): the median over the measured steps of (predicted -
+     * measured) / measured for each step, and the steps slower than 1.15 x predicted (stalls);
+     * NaN and 0 without a log. */
+    double step_err;
+    int stalls;
     double mem_gib;      /* memory.h */
     double predict_err, whatif_err, mem_err; /* (predicted - measured) / measured */
 } workload_row;
@@ -42,6 +53,7 @@ int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err)
 
 typedef struct {
     const char *home;        /* project folder: models/ and models/dists/ under it */
+    const char *logs;        /* folder of the trainer's logs (<workload>.log), NULL: none */
     const hw_spec *hw;
     const calib_coef *calib;
     uint64_t seed;           /* the trainer's --seed (scripts/gpu-heldout.sh: 21) */

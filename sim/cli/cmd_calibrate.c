@@ -96,13 +96,14 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
         return 1;
     }
     calib_default(&from, &src);
+    src.attn_bwd_eff = src.attn_bwd_cta_us = src.attn_bwd_ctas_per_sm = 0; /* absent: as forward */
     if (cfg_load(src_path, calib_schema, calib_schema_len, &src, &err))
         return cli_error("calibrate", &err);
     fit_transfer(&src, &from, to, &dst);
     char comment[2048];
     snprintf(comment, sizeof comment,
              "TRANSFERRED, not measured: %s (fitted on %s) carried to %s by `unpad calibrate "
-             "--transfer`.\n# Efficiencies kept; gemm_m_half x SMs %d/%d; attn_cta_us x clock %.3g/%.3g; "
+             "--transfer`.\n# Efficiencies kept; gemm_m_half x SMs %d/%d; attn_cta_us, attn_bwd_cta_us x clock %.3g/%.3g; "
              "launch_us x spec launch %.3g/%.3g.", src_path, from.name, to->name, to->sms, from.sms,
              from.clock_ghz, to->clock_ghz, to->launch_us, from.launch_us);
     if (out && calib_write(out, &dst, comment, &err))

@@ -182,7 +182,10 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
         cli_error("validate", &err);
         goto out;
     }
-    workload_setup s = {.home = home, .hw = &in.hw, .calib = &in.calib, .seed = seed,
+    char logs[4200];
+    const char *slash = strrchr(path, '/');
+    snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    workload_setup s = {.home = home, .logs = logs, .hw = &in.hw, .calib = &in.calib, .seed = seed,
                         .whatif_steps = steps};
     printf("unpad validate: %d workloads of %s on %s, %s\n\n", n, path, in.hw.name,
            cli_calib_label(&in, label, sizeof label));
