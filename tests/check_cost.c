@@ -73,6 +73,34 @@ START_TEST(test_calib_file_with_and_without_operators)
     ck_assert_double_eq_tol(d.op_eff[OP_EMBED_BWD], 0.242, 1e-9);
     ck_assert_double_eq(d.op_eff[OP_FFN1_FWD], 0);
     unlink(q);
+    /* the FMHA backward's three: absent, the forward's; given, its own; half given, refused */
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\nattn_eff = 0.2\n"
+                                       "attn_cta_us = 3\nattn_ctas_per_sm = 3\n"));
+    ck_assert_msg(calib_load(p, &h200, &c, &e) == UNPAD_OK, "%s", e.msg);
+    calib_fmha_coef fb = calib_fmha(&c, 1);
+    ck_assert(fb.eff == 0.2 && fb.cta_us == 3 && fb.ctas_per_sm == 3);
+    unlink(p);
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\nattn_eff = 0.2\n"
+                                       "attn_bwd_eff = 0.15\nattn_bwd_cta_us = 1\n"
+                                       "attn_bwd_ctas_per_sm = 2\n"));
+    ck_assert_msg(calib_load(p, &h200, &c, &e) == UNPAD_OK, "%s", e.msg);
+    fb = calib_fmha(&c, 1);
+    ck_assert(fb.eff == 0.15 && fb.cta_us == 1 && fb.ctas_per_sm == 2);
+    ck_assert_double_eq(calib_fmha(&c, 0).eff, 0.2);
+    /* the backward's tile time is its own: 2.5x the forward's FLOPs at its own rate and slots */
+    double fwd = cost_fmha_cta_us(&h200, &c, 64, 512, 0), bwd = cost_fmha_cta_us(&h200, &c, 64, 512, 1);
+    double fl = 4.0 * 64 * 512 * 64, slot = h200.peak_bf16_tflops * 1e6 / h200.sms;
+    ck_assert_double_eq_tol(bwd, 1 + 2.5 * fl / (slot / 2 * 0.15), 1e-9);
+    ck_assert_double_eq_tol(fwd, c.attn_cta_us + fl / (slot / c.attn_ctas_per_sm * 0.2), 1e-9);
+    unlink(p);
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\nattn_bwd_eff = 0.15\n"));
+    ck_assert_int_eq(calib_load(p, &h200, &c, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, p) && strstr(e.msg, "attn_bwd_ctas_per_sm"), "%s", e.msg);
+    unlink(p);
+    ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\nattn_bwd_ctas_per_sm = 2\n"));
+    ck_assert_int_eq(calib_load(p, &h200, &c, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "attn_bwd_eff"), "%s", e.msg);
+    unlink(p);
     /* out of range refused with the key named */
     ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".cfg", "hw = h200-sxm\neff_loss_fwd = 1.5\n"));
     ck_assert_int_eq(calib_load(p, &h200, &c, &e), UNPAD_EINVAL);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dist.h"
@@ -69,10 +70,6 @@ START_TEST(test_predict)
     ck_assert_int_eq(model_load(tu_path(home, sizeof home, "models/bert-base.cfg"), &m, &e), 0);
     ck_assert_int_eq(dist_load(tu_path(home, sizeof home, "models/dists/short.csv"), &d, &e), 0);
     calib_default(&hw, &c);
-    const char *h = getenv("UNPAD_HOME");
-    workload_setup s = {.home = h && *h ? h : ".", .hw = &hw, .calib = &c, .seed = 21,
-                        .whatif_steps = 300};
-    ck_assert_msg(workload_predict(&s, w, n, &e) == UNPAD_OK, "%s", e.msg);
     /* the trainer's steps 9, 10, 11 (21 x 1000003 + position + 1 seeds one draw each, clamped
      * to [8, longest]), timed directly: their median */
     step_model sm;
@@ -93,6 +90,31 @@ START_TEST(test_predict)
         ck_assert_int_eq(step_batch_of(&sm, len, 8, &b, &e), 0);
         t[st - 9] = (step_batch_us(&sm, &b) + sm.lamb_us + sm.overhead_us) / 1e3;
     }
+    /* the trainer's log of those steps: 10% slower, 2% faster and a stall (1.5x) than predicted */
+    char logs[512], logp[600];
+    snprintf(logs, sizeof logs, "/tmp/unpad-test-logs-%d", (int)getpid());
+    ck_assert_int_eq(mkdir(logs, 0700), 0);
+    snprintf(logp, sizeof logp, "%s/a.log", logs);
+    FILE *lf = fopen(logp, "w");
+    ck_assert_ptr_nonnull(lf);
+    const double slow[3] = {1.10, 0.98, 1.50};
+    fprintf(lf, "step      8/11 | loss 11.1 | 100.0 samples/s | 1.0 ms/step | ETA 0s\n");
+    for (int st = 9; st <= 11; st++)
+        fprintf(lf, "step %6d/11 | loss 11.1 (mlm 10.4 nsp 0.7) | lr 1e-4 | 100.0 samples/s | "
+                    "%.6f ms/step | grad norm 1 | ETA 0s\n", st, t[st - 9] * slow[st - 9]);
+    fclose(lf);
+    const char *h = getenv("UNPAD_HOME");
+    workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c,
+                        .seed = 21, .whatif_steps = 300};
+    ck_assert_msg(workload_predict(&s, w, n, &e) == UNPAD_OK, "%s", e.msg);
+    unlink(logp);
+    rmdir(logs);
+    /* per step: the median of (predicted - measured) / measured, and one stall */
+    ck_assert_double_eq_tol(w[0].step_err, 1 / 1.10 - 1, 1e-5);
+    ck_assert_int_eq(w[0].stalls, 1);
+    /* the 12-step band brackets a median of `steps` steps: ordered, about the what-if's mean */
+    ck_assert(w[0].band_lo_ms <= w[0].band_hi_ms);
+    ck_assert(w[0].band_lo_ms > 0.6 * w[0].whatif_ms && w[0].band_hi_ms < 1.4 * w[0].whatif_ms);
     double lo = fmin(t[0], fmin(t[1], t[2])), hi = fmax(t[0], fmax(t[1], t[2]));
     double med = t[0] + t[1] + t[2] - lo - hi;
     ck_assert_double_eq_tol(w[0].predict_ms, med, 1e-9);
