@@ -491,13 +491,22 @@ int group_bounds_parse(const char *s, int *bounds, int *nb, unpad_err *err)
         *nb = 0;
         return UNPAD_OK;
     }
+    if (!*s)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "empty FMHA groups list (expected auto, none or lengths like 128,256)");
     char buf[CFG_STR_LEN];
     if (strlen(s) >= sizeof buf)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FMHA groups list too long");
     strcpy(buf, s);
     int k = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    /* split at every comma: an empty item (128,,384 or a comma at either end) is a typo */
+    for (char *tok = buf, *next; tok; tok = next) {
+        if ((next = strchr(tok, ',')))
+            *next++ = '\0';
+        if (!*tok)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "empty item in the FMHA groups list '%s' (expected auto, none or "
+                              "ascending lengths like 128,256,384)", s);
         long v;
         if (unpad_parse_long(tok, &v) || v < 1 || v > 1 << 20)
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
@@ -511,9 +520,6 @@ int group_bounds_parse(const char *s, int *bounds, int *nb, unpad_err *err)
                               "FMHA group boundaries must ascend (%ld after %d)", v, bounds[k - 1]);
         bounds[k++] = (int)v;
     }
-    if (!k)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                          "empty FMHA groups list (expected auto, none or lengths like 128,256)");
     *nb = k;
     return UNPAD_OK;
 }

@@ -230,6 +230,14 @@ START_TEST(test_bounds_parse)
     ck_assert_ptr_nonnull(strstr(e.msg, "'x'"));
     ck_assert_int_eq(group_bounds_parse("0", b, &nb, &e), UNPAD_EINVAL);
     ck_assert_int_eq(group_bounds_parse(",", b, &nb, &e), UNPAD_EINVAL);
+    /* an empty item is refused, wherever it stands, naming the list */
+    const char *empty[] = {"128,,384", ",128", "128,", ",", ""};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(group_bounds_parse(empty[i], b, &nb, &e), UNPAD_EINVAL);
+        ck_assert_msg(strstr(e.msg, "empty"), "%s: %s", empty[i], e.msg);
+    }
+    ck_assert_int_eq(group_bounds_parse("128,,384", b, &nb, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "'128,,384'"));
     group_plan p;
     int len[] = {10, 20};
     int bad[] = {300, 200};

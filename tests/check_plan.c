@@ -136,6 +136,7 @@ START_TEST(test_bad_input)
     expect_error("policy = kk\n" HEAD "weights = bytes\n", "plan.cfg:8: ", "expected cost or tokens");
     expect_error("policy = kk\n" HEAD "fmha_groups = 256,128\n", "plan.cfg:8: ", "ascend");
     expect_error("policy = kk\n" HEAD "fmha_groups = 128,x\n", "plan.cfg:8: ", "'x'");
+    expect_error("policy = kk\n" HEAD "fmha_groups = 128,,384\n", "plan.cfg:8: ", "empty item");
     expect_error("policy = kk\ncount = equal\ngpus = 0\nbatch = 56\n", "plan.cfg:3: ",
                  "out of range");
     expect_error("policy = kk\n" HEAD "streams = 9\n", "plan.cfg:8: ", "streams = 9 is out of range");
