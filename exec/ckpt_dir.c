@@ -199,23 +199,38 @@ static void note(char *notes, size_t nn, const char *fmt, const char *a, const c
         snprintf(notes + k, nn - k, fmt, a, b);
 }
 
-int ckpt_dir_latest(const char *root, const ckpt_model *want, char *path, size_t n, char *notes, size_t nn,
-                    unpad_err *err)
+/* The checkpoint file path checked for resuming: its header against the model want, then its
+ * state against the run's (both may be NULL: not checked). */
+static int check_candidate(const char *path, const ckpt_model *want, const ckpt_state *run, unpad_err *err)
 {
-    if (notes && nn)
-        notes[0] = 0;
+    ckpt_state got;
+    int rc = ckpt_file_check(path, want, NULL, &got, err);
+    if (!rc && run)
+        rc = ckpt_state_check(path, &got, run, err);
+    return rc;
+}
+
+int ckpt_dir_latest(const char *root, const ckpt_model *want, const ckpt_state *run, char *path, size_t n,
+                    char *notes, size_t nn, unpad_err *err)
+{
+    char own[2048]; /* the notes, for the message, when the caller keeps none */
+    if (!notes || !nn) {
+        notes = own;
+        nn = sizeof own;
+    }
+    notes[0] = 0;
     struct stat sb;
     if (stat(root, &sb))
         return unpad_fail(err, UNPAD_EIO, root, 0, "cannot open: %s (no checkpoint to resume from)", strerror(errno));
     unpad_err e = {0};
     if (S_ISREG(sb.st_mode)) { /* a ckpt.bin named directly */
         snprintf(path, n, "%s", root);
-        return ckpt_file_check(path, want, NULL, NULL, err);
+        return check_candidate(path, want, run, err);
     }
     long long *steps = malloc(STEPS_MAX * sizeof *steps);
     if (!steps)
         return unpad_fail(err, UNPAD_ENOMEM, root, 0, "out of host memory");
-    int cnt = list_steps(root, steps, STEPS_MAX, NULL, NULL);
+    int cnt = list_steps(root, steps, STEPS_MAX, NULL, NULL), refused = 0;
     char dir[PATH_MAX_LEN + 8], file[PATH_MAX_LEN + 32];
     for (int i = 0; i < cnt; i++) {
         if (ckpt_dir_step_path(root, steps[i], dir, sizeof dir, &e))
@@ -225,8 +240,9 @@ int ckpt_dir_latest(const char *root, const ckpt_model *want, char *path, size_t
             note(notes, nn, "%s: skipped, incomplete (no %s marker)\n", dir, CKPT_DIR_MARKER);
             continue;
         }
-        if (ckpt_file_check(file, want, NULL, NULL, &e)) {
+        if (check_candidate(file, want, run, &e)) {
             note(notes, nn, "%s: skipped: %s\n", dir, e.msg);
+            refused++;
             continue;
         }
         snprintf(path, n, "%s", file);
@@ -238,8 +254,10 @@ int ckpt_dir_latest(const char *root, const ckpt_model *want, char *path, size_t
     snprintf(file, sizeof file, "%s/" CKPT_FILE, root);
     if (access(file, R_OK) == 0) {
         snprintf(path, n, "%s", file);
-        return ckpt_file_check(path, want, NULL, NULL, err);
+        return check_candidate(path, want, run, err);
     }
-    return unpad_fail(err, UNPAD_EIO, root, 0, "no complete checkpoint to resume from%s%s",
-                      notes && notes[0] ? ":\n" : "", notes ? notes : "");
+    if (refused) /* complete ones exist, but none is of this model and run */
+        return unpad_fail(err, UNPAD_EIO, NULL, 0, "no checkpoint in %s can resume this run:\n%s", root, notes);
+    return unpad_fail(err, UNPAD_EIO, root, 0, "no complete checkpoint to resume from%s%s", notes[0] ? ":\n" : "",
+                      notes);
 }

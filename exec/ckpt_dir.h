@@ -5,8 +5,9 @@
  * renamed into place and DIR synced: a folder with the final name is whole. A write that fails
  * (a full disk) removes its .tmp folder and touches nothing else, so it never replaces or deletes
  * a good checkpoint; only after a successful save are folders beyond --keep-last removed.
- * Resuming takes the latest complete checkpoint: the highest step whose folder has the marker and
- * whose file passes the header checks; others are skipped with a note saying why. A folder of the
+ * Resuming takes the latest complete checkpoint that can resume the run: the highest step whose
+ * folder has the marker and whose file passes the header checks and is of the same model, seed,
+ * batch and ranks; others are skipped with a note saying why. A folder of the
  * old layout (DIR/ckpt.bin, no step folders) still resumes. */
 #ifndef UNPAD_CKPT_DIR_H
 #define UNPAD_CKPT_DIR_H
@@ -29,11 +30,14 @@ int ckpt_dir_save(const char *root, const ckpt_model *m, const ckpt_state *st, c
  * folders of failed writes. */
 int ckpt_dir_rotate(const char *root, int keep_last, unpad_err *err);
 
-/* The file to resume from, into path: root may be a run's folder (its latest complete checkpoint,
- * or an old-style root/ckpt.bin), one step folder, or a ckpt.bin file. want (NULL: not checked)
- * is the model it must be of. notes (nn bytes, may be NULL) receives one line per checkpoint
- * skipped and why. EIO when there is none, with the notes in the message. */
-int ckpt_dir_latest(const char *root, const ckpt_model *want, char *path, size_t n, char *notes, size_t nn,
-                    unpad_err *err);
+/* The file to resume from, into path: root may be a run's folder (its latest complete checkpoint
+ * that can resume the run, or an old-style root/ckpt.bin), one step folder, or a ckpt.bin file.
+ * want is the model it must be of, run the state it must match (seed, batch, ranks:
+ * ckpt_state_check); NULL: not checked. notes (nn bytes, may be NULL) receives one line per
+ * checkpoint skipped and why. When there is none: EIO, "no complete checkpoint to resume from"
+ * (none is complete) or "no checkpoint in ROOT can resume this run:" (every complete one refused),
+ * with the notes in the message. */
+int ckpt_dir_latest(const char *root, const ckpt_model *want, const ckpt_state *run, char *path, size_t n,
+                    char *notes, size_t nn, unpad_err *err);
 
 #endif

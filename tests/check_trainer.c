@@ -260,7 +260,8 @@ START_TEST(test_ckpt_resume_selection)
     char root[64], path[4200], notes[2048], dir[4200];
     tmp_dir(root, sizeof root);
     unpad_err e = {0};
-    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, path, sizeof path, notes, sizeof notes, &e), UNPAD_EIO);
+    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, NULL, path, sizeof path, notes, sizeof notes, &e), UNPAD_EIO);
+    ck_assert_msg(strstr(e.msg, "no complete checkpoint to resume from"), "%s", e.msg);
     save_step(root, 10, 0, -1, UNPAD_OK);
     save_step(root, 20, 0, -1, UNPAD_OK);
     save_step(root, 30, 0, -1, UNPAD_OK);
@@ -269,10 +270,30 @@ START_TEST(test_ckpt_resume_selection)
     ck_assert_int_eq(unlink(dir), 0);
     snprintf(dir, sizeof dir, "%s/step-000020/ckpt.bin", root);
     ck_assert_int_eq(truncate(dir, 1000), 0);
-    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, path, sizeof path, notes, sizeof notes, &e), UNPAD_OK);
+    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, NULL, path, sizeof path, notes, sizeof notes, &e), UNPAD_OK);
     ck_assert_msg(strstr(path, "step-000010/ckpt.bin"), "%s", path);
     ck_assert_msg(strstr(notes, "step-000030: skipped, incomplete"), "%s", notes);
     ck_assert_msg(strstr(notes, "step-000020: skipped") && strstr(notes, "truncated"), "%s", notes);
+    /* the same with the run's state: a checkpoint of this seed, batch and ranks resumes */
+    ckpt_state run = {.step = 0, .seed = 5, .batch = 16, .ranks = 1};
+    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, &run, path, sizeof path, NULL, 0, &e), UNPAD_OK);
+    ck_assert_msg(strstr(path, "step-000010/ckpt.bin"), "%s", path);
+    /* every complete one refused (another model; another seed): the message says none can resume
+     * this run and gives each one refused with its reason, naming its ckpt.bin */
+    char msg_start[128];
+    snprintf(msg_start, sizeof msg_start, "no checkpoint in %s can resume this run:\n", root);
+    ckpt_model bigger = MODEL;
+    bigger.hidden *= 2;
+    ck_assert_int_eq(ckpt_dir_latest(root, &bigger, NULL, path, sizeof path, NULL, 0, &e), UNPAD_EIO);
+    ck_assert_msg(!strncmp(e.msg, msg_start, strlen(msg_start)), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "step-000010: skipped: ") && strstr(e.msg, "step-000010/ckpt.bin: ") &&
+                      strstr(e.msg, "another model (its hidden differs)"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "step-000020: skipped: ") && strstr(e.msg, "step-000030: skipped, incomplete"),
+                  "%s", e.msg);
+    run.seed = 6;
+    ck_assert_int_eq(ckpt_dir_latest(root, &MODEL, &run, path, sizeof path, notes, sizeof notes, &e), UNPAD_EIO);
+    ck_assert_msg(!strncmp(e.msg, msg_start, strlen(msg_start)), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "step-000010/ckpt.bin: made with --seed 5 (now 6)"), "%s", e.msg);
     /* the payload reads back whole, with the state */
     ckpt_state st;
     int chunks = 0;
@@ -329,7 +350,7 @@ START_TEST(test_ckpt_bad_files)
     snprintf(oldf, sizeof oldf, "%s/ckpt.bin", old);
     ckpt_state st = {.step = 3, .data_pos = 48, .seed = 5, .batch = 16, .ranks = 1};
     ck_assert_int_eq(ckpt_file_write(oldf, &MODEL, &st, get_chunk, NULL, &e), UNPAD_OK);
-    ck_assert_int_eq(ckpt_dir_latest(old, &MODEL, path, sizeof path, NULL, 0, &e), UNPAD_OK);
+    ck_assert_int_eq(ckpt_dir_latest(old, &MODEL, NULL, path, sizeof path, NULL, 0, &e), UNPAD_OK);
     ck_assert_str_eq(path, oldf);
     /* not a checkpoint at all */
     char junk[256];

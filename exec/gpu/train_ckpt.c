@@ -4,20 +4,20 @@
 
 #include "gpu/trainer.h"
 
-/* Takes the latest complete checkpoint under --resume; refuses one of another model, seed, batch
- * or rank count, naming what differs. */
+/* Takes the latest complete checkpoint under --resume that is of this model, seed, batch and rank
+ * count; one that differs is refused, naming what differs. */
 int trainer_resume(trainer *t, unpad_err *err)
 {
     ckpt_model want;
     ckpt_model_of(t->b, &want);
     char path[4200], notes[2048];
-    int rc = ckpt_dir_latest(t->a->resume, &want, path, sizeof path, notes, sizeof notes, err);
+    int rc = ckpt_dir_latest(t->a->resume, &want, &t->st, path, sizeof path, notes, sizeof notes, err);
     if (rc) /* the message lists every checkpoint skipped and why */
         return rc;
     if (notes[0])
         printf("  resume: %s", notes); /* each newer checkpoint skipped and why, one per line */
     ckpt_state got;
-    if ((rc = ckpt_file_check(path, &want, NULL, &got, err)) || (rc = ckpt_state_check(path, &got, &t->st, err)))
+    if ((rc = ckpt_file_check(path, &want, NULL, &got, err)))
         return rc;
     if ((rc = ckpt_load(path, t->b, &got, err)))
         return rc;
