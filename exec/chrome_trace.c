@@ -1,4 +1,6 @@
-/* chrome_trace.c — Chrome trace event files that close on every exit (see chrome_trace.h). */
+/* chrome_trace.c — Chrome trace event files that close on every exit (see chrome_trace.h), through
+ * the JSON writer of sim/json.h: one event a line. The file is streamed, each event written as it
+ * comes: a trace is meant to be read while the run goes on (and after a crash, up to there). */
 #include "chrome_trace.h"
 #include "json.h"
 
@@ -10,9 +12,9 @@
 
 struct chrome_trace {
     FILE *f;
+    json_w w;                  /* the document: its top object and "traceEvents" stay open */
     char path[4096];
     long events;
-    int failed;                /* a write failed */
     struct chrome_trace *next; /* the open files, closed at exit */
 };
 
@@ -54,10 +56,15 @@ int chrome_trace_open(const char *path, int64_t start_us, const char *build, chr
         free(t);
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write the trace: %s", strerror(e));
     }
-    fprintf(t->f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"start_time_us\": %lld, \"build\": ",
-            (long long)start_us);
-    json_put_string(t->f, build ? build : "");
-    fprintf(t->f, "}, \"traceEvents\": [\n");
+    json_w *w = &t->w;
+    json_init(w, t->f, JSON_LINE);
+    json_obj(w, NULL);
+    json_str(w, "displayTimeUnit", "ms");
+    json_obj(w, "otherData");
+    json_int(w, "start_time_us", start_us);
+    json_str(w, "build", build ? build : "");
+    json_end(w);
+    json_arr(w, "traceEvents");
     if (!g_atexit) {
         atexit(close_all_at_exit);
         g_atexit = 1;
@@ -68,39 +75,53 @@ int chrome_trace_open(const char *path, int64_t start_us, const char *build, chr
     return UNPAD_OK;
 }
 
-static void event_sep(chrome_trace *t)
+/* Opens the next event, on a line of its own: name, [cat,] ph, pid, tid. */
+static json_w *event_open(chrome_trace *t, const char *name, const char *cat, const char *ph, int pid, int tid)
 {
-    if (t->events++)
-        fputs(",\n", t->f);
+    json_w *w = &t->w;
+    t->events++;
+    json_break(w);
+    json_obj(w, NULL);
+    json_str(w, "name", name);
+    if (cat)
+        json_str(w, "cat", cat);
+    json_str(w, "ph", ph);
+    json_int(w, "pid", pid);
+    json_int(w, "tid", tid);
+    return w;
+}
+
+/* A metadata event naming a process or a thread. */
+static void name_event(chrome_trace *t, const char *what, int pid, int tid, const char *name)
+{
+    json_w *w = event_open(t, what, NULL, "M", pid, tid);
+    json_obj(w, "args");
+    json_str(w, "name", name);
+    json_end(w);
+    json_end(w);
 }
 
 void chrome_trace_process_name(chrome_trace *t, int pid, const char *name)
 {
-    event_sep(t);
-    fprintf(t->f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": ", pid);
-    json_put_string(t->f, name);
-    fputs("}}", t->f);
+    name_event(t, "process_name", pid, 0, name);
 }
 
 void chrome_trace_thread_name(chrome_trace *t, int pid, int tid, const char *name)
 {
-    event_sep(t);
-    fprintf(t->f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": ",
-            pid, tid);
-    json_put_string(t->f, name);
-    fputs("}}", t->f);
+    name_event(t, "thread_name", pid, tid, name);
 }
 
 void chrome_trace_complete(chrome_trace *t, const char *name, const char *cat, int pid, int tid,
-                           double ts_us, double dur_us, const char *args_json)
+                           double ts_us, double dur_us, const chrome_arg *args, int nargs)
 {
-    event_sep(t);
-    fputs("{\"name\": ", t->f);
-    json_put_string(t->f, name);
-    fputs(", \"cat\": ", t->f);
-    json_put_string(t->f, cat ? cat : "");
-    fprintf(t->f, ", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {%s}}",
-            pid, tid, ts_us, dur_us < 0 ? 0.0 : dur_us, args_json ? args_json : "");
+    json_w *w = event_open(t, name, cat ? cat : "", "X", pid, tid);
+    json_num_fixed(w, "ts", ts_us, 3);
+    json_num_fixed(w, "dur", dur_us < 0 ? 0.0 : dur_us, 3);
+    json_obj(w, "args");
+    for (int i = 0; i < nargs; i++)
+        json_num_fixed(w, args[i].key, args[i].value, 0);
+    json_end(w);
+    json_end(w);
 }
 
 long chrome_trace_events(const chrome_trace *t) { return t->events; }
@@ -114,8 +135,10 @@ int chrome_trace_close(chrome_trace *t, unpad_err *err)
             *p = t->next;
             break;
         }
-    fputs("\n]}\n", t->f);
-    int bad = ferror(t->f) || t->failed;
+    json_break(&t->w);
+    json_end(&t->w);
+    json_end(&t->w);
+    int bad = json_finish(&t->w, NULL) || ferror(t->f);
     bad |= fclose(t->f) != 0;
     int rc = bad ? unpad_fail(err, UNPAD_EIO, t->path, 0, "write failed (%s)", strerror(errno)) : UNPAD_OK;
     free(t);

@@ -27,10 +27,16 @@ int chrome_trace_open(const char *path, int64_t start_us, const char *build, chr
 /* Metadata: names process pid, thread (pid, tid). */
 void chrome_trace_process_name(chrome_trace *t, int pid, const char *name);
 void chrome_trace_thread_name(chrome_trace *t, int pid, int tid, const char *name);
-/* A complete event (ph "X") of dur_us from ts_us (since the start); args_json: the members of its
- * "args" object without braces (e.g. "\"step\": 3"), or NULL. */
+/* One member of an event's "args": a whole number (step, layer, tokens, flops, ...). */
+typedef struct {
+    const char *key;
+    double value;
+} chrome_arg;
+
+/* A complete event (ph "X") of dur_us from ts_us (since the start), with args[0..nargs) (nargs 0:
+ * an empty "args"). */
 void chrome_trace_complete(chrome_trace *t, const char *name, const char *cat, int pid, int tid,
-                           double ts_us, double dur_us, const char *args_json);
+                           double ts_us, double dur_us, const chrome_arg *args, int nargs);
 /* Events written so far. */
 long chrome_trace_events(const chrome_trace *t);
 /* Closes the array and the file; EIO if a write failed. NULL is accepted. */

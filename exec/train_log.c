@@ -1,4 +1,5 @@
-/* train_log.c — the metrics file and the run summary (see train_log.h). */
+/* train_log.c — the metrics file and the run summary (see train_log.h), through the JSON writer
+ * of sim/json.h. */
 #include "train_log.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "outfile.h"
 
 struct train_log {
     FILE *f;
@@ -31,31 +33,34 @@ int train_log_open(const char *path, train_log **out, unpad_err *err)
     return UNPAD_OK;
 }
 
-/* "key": value pairs of one object, comma-separated. */
-static void kv(FILE *f, const char *key, double v, int digits)
-{
-    fprintf(f, ", \"%s\": ", key);
-    json_put_number(f, v, digits);
-}
-
+/* The metrics file is streamed, a line per record flushed as it is written: it is meant to be read
+ * while the run goes on (a crash keeps every line written). Numbers at the precision a reader of
+ * the line wants. */
 void train_log_step(train_log *l, const train_step_metrics *m)
 {
     if (!l)
         return;
-    fprintf(l->f, "{\"kind\": \"step\", \"step\": %d, \"steps\": %d", m->step, m->steps);
-    kv(l->f, "time_s", m->time_s, 6);
-    kv(l->f, "loss", m->loss, 7);
-    kv(l->f, "mlm_loss", m->mlm_loss, 7);
-    kv(l->f, "nsp_loss", m->nsp_loss, 7);
-    kv(l->f, "mlm_acc", m->mlm_acc, 6);
-    kv(l->f, "lr", m->lr, 9);
-    kv(l->f, "grad_norm", m->grad_norm, 6);
-    kv(l->f, "samples_per_s", m->samples_per_s, 6);
-    kv(l->f, "tokens_per_s", m->tokens_per_s, 7);
-    kv(l->f, "tflops", m->tflops, 5);
-    kv(l->f, "ms_per_step", m->ms_per_step, 5);
-    kv(l->f, "eta_s", m->eta_s >= 0 ? m->eta_s : NAN, 6);
-    fprintf(l->f, ", \"skipped\": %d}\n", m->skipped);
+    json_w w;
+    json_init(&w, l->f, JSON_LINE);
+    json_obj(&w, NULL);
+    json_str(&w, "kind", "step");
+    json_int(&w, "step", m->step);
+    json_int(&w, "steps", m->steps);
+    json_num_sig(&w, "time_s", m->time_s, 6);
+    json_num_sig(&w, "loss", m->loss, 7);
+    json_num_sig(&w, "mlm_loss", m->mlm_loss, 7);
+    json_num_sig(&w, "nsp_loss", m->nsp_loss, 7);
+    json_num_sig(&w, "mlm_acc", m->mlm_acc, 6);
+    json_num_sig(&w, "lr", m->lr, 9);
+    json_num_sig(&w, "grad_norm", m->grad_norm, 6);
+    json_num_sig(&w, "samples_per_s", m->samples_per_s, 6);
+    json_num_sig(&w, "tokens_per_s", m->tokens_per_s, 7);
+    json_num_sig(&w, "tflops", m->tflops, 5);
+    json_num_sig(&w, "ms_per_step", m->ms_per_step, 5);
+    json_num_sig(&w, "eta_s", m->eta_s >= 0 ? m->eta_s : NAN, 6);
+    json_int(&w, "skipped", m->skipped);
+    json_end(&w);
+    json_finish(&w, NULL); /* a failed write shows in train_log_close */
     fflush(l->f);
 }
 
@@ -63,11 +68,16 @@ void train_log_eval(train_log *l, int step, double time_s, double mlm_loss, doub
 {
     if (!l)
         return;
-    fprintf(l->f, "{\"kind\": \"eval\", \"step\": %d", step);
-    kv(l->f, "time_s", time_s, 6);
-    kv(l->f, "mlm_loss", mlm_loss, 7);
-    kv(l->f, "mlm_acc", mlm_acc, 6);
-    fputs("}\n", l->f);
+    json_w w;
+    json_init(&w, l->f, JSON_LINE);
+    json_obj(&w, NULL);
+    json_str(&w, "kind", "eval");
+    json_int(&w, "step", step);
+    json_num_sig(&w, "time_s", time_s, 6);
+    json_num_sig(&w, "mlm_loss", mlm_loss, 7);
+    json_num_sig(&w, "mlm_acc", mlm_acc, 6);
+    json_end(&w);
+    json_finish(&w, NULL);
     fflush(l->f);
 }
 
@@ -98,59 +108,49 @@ void train_summary_path(const char *summary, const char *log, char *out, size_t 
     snprintf(out, n, "%.*s.summary.json", (int)(dot - log), log);
 }
 
-static void ks(FILE *f, const char *key, const char *v)
-{
-    fprintf(f, ",\n  \"%s\": ", key);
-    json_put_string(f, v ? v : "");
-}
-
-static void kn(FILE *f, const char *key, double v)
-{
-    fprintf(f, ",\n  \"%s\": ", key);
-    json_put_number(f, v, 7);
-}
-
+/* The summary, a whole file written at the end: complete under its name or not there at all. */
 int train_summary_write(const char *path, const train_summary *s, unpad_err *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write the summary: %s", strerror(errno));
-    fputs("{\n  \"outcome\": ", f);
-    json_put_string(f, s->outcome ? s->outcome : "");
-    ks(f, "reason", s->reason);
-    fprintf(f, ",\n  \"first_step\": %d,\n  \"last_step\": %d,\n  \"steps_total\": %d,\n  \"steps_run\": %d,\n"
-               "  \"skipped_nonfinite\": %d,\n  \"warmup_steps\": %d",
-            s->first_step, s->last_step, s->steps_total, s->steps_run, s->skipped, s->warmup_steps);
-    kn(f, "time_s", s->time_s);
-    kn(f, "samples_per_s", s->samples_per_s);
-    kn(f, "tokens_per_s", s->tokens_per_s);
-    kn(f, "tflops", s->tflops);
-    kn(f, "steady_samples_per_s", s->steady_samples_per_s);
-    kn(f, "steady_tokens_per_s", s->steady_tokens_per_s);
-    kn(f, "steady_tflops", s->steady_tflops);
-    kn(f, "memory_gib", s->memory_gib);
-    kn(f, "first_loss", s->first_loss);
-    kn(f, "final_loss", s->final_loss);
-    kn(f, "final_mlm_loss", s->final_mlm_loss);
-    kn(f, "final_nsp_loss", s->final_nsp_loss);
-    kn(f, "final_mlm_acc", s->final_mlm_acc);
-    kn(f, "eval_mlm_loss", s->eval_mlm_loss);
-    kn(f, "eval_mlm_acc", s->eval_mlm_acc);
-    ks(f, "checkpoint", s->checkpoint);
-    ks(f, "model", s->model);
-    ks(f, "device", s->device);
-    ks(f, "precision", s->precision);
-    ks(f, "build", s->build);
-    fputs(",\n  \"argv\": [", f);
-    for (int i = 0; i < s->argc; i++) {
-        if (i)
-            fputs(", ", f);
-        json_put_string(f, s->argv[i]);
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    json_w w;
+    json_init(&w, outfile_stream(o), JSON_INDENTED);
+    json_obj(&w, NULL);
+    json_str(&w, "outcome", s->outcome ? s->outcome : "");
+    json_str(&w, "reason", s->reason ? s->reason : "");
+    json_int(&w, "first_step", s->first_step);
+    json_int(&w, "last_step", s->last_step);
+    json_int(&w, "steps_total", s->steps_total);
+    json_int(&w, "steps_run", s->steps_run);
+    json_int(&w, "skipped_nonfinite", s->skipped);
+    json_int(&w, "warmup_steps", s->warmup_steps);
+    const struct { const char *key; double v; } nums[] = {
+        {"time_s", s->time_s}, {"samples_per_s", s->samples_per_s}, {"tokens_per_s", s->tokens_per_s},
+        {"tflops", s->tflops}, {"steady_samples_per_s", s->steady_samples_per_s},
+        {"steady_tokens_per_s", s->steady_tokens_per_s}, {"steady_tflops", s->steady_tflops},
+        {"memory_gib", s->memory_gib}, {"first_loss", s->first_loss}, {"final_loss", s->final_loss},
+        {"final_mlm_loss", s->final_mlm_loss}, {"final_nsp_loss", s->final_nsp_loss},
+        {"final_mlm_acc", s->final_mlm_acc}, {"eval_mlm_loss", s->eval_mlm_loss},
+        {"eval_mlm_acc", s->eval_mlm_acc}};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        json_num_sig(&w, nums[i].key, nums[i].v, 7);
+    const struct { const char *key, *v; } strs[] = {
+        {"checkpoint", s->checkpoint}, {"model", s->model}, {"device", s->device},
+        {"precision", s->precision}, {"build", s->build}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        json_str(&w, strs[i].key, strs[i].v ? strs[i].v : "");
+    json_arr(&w, "argv");
+    for (int i = 0; i < s->argc; i++)
+        json_str(&w, NULL, s->argv[i]);
+    json_end(&w);
+    json_end(&w);
+    if (json_finish(&w, NULL)) {
+        outfile_abort(o);
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write the summary: write failed");
     }
-    fputs("]\n}\n", f);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    return bad ? unpad_fail(err, UNPAD_EIO, path, 0, "write failed") : UNPAD_OK;
+    return outfile_commit(o, err);
 }
 
 double train_eta_s(double steady_s, int steady_steps, int steps_left)

@@ -9,7 +9,10 @@
  *   {"kind": "eval", "step": 1000, "time_s": 130.2, "mlm_loss": 6.56, "mlm_acc": 0.131}
  * per evaluation. A non-finite number is written as null.
  *
- * The summary (--summary-json F, else beside the metrics file as <F less its extension>.summary.json):
+ * The metrics file is streamed (a line flushed per record: read it while the run goes on).
+ *
+ * The summary (--summary-json F, else beside the metrics file as <F less its extension>.summary.json),
+ * written whole at the end through sim/outfile.h (complete under its name, or not there):
  * one JSON object with the run's outcome, its steps and time, the throughput over the whole run
  * and in steady state (the steps after the warm-up ones), the device memory, the final losses, the
  * last checkpoint, the arguments and the build (see train_summary). */

@@ -25,13 +25,20 @@ static void misuse(json_w *w, const char *fmt, ...)
     w->rc = UNPAD_EINVAL;
 }
 
-static void indent(json_w *w)
+void json_break(json_w *w) { w->brk = 1; }
+
+/* What stands before a value or a closing bracket: a line break (indented, or asked for by
+ * json_break) or, after a comma of JSON_LINE, a space. */
+static void indent(json_w *w, int after_comma)
 {
-    if (!w->pretty)
-        return;
-    fputc('\n', w->f);
-    for (int i = 0; i < w->depth; i++)
-        fputs("  ", w->f);
+    if (w->pretty == JSON_INDENTED || w->brk) {
+        fputc('\n', w->f);
+        for (int i = 0; w->pretty == JSON_INDENTED && i < w->depth; i++)
+            fputs("  ", w->f);
+    } else if (after_comma && w->pretty == JSON_LINE) {
+        fputc(' ', w->f);
+    }
+    w->brk = 0;
 }
 
 static void put_string(FILE *f, const char *s)
@@ -80,13 +87,14 @@ static int before_value(json_w *w, const char *key)
         misuse(w, "key '%s' inside an array", key);
         return 0;
     }
-    if (w->nonempty[d])
+    int comma = w->nonempty[d];
+    if (comma)
         fputc(',', w->f);
     w->nonempty[d] = 1;
-    indent(w);
+    indent(w, comma);
     if (key) {
         put_string(w->f, key);
-        fputs(w->pretty ? ": " : ":", w->f);
+        fputs(w->pretty != JSON_COMPACT ? ": " : ":", w->f);
     }
     return 1;
 }
@@ -123,8 +131,8 @@ void json_end(json_w *w)
         return;
     }
     w->depth--;
-    if (w->nonempty[w->depth])
-        indent(w);
+    if (w->nonempty[w->depth] || w->brk)
+        indent(w, 0);
     fputc(w->in_obj[w->depth] ? '}' : ']', w->f);
     after_value(w);
 }
@@ -162,6 +170,21 @@ void json_num(json_w *w, const char *key, double v)
     fputs(buf, w->f);
     after_value(w);
 }
+
+/* A number written with printf's format fmt ("%.*g", "%.*f") at precision prec. */
+static void num_printf(json_w *w, const char *key, const char *fmt, int prec, double v)
+{
+    if (!before_value(w, key))
+        return;
+    if (isfinite(v))
+        fprintf(w->f, fmt, prec, v);
+    else
+        fputs("null", w->f);
+    after_value(w);
+}
+
+void json_num_sig(json_w *w, const char *key, double v, int digits) { num_printf(w, key, "%.*g", digits, v); }
+void json_num_fixed(json_w *w, const char *key, double v, int decimals) { num_printf(w, key, "%.*f", decimals, v); }
 
 void json_int(json_w *w, const char *key, long long v)
 {

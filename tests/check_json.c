@@ -112,6 +112,41 @@ START_TEST(test_numbers_shortest)
 }
 END_TEST
 
+/* JSON_LINE: spaced for people, one record a line; json_break puts what follows on a new line. */
+static void records(json_w *w)
+{
+    json_obj(w, NULL);
+    json_str(w, "kind", "step");
+    json_num_sig(w, "loss", 7.2512345678, 5);
+    json_num_fixed(w, "ts", 990, 3);
+    json_num_fixed(w, "dur", NAN, 3);
+    json_arr(w, "events");
+    for (int i = 0; i < 2; i++) {
+        json_break(w);
+        json_obj(w, NULL);
+        json_int(w, "i", i);
+        json_end(w);
+    }
+    json_break(w);
+    json_end(w);
+    json_end(w);
+}
+
+START_TEST(test_line_layout)
+{
+    int rc;
+    unpad_err e = {0};
+    char *text = capture(records, JSON_LINE, &rc, &e);
+    ck_assert_msg(rc == UNPAD_OK, "%s", e.msg);
+    ck_assert_str_eq(text, "{\"kind\": \"step\", \"loss\": 7.2512, \"ts\": 990.000, \"dur\": null, \"events\": [\n"
+                           "{\"i\": 0},\n{\"i\": 1}\n]}\n");
+    jr_node *v = jr_parse(text, NULL, 0);
+    ck_assert_ptr_nonnull(v);
+    jr_free(v);
+    free(text);
+}
+END_TEST
+
 static void missing_key(json_w *w) { json_obj(w, NULL); json_int(w, NULL, 1); json_end(w); }
 static void key_in_array(json_w *w) { json_arr(w, NULL); json_int(w, "k", 1); json_end(w); }
 static void left_open(json_w *w) { json_obj(w, NULL); json_arr(w, "a"); }
@@ -152,6 +187,7 @@ Suite *json_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_document_round_trip);
     tcase_add_test(tc, test_numbers_shortest);
+    tcase_add_test(tc, test_line_layout);
     tcase_add_test(tc, test_misuse_refused);
     tcase_add_test(tc, test_reader_refuses_bad_json);
     suite_add_tcase(s, tc);

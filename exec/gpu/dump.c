@@ -12,9 +12,10 @@ int dump_open(dump_file *d, const char *path, unpad_err *err)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
-    d->f = fopen(path, "wb");
-    if (!d->f)
-        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: %s", strerror(errno));
+    int rc = outfile_open(path, &d->o, err);
+    if (rc)
+        return rc;
+    d->f = outfile_stream(d->o);
     uint32_t hdr[2] = {1, 0};
     d->failed = fwrite("UNPADDMP", 1, 8, d->f) != 8 || fwrite(hdr, 4, 2, d->f) != 2;
     return UNPAD_OK;
@@ -37,12 +38,13 @@ int dump_close(dump_file *d, unpad_err *err)
 {
     int ok = !d->failed && fseek(d->f, 12, SEEK_SET) == 0 && fwrite(&d->count, 4, 1, d->f) == 1;
     int e = errno;
-    ok = (fclose(d->f) == 0) && ok;
+    unpad_outfile *o = d->o;
     d->f = NULL;
+    d->o = NULL;
     if (ok)
-        return UNPAD_OK;
-    remove(d->path);
-    return unpad_fail(err, UNPAD_EIO, d->path, 0, "write failed (%s)", strerror(e ? e : errno));
+        return outfile_commit(o, err); /* flush, sync, rename; errors name the file */
+    outfile_abort(o);
+    return unpad_fail(err, UNPAD_EIO, d->path, 0, "write failed (%s)", strerror(e ? e : EIO));
 }
 
 int dump_params(dump_file *d, bert *b, int which, unpad_err *err)

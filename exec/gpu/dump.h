@@ -9,13 +9,17 @@
 #include <stdio.h>
 
 #include "gpu/bert.h"
+#include "outfile.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* A dump is a whole file: written under a temporary name (sim/outfile.h) and renamed into place by
+ * dump_close, so a failed or killed run leaves no partial dump under the final name. */
 typedef struct {
-    FILE *f;
+    unpad_outfile *o;
+    FILE *f;           /* o's stream; NULL: not open */
     uint32_t count;
     int failed;        /* a write failed: dump_close reports it */
     char path[4096];
@@ -24,7 +28,7 @@ typedef struct {
 int dump_open(dump_file *d, const char *path, unpad_err *err);
 /* Appends one tensor; a failed write is remembered and reported by dump_close. */
 void dump_add(dump_file *d, const char *name, int dtype, int ndim, const int64_t *dims, const void *data);
-/* Writes the count and closes; EIO if any write failed (the file is then removed). */
+/* Writes the count, closes and renames into place; EIO if any write failed (nothing is left). */
 int dump_close(dump_file *d, unpad_err *err);
 
 /* Every parameter tensor of b: the floatX working copy (what the forward used) as fp32 (which = 0),

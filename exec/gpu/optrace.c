@@ -349,13 +349,12 @@ static void json_row(optrace *t, const op_record *r, const trace_row *row)
     int tid = r->op == OP_ALLREDUCE ? OPTRACE_TID_ALLREDUCE
             : r->op == OP_LAMB      ? OPTRACE_TID_OPTIMIZER
                                     : r->rank * 16 + (row->stream > 0 ? row->stream : 0);
-    char args[256];
-    snprintf(args, sizeof args,
-             "\"step\": %d, \"layer\": %d, \"virtual_rank\": %d, \"group\": %d, \"tokens\": %ld, "
-             "\"flops\": %.0f, \"bytes\": %.0f",
-             t->step, row->layer, r->rank, row->group, row->tokens, row->flops, row->bytes);
+    const chrome_arg args[] = {{"step", t->step},         {"layer", row->layer},
+                               {"virtual_rank", r->rank}, {"group", row->group},
+                               {"tokens", (double)row->tokens}, {"flops", row->flops},
+                               {"bytes", row->bytes}};
     chrome_trace_complete(t->json, op_name((op_id)r->op), op_class_name(op_class_of((op_id)r->op)), t->proc_rank,
-                          tid, t->step_host_us + row->start_us, row->dur_us, args);
+                          tid, t->step_host_us + row->start_us, row->dur_us, args, 7);
 }
 
 int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
@@ -420,11 +419,11 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
     span_flush(&u, rank_us, max_ranks, t->op_us);
     free(u.span);
     if (t->json && t->nrec > 0) {
-        char name[32], args[32];
+        char name[32];
         snprintf(name, sizeof name, "step %d", t->step);
-        snprintf(args, sizeof args, "\"step\": %d", t->step);
+        const chrome_arg args[] = {{"step", t->step}};
         chrome_trace_complete(t->json, name, "step", t->proc_rank, OPTRACE_TID_STEPS, t->step_host_us, step_end_us,
-                              args);
+                              args, 1);
     }
     t->steps_done++;
     if (t->csv)

@@ -153,7 +153,11 @@ static int open_file(const char *path, const char *mode, FILE **f, unpad_err *er
     return UNPAD_OK;
 }
 
-/* Traces (a JSON file per process), the metrics file, the batch dump. */
+/* Traces (a CSV, a JSON file per process), the metrics file, the batch dump. The traces and the
+ * metrics file are streamed under their own names, a record at a time: they are meant to be read
+ * while the run goes on (and keep what was done when it is killed). The batch dump, like the
+ * other dumps and the summary, is a whole file and goes through sim/outfile.h (complete or not
+ * there). */
 static int setup_outputs(trainer *t, unpad_err *err)
 {
     const train_args *a = t->a;
