@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fit.h"
 #include "outfile.h"
 
 int cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, int *out)
@@ -105,6 +106,84 @@ int cli_error(const char *cmd, const unpad_err *err)
 {
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);
     return 1;
+}
+
+int cli_traces_load(const char *cmd, const char *const *traces, int n, const char *const *model_paths, int nm,
+                    const char *hw, trace_set *sets, model_cfg *models, int *nmodels, int max)
+{
+    unpad_err err = {0};
+    *nmodels = 0;
+    for (int i = 0; i < nm; i++)
+        if (model_load(model_paths[i], &models[(*nmodels)++], &err))
+            return cli_error(cmd, &err);
+    for (int i = 0; i < n; i++)
+        if (trace_read(traces[i], &sets[i], &err) || fit_check_trace(&sets[i], traces[i], hw, &err))
+            return cli_error(cmd, &err);
+    char mdir[RESOLVE_PATH_LEN];
+    if (cli_project_path(cmd, "models", mdir, sizeof mdir))
+        return 1;
+    return fit_models_resolve(sets, n, mdir, models, nmodels, max, &err) ? cli_error(cmd, &err) : 0;
+}
+
+int cli_check_configs(const char *cmd, const int *gpus, int ng, const int *batch, int nb, int unique)
+{
+    for (int i = 0; i < ng; i++)
+        for (int b = 0; b < nb; b++) {
+            if ((long)gpus[i] * batch[b] > (1L << 24)) {
+                fprintf(stderr, "unpad %s: %d GPUs x %d sequences is over 16,777,216 sequences a step\n",
+                        cmd, gpus[i], batch[b]);
+                return 1;
+            }
+            for (int k = 0; unique && k < i * nb + b; k++)
+                if (gpus[k / nb] == gpus[i] && batch[k % nb] == batch[b]) {
+                    fprintf(stderr, "unpad %s: %d GPUs x %d sequences is asked twice\n", cmd, gpus[i],
+                            batch[b]);
+                    return 1;
+                }
+        }
+    return 0;
+}
+
+void cli_sweep_init(cli_sweep *w)
+{
+    memset(w, 0, sizeof *w);
+    whatif_setup_default(&w->s);
+    w->seed = 1;
+}
+
+int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
+{
+    return (!w->gpus.v && cli_int_list(cmd, "--gpus", "8", 1, 65536, &w->gpus.v, &w->gpus.n)) ||
+           (!w->batch.v && cli_int_list(cmd, "--batch", "56", 1, 65536, &w->batch.v, &w->batch.n)) ||
+           cli_check_configs(cmd, w->gpus.v, w->gpus.n, w->batch.v, w->batch.n, unique);
+}
+
+void cli_sweep_free(cli_sweep *w)
+{
+    cli_ints_free(&w->gpus);
+    cli_ints_free(&w->batch);
+}
+
+void cli_setup_inputs(whatif_setup *s, const resolve_inputs *in, int seed)
+{
+    s->seed = (uint64_t)seed;
+    s->dist = &in->dist;
+    s->model = &in->model;
+    s->hw = &in->hw;
+    s->calib = &in->calib;
+}
+
+int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, const layout *lay, int n)
+{
+    unpad_err err = {0};
+    if (layout_check_cap(max_len, in->model.max_len, &err))
+        return cli_error(cmd, &err);
+    for (int l = 0; l < n; l++) {
+        layout t = lay[l];
+        if (layout_resolve(&t, max_len, in->model.max_len, in->dist.max_len, "--layout", &err))
+            return cli_error(cmd, &err);
+    }
+    return 0;
 }
 
 const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)

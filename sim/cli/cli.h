@@ -4,8 +4,12 @@
 #define UNPAD_CLI_H
 
 #include "json.h"
+#include "layout.h"
+#include "opts.h"
 #include "prov.h"
 #include "resolve.h"
+#include "trace.h"
+#include "whatif.h"
 
 /* Parse an integer / number flag value in [lo, hi]; on failure print "unpad CMD: --flag: reason"
  * and return nonzero. */
@@ -32,6 +36,50 @@ int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *con
 
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);
+
+/* The measured traces of calibrate and validate: the --model configs loaded into models, each
+ * trace read into sets[i] and refused unless measured on hardware hw, then the models the traces
+ * name that were not given found under models/ (at most max in all; *nmodels counts them). sets
+ * (n) and models (max) are the caller's, zeroed. Prints "unpad CMD: reason" and returns 1 on
+ * failure. */
+int cli_traces_load(const char *cmd, const char *const *traces, int n, const char *const *model_paths, int nm,
+                    const char *hw, trace_set *sets, model_cfg *models, int *nmodels, int max);
+
+/* ---- the sweeps of whatif and plan ---- */
+/* Their shared flags: the inputs, the GPU counts and batch sizes, the sweep's settings (into s),
+ * the seed, --json and --quiet. */
+typedef struct {
+    resolve_req rq;
+    whatif_setup s;
+    cli_ints gpus, batch; /* default 8 and 56 (cli_sweep_check) */
+    int seed, quiet;
+    const char *json;
+} cli_sweep;
+
+#define CLI_OPTS_SWEEP(w)                                                                       \
+    CLI_OPTS_INPUTS(&(w)->rq), CLI_OPT_INTS("gpus", &(w)->gpus, 1, 65536),                      \
+        CLI_OPT_INTS("batch", &(w)->batch, 1, 65536), CLI_OPT_INT("steps", &(w)->s.steps, 1, 10000000), \
+        CLI_OPT_SEED(&(w)->seed), CLI_OPT_INT("threads", &(w)->s.threads, 0, 256),              \
+        CLI_OPT_FLAG("tokens", &(w)->s.weights_tokens),                                         \
+        CLI_OPT_INT("streams", &(w)->s.max_streams, 1, GROUP_MAX_STREAMS),                      \
+        CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
+        CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_STR("json", &(w)->json),   \
+        CLI_OPT_FLAG("quiet", &(w)->quiet)
+
+/* The defaults (whatif_setup_default, seed 1). */
+void cli_sweep_init(cli_sweep *w);
+/* After the flags: the default lists where none was given, then cli_check_configs; 1 (printed
+ * why) when refused. */
+int cli_sweep_check(const char *cmd, cli_sweep *w, int unique);
+void cli_sweep_free(cli_sweep *w);
+/* Refuses (prints why, returns 1) a GPU count x batch size over 16,777,216 sequences a step and,
+ * with unique, a pair asked twice. */
+int cli_check_configs(const char *cmd, const int *gpus, int ng, const int *batch, int nb, int unique);
+/* The loaded inputs and the seed into s. */
+void cli_setup_inputs(whatif_setup *s, const resolve_inputs *in, int seed);
+/* Refuses, before any work, a --max-len over the model's and each layout that cannot hold the
+ * distribution's lengths (layout_resolve). */
+int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, const layout *lay, int n);
 
 /* The JSON document of --json PATH (docs/json.md): built in memory, written under a temporary
  * name and renamed when complete, so an interrupted command leaves none; PATH "-" writes it to

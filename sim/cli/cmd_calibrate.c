@@ -2,12 +2,12 @@
  * write models/calib/<hw>.cfg. Two side modes share the inputs: --transfer carries a calibration to
  * other hardware (an estimate, for cross-hardware predictions), --synthesize writes a synthetic
  * trace from known coefficients (tests and demonstrations; labelled synthetic in the file). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "fit.h"
 #include "outfile.h"
 #include "resolve.h"
@@ -121,188 +121,159 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     return 0;
 }
 
-int cmd_calibrate(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"traces", required_argument, 0, 't'},   {"hw", required_argument, 0, 'w'},
-        {"model", required_argument, 0, 'm'},    {"init", required_argument, 0, 'i'},
-        {"out", required_argument, 0, 'o'},      {"residuals", required_argument, 0, 'r'},
-        {"transfer", required_argument, 0, 'T'}, {"from-hw", required_argument, 0, 'F'},
-        {"synthesize", required_argument, 0, 'S'}, {"truth", required_argument, 0, 'u'},
-        {"dist", required_argument, 0, 'd'},     {"gpus", required_argument, 0, 'g'},
-        {"steps", required_argument, 0, 'k'},    {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 's'},     {"noise", required_argument, 0, 'n'},
-        {"outliers", required_argument, 0, 'x'}, {"outlier-scale", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
-    int ntraces = 0, nmodel_paths = 0, c, seed = 1;
-    const char *init_path = NULL, *out = NULL, *resid_path = NULL, *transfer = NULL, *from_hw = NULL;
-    const char *synth = NULL, *truth = NULL;
-    resolve_req rq = {0};
-    resolve_inputs in;
-    memset(&in, 0, sizeof in);
+/* The flags. */
+typedef struct {
+    resolve_req rq;
+    const char *trace_v[MAX_TRACES], *model_v[MAX_MODELS];
+    cli_strs traces, models;
+    const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth;
     synth_opts so;
-    synth_opts_default(&so);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (ntraces == MAX_TRACES) {
-                fprintf(stderr, "unpad calibrate: more than %d traces\n", MAX_TRACES);
-                return 2;
-            }
-            traces[ntraces++] = optarg;
-            break;
-        case 'w': rq.hw = optarg; break;
-        case 'm':
-            if (nmodel_paths == MAX_MODELS) {
-                fprintf(stderr, "unpad calibrate: more than %d --model\n", MAX_MODELS);
-                return 2;
-            }
-            model_paths[nmodel_paths++] = optarg;
-            break;
-        case 'i': init_path = optarg; break;
-        case 'o': out = optarg; break;
-        case 'r': resid_path = optarg; break;
-        case 'T': transfer = optarg; break;
-        case 'F': from_hw = optarg; break;
-        case 'S': synth = optarg; break;
-        case 'u': truth = optarg; break;
-        case 'd': rq.dist = optarg; break;
-        case 'g': if (cli_int("calibrate", "--gpus", optarg, 1, 1024, &so.gpus)) return 2; break;
-        case 'k': if (cli_int("calibrate", "--steps", optarg, 1, 100000, &so.steps)) return 2; break;
-        case 'b': if (cli_int("calibrate", "--batch", optarg, 1, 4096, &so.batch)) return 2; break;
-        case 's': if (cli_int("calibrate", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
-        case 'n': if (cli_double("calibrate", "--noise", optarg, 0, 0.5, &so.noise)) return 2; break;
-        case 'x': if (cli_double("calibrate", "--outliers", optarg, 0, 0.5, &so.outlier_frac)) return 2; break;
-        case 'X': if (cli_double("calibrate", "--outlier-scale", optarg, 0.01, 100, &so.outlier_scale)) return 2; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    /* Files after the options are more traces (so `--traces traces/calib-*.csv` works). */
-    for (; optind < argc; optind++) {
-        if (!ntraces || ntraces == MAX_TRACES) {
-            fprintf(stderr, "unpad calibrate: unexpected argument '%s'\n", argv[optind]);
-            return 2;
-        }
-        traces[ntraces++] = argv[optind];
-    }
-    so.seed = (unsigned long)seed;
-    /* Before any work: no output may be one of the inputs. */
-    const char *outs[3] = {synth, out, resid_path};
-    const char *more[MAX_TRACES + MAX_MODELS + 4] = {init_path, transfer, from_hw, truth};
-    int nmore = 4;
-    for (int i = 0; i < ntraces; i++)
-        more[nmore++] = traces[i];
-    for (int i = 0; i < nmodel_paths; i++)
-        more[nmore++] = model_paths[i];
-    rq.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
-    if (!!synth + !!transfer + !!ntraces != 1) {
+    int seed;
+} calibrate_opts;
+
+static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->traces = (cli_strs){.v = o->trace_v, .max = MAX_TRACES, .what = "traces"};
+    o->models = (cli_strs){.v = o->model_v, .max = MAX_MODELS, .what = "--model"};
+    synth_opts_default(&o->so);
+    o->seed = 1;
+    synth_opts *so = &o->so;
+    const cli_opt opts[] = {
+        CLI_OPT_STRS("traces", &o->traces),
+        CLI_OPT_HW(&o->rq),
+        CLI_OPT_STRS("model", &o->models),
+        CLI_OPT_STR("init", &o->init),
+        CLI_OPT_STR("out", &o->out),
+        CLI_OPT_STR("residuals", &o->resid),
+        CLI_OPT_STR("transfer", &o->transfer),
+        CLI_OPT_STR("from-hw", &o->from_hw),
+        CLI_OPT_STR("synthesize", &o->synth),
+        CLI_OPT_STR("truth", &o->truth),
+        CLI_OPT_DIST(&o->rq),
+        CLI_OPT_INT("gpus", &so->gpus, 1, 1024),
+        CLI_OPT_INT("steps", &so->steps, 1, 100000),
+        CLI_OPT_INT("batch", &so->batch, 1, 4096),
+        CLI_OPT_SEED(&o->seed),
+        CLI_OPT_DOUBLE("noise", &so->noise, 0, 0.5),
+        CLI_OPT_DOUBLE("outliers", &so->outlier_frac, 0, 0.5),
+        CLI_OPT_DOUBLE("outlier-scale", &so->outlier_scale, 0.01, 100),
+    };
+    /* files after the options are more traces (so `--traces traces/calib-*.csv` works) */
+    int rc = cli_opts_parse("calibrate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
+    if (rc >= 0)
+        return rc;
+    o->so.seed = (unsigned long)o->seed;
+    o->rq.no_calib = 1; /* the coefficients come from --init, --transfer or --truth, never from here */
+    if (!!o->synth + !!o->transfer + !!o->traces.n != 1) {
         fprintf(stderr, "unpad calibrate: give exactly one of --traces, --transfer, --synthesize\n");
         usage(stderr);
         return 2;
     }
-    if (synth) {
-        if (nmodel_paths > 1) {
-            fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
-            return 2;
-        }
-        rq.model = nmodel_paths ? model_paths[0] : NULL;
-        if (cli_inputs_load("calibrate", &rq, &in, 1))
-            return 1;
-        if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3)) {
-            resolve_inputs_free(&in);
-            return 1;
-        }
-        int rc = do_synthesize(synth, &in, truth, &so);
-        resolve_inputs_free(&in);
-        return rc;
+    if (o->synth && o->models.n > 1) {
+        fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
+        return 2;
     }
-    if (cli_inputs_load("calibrate", &rq, &in, 0))
-        return 1;
-    if (cli_check_outputs("calibrate", &in, more, nmore, outs, 3))
-        return 1;
-    if (transfer)
-        return do_transfer(transfer, from_hw, &in.hw, out);
+    return -1;
+}
 
+/* The header comment of the fitted file: the traces and the standard errors. */
+static void fit_comment(const calibrate_opts *o, long rows, const fit_result *res, char *comment, size_t n)
+{
+    int at = snprintf(comment, n, "fitted by `unpad calibrate` on %ld rows of:", rows);
+    for (int i = 0; i < o->traces.n && at < (int)n - 200; i++)
+        at += snprintf(comment + at, n - (size_t)at, " %s", o->traces.v[i]);
+    at += snprintf(comment + at, n - (size_t)at, "\n# standard errors:");
+    for (int p = 0; p < FIT_NPARAM && at < (int)n - 60; p++)
+        if (res->param[p].fitted)
+            at += snprintf(comment + at, n - (size_t)at, " %s %.3g;", fit_param_name((fit_param_id)p),
+                           res->param[p].se);
+}
+
+/* --traces: the fit, its table, the residuals and the coefficients' file. */
+static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, model_cfg *models,
+                  fit_result *res)
+{
     unpad_err err = {0};
     calib_coef init;
-    if (init_path) {
-        if (calib_load(init_path, &in.hw, &init, &err))
+    if (o->init) {
+        if (calib_load(o->init, &in->hw, &init, &err))
             return cli_error("calibrate", &err);
     } else {
-        calib_default(&in.hw, &init);
+        calib_default(&in->hw, &init);
     }
-    int rc = 1, nmodels = 0;
-    trace_set *sets = calloc((size_t)ntraces, sizeof *sets);
+    int n = o->traces.n, nmodels;
+    if (cli_traces_load("calibrate", o->traces.v, n, o->models.v, o->models.n, in->hw.name, sets, models, &nmodels,
+                        MAX_MODELS))
+        return 1;
+    long rows = 0;
+    for (int i = 0; i < n; i++)
+        rows += (long)sets[i].n;
+    printf("unpad calibrate: %ld rows from %d trace%s on %s\n\n", rows, n, n > 1 ? "s" : "", in->hw.name);
+    if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
+        return cli_error("calibrate", &err);
+    fit_print(stdout, res, &init);
+    if (o->resid) {
+        if (fit_write_residuals(o->resid, sets, n, models, nmodels, &in->hw, &res->coef, &err))
+            return cli_error("calibrate", &err);
+        printf("wrote %s\n", o->resid);
+    }
+    if (!o->out) {
+        printf("(nothing written: pass --out models/calib/%s.cfg)\n", in->hw.name);
+        return 0;
+    }
+    char comment[4096];
+    fit_comment(o, rows, res, comment, sizeof comment);
+    if (calib_write(o->out, &res->coef, comment, &err))
+        return cli_error("calibrate", &err);
+    printf("wrote %s\n", o->out);
+    return 0;
+}
+
+/* The mode asked, after the inputs are loaded and no output is one of the inputs. */
+static int calibrate_mode(const calibrate_opts *o, resolve_inputs *in)
+{
+    const char *outs[3] = {o->synth, o->out, o->resid};
+    const char *more[MAX_TRACES + MAX_MODELS + 4] = {o->init, o->transfer, o->from_hw, o->truth};
+    int nmore = 4;
+    for (int i = 0; i < o->traces.n; i++)
+        more[nmore++] = o->traces.v[i];
+    for (int i = 0; i < o->models.n; i++)
+        more[nmore++] = o->models.v[i];
+    if (cli_check_outputs("calibrate", in, more, nmore, outs, 3))
+        return 1;
+    synth_opts so = o->so;
+    if (o->synth)
+        return do_synthesize(o->synth, in, o->truth, &so);
+    if (o->transfer)
+        return do_transfer(o->transfer, o->from_hw, &in->hw, o->out);
+    trace_set *sets = calloc((size_t)o->traces.n, sizeof *sets);
     model_cfg *models = calloc(MAX_MODELS, sizeof *models);
     fit_result *res = calloc(1, sizeof *res);
-    if (!sets || !models || !res) {
+    int rc = 1;
+    if (!sets || !models || !res)
         fprintf(stderr, "unpad calibrate: out of memory\n");
-        goto out;
-    }
-    for (int i = 0; i < nmodel_paths; i++)
-        if (model_load(model_paths[i], &models[nmodels++], &err)) {
-            cli_error("calibrate", &err);
-            goto out;
-        }
-    long rows = 0;
-    for (int i = 0; i < ntraces; i++) {
-        if (trace_read(traces[i], &sets[i], &err) || fit_check_trace(&sets[i], traces[i], in.hw.name, &err)) {
-            cli_error("calibrate", &err);
-            goto out;
-        }
-        rows += (long)sets[i].n;
-    }
-    char mdir[RESOLVE_PATH_LEN];
-    if (cli_project_path("calibrate", "models", mdir, sizeof mdir))
-        goto out;
-    if (fit_models_resolve(sets, ntraces, mdir, models,
-                           &nmodels, MAX_MODELS, &err)) {
-        cli_error("calibrate", &err);
-        goto out;
-    }
-    printf("unpad calibrate: %ld rows from %d trace%s on %s\n\n", rows, ntraces, ntraces > 1 ? "s" : "",
-           in.hw.name);
-    if (fit_calibrate(sets, ntraces, models, nmodels, &in.hw, &init, res, &err)) {
-        cli_error("calibrate", &err);
-        goto out;
-    }
-    fit_print(stdout, res, &init);
-    if (resid_path) {
-        if (fit_write_residuals(resid_path, sets, ntraces, models, nmodels, &in.hw, &res->coef, &err)) {
-            cli_error("calibrate", &err);
-            goto out;
-        }
-        printf("wrote %s\n", resid_path);
-    }
-    if (out) {
-        char comment[4096];
-        int at = snprintf(comment, sizeof comment, "fitted by `unpad calibrate` on %ld rows of:", rows);
-        for (int i = 0; i < ntraces && at < (int)sizeof comment - 200; i++)
-            at += snprintf(comment + at, sizeof comment - (size_t)at, " %s", traces[i]);
-        at += snprintf(comment + at, sizeof comment - (size_t)at, "\n# standard errors:");
-        for (int p = 0; p < FIT_NPARAM && at < (int)sizeof comment - 60; p++)
-            if (res->param[p].fitted)
-                at += snprintf(comment + at, sizeof comment - (size_t)at, " %s %.3g;",
-                               fit_param_name((fit_param_id)p), res->param[p].se);
-        if (calib_write(out, &res->coef, comment, &err)) {
-            cli_error("calibrate", &err);
-            goto out;
-        }
-        printf("wrote %s\n", out);
-    } else {
-        printf("(nothing written: pass --out models/calib/%s.cfg)\n", in.hw.name);
-    }
-    rc = 0;
-out:
-    if (sets)
-        for (int i = 0; i < ntraces; i++)
-            trace_set_free(&sets[i]);
+    else
+        rc = do_fit(o, in, sets, models, res);
+    for (int i = 0; sets && i < o->traces.n; i++)
+        trace_set_free(&sets[i]);
     free(sets);
     free(models);
     free(res);
+    return rc;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    calibrate_opts o;
+    int rc = calibrate_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.synth)
+        o.rq.model = o.models.n ? o.models.v[0] : NULL;
+    resolve_inputs in;
+    memset(&in, 0, sizeof in);
+    rc = cli_inputs_load("calibrate", &o.rq, &in, o.synth != NULL) ? 1 : calibrate_mode(&o, &in);
     resolve_inputs_free(&in);
     return rc;
 }

@@ -1,12 +1,12 @@
 /* cmd_plan.c — `unpad plan`: choose the balancing policy (or evaluate the one given) and the FMHA
  * grouping for a run, print what it buys against loader order, and write the plan file. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "layout.h"
 #include "resolve.h"
 #include "group.h"
@@ -222,234 +222,184 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     return 0;
 }
 
-int cmd_plan(int argc, char **argv)
+/* --policy P|auto into an int (-1: auto). */
+static int opt_policy(const char *cmd, const char *flag, const char *val, void *dst)
 {
-    static const struct option opts[] = {
-        {"dist", required_argument, 0, 'd'},   {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},     {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
-        {"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
-        {"policy", required_argument, 0, 'p'}, {"count", required_argument, 0, 'n'},
-        {"steps", required_argument, 0, 'k'},  {"seed", required_argument, 0, 's'},
-        {"tokens", no_argument, 0, 'T'},       {"streams", required_argument, 0, 'S'},
-        {"granularity", required_argument, 0, 'G'}, {"threads", required_argument, 0, 't'},
-        {"out", required_argument, 0, 'o'},    {"json", required_argument, 0, 'j'},
-        {"quiet", no_argument, 0, 'q'},        {"max-len", required_argument, 0, 'L'},
-        {"layout", required_argument, 0, 'Y'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    resolve_req rq = {0};
-    resolve_inputs in;
-    memset(&in, 0, sizeof in);
-    whatif_setup s;
-    whatif_setup_default(&s);
-    int *gpus = NULL, *batch = NULL, ng = 0, nb = 0, policy = -1, seed = 1, quiet = 0, c, rc = 2;
-    balance_count count = BAL_EQUAL;
-    const char *out = NULL, *json = NULL;
-    cli_json jdoc = {0};
-    progress *prog = NULL;
-    layout lay[15];
-    int nlay = 0;
-    unpad_err err = {0};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': rq.dist = optarg; break;
-        case 'm': rq.model = optarg; break;
-        case 'w': rq.hw = optarg; break;
-        case 'c': rq.calib = optarg; break;
-        case 'N': rq.no_calib = 1; break;
-        case 'g':
-            free(gpus);
-            if (cli_int_list("plan", "--gpus", optarg, 1, 65536, &gpus, &ng))
-                goto out;
-            break;
-        case 'b':
-            free(batch);
-            if (cli_int_list("plan", "--batch", optarg, 1, 65536, &batch, &nb))
-                goto out;
-            break;
-        case 'p':
-            if (!strcmp(optarg, "auto"))
-                policy = -1;
-            else {
-                balance_policy pv;
-                unpad_err pe = {0};
-                if (balance_policy_parse(optarg, &pv, &pe)) {
-                    fprintf(stderr, "unpad plan: --policy: %s%s\n", pe.msg,
-                            strcmp(optarg, "pack") ? ", or auto" : "");
-                    goto out;
-                }
-                policy = (int)pv;
-            }
-            break;
-        case 'n': {
-            int v = balance_count_from_name(optarg);
-            if (v < 0) {
-                fprintf(stderr, "unpad plan: --count: unknown '%s' (expected equal or free)\n",
-                        optarg);
-                goto out;
-            }
-            count = v;
-            break;
-        }
-        case 'k': if (cli_int("plan", "--steps", optarg, 1, 10000000, &s.steps)) goto out; break;
-        case 's': if (cli_int("plan", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
-        case 'T': s.weights_tokens = 1; break;
-        case 'S':
-            if (cli_int("plan", "--streams", optarg, 1, GROUP_MAX_STREAMS, &s.max_streams))
-                goto out;
-            break;
-        case 'G':
-            if (cli_int("plan", "--granularity", optarg, 1, 65536, &s.granularity))
-                goto out;
-            break;
-        case 't': if (cli_int("plan", "--threads", optarg, 0, 256, &s.threads)) goto out; break;
-        case 'o': out = optarg; break;
-        case 'j': json = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'L': if (cli_int("plan", "--max-len", optarg, 1, 1 << 20, &s.max_len)) goto out; break;
-        case 'Y':
-            if (layout_parse_list("--layout", optarg, lay, &nlay, 15, &err)) {
-                cli_error("plan", &err);
-                goto out;
-            }
-            break;
-        case 'h': usage(stdout); rc = 0; goto out;
-        default: usage(stderr); goto out;
-        }
+    if (!strcmp(val, "auto")) {
+        *(int *)dst = -1;
+        return 0;
     }
-    if (optind < argc) {
-        fprintf(stderr, "unpad plan: unexpected argument '%s'\n", argv[optind]);
-        goto out;
+    balance_policy pv;
+    unpad_err pe = {0};
+    if (balance_policy_parse(val, &pv, &pe)) {
+        fprintf(stderr, "unpad %s: %s: %s%s\n", cmd, flag, pe.msg, strcmp(val, "pack") ? ", or auto" : "");
+        return 1;
     }
-    if ((!gpus && cli_int_list("plan", "--gpus", "8", 1, 65536, &gpus, &ng)) ||
-        (!batch && cli_int_list("plan", "--batch", "56", 1, 65536, &batch, &nb)))
-        goto out;
-    for (int i = 0; i < ng; i++)
-        for (int b = 0; b < nb; b++) {
-            if ((long)gpus[i] * batch[b] > (1L << 24)) {
-                fprintf(stderr, "unpad plan: %d GPUs x %d sequences is over 16,777,216 sequences a "
-                                "step\n", gpus[i], batch[b]);
-                goto out;
-            }
-            for (int k = 0; k < i * nb + b; k++)
-                if (gpus[k / nb] == gpus[i] && batch[k % nb] == batch[b]) {
-                    fprintf(stderr, "unpad plan: %d GPUs x %d sequences is asked twice\n", gpus[i],
-                            batch[b]);
-                    goto out;
-                }
-        }
-    rc = 1;
-    if (cli_inputs_load("plan", &rq, &in, 1))
-        goto out;
-    { /* before any work: no plan file or --json over an input or over each other */
-        int no = 0;
-        char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
-        const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
-        if (!names || !outs) {
-            free(names);
-            free(outs);
-            fprintf(stderr, "unpad plan: out of memory\n");
-            goto out;
-        }
-        for (int i = 0; out && i < ng; i++)
-            for (int b = 0; b < nb; b++) {
-                if (ng * nb > 1)
-                    plan_file_name(out, gpus[i], batch[b], names[no], sizeof names[no]);
-                else
-                    snprintf(names[no], sizeof names[no], "%s", out);
-                outs[no] = names[no];
-                no++;
-            }
-        outs[no++] = json && strcmp(json, "-") ? json : NULL;
-        int bad = cli_check_outputs("plan", &in, NULL, 0, outs, no);
+    *(int *)dst = (int)pv;
+    return 0;
+}
+
+/* The flags: the configurations planned, and the sweep's settings (in w.s). */
+typedef struct {
+    cli_sweep w;
+    int policy;           /* -1: auto */
+    balance_count count;
+    cli_layouts lays;     /* the other layouts the chosen policy is predicted in */
+    const char *out;
+} plan_opts;
+
+static int plan_opts_parse(int argc, char **argv, plan_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    cli_sweep_init(&o->w);
+    o->policy = -1;
+    o->count = BAL_EQUAL;
+    const cli_opt opts[] = {
+        CLI_OPTS_SWEEP(&o->w),
+        CLI_OPT_CALL("policy", opt_policy, &o->policy),
+        CLI_OPT_CALL("count", cli_parse_count, &o->count),
+        CLI_OPT_STR("out", &o->out),
+        CLI_OPT_LAYOUTS("layout", &o->lays, 15),
+    };
+    int rc = cli_opts_parse("plan", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
+    if (rc >= 0)
+        return rc;
+    return cli_sweep_check("plan", &o->w, 1) ? 2 : -1;
+}
+
+/* The plan file of configuration (gpus, batch): --out itself for one configuration, else with
+ * -<gpus>x<batch> before its extension. */
+static void plan_file_of(const plan_opts *o, int gpus, int batch, char *buf, size_t n)
+{
+    if (o->w.gpus.n * o->w.batch.n > 1)
+        plan_file_name(o->out, gpus, batch, buf, n);
+    else
+        snprintf(buf, n, "%s", o->out);
+}
+
+/* Before any work: no plan file or --json over an input or over each other. */
+static int plan_check_outputs(const plan_opts *o, const resolve_inputs *in)
+{
+    int ng = o->w.gpus.n, nb = o->w.batch.n, no = 0;
+    char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
+    const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
+    if (!names || !outs) {
         free(names);
         free(outs);
-        if (bad)
-            goto out;
+        fprintf(stderr, "unpad plan: out of memory\n");
+        return 1;
     }
-    s.seed = (uint64_t)seed;
-    s.dist = &in.dist;
-    s.model = &in.model;
-    s.hw = &in.hw;
-    s.calib = &in.calib;
-    if (layout_check_cap(s.max_len, in.model.max_len, &err)) {
-        cli_error("plan", &err);
-        goto out;
-    }
-    for (int l = 0; l < nlay; l++) { /* refuse a layout before planning */
-        layout t = lay[l];
-        if (layout_resolve(&t, s.max_len, in.model.max_len, in.dist.max_len, "--layout", &err)) {
-            cli_error("plan", &err);
-            goto out;
+    for (int i = 0; o->out && i < ng; i++)
+        for (int b = 0; b < nb; b++) {
+            plan_file_of(o, o->w.gpus.v[i], o->w.batch.v[b], names[no], sizeof names[no]);
+            outs[no] = names[no];
+            no++;
         }
-    }
+    outs[no++] = o->w.json && strcmp(o->w.json, "-") ? o->w.json : NULL;
+    int bad = cli_check_outputs("plan", in, NULL, 0, outs, no);
+    free(names);
+    free(outs);
+    return bad;
+}
+
+static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const cli_prov *prov)
+{
+    const whatif_setup *s = &o->w.s;
+    printf("unpad plan: %s on %s, %s counts, %d sampled steps per candidate, balancing %s\n",
+           in->model.name, in->hw.name, balance_count_name(o->count), s->steps,
+           s->weights_tokens ? "tokens" : "the predicted per-sequence cost");
+    cli_prov_print(stdout, prov);
+    if (s->max_len)
+        printf("  lengths truncated to %d (the trainer truncates nothing: give it data made at that "
+               "length)\n", s->max_len);
+}
+
+/* The document's "config", and "plans" opened for plan_one's objects. */
+static void plan_json_open(json_w *w, const plan_opts *o)
+{
+    const whatif_setup *s = &o->w.s;
+    json_obj(w, "config");
+    json_str(w, "policy", o->policy < 0 ? "auto" : balance_policy_name(o->policy));
+    json_str(w, "count", balance_count_name(o->count));
+    json_int(w, "steps", s->steps);
+    json_str(w, "weights", s->weights_tokens ? "tokens" : "cost");
+    json_int(w, "max_streams", s->max_streams);
+    json_int(w, "granularity", s->granularity);
+    json_end(w);
+    json_arr(w, "plans");
+}
+
+/* Every configuration's plan and its outputs, after the flags and the inputs. */
+static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
+{
+    whatif_setup *s = &o->w.s;
+    int ng = o->w.gpus.n, nb = o->w.batch.n;
+    unpad_err err = {0};
+    cli_setup_inputs(s, in, o->w.seed);
+    if (cli_check_layouts("plan", s->max_len, in, o->lays.v, o->lays.n))
+        return 1;
     cli_prov prov;
     char pc[sizeof ((unpad_plan *)0)->provenance];
-    cli_prov_init(&prov, argc, argv);
-    cli_prov_inputs(&prov, &in, 1);
-    cli_prov_seed(&prov, seed);
-    cli_prov_comment(&prov, pc, sizeof pc);
-    if (json && cli_json_open("plan", json, &prov, &jdoc))
+    cli_prov_sampled(&prov, argc, argv, in, o->w.seed, pc, sizeof pc);
+    cli_json jdoc = {0};
+    progress *prog = NULL;
+    int rc = 1;
+    if (o->w.json && cli_json_open("plan", o->w.json, &prov, &jdoc))
         goto out;
     /* Progress over every candidate row of every configuration (plan_make's rows: none, and the
      * policy asked or every other). */
-    int per = policy < 0 ? BAL_POLICY_COUNT : policy == BAL_NONE ? 1 : 2;
+    int per = o->policy < 0 ? BAL_POLICY_COUNT : o->policy == BAL_NONE ? 1 : 2;
     long long work = 0;
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++)
-            work += (long long)per * s.steps * gpus[i] * batch[b];
-    if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work,
-                       progress_wanted(quiet), &prog, &err)) {
+            work += (long long)per * s->steps * o->w.gpus.v[i] * o->w.batch.v[b];
+    if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work, progress_wanted(o->w.quiet),
+                       &prog, &err)) {
         cli_error("plan", &err);
         goto out;
     }
-    s.progress = prog;
-    printf("unpad plan: %s on %s, %s counts, %d sampled steps per candidate, balancing %s\n",
-           in.model.name, in.hw.name, balance_count_name(count), s.steps,
-           s.weights_tokens ? "tokens" : "the predicted per-sequence cost");
-    cli_prov_print(stdout, &prov);
-    if (s.max_len)
-        printf("  lengths truncated to %d (the trainer truncates nothing: give it data made at that "
-               "length)\n", s.max_len);
-    if (json) {
-        json_w *w = &jdoc.w;
-        json_obj(w, "config");
-        json_str(w, "policy", policy < 0 ? "auto" : balance_policy_name(policy));
-        json_str(w, "count", balance_count_name(count));
-        json_int(w, "steps", s.steps);
-        json_str(w, "weights", s.weights_tokens ? "tokens" : "cost");
-        json_int(w, "max_streams", s.max_streams);
-        json_int(w, "granularity", s.granularity);
-        json_end(w);
-        json_arr(w, "plans");
-    }
+    s->progress = prog;
+    plan_print_title(o, in, &prov);
+    if (o->w.json)
+        plan_json_open(&jdoc.w, o);
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++) {
             char file[4200];
-            if (out && ng * nb > 1)
-                plan_file_name(out, gpus[i], batch[b], file, sizeof file);
-            else if (out)
-                snprintf(file, sizeof file, "%s", out);
-            if (plan_one(&in, &s, gpus[i], batch[b], policy, count, out ? file : NULL, pc,
-                         json ? &jdoc.w : NULL, lay, nlay))
+            if (o->out)
+                plan_file_of(o, o->w.gpus.v[i], o->w.batch.v[b], file, sizeof file);
+            if (plan_one(in, s, o->w.gpus.v[i], o->w.batch.v[b], o->policy, o->count, o->out ? file : NULL, pc,
+                         o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n))
                 goto out;
         }
     progress_end(prog);
     prog = NULL;
-    if (!out)
+    if (!o->out)
         printf("  (no --out: plan not written)\n");
-    if (json) {
+    if (o->w.json) {
         json_end(&jdoc.w);
         if (cli_json_close("plan", &jdoc))
             goto out;
         if (!jdoc.to_stdout)
-            printf("  wrote %s\n", json);
+            printf("  wrote %s\n", o->w.json);
     }
     rc = 0;
 out:
     progress_end(prog);
     cli_json_abandon(&jdoc);
-    free(gpus);
-    free(batch);
-    resolve_inputs_free(&in);
+    return rc;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_opts o;
+    int rc = plan_opts_parse(argc, argv, &o);
+    if (rc < 0) {
+        resolve_inputs in;
+        memset(&in, 0, sizeof in);
+        rc = cli_inputs_load("plan", &o.w.rq, &in, 1) || plan_check_outputs(&o, &in) ? 1
+                                                                                  : plan_all(&o, &in, argc, argv);
+        resolve_inputs_free(&in);
+    }
+    cli_sweep_free(&o.w);
     return rc;
 }

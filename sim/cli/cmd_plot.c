@@ -1,10 +1,10 @@
 /* cmd_plot.c — `unpad plot KIND`: PNG and SVG pictures with gnuplot (plots/<kind>.gp). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "group.h"
 #include "resolve.h"
 #include "plot.h"
@@ -35,190 +35,188 @@ static void usage(FILE *f)
             "Needs the gnuplot program (sudo apt-get install gnuplot-nox).\n");
 }
 
-int cmd_plot(int argc, char **argv)
+enum { PLOT_HIST, PLOT_LOAD, PLOT_IMBALANCE, PLOT_GROUPS };
+
+/* The flags (0 for --gpus and --batch: not given). */
+typedef struct {
+    const char *kind;
+    int k;                 /* PLOT_* */
+    resolve_req rq;
+    int gpus, batch, seed, tokens, streams, gran;
+    cli_ints lens;         /* --lengths */
+    balance_count count;
+    const char *csv, *out, *plots;
+} plot_opts;
+
+/* The kind, the flags, and the flags that do not go with the kind refused. */
+static int plot_parse(int argc, char **argv, plot_opts *o)
 {
-    static const struct option opts[] = {
-        {"dist", required_argument, 0, 'd'},    {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},      {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
-        {"gpus", required_argument, 0, 'g'},    {"batch", required_argument, 0, 'b'},
-        {"count", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
-        {"tokens", no_argument, 0, 'T'},        {"csv", required_argument, 0, 'v'},
-        {"lengths", required_argument, 0, 'l'}, {"streams", required_argument, 0, 'S'},
-        {"granularity", required_argument, 0, 'G'}, {"out", required_argument, 0, 'o'},
-        {"plots", required_argument, 0, 'P'},   {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    const char *kind = argv[1];
-    int k = !strcmp(kind, "hist") ? 0 : !strcmp(kind, "load") ? 1 : !strcmp(kind, "imbalance") ? 2
-          : !strcmp(kind, "groups") ? 3 : -1;
-    if (k < 0) {
-        fprintf(stderr, "unpad plot: unknown kind '%s' (expected hist, load, imbalance or groups)\n",
-                kind);
+    const char *kind = o->kind = argv[1];
+    o->k = !strcmp(kind, "hist") ? PLOT_HIST : !strcmp(kind, "load") ? PLOT_LOAD
+         : !strcmp(kind, "imbalance") ? PLOT_IMBALANCE : !strcmp(kind, "groups") ? PLOT_GROUPS : -1;
+    if (o->k < 0) {
+        fprintf(stderr, "unpad plot: unknown kind '%s' (expected hist, load, imbalance or groups)\n", kind);
         return 2;
     }
-    resolve_req rq = {0};
-    resolve_inputs in;
-    memset(&in, 0, sizeof in);
-    int gpus = 0, batch = 0, seed = 1, tokens = 0, streams = 4, gran = 1, c, rc = 2, *lens = NULL,
-        nl = 0;
-    balance_count count = BAL_EQUAL;
-    const char *csv = NULL, *out = NULL, *plots = NULL;
-    char obuf[256], pbuf[4096];
-    optind = 2;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': rq.dist = optarg; break;
-        case 'm': rq.model = optarg; break;
-        case 'w': rq.hw = optarg; break;
-        case 'c': rq.calib = optarg; break;
-        case 'N': rq.no_calib = 1; break;
-        case 'g': if (cli_int("plot", "--gpus", optarg, 1, 65536, &gpus)) goto out; break;
-        case 'b': if (cli_int("plot", "--batch", optarg, 1, 65536, &batch)) goto out; break;
-        case 'n': {
-            int v = balance_count_from_name(optarg);
-            if (v < 0) {
-                fprintf(stderr, "unpad plot: --count: unknown '%s' (expected equal or free)\n",
-                        optarg);
-                goto out;
-            }
-            count = v;
-            break;
-        }
-        case 's': if (cli_int("plot", "--seed", optarg, 0, 2147483647, &seed)) goto out; break;
-        case 'T': tokens = 1; break;
-        case 'v': csv = optarg; break;
-        case 'l':
-            free(lens);
-            if (cli_int_list("plot", "--lengths", optarg, 1, 1 << 20, &lens, &nl))
-                goto out;
-            break;
-        case 'S':
-            if (cli_int("plot", "--streams", optarg, 1, GROUP_MAX_STREAMS, &streams))
-                goto out;
-            break;
-        case 'G': if (cli_int("plot", "--granularity", optarg, 1, 65536, &gran)) goto out; break;
-        case 'o': out = optarg; break;
-        case 'P': plots = optarg; break;
-        case 'h': usage(stdout); rc = 0; goto out;
-        default: usage(stderr); goto out;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "unpad plot: unexpected argument '%s'\n", argv[optind]);
-        goto out;
-    }
-    if (k == 2 && !csv) {
+    o->seed = 1;
+    o->streams = 4;
+    o->gran = 1;
+    o->count = BAL_EQUAL;
+    const cli_opt opts[] = {
+        CLI_OPTS_INPUTS(&o->rq),
+        CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
+        CLI_OPT_INT("batch", &o->batch, 1, 65536),
+        CLI_OPT_CALL("count", cli_parse_count, &o->count),
+        CLI_OPT_SEED(&o->seed),
+        CLI_OPT_FLAG("tokens", &o->tokens),
+        CLI_OPT_STR("csv", &o->csv),
+        CLI_OPT_INTS("lengths", &o->lens, 1, 1 << 20),
+        CLI_OPT_INT("streams", &o->streams, 1, GROUP_MAX_STREAMS),
+        CLI_OPT_INT("granularity", &o->gran, 1, 65536),
+        CLI_OPT_STR("out", &o->out),
+        CLI_OPT_STR("plots", &o->plots),
+    };
+    int rc = cli_opts_parse("plot", argc, argv, 2, opts, CLI_NOPTS(opts), usage, NULL);
+    if (rc >= 0)
+        return rc;
+    if (o->k == PLOT_IMBALANCE && !o->csv) {
         fprintf(stderr, "unpad plot imbalance: --csv F is required (a CSV from `unpad whatif --csv F`)\n");
-        goto out;
+        return 2;
     }
-    if (k != 2 && csv) {
+    if (o->k != PLOT_IMBALANCE && o->csv) {
         fprintf(stderr, "unpad plot %s: --csv is for the imbalance plot\n", kind);
-        goto out;
+        return 2;
     }
-    if (k != 3 && lens) {
+    if (o->k != PLOT_GROUPS && o->lens.v) {
         fprintf(stderr, "unpad plot %s: --lengths is for the groups plot\n", kind);
-        goto out;
+        return 2;
     }
-    if (k == 1 && gpus && batch && (long)gpus * batch > (1L << 22)) {
-        fprintf(stderr, "unpad plot load: %d GPUs x %d sequences is over 4,194,304\n", gpus, batch);
-        goto out;
+    if (o->k == PLOT_LOAD && o->gpus && o->batch && (long)o->gpus * o->batch > (1L << 22)) {
+        fprintf(stderr, "unpad plot load: %d GPUs x %d sequences is over 4,194,304\n", o->gpus, o->batch);
+        return 2;
     }
-    rc = 1;
+    return -1;
+}
+
+/* The groups plot's lengths: --lengths, else a batch sampled from the distribution (what: how
+ * they were got, for the title). */
+static int groups_lengths(plot_opts *o, const resolve_inputs *in, char *what, size_t n)
+{
+    if (o->lens.v) {
+        snprintf(what, n, "given lengths");
+    } else {
+        unpad_err err = {0};
+        int nl = o->batch ? o->batch : 56;
+        dist_sampler *smp;
+        if (!(o->lens.v = malloc((size_t)nl * sizeof *o->lens.v)) ||
+            dist_sampler_alloc(&in->dist, (uint64_t)o->seed, &smp, &err)) {
+            fprintf(stderr, "unpad plot: %s\n", o->lens.v ? err.msg : "out of memory");
+            return 1;
+        }
+        o->lens.n = nl;
+        dist_sample(smp, o->lens.v, nl);
+        dist_sampler_free(smp);
+        const char *base = strrchr(in->dist_path, '/');
+        snprintf(what, n, "sampled from %.400s, seed %d", base ? base + 1 : in->dist_path, o->seed);
+    }
+    for (int i = 0; i < o->lens.n; i++)
+        if (o->lens.v[i] > in->model.max_len) {
+            fprintf(stderr, "unpad plot groups: --lengths: %d is over the model's max_len %d\n", o->lens.v[i],
+                    in->model.max_len);
+            return 1;
+        }
+    return 0;
+}
+
+/* Draws the kind asked into o->out (.png, .svg, the data CSVs). */
+static int plot_draw(plot_opts *o, const resolve_inputs *in, int argc, char **argv)
+{
+    unpad_err err = {0};
+    cli_prov prov;
+    char pc[8192];
+    int given = o->k == PLOT_GROUPS && o->lens.v; /* the groups of given lengths: no distribution */
+    cli_prov_init(&prov, argc, argv);
+    if (o->k == PLOT_IMBALANCE) {
+        cli_prov_comment(&prov, pc, sizeof pc);
+        return plot_imbalance(o->plots, o->csv, o->batch, o->gpus, pc, o->out, &err) ? cli_error("plot", &err) : 0;
+    }
+    cli_prov_inputs(&prov, in, !given);
+    if (o->k == PLOT_HIST) /* the histogram uses only the distribution */
+        prov.model = prov.hw = prov.calibration = NULL;
+    if (o->k != PLOT_HIST && !given)
+        cli_prov_seed(&prov, o->seed);
+    cli_prov_comment(&prov, pc, sizeof pc);
+    int rc = 0;
+    if (o->k == PLOT_HIST)
+        rc = plot_hist(o->plots, &in->dist, pc, o->out, &err);
+    if (o->k == PLOT_LOAD) {
+        plot_load_setup ls = {&in->dist, &in->model, &in->hw, &in->calib, o->gpus ? o->gpus : 8,
+                              o->batch ? o->batch : 56, o->count, (uint64_t)o->seed, o->tokens, pc};
+        rc = plot_load(o->plots, &ls, o->out, &err);
+    }
+    if (o->k == PLOT_GROUPS) {
+        char what[512];
+        if (groups_lengths(o, in, what, sizeof what))
+            return 1;
+        plot_groups_setup gs = {&in->model, &in->hw, &in->calib, o->lens.v, o->lens.n, o->streams, o->gran,
+                                what, pc};
+        rc = plot_groups(o->plots, &gs, o->out, &err);
+    }
+    return rc ? cli_error("plot", &err) : 0;
+}
+
+/* gnuplot, the output prefix and the scripts' folder found; the inputs loaded; no output over
+ * an input. */
+static int plot_prepare(plot_opts *o, resolve_inputs *in, char *obuf, size_t on, char *pbuf, size_t pn)
+{
     unpad_err err = {0};
     char gp[4096];
-    if (plot_gnuplot_find(gp, sizeof gp, &err)) {
-        cli_error("plot", &err);
-        goto out;
+    if (plot_gnuplot_find(gp, sizeof gp, &err))
+        return cli_error("plot", &err);
+    if (!o->out) {
+        snprintf(obuf, on, "unpad-%s", o->kind);
+        o->out = obuf;
     }
-    if (!out) {
-        snprintf(obuf, sizeof obuf, "unpad-%s", kind);
-        out = obuf;
+    if (!o->plots) {
+        if (cli_project_path("plot", "plots", pbuf, pn))
+            return 1;
+        o->plots = pbuf;
     }
-    if (!plots) {
-        if (cli_project_path("plot", "plots", pbuf, sizeof pbuf))
-            goto out;
-        plots = pbuf;
-    }
-    /* Before any work: none of the outputs (PREFIX.png, .svg, and .csv, -gpus.csv or -batch.csv
-     * by kind) over an input. */
+    /* PREFIX.png, .svg, and .csv, -gpus.csv or -batch.csv by kind */
+    int k = o->k;
     char outs[5][4200];
     const char *outp[5];
     static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
     for (int i = 0; i < 5; i++) {
-        snprintf(outs[i], sizeof outs[i], "%s%s", out, ext[i]);
-        int used = i < 2 || (i == 2 && k != 2) || (i == 3 && (k == 1 || k == 2)) || (i == 4 && k == 2);
+        snprintf(outs[i], sizeof outs[i], "%s%s", o->out, ext[i]);
+        int used = i < 2 || (i == 2 && k != PLOT_IMBALANCE) || (i == 3 && (k == PLOT_LOAD || k == PLOT_IMBALANCE)) ||
+                   (i == 4 && k == PLOT_IMBALANCE);
         outp[i] = used ? outs[i] : NULL;
     }
-    if (k != 2 && cli_inputs_load("plot", &rq, &in, !(k == 3 && lens)))
-        goto out;
-    if (cli_check_outputs("plot", k == 2 ? NULL : &in, &csv, 1, outp, 5))
-        goto out;
-    cli_prov prov;
-    char pc[8192];
-    cli_prov_init(&prov, argc, argv);
-    if (k == 2) {
-        cli_prov_comment(&prov, pc, sizeof pc);
-        if (plot_imbalance(plots, csv, batch, gpus, pc, out, &err)) {
-            cli_error("plot", &err);
-            goto out;
-        }
-    } else {
-        cli_prov_inputs(&prov, &in, !(k == 3 && lens));
-        if (k == 0) /* the histogram uses only the distribution */
-            prov.model = prov.hw = prov.calibration = NULL;
-        if (k != 0 && !(k == 3 && lens))
-            cli_prov_seed(&prov, seed);
-        cli_prov_comment(&prov, pc, sizeof pc);
-        if (k == 0 && plot_hist(plots, &in.dist, pc, out, &err)) {
-            cli_error("plot", &err);
-            goto out;
-        }
-        if (k == 1) {
-            plot_load_setup ls = {&in.dist, &in.model, &in.hw, &in.calib, gpus ? gpus : 8,
-                                  batch ? batch : 56, count, (uint64_t)seed, tokens, pc};
-            if (plot_load(plots, &ls, out, &err)) {
-                cli_error("plot", &err);
-                goto out;
-            }
-        }
-        if (k == 3) {
-            char what[512];
-            if (!lens) {
-                nl = batch ? batch : 56;
-                dist_sampler *smp;
-                if (!(lens = malloc((size_t)nl * sizeof *lens)) ||
-                    dist_sampler_alloc(&in.dist, (uint64_t)seed, &smp, &err)) {
-                    fprintf(stderr, "unpad plot: %s\n", lens ? err.msg : "out of memory");
-                    goto out;
-                }
-                dist_sample(smp, lens, nl);
-                dist_sampler_free(smp);
-                const char *base = strrchr(in.dist_path, '/');
-                snprintf(what, sizeof what, "sampled from %.400s, seed %d", base ? base + 1 : in.dist_path,
-                         seed);
-            } else {
-                snprintf(what, sizeof what, "given lengths");
-            }
-            for (int i = 0; i < nl; i++)
-                if (lens[i] > in.model.max_len) {
-                    fprintf(stderr, "unpad plot groups: --lengths: %d is over the model's max_len %d\n",
-                            lens[i], in.model.max_len);
-                    goto out;
-                }
-            plot_groups_setup gs = {&in.model, &in.hw, &in.calib, lens, nl, streams, gran, what, pc};
-            if (plot_groups(plots, &gs, out, &err)) {
-                cli_error("plot", &err);
-                goto out;
-            }
-        }
+    if (k != PLOT_IMBALANCE && cli_inputs_load("plot", &o->rq, in, !(k == PLOT_GROUPS && o->lens.v)))
+        return 1;
+    return cli_check_outputs("plot", k == PLOT_IMBALANCE ? NULL : in, &o->csv, 1, outp, 5);
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    plot_opts o;
+    int rc = plot_parse(argc, argv, &o);
+    if (rc < 0) {
+        resolve_inputs in;
+        memset(&in, 0, sizeof in);
+        char obuf[256], pbuf[4096];
+        rc = plot_prepare(&o, &in, obuf, sizeof obuf, pbuf, sizeof pbuf) || plot_draw(&o, &in, argc, argv);
+        if (!rc)
+            printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", o.kind, o.out, o.out, o.out,
+                   o.k == PLOT_IMBALANCE ? "-gpus.csv, -batch.csv" : o.k == PLOT_LOAD ? ".csv, -gpus.csv" : ".csv");
+        resolve_inputs_free(&in);
     }
-    printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", kind, out, out, out,
-           k == 2 ? "-gpus.csv, -batch.csv" : k == 1 ? ".csv, -gpus.csv" : ".csv");
-    rc = 0;
-out:
-    free(lens);
-    resolve_inputs_free(&in);
+    cli_ints_free(&o.lens);
     return rc;
 }

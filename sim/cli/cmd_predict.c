@@ -2,13 +2,13 @@
  * in one or more length layouts side by side, and the expected throughput over many sampled
  * batches, all from the step model (step.h) that `whatif` and `plan` use. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "layout.h"
 #include "outfile.h"
 #include "memory.h"
@@ -106,12 +106,41 @@ typedef struct {
     double sum_us, sum_tokens, sum_real, sum_flops; /* over the sampled steps */
 } column;
 
+/* The flags. */
+typedef struct {
+    resolve_req rq;
+    int gpus, batch, unfused, seed, steps, cap, quiet;
+    cli_layouts lays; /* the layouts asked (--layout, --padded) */
+    const char *csv, *json;
+} predict_opts;
+
+/* One run: the inputs, the step model, a column per layout, what was predicted. */
+typedef struct {
+    predict_opts o;
+    resolve_inputs in;
+    unpad_dist capped;      /* the distribution truncated to --max-len (bucket layouts draw from it) */
+    step_model sm;
+    column col[MAX_LAYOUTS + 1];
+    int nlay;
+    int *len, *scratch;     /* (batch), (layout_scratch_len(batch)) */
+    net_cost ar;
+    memory_use mu;
+    int fits;
+    cli_prov prov;
+    char pc[8192];          /* the provenance comment of the CSVs */
+} predict_run;
+
 /* The document of docs/json.md: the first layout in sampled_batch and expected, a `padded` layout
  * (when asked) in their padded_* keys, and every layout in `layouts`. */
-static int predict_json(json_w *w, const resolve_inputs *in, const step_model *sm,
-                        const column *col, int nlay, int gpus, int batch, int fused, int steps,
-                        int cap, const net_cost *ar, const memory_use *mu, int fits)
+static void predict_json(json_w *w, const predict_run *r)
 {
+    const resolve_inputs *in = &r->in;
+    const step_model *sm = &r->sm;
+    const column *col = r->col;
+    const net_cost *ar = &r->ar;
+    const memory_use *mu = &r->mu;
+    int nlay = r->nlay, gpus = r->o.gpus, batch = r->o.batch, fused = !r->o.unfused,
+        steps = r->o.steps, cap = r->o.cap, fits = r->fits;
     int pad = -1;
     for (int l = 1; l < nlay && pad < 0; l++)
         if (col[l].lay.kind == LAYOUT_PADDED && col[l].cap == cap)
@@ -201,132 +230,112 @@ static int predict_json(json_w *w, const resolve_inputs *in, const step_model *s
     json_num(w, "available_gib", in->hw.memory_gib);
     json_bool(w, "fits", fits);
     json_end(w);
+}
+
+/* --padded: the same as --layout unpadded,padded (the first layout kept, as given). */
+static int opt_padded(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    cli_layouts *l = dst;
+    l->n = 2;
+    l->v[1] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
     return 0;
 }
 
-int cmd_predict(int argc, char **argv)
+static int predict_parse(int argc, char **argv, predict_opts *o)
 {
-    static const struct option opts[] = {
-        {"dist", required_argument, 0, 'd'}, {"model", required_argument, 0, 'm'},
-        {"hw", required_argument, 0, 'w'},   {"calib", required_argument, 0, 'c'},
-        {"no-calib", no_argument, 0, 'N'},   {"gpus", required_argument, 0, 'g'},
-        {"batch", required_argument, 0, 'b'}, {"padded", no_argument, 0, 'p'},
-        {"unfused", no_argument, 0, 'u'},    {"seed", required_argument, 0, 's'},
-        {"steps", required_argument, 0, 'k'}, {"csv", required_argument, 0, 'o'},
-        {"max-len", required_argument, 0, 'L'}, {"layout", required_argument, 0, 'Y'},
-        {"json", required_argument, 0, 'j'}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
-    resolve_req rq = {0};
-    resolve_inputs in;
-    memset(&in, 0, sizeof in);
-    int gpus = 1, batch = 56, fused = 1, seed = 1, steps = 100, cap = 0, quiet = 0, c, nlay = 1;
-    layout lays[MAX_LAYOUTS + 1] = {{.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT}};
-    const char *csv = NULL, *json = NULL;
+    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100, .lays.n = 1};
+    o->lays.v[0] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    const cli_opt opts[] = {
+        CLI_OPTS_INPUTS(&o->rq),
+        CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
+        CLI_OPT_INT("batch", &o->batch, 1, 4096),
+        CLI_OPT_SWITCH("padded", opt_padded, &o->lays),
+        CLI_OPT_FLAG("unfused", &o->unfused),
+        CLI_OPT_SEED(&o->seed),
+        CLI_OPT_INT("steps", &o->steps, 1, 1000000),
+        CLI_OPT_STR("csv", &o->csv),
+        CLI_OPT_INT("max-len", &o->cap, 1, 1 << 20),
+        CLI_OPT_LAYOUTS("layout", &o->lays, MAX_LAYOUTS),
+        CLI_OPT_STR("json", &o->json),
+        CLI_OPT_FLAG("quiet", &o->quiet),
+    };
+    return cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
+}
+
+/* The step model, the capped distribution and a column per layout (with --max-len, the uncapped
+ * unpadded batch last); every layout is resolved here, before any work. */
+static int predict_setup(predict_run *r)
+{
+    const predict_opts *o = &r->o;
+    const model_cfg *m = &r->in.model;
     unpad_err err = {0};
-    progress *prog = NULL;
-    cli_json jdoc = {0};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': rq.dist = optarg; break;
-        case 'm': rq.model = optarg; break;
-        case 'w': rq.hw = optarg; break;
-        case 'c': rq.calib = optarg; break;
-        case 'N': rq.no_calib = 1; break;
-        case 'g': if (cli_int("predict", "--gpus", optarg, 1, 65536, &gpus)) return 2; break;
-        case 'b': if (cli_int("predict", "--batch", optarg, 1, 4096, &batch)) return 2; break;
-        case 'p':
-            nlay = 2;
-            lays[1] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
-            break;
-        case 'u': fused = 0; break;
-        case 's': if (cli_int("predict", "--seed", optarg, 0, 2147483647, &seed)) return 2; break;
-        case 'k': if (cli_int("predict", "--steps", optarg, 1, 1000000, &steps)) return 2; break;
-        case 'o': csv = optarg; break;
-        case 'j': json = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'L': if (cli_int("predict", "--max-len", optarg, 1, 1 << 20, &cap)) return 2; break;
-        case 'Y':
-            if (layout_parse_list("--layout", optarg, lays, &nlay, MAX_LAYOUTS, &err))
-                return cli_error("predict", &err) + 1;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "unpad predict: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (cli_inputs_load("predict", &rq, &in, 1))
-        return 1;
-    int rc = 1, *len = malloc(sizeof *len * (size_t)batch);
-    int *scratch = malloc(sizeof *scratch * (size_t)layout_scratch_len(batch));
-    column *col = calloc(MAX_LAYOUTS + 1, sizeof *col);
-    unpad_dist capped = {0};
-    step_model sm = {0};
-    const model_cfg *m = &in.model;
-    if (!len || !scratch || !col) {
+    r->len = malloc(sizeof *r->len * (size_t)o->batch);
+    r->scratch = malloc(sizeof *r->scratch * (size_t)layout_scratch_len(o->batch));
+    if (!r->len || !r->scratch) {
         fprintf(stderr, "unpad predict: out of memory\n");
-        goto out;
+        return 1;
     }
-    if (layout_check_cap(cap, m->max_len, &err) || layout_truncate(&in.dist, cap, &capped, &err) ||
-        step_model_init(&sm, m, &in.hw, &in.calib, fused, &err)) {
-        cli_error("predict", &err);
-        goto out;
-    }
-    if (cap) /* what the cap changes: the same batches, uncapped */
-        lays[nlay++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
-    for (int l = 0; l < nlay; l++) {
-        column *k = &col[l];
+    if (layout_check_cap(o->cap, m->max_len, &err) || layout_truncate(&r->in.dist, o->cap, &r->capped, &err) ||
+        step_model_init(&r->sm, m, &r->in.hw, &r->in.calib, !o->unfused, &err))
+        return cli_error("predict", &err);
+    layout lays[MAX_LAYOUTS + 1];
+    r->nlay = o->lays.n;
+    memcpy(lays, o->lays.v, sizeof lays[0] * (size_t)r->nlay);
+    if (o->cap) /* what the cap changes: the same batches, uncapped */
+        lays[r->nlay++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    for (int l = 0; l < r->nlay; l++) {
+        column *k = &r->col[l];
         k->lay = lays[l];
-        k->cap = cap && l == nlay - 1 ? 0 : cap;
+        k->cap = o->cap && l == r->nlay - 1 ? 0 : o->cap;
         /* every layout but buckets sees the same batches (the same seed), capped afterwards;
          * buckets draw from the capped distribution, one bucket a step */
-        int buckets = k->lay.kind == LAYOUT_BUCKETS;
-        if (layout_resolve(&k->lay, k->cap, m->max_len, (buckets ? &capped : &in.dist)->max_len,
-                           "--layout", &err) ||
-            layout_sampler_alloc(&k->lay, buckets ? &capped : &in.dist, (uint64_t)seed, &k->smp,
-                                 &err)) {
-            cli_error("predict", &err);
-            goto out;
-        }
+        const unpad_dist *d = k->lay.kind == LAYOUT_BUCKETS ? &r->capped : &r->in.dist;
+        if (layout_resolve(&k->lay, k->cap, m->max_len, d->max_len, "--layout", &err) ||
+            layout_sampler_alloc(&k->lay, d, (uint64_t)o->seed, &k->smp, &err))
+            return cli_error("predict", &err);
         layout_name(&k->lay, k->name, sizeof k->name);
-        if (cap && !k->cap)
+        if (o->cap && !k->cap)
             snprintf(k->name, sizeof k->name, "no cap (unpadded)");
     }
-    { /* refuse an output that is an input or another output, before the work */
-        char names[MAX_LAYOUTS + 1][4200];
-        const char *outs[MAX_LAYOUTS + 2] = {0};
-        for (int l = 0; csv && l < nlay; l++) {
-            layout_csv_name(csv, col[l].name, l, names[l], sizeof names[l]);
-            outs[l] = names[l];
-        }
-        outs[nlay] = json && strcmp(json, "-") ? json : NULL;
-        if (cli_check_outputs("predict", &in, NULL, 0, outs, nlay + 1))
-            goto out;
+    return 0;
+}
+
+/* Refuses an output that is an input or another output, before the work. */
+static int predict_check_outputs(const predict_run *r)
+{
+    const char *csv = r->o.csv, *json = r->o.json;
+    char names[MAX_LAYOUTS + 1][4200];
+    const char *outs[MAX_LAYOUTS + 2] = {0};
+    for (int l = 0; csv && l < r->nlay; l++) {
+        layout_csv_name(csv, r->col[l].name, l, names[l], sizeof names[l]);
+        outs[l] = names[l];
     }
-    net_cost ar;
-    net_allreduce(&in.hw, &in.calib, sm.param_bytes, gpus, &ar);
-    /* The sampled batch (the first step of each layout's sampler), then the expected throughput
-     * over `steps` sampled batches: total samples / total predicted time. */
-    if (progress_start("unpad predict", "steps", steps, steps, progress_wanted(quiet), &prog, &err)) {
-        cli_error("predict", &err);
-        goto out;
-    }
-    for (int t = 0; t < steps; t++) {
+    outs[r->nlay] = json && strcmp(json, "-") ? json : NULL;
+    return cli_check_outputs("predict", &r->in, NULL, 0, outs, r->nlay + 1);
+}
+
+/* The sampled batch (the first step of each layout's sampler), then the sums over `steps` sampled
+ * batches for the expected throughput: total samples / total predicted time. */
+static int predict_sample(predict_run *r)
+{
+    const predict_opts *o = &r->o;
+    unpad_err err = {0};
+    progress *prog;
+    if (progress_start("unpad predict", "steps", o->steps, o->steps, progress_wanted(o->quiet), &prog, &err))
+        return cli_error("predict", &err);
+    for (int t = 0; t < o->steps; t++) {
         if (t % 1024 == 1023)
             progress_add(prog, 1024, 1024);
-        for (int l = 0; l < nlay; l++) {
-            column *k = &col[l];
+        for (int l = 0; l < r->nlay; l++) {
+            column *k = &r->col[l];
             cost_step st;
-            layout_sample(k->smp, len, batch);
-            for (int i = 0; k->cap && i < batch; i++)
-                len[i] = len[i] > k->cap ? k->cap : len[i];
-            layout_batch(&k->lay, &sm, len, NULL, batch, scratch, &k->sb);
-            if (step_model_predict(&sm, m, &in.hw, &in.calib, &k->sb, gpus, &st, &err)) {
-                cli_error("predict", &err);
-                goto out;
+            layout_sample(k->smp, r->len, o->batch);
+            for (int i = 0; k->cap && i < o->batch; i++)
+                r->len[i] = r->len[i] > k->cap ? k->cap : r->len[i];
+            layout_batch(&k->lay, &r->sm, r->len, NULL, o->batch, r->scratch, &k->sb);
+            if (step_model_predict(&r->sm, &r->in.model, &r->in.hw, &r->in.calib, &k->sb, o->gpus, &st, &err)) {
+                progress_end(prog);
+                return cli_error("predict", &err);
             }
             if (t == 0)
                 k->st = st;
@@ -337,26 +346,26 @@ int cmd_predict(int argc, char **argv)
         }
     }
     progress_end(prog);
-    prog = NULL;
-    cli_prov prov;
-    char pc[8192];
-    cli_prov_init(&prov, argc, argv);
-    cli_prov_inputs(&prov, &in, 1);
-    cli_prov_seed(&prov, seed);
-    cli_prov_comment(&prov, pc, sizeof pc);
-    if (json && cli_json_open("predict", json, &prov, &jdoc))
-        goto out;
+    return 0;
+}
+
+/* The title and the operator table of the sampled batch, a time and share column per layout. */
+static void predict_print_ops(const predict_run *r)
+{
+    const predict_opts *o = &r->o;
+    const column *col = r->col;
+    int nlay = r->nlay;
     char label[4400];
     const cost_step *s0 = &col[0].st;
-    printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", m->name, in.hw.name, gpus,
-           gpus > 1 ? "s" : "", batch, in.dist_path);
-    if (cap)
-        printf(", truncated to %d", cap);
-    printf("\n  coefficients: %s; %s kernels\n", cli_calib_label(&in, label, sizeof label),
-           fused ? "fused" : "unfused");
-    cli_prov_print(stdout, &prov);
-    printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", seed,
-           col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / batch, col[0].sb.shape.max_len);
+    printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", r->in.model.name, r->in.hw.name, o->gpus,
+           o->gpus > 1 ? "s" : "", o->batch, r->in.dist_path);
+    if (o->cap)
+        printf(", truncated to %d", o->cap);
+    printf("\n  coefficients: %s; %s kernels\n", cli_calib_label(&r->in, label, sizeof label),
+           o->unfused ? "unfused" : "fused");
+    cli_prov_print(stdout, &r->prov);
+    printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", o->seed,
+           col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / o->batch, col[0].sb.shape.max_len);
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
            "time_us", "share");
     for (int l = 1; l < nlay; l++)
@@ -366,13 +375,13 @@ int cmd_predict(int argc, char **argv)
         printf(" | %10s %6s", "time_us", "share");
     printf("\n");
     for (int i = 0; i < OP_COUNT; i++) {
-        const op_cost *o = &s0->ops[i];
-        double t = o->instances * s0->time_us[i];
+        const op_cost *c = &s0->ops[i];
+        double t = c->instances * s0->time_us[i];
         if (t == 0 && (i == OP_ALLREDUCE || i == OP_EXCHANGE))
             continue;
         printf("%-14s %-13s %5d %10.2f %10.1f %10.1f %5.1f%%", op_name((op_id)i),
-               op_class_name(op_class_of((op_id)i)), o->instances, o->instances * o->flops / 1e9,
-               o->instances * o->bytes / 1e6, t, 100 * t / s0->step_us);
+               op_class_name(op_class_of((op_id)i)), c->instances, c->instances * c->flops / 1e9,
+               c->instances * c->bytes / 1e6, t, 100 * t / s0->step_us);
         for (int l = 1; l < nlay; l++) {
             const cost_step *q = &col[l].st;
             double tp = q->ops[i].instances * q->time_us[i];
@@ -380,10 +389,17 @@ int cmd_predict(int argc, char **argv)
         }
         printf("\n");
     }
-    printf("%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "step overhead", "", "", "", "",
-           sm.overhead_us, 100 * sm.overhead_us / s0->step_us);
+    double ov = r->sm.overhead_us;
+    printf("%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "step overhead", "", "", "", "", ov, 100 * ov / s0->step_us);
     for (int l = 1; l < nlay; l++)
-        printf(" | %10.1f %5.1f%%", sm.overhead_us, 100 * sm.overhead_us / col[l].st.step_us);
+        printf(" | %10.1f %5.1f%%", ov, 100 * ov / col[l].st.step_us);
+}
+
+/* The layouts side by side: the sampled batch, then the expectation over the sampled steps. */
+static void predict_print_layouts(const predict_run *r)
+{
+    const column *col = r->col;
+    int nlay = r->nlay, steps = r->o.steps;
     printf("\n\n%-46s", "");
     for (int l = 0; l < nlay; l++)
         printf(" %23.23s", col[l].name);
@@ -396,9 +412,7 @@ int cmd_predict(int argc, char **argv)
     printf("\n%-46s", "step time, the sampled batch (ms)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.2f", col[l].st.step_us / 1e3);
-    char what[96];
-    snprintf(what, sizeof what, "\n\nexpected over %d sampled batches (seed %d):", steps, seed);
-    printf("%s", what);
+    printf("\n\nexpected over %d sampled batches (seed %d):", steps, r->o.seed);
     printf("\n%-46s", "  padding fraction");
     for (int l = 0; l < nlay; l++)
         printf(" %22.1f%%", 100 * (1 - col[l].sum_real / col[l].sum_tokens));
@@ -407,7 +421,7 @@ int cmd_predict(int argc, char **argv)
         printf(" %23.2f", col[l].sum_us / steps / 1e3);
     printf("\n%-46s", "  throughput (samples/s: samples / total time)");
     for (int l = 0; l < nlay; l++)
-        printf(" %23.1f", (double)gpus * batch * steps / (col[l].sum_us / 1e6));
+        printf(" %23.1f", (double)r->o.gpus * r->o.batch * steps / (col[l].sum_us / 1e6));
     printf("\n%-46s", "  model TFLOP/s per GPU (useful work)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.1f", col[l].sum_flops / col[l].sum_us / 1e6);
@@ -417,49 +431,85 @@ int cmd_predict(int argc, char **argv)
             printf(" %22.3fx", col[l].sum_us / col[0].sum_us);
     }
     printf("\n\n");
+}
+
+/* The all-reduce and the trainer's device memory (into r->mu, r->fits). */
+static void predict_print_memory(predict_run *r)
+{
+    int gpus = r->o.gpus, batch = r->o.batch;
     char net[256], why[128];
     printf("  all-reduce over %d GPU%s: %s, %.3f ms\n", gpus, gpus > 1 ? "s" : "",
-           net_algo_describe(&ar, net, sizeof net), ar.us / 1e3);
+           net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
     memory_setup ms;
-    memory_use mu;
-    memory_trainer_setup(m, batch, col[0].lay.len, batch, gpus > 1, &ms);
-    memory_predict(m, &in.hw, &ms, &mu);
-    int fits = memory_fits(&mu, &in.hw, why, sizeof why);
+    memory_trainer_setup(&r->in.model, batch, r->col[0].lay.len, batch, gpus > 1, &ms);
+    memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
+    r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
-           batch, col[0].lay.len, mu.total_gib, fits ? "fits" : "DOES NOT FIT", why);
+           batch, r->col[0].lay.len, r->mu.total_gib, r->fits ? "fits" : "DOES NOT FIT", why);
     if (gpus > 1)
         printf("  (every GPU as fast as one GPU's sampled batch: unpad whatif adds the wait for the "
                "slowest of the %d)\n", gpus);
-    if (json && predict_json(&jdoc.w, &in, &sm, col, nlay, gpus, batch, fused, steps, cap, &ar, &mu,
-                             fits))
-        goto out;
-    if (csv) {
-        for (int l = 0; l < nlay; l++) {
-            char pbuf[4200];
-            layout_csv_name(csv, col[l].name, l, pbuf, sizeof pbuf);
-            if (write_csv(pbuf, &in, gpus, &col[l].st, pc))
-                goto out;
-            printf("%s %s", l ? "" : "  wrote", pbuf);
-        }
-        printf("\n");
+}
+
+/* Each layout's sampled batch as a CSV in the trace format. */
+static int predict_write_csvs(const predict_run *r)
+{
+    for (int l = 0; l < r->nlay; l++) {
+        char pbuf[4200];
+        layout_csv_name(r->o.csv, r->col[l].name, l, pbuf, sizeof pbuf);
+        if (write_csv(pbuf, &r->in, r->o.gpus, &r->col[l].st, r->pc))
+            return 1;
+        printf("%s %s", l ? "" : "  wrote", pbuf);
     }
-    if (json) {
-        if (cli_json_close("predict", &jdoc))
-            goto out;
-        if (!jdoc.to_stdout)
-            printf("  wrote %s\n", json);
+    printf("\n");
+    return 0;
+}
+
+/* Everything after the flags and the inputs: setup, sampling, the tables, the files. */
+static int predict_run_all(predict_run *r, int argc, char **argv)
+{
+    const predict_opts *o = &r->o;
+    cli_json jdoc = {0};
+    if (predict_setup(r) || predict_check_outputs(r))
+        return 1;
+    net_allreduce(&r->in.hw, &r->in.calib, r->sm.param_bytes, o->gpus, &r->ar);
+    if (predict_sample(r))
+        return 1;
+    cli_prov_sampled(&r->prov, argc, argv, &r->in, o->seed, r->pc, sizeof r->pc);
+    if (o->json && cli_json_open("predict", o->json, &r->prov, &jdoc))
+        return 1;
+    predict_print_ops(r);
+    predict_print_layouts(r);
+    predict_print_memory(r);
+    if (o->json)
+        predict_json(&jdoc.w, r);
+    int rc = o->csv ? predict_write_csvs(r) : 0;
+    if (!rc && o->json) {
+        rc = cli_json_close("predict", &jdoc);
+        if (!rc && !jdoc.to_stdout)
+            printf("  wrote %s\n", o->json);
     }
-    rc = 0;
-out:
-    progress_end(prog);
     cli_json_abandon(&jdoc);
-    for (int l = 0; col && l < nlay; l++)
-        layout_sampler_free(col[l].smp);
-    free(col);
-    free(len);
-    free(scratch);
-    dist_free(&capped);
-    step_model_free(&sm);
-    resolve_inputs_free(&in);
+    return rc;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    predict_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "unpad predict: out of memory\n");
+        return 1;
+    }
+    int rc = predict_parse(argc, argv, &r->o);
+    if (rc < 0)
+        rc = cli_inputs_load("predict", &r->o.rq, &r->in, 1) ? 1 : predict_run_all(r, argc, argv);
+    for (int l = 0; l < r->nlay; l++)
+        layout_sampler_free(r->col[l].smp);
+    free(r->len);
+    free(r->scratch);
+    dist_free(&r->capped);
+    step_model_free(&r->sm);
+    resolve_inputs_free(&r->in);
+    free(r);
     return rc;
 }

@@ -1,9 +1,9 @@
 /* cmd_stats.c — `unpad stats`: statistics of a length distribution. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 
 const char cmd_stats_what[] = "statistics of a length distribution";
 
@@ -18,26 +18,14 @@ static void usage(FILE *f)
 
 int cmd_stats(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"dist", required_argument, 0, 'd'}, {"pad", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     char dbuf[4096];
     const char *dist_path = NULL, *json = NULL;
-    int pad = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': dist_path = optarg; break;
-        case 'p': if (cli_int("stats", "--pad", optarg, 1, 65536, &pad)) return 2; break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "unpad stats: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
+    int pad = 0;
+    const cli_opt opts[] = {
+        CLI_OPT_STR("dist", &dist_path), CLI_OPT_INT("pad", &pad, 1, 65536), CLI_OPT_STR("json", &json)};
+    int rc = cli_opts_parse("stats", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
+    if (rc >= 0)
+        return rc;
     if (!dist_path) {
         if (cli_project_path("stats", "models/dists/wiki512.csv", dbuf, sizeof dbuf))
             return 1;
@@ -71,7 +59,7 @@ int cmd_stats(int argc, char **argv)
     printf("p50 / p90 / p99  %d / %d / %d\n", s.p50, s.p90, s.p99);
     printf("share at max   %.1f%%\n", 100 * s.share_at_max);
     printf("padding at %d  %.1f%% of tokens\n", pad, 100 * padding);
-    int rc = 0;
+    rc = 0;
     if (json) {
         json_w *w = &j.w;
         json_obj(w, "stats");

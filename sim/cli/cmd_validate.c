@@ -1,6 +1,5 @@
 /* cmd_validate.c — `unpad validate`: predict every measured row from its own batch description
  * with a calibration, join, and report the errors (tables, CSV, plot). */
-#include <getopt.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "outfile.h"
 #include "plot.h"
 #include "progress.h"
@@ -201,200 +201,193 @@ out:
     return rc;
 }
 
-int cmd_validate(int argc, char **argv)
+/* The flags. */
+typedef struct {
+    resolve_req rq;
+    const char *trace_v[MAX_TRACES], *model_v[MAX_MODELS];
+    cli_strs traces, models;
+    const char *csv, *plot, *json, *workloads;
+    int quiet, wseed, wsteps;
+} validate_opts;
+
+static int validate_parse(int argc, char **argv, validate_opts *o)
 {
-    static const struct option opts[] = {
-        {"traces", required_argument, 0, 't'}, {"calib", required_argument, 0, 'c'}, {"no-calib", no_argument, 0, 'N'},
-        {"hw", required_argument, 0, 'w'},     {"model", required_argument, 0, 'm'},
-        {"csv", required_argument, 0, 'o'},    {"plot", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'},   {"quiet", no_argument, 0, 'q'},
-        {"workloads", required_argument, 0, 'W'}, {"seed", required_argument, 0, 's'},
-        {"steps", required_argument, 0, 'k'},  {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *traces[MAX_TRACES], *model_paths[MAX_MODELS];
-    int ntraces = 0, nmodel_paths = 0, quiet = 0, c;
-    progress *prog = NULL;
-    const char *csv = NULL, *plot = NULL, *json = NULL, *workloads = NULL;
-    int wseed = 21, wsteps = 2000;
-    resolve_req rq = {0};
+    memset(o, 0, sizeof *o);
+    o->traces = (cli_strs){.v = o->trace_v, .max = MAX_TRACES, .what = "traces"};
+    o->models = (cli_strs){.v = o->model_v, .max = MAX_MODELS, .what = "--model"};
+    o->wseed = 21;
+    o->wsteps = 2000;
+    const cli_opt opts[] = {
+        CLI_OPT_STRS("traces", &o->traces),
+        CLI_OPTS_CALIB(&o->rq),
+        CLI_OPT_HW(&o->rq),
+        CLI_OPT_STRS("model", &o->models),
+        CLI_OPT_STR("csv", &o->csv),
+        CLI_OPT_STR("plot", &o->plot),
+        CLI_OPT_STR("json", &o->json),
+        CLI_OPT_FLAG("quiet", &o->quiet),
+        CLI_OPT_STR("workloads", &o->workloads),
+        CLI_OPT_SEED(&o->wseed),
+        CLI_OPT_INT("steps", &o->wsteps, 1, 10000000),
+    };
+    /* files after the options are more traces (so `--traces traces/heldout-*.csv` works) */
+    return cli_opts_parse("validate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
+}
+
+/* What the traces were measured on and what predicted them. */
+typedef struct {
     resolve_inputs in;
-    memset(&in, 0, sizeof in);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (ntraces == MAX_TRACES) {
-                fprintf(stderr, "unpad validate: more than %d traces\n", MAX_TRACES);
-                return 2;
-            }
-            traces[ntraces++] = optarg;
-            break;
-        case 'c': rq.calib = optarg; break;
-        case 'N': rq.no_calib = 1; break;
-        case 'w': rq.hw = optarg; break;
-        case 'm':
-            if (nmodel_paths == MAX_MODELS) {
-                fprintf(stderr, "unpad validate: more than %d --model\n", MAX_MODELS);
-                return 2;
-            }
-            model_paths[nmodel_paths++] = optarg;
-            break;
-        case 'o': csv = optarg; break;
-        case 'p': plot = optarg; break;
-        case 'j': json = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'W': workloads = optarg; break;
-        case 's': if (cli_int("validate", "--seed", optarg, 0, 2147483647, &wseed)) return 2; break;
-        case 'k': if (cli_int("validate", "--steps", optarg, 1, 10000000, &wsteps)) return 2; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    for (; optind < argc; optind++) {
-        if (!ntraces || ntraces == MAX_TRACES) {
-            fprintf(stderr, "unpad validate: unexpected argument '%s'\n", argv[optind]);
-            return 2;
-        }
-        traces[ntraces++] = argv[optind];
-    }
-    if (workloads && !ntraces)
-        return validate_workloads(&rq, workloads, (uint64_t)wseed, wsteps);
-    if (!ntraces) {
-        fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
-        usage(stderr);
-        return 2;
-    }
-    if (plot && !have_gnuplot()) {
-        fprintf(stderr, "unpad validate: --plot needs gnuplot, which is not installed here "
-                        "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
-        return 1;
-    }
-    if (cli_inputs_load("validate", &rq, &in, 0))
-        return 1;
-    const char *outs[3] = {csv, plot, json && strcmp(json, "-") ? json : NULL};
-    const char *more[MAX_TRACES + MAX_MODELS];
-    for (int i = 0; i < ntraces; i++)
-        more[i] = traces[i];
-    for (int i = 0; i < nmodel_paths; i++)
-        more[ntraces + i] = model_paths[i];
-    if (cli_check_outputs("validate", &in, more, ntraces + nmodel_paths, outs, 3)) {
-        resolve_inputs_free(&in);
-        return 1;
-    }
-    unpad_err err = {0};
-    int rc = 1, nmodels = 0;
-    trace_set *sets = calloc((size_t)ntraces, sizeof *sets);
-    model_cfg *models = calloc(MAX_MODELS, sizeof *models);
+    trace_set *sets;       /* (traces.n) */
+    model_cfg *models;     /* (MAX_MODELS) */
+    int nmodels;
     validate_report rep;
-    memset(&rep, 0, sizeof rep);
-    char tmpcsv[64] = "";
-    if (!sets || !models) {
-        fprintf(stderr, "unpad validate: out of memory\n");
-        goto out;
-    }
-    for (int i = 0; i < nmodel_paths; i++)
-        if (model_load(model_paths[i], &models[nmodels++], &err)) {
-            cli_error("validate", &err);
-            goto out;
-        }
-    for (int i = 0; i < ntraces; i++)
-        if (trace_read(traces[i], &sets[i], &err) || fit_check_trace(&sets[i], traces[i], in.hw.name, &err)) {
-            cli_error("validate", &err);
-            goto out;
-        }
-    char mdir[RESOLVE_PATH_LEN];
-    if (cli_project_path("validate", "models", mdir, sizeof mdir))
-        goto out;
-    if (fit_models_resolve(sets, ntraces, mdir, models,
-                           &nmodels, MAX_MODELS, &err)) {
-        cli_error("validate", &err);
-        goto out;
-    }
     cli_prov prov;
-    cli_prov_init(&prov, argc, argv);
-    cli_prov_inputs(&prov, &in, 0);
-    prov.model = nmodels == 1 ? models[0].name : NULL; /* the traces name their models */
-    prov.model_path = nmodel_paths == 1 ? model_paths[0] : NULL;
-    printf("unpad validate: %d trace%s on %s\n", ntraces, ntraces > 1 ? "s" : "", in.hw.name);
-    cli_prov_print(stdout, &prov);
-    validate_ctx ctx = {.models = models, .n_models = nmodels, .hw = &in.hw, .calib = &in.calib};
+} validate_data;
+
+/* Each trace predicted from its own rows and joined into the report, with a progress line. */
+static int validate_runs(const validate_opts *o, validate_data *d)
+{
+    unpad_err err = {0};
+    validate_ctx ctx = {.models = d->models, .n_models = d->nmodels, .hw = &d->in.hw, .calib = &d->in.calib};
+    int n = o->traces.n;
     long long rows = 0;
-    for (int i = 0; i < ntraces; i++)
-        rows += (long long)sets[i].n;
-    if (progress_start("unpad validate", "traces", ntraces, rows, progress_wanted(quiet), &prog,
-                       &err)) {
-        cli_error("validate", &err);
-        goto out;
-    }
-    for (int i = 0; i < ntraces; i++) {
+    for (int i = 0; i < n; i++)
+        rows += (long long)d->sets[i].n;
+    progress *prog;
+    if (progress_start("unpad validate", "traces", n, rows, progress_wanted(o->quiet), &prog, &err))
+        return cli_error("validate", &err);
+    for (int i = 0; i < n; i++) {
         trace_set pred = {0};
-        int r = validate_predict_set(&sets[i], models, nmodels, &in.hw, &in.calib, &pred, &err);
+        int r = validate_predict_set(&d->sets[i], d->models, d->nmodels, &d->in.hw, &d->in.calib, &pred, &err);
         if (!r)
-            r = validate_add_run(&rep, traces[i], &pred, &sets[i], &ctx, &err);
+            r = validate_add_run(&d->rep, o->traces.v[i], &pred, &d->sets[i], &ctx, &err);
         trace_set_free(&pred);
         if (r) {
-            fprintf(stderr, "unpad validate: %s: %s\n", traces[i], err.msg);
-            goto out;
+            progress_end(prog);
+            fprintf(stderr, "unpad validate: %s: %s\n", o->traces.v[i], err.msg);
+            return 1;
         }
-        progress_add(prog, 1, (long long)sets[i].n);
+        progress_add(prog, 1, (long long)d->sets[i].n);
     }
     progress_end(prog);
-    prog = NULL;
-    if (validate_finish(&rep, &err)) {
-        cli_error("validate", &err);
-        goto out;
-    }
-    validate_print(stdout, &rep);
-    if (json) {
-        cli_json j;
-        if (cli_json_open("validate", json, &prov, &j))
-            goto out;
-        report_json(&j.w, &rep, traces, ntraces);
-        if (cli_json_close("validate", &j))
-            goto out;
-        if (!j.to_stdout)
-            printf("\nwrote %s\n", json);
-    }
-    if (!csv && plot) {
+    if (validate_finish(&d->rep, &err))
+        return cli_error("validate", &err);
+    return 0;
+}
+
+/* --csv and --plot (drawn from --csv, or from a temporary CSV removed afterwards). */
+static int validate_write_plot(const validate_opts *o, const validate_data *d)
+{
+    unpad_err err = {0};
+    char tmpcsv[64] = "";
+    if (!o->csv && o->plot) {
         strcpy(tmpcsv, "/tmp/unpad-validate-XXXXXX.csv");
         int fd = mkstemps(tmpcsv, 4);
         if (fd < 0) {
             fprintf(stderr, "unpad validate: cannot create a temporary CSV for the plot\n");
-            tmpcsv[0] = '\0';
-            goto out;
+            return 1;
         }
         close(fd);
     }
-    const char *csv_path = csv ? csv : tmpcsv[0] ? tmpcsv : NULL;
+    const char *csv_path = o->csv ? o->csv : tmpcsv[0] ? tmpcsv : NULL;
     char pc[8192];
-    cli_prov_comment(&prov, pc, sizeof pc);
-    if (csv_path && validate_write_csv(csv_path, &rep, pc, &err)) {
-        cli_error("validate", &err);
-        goto out;
-    }
-    if (csv)
-        printf("\nwrote %s\n", csv);
-    if (plot) {
+    cli_prov_comment(&d->prov, pc, sizeof pc);
+    int rc = 0;
+    if (csv_path && validate_write_csv(csv_path, &d->rep, pc, &err))
+        rc = cli_error("validate", &err);
+    if (!rc && o->csv)
+        printf("\nwrote %s\n", o->csv);
+    if (!rc && o->plot) {
+        const cli_prov *p = &d->prov;
+        int n = o->traces.n;
         char title[2048];
         snprintf(title, sizeof title,
                  "unpad validate: predicted (%s calibration%s%s) against measured, %d trace%s on %s",
-                 prov.calibration, prov.calibration_path ? " " : "",
-                 prov.calibration_path ? prov.calibration_path : "", ntraces,
-                 ntraces > 1 ? "s" : "", in.hw.name);
-        if (run_gnuplot(csv_path, plot, title))
-            goto out;
-        printf("wrote %s\n", plot);
+                 p->calibration, p->calibration_path ? " " : "", p->calibration_path ? p->calibration_path : "",
+                 n, n > 1 ? "s" : "", d->in.hw.name);
+        rc = run_gnuplot(csv_path, o->plot, title);
+        if (!rc)
+            printf("wrote %s\n", o->plot);
     }
-    rc = 0;
-out:
-    progress_end(prog);
     if (tmpcsv[0])
         remove(tmpcsv);
-    if (sets)
-        for (int i = 0; i < ntraces; i++)
-            trace_set_free(&sets[i]);
-    free(sets);
-    free(models);
-    validate_report_free(&rep);
-    resolve_inputs_free(&in);
+    return rc;
+}
+
+/* --traces: the inputs, the traces, the report and its outputs. */
+static int validate_traces(const validate_opts *o, validate_data *d, int argc, char **argv)
+{
+    int n = o->traces.n;
+    const char *outs[3] = {o->csv, o->plot, o->json && strcmp(o->json, "-") ? o->json : NULL};
+    const char *more[MAX_TRACES + MAX_MODELS];
+    for (int i = 0; i < n; i++)
+        more[i] = o->traces.v[i];
+    for (int i = 0; i < o->models.n; i++)
+        more[n + i] = o->models.v[i];
+    if (cli_check_outputs("validate", &d->in, more, n + o->models.n, outs, 3))
+        return 1;
+    d->sets = calloc((size_t)n, sizeof *d->sets);
+    d->models = calloc(MAX_MODELS, sizeof *d->models);
+    if (!d->sets || !d->models) {
+        fprintf(stderr, "unpad validate: out of memory\n");
+        return 1;
+    }
+    if (cli_traces_load("validate", o->traces.v, n, o->models.v, o->models.n, d->in.hw.name, d->sets, d->models,
+                        &d->nmodels, MAX_MODELS))
+        return 1;
+    cli_prov *prov = &d->prov;
+    cli_prov_init(prov, argc, argv);
+    cli_prov_inputs(prov, &d->in, 0);
+    prov->model = d->nmodels == 1 ? d->models[0].name : NULL; /* the traces name their models */
+    prov->model_path = o->models.n == 1 ? o->models.v[0] : NULL;
+    printf("unpad validate: %d trace%s on %s\n", n, n > 1 ? "s" : "", d->in.hw.name);
+    cli_prov_print(stdout, prov);
+    if (validate_runs(o, d))
+        return 1;
+    validate_print(stdout, &d->rep);
+    if (o->json) {
+        cli_json j;
+        if (cli_json_open("validate", o->json, prov, &j))
+            return 1;
+        report_json(&j.w, &d->rep, o->traces.v, n);
+        if (cli_json_close("validate", &j))
+            return 1;
+        if (!j.to_stdout)
+            printf("\nwrote %s\n", o->json);
+    }
+    return validate_write_plot(o, d);
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    validate_opts o;
+    int rc = validate_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    if (o.workloads && !o.traces.n)
+        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps);
+    if (!o.traces.n) {
+        fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o.plot && !have_gnuplot()) {
+        fprintf(stderr, "unpad validate: --plot needs gnuplot, which is not installed here "
+                        "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
+        return 1;
+    }
+    validate_data *d = calloc(1, sizeof *d);
+    if (!d) {
+        fprintf(stderr, "unpad validate: out of memory\n");
+        return 1;
+    }
+    rc = cli_inputs_load("validate", &o.rq, &d->in, 0) ? 1 : validate_traces(&o, d, argc, argv);
+    for (int i = 0; d->sets && i < o.traces.n; i++)
+        trace_set_free(&d->sets[i]);
+    free(d->sets);
+    free(d->models);
+    validate_report_free(&d->rep);
+    resolve_inputs_free(&d->in);
+    free(d);
     return rc;
 }

@@ -46,6 +46,15 @@ void cli_prov_seed(cli_prov *p, long long seed)
     p->has_seed = 1;
 }
 
+void cli_prov_sampled(cli_prov *p, int argc, char **argv, const resolve_inputs *in, long long seed,
+                      char *pc, size_t n)
+{
+    cli_prov_init(p, argc, argv);
+    cli_prov_inputs(p, in, 1);
+    cli_prov_seed(p, seed);
+    cli_prov_comment(p, pc, n);
+}
+
 void cli_prov_json(json_w *w, const cli_prov *p)
 {
     json_obj(w, "provenance");

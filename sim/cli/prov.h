@@ -34,6 +34,10 @@ void cli_prov_init(cli_prov *p, int argc, char **argv);
  * the distribution out. */
 void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist);
 void cli_prov_seed(cli_prov *p, long long seed);
+/* What a command that samples steps from the distribution records: init, inputs (with the
+ * distribution) and seed, and the comment lines into pc (n bytes). */
+void cli_prov_sampled(cli_prov *p, int argc, char **argv, const resolve_inputs *in, long long seed,
+                      char *pc, size_t n);
 
 /* "provenance": {...} inside the open object. */
 void cli_prov_json(json_w *w, const cli_prov *p);

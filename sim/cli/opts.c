@@ -1,0 +1,103 @@
+/* opts.c — the subcommands' flag tables parsed with getopt_long (see opts.h). */
+#include "opts.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+
+#include "balance.h"
+#include "cli.h"
+
+#define OPTS_MAX 48
+
+/* One value into its place; nonzero when refused (the reason printed). */
+static int opt_store(const char *cmd, const cli_opt *o, const char *val)
+{
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    switch (o->kind) {
+    case CLI_FLAG: *(int *)o->dst = 1; return 0;
+    case CLI_STR: *(const char **)o->dst = val; return 0;
+    case CLI_INT: return cli_int(cmd, flag, val, (long)o->lo, (long)o->hi, (int *)o->dst);
+    case CLI_DOUBLE: return cli_double(cmd, flag, val, o->lo, o->hi, (double *)o->dst);
+    case CLI_INTS: {
+        cli_ints *l = o->dst;
+        cli_ints_free(l);
+        return cli_int_list(cmd, flag, val, (long)o->lo, (long)o->hi, &l->v, &l->n);
+    }
+    case CLI_STRS: {
+        cli_strs *l = o->dst;
+        if (l->n == l->max) {
+            fprintf(stderr, "unpad %s: more than %d %s\n", cmd, l->max, l->what);
+            return 1;
+        }
+        l->v[l->n++] = val;
+        return 0;
+    }
+    case CLI_LAYOUTS: {
+        cli_layouts *l = o->dst;
+        unpad_err err = {0};
+        int max = (int)o->hi < CLI_MAX_LAYOUTS ? (int)o->hi : CLI_MAX_LAYOUTS;
+        return layout_parse_list(flag, val, l->v, &l->n, max, &err) ? cli_error(cmd, &err) : 0;
+    }
+    case CLI_CALL:
+    case CLI_SWITCH: return o->fn(cmd, flag, val, o->dst);
+    }
+    return 1;
+}
+
+int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *opts, int n,
+                   void (*usage)(FILE *), cli_strs *rest)
+{
+    /* getopt_long's table: each flag's val is 256 + its index (distinct vals, so an abbreviation
+     * that two flags share is refused as ambiguous), then --help. */
+    struct option lo[OPTS_MAX + 2];
+    if (n > OPTS_MAX) {
+        fprintf(stderr, "unpad %s: more than %d flags in its table\n", cmd, OPTS_MAX);
+        return 2;
+    }
+    for (int i = 0; i < n; i++)
+        lo[i] = (struct option){opts[i].name, opts[i].kind == CLI_FLAG || opts[i].kind == CLI_SWITCH ? no_argument : required_argument,
+                                NULL, 256 + i};
+    lo[n] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n + 1] = (struct option){0, 0, 0, 0};
+    int c;
+    optind = first;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (c < 256 || c >= 256 + n) {
+            usage(stderr);
+            return 2;
+        }
+        if (opt_store(cmd, &opts[c - 256], optarg))
+            return 2;
+    }
+    for (; optind < argc; optind++) {
+        if (!rest || !rest->n || rest->n == rest->max) {
+            fprintf(stderr, "unpad %s: unexpected argument '%s'\n", cmd, argv[optind]);
+            return 2;
+        }
+        rest->v[rest->n++] = argv[optind];
+    }
+    return -1;
+}
+
+void cli_ints_free(cli_ints *l)
+{
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int cli_parse_count(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    int v = balance_count_from_name(val);
+    if (v < 0) {
+        fprintf(stderr, "unpad %s: %s: unknown '%s' (expected equal or free)\n", cmd, flag, val);
+        return 1;
+    }
+    *(balance_count *)dst = (balance_count)v;
+    return 0;
+}
