@@ -99,225 +99,274 @@ static int mem_bound(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
  * m_half / gemm_eff, the optimizer's inverse efficiency and the launch overhead. */
 enum { J_GEMM = OP_COUNT, J_MEM, J_M, J_OPT, J_LAUNCH, J_N };
 
-/* Joint robust fit of GEMM, memory-bound and optimizer rows (see fit.h). */
-static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
+/* One iteration of the joint fit: which rows take part and as what, the unknowns present, and
+ * the values fitted. */
+typedef struct {
+    char *use;            /* (rows) 0: left out; 1 compute-bound GEMM, 2 memory-bound, 3 optimizer */
+    int *key;             /* (rows) the unknown of each row used */
+    long per_op[OP_COUNT], count[J_N];
+    size_t n;             /* the rows used */
+    int col[J_N], p;      /* each unknown's column (-1: absent) and the columns in all */
+    double v[J_N];        /* the fitted inverse efficiencies (and the M term, launch) */
+} joint_iter;
+
+/* Classifies the rows under the current coefficients c: GEMMs that are compute-bound, memory
+ * kernels and the optimizer that are memory-bound; each row's unknown (its operator's, or the
+ * pooled one of its class when the operator has too few rows), and the columns present. */
+static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *it)
+{
+    const hw_spec *hw = fc->hw;
+    memset(it->per_op, 0, sizeof it->per_op);
+    memset(it->count, 0, sizeof it->count);
+    it->n = 0;
+    for (size_t i = 0; i < fc->n; i++) {
+        const row_ctx *x = &fc->rows[i];
+        op_class k = op_class_of(x->oc.op);
+        int u = 0;
+        if (x->r->dur_us > 0 && x->oc.launches > 0) {
+            if (k == OPC_GEMM && x->oc.tensor_flops > 0 && x->oc.rows > 0)
+                u = !mem_bound(hw, c, &x->oc) ? 1 : 0;
+            else if (k == OPC_NORM || k == OPC_ELEM)
+                u = mem_bound(hw, c, &x->oc) ? 2 : 0;
+            else if (k == OPC_OPTIM)
+                u = mem_bound(hw, c, &x->oc) ? 3 : 0;
+        }
+        it->use[i] = (char)u;
+        if (u == 1 || u == 2)
+            it->per_op[x->oc.op]++;
+    }
+    for (size_t i = 0; i < fc->n; i++) {
+        if (!it->use[i])
+            continue;
+        op_id op = fc->rows[i].oc.op;
+        it->key[i] = it->use[i] == 3 ? J_OPT : it->per_op[op] >= FIT_OP_MIN_ROWS ? (int)op
+                                             : it->use[i] == 1 ? J_GEMM : J_MEM;
+        it->count[it->key[i]]++;
+        if (it->use[i] == 1)
+            it->count[J_M]++;
+        it->n++;
+    }
+    /* Unknowns present in the data; the others keep their values. */
+    it->p = 0;
+    for (int j = 0; j < J_N; j++)
+        it->col[j] = it->count[j] ? it->p++ : -1;
+    if (it->n)
+        it->col[J_LAUNCH] = it->p++;
+}
+
+/* The equations: every row used, divided by its duration (relative residuals). */
+static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit *rf)
 {
     const hw_spec *hw = fc->hw;
     double peak = hw->peak_bf16_tflops * 1e6, fp32 = hw->peak_fp32_tflops * 1e6;
     double bw = hw->mem_bw_gbs * 1e3;
-    char *use = calloc(fc->n, 1), *prev = calloc(fc->n, 1);
-    int *key = calloc(fc->n ? fc->n : 1, sizeof *key);
-    int rc = UNPAD_OK;
-    if (!use || !prev || !key) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-        goto out;
+    gsl_matrix *X = rf->X;
+    const int *col = it->col;
+    size_t k = 0;
+    for (size_t i = 0; i < fc->n; i++) {
+        if (!it->use[i])
+            continue;
+        const row_ctx *x = &fc->rows[i];
+        const op_cost *o = &x->oc;
+        double d = x->r->dur_us, yy = d;
+        if (it->use[i] == 1) {
+            gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->tensor_flops / peak / d);
+            gsl_matrix_set(X, k, (size_t)col[J_M], o->tensor_flops / (peak * o->rows) / d);
+            yy -= (o->flops - o->tensor_flops) / fp32;
+        } else {
+            gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->bytes / bw / d);
+        }
+        gsl_matrix_set(X, k, (size_t)col[J_LAUNCH], o->launches / d);
+        gsl_vector_set(rf->y, k, yy / d);
+        k++;
     }
-    for (int iter = 0; iter < 6; iter++) {
-        /* Classify rows under the current coefficients: GEMMs that are compute-bound, memory
-         * kernels and the optimizer that are memory-bound. */
-        size_t n = 0;
-        long per_op[OP_COUNT] = {0}, count[J_N] = {0};
-        for (size_t i = 0; i < fc->n; i++) {
-            const row_ctx *x = &fc->rows[i];
-            op_class k = op_class_of(x->oc.op);
-            int u = 0;
-            if (x->r->dur_us > 0 && x->oc.launches > 0) {
-                if (k == OPC_GEMM && x->oc.tensor_flops > 0 && x->oc.rows > 0)
-                    u = !mem_bound(hw, c, &x->oc) ? 1 : 0;
-                else if (k == OPC_NORM || k == OPC_ELEM)
-                    u = mem_bound(hw, c, &x->oc) ? 2 : 0;
-                else if (k == OPC_OPTIM)
-                    u = mem_bound(hw, c, &x->oc) ? 3 : 0;
-            }
-            use[i] = (char)u;
-            if (u == 1 || u == 2)
-                per_op[x->oc.op]++;
-        }
-        for (size_t i = 0; i < fc->n; i++) {
-            if (!use[i])
-                continue;
-            op_id op = fc->rows[i].oc.op;
-            key[i] = use[i] == 3 ? J_OPT : per_op[op] >= FIT_OP_MIN_ROWS ? (int)op
-                                           : use[i] == 1 ? J_GEMM : J_MEM;
-            count[key[i]]++;
-            if (use[i] == 1)
-                count[J_M]++;
-            n++;
-        }
-        if (iter > 0 && !memcmp(use, prev, fc->n))
-            break;
-        memcpy(prev, use, fc->n);
-        /* Unknowns present in the data; the others keep their values. */
-        int col[J_N], p = 0;
-        for (int j = 0; j < J_N; j++)
-            col[j] = count[j] ? p++ : -1;
-        if (n)
-            col[J_LAUNCH] = p++;
-        if (n <= (size_t)p + 1) {
-            rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                            "only %zu GEMM, memory-bound and optimizer rows with a duration: "
-                            "too few to fit %d coefficients", n, p);
-            goto out;
-        }
-        robust_fit rf;
-        if ((rc = robust_alloc(&rf, n, (size_t)p, err)))
-            goto out;
-        gsl_matrix *X = rf.X;
-        size_t k = 0;
-        for (size_t i = 0; i < fc->n; i++) {
-            if (!use[i])
-                continue;
-            const row_ctx *x = &fc->rows[i];
-            const op_cost *o = &x->oc;
-            double d = x->r->dur_us, yy = d; /* every equation divided by d: relative residuals */
-            if (use[i] == 1) {
-                gsl_matrix_set(X, k, (size_t)col[key[i]], o->tensor_flops / peak / d);
-                gsl_matrix_set(X, k, (size_t)col[J_M], o->tensor_flops / (peak * o->rows) / d);
-                yy -= (o->flops - o->tensor_flops) / fp32;
-            } else {
-                gsl_matrix_set(X, k, (size_t)col[key[i]], o->bytes / bw / d);
-            }
-            gsl_matrix_set(X, k, (size_t)col[J_LAUNCH], o->launches / d);
-            gsl_vector_set(rf.y, k, yy / d);
-            k++;
-        }
-        int st = robust_solve(&rf);
-        if (st && st != GSL_EMAXITER) {
-            rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                            "GEMM/memory/optimizer fit failed: %s (are the rows' sizes all alike?)",
-                            gsl_strerror(st));
-            goto free_iter;
-        }
-        if (st == GSL_EMAXITER)
-            note(out, "%s", "joint fit: the robust iterations did not settle (result kept); ");
-        double v[J_N] = {0};
-        for (int j = 0; j < J_N; j++)
-            if (col[j] >= 0)
-                v[j] = robust_coef(&rf, (size_t)col[j]);
-        /* Inverse efficiencies must exceed 1 (an efficiency above 1 means the counts are wrong). */
-        for (int j = 0; j <= J_MEM; j++) {
-            if (col[j] < 0 || j == J_M)
-                continue;
-            int gemm = j == J_GEMM || (j < OP_COUNT && op_class_of((op_id)j) == OPC_GEMM);
-            if (v[j] <= 1.0) {
-                rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                                "the %s rows imply an efficiency of %.3g, not in (0, 1]: are flops and "
-                                "bytes in the traces per operator instance and durations in "
-                                "microseconds?", j < OP_COUNT ? op_name((op_id)j) : gemm ? "GEMM" : "memory-bound",
-                                v[j] > 0 ? 1 / v[j] : -1.0);
-                goto free_iter;
-            }
-        }
-        /* Per-operator efficiencies; the class values gemm_eff and bw_eff are the pooled column
-         * when some operator had too few rows, else the work-weighted mean over the rows fitted
-         * (tensor FLOPs for GEMMs, bytes for memory-bound kernels), with its standard error from
-         * the covariance of the columns it combines. */
-        double wsum[2] = {0}, wv[2] = {0};
-        double *share = calloc((size_t)p, sizeof *share), *share2 = calloc((size_t)p, sizeof *share2);
-        if (!share || !share2) {
-            free(share);
-            free(share2);
-            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-            goto free_iter;
-        }
-        for (size_t i = 0; i < fc->n; i++) {
-            if (use[i] != 1 && use[i] != 2)
-                continue;
-            int g = use[i] == 1 ? 0 : 1;
-            double wt = g == 0 ? fc->rows[i].oc.tensor_flops : fc->rows[i].oc.bytes;
-            wsum[g] += wt;
-            wv[g] += wt * v[key[i]];
-            (g == 0 ? share : share2)[col[key[i]]] += wt;
-        }
-        for (int op = 0; op < OP_COUNT; op++) {
-            fit_param *q = &out->op[op];
-            if (col[op] < 0) {
-                if (per_op[op] && op_class_of((op_id)op) != OPC_ATTN) { /* pooled */
-                    c->op_eff[op] = 0;
-                    memset(q, 0, sizeof *q);
-                }
-                continue;
-            }
-            c->op_eff[op] = 1 / v[op];
-            q->value = c->op_eff[op];
-            q->se = robust_se(&rf, (size_t)col[op]) * q->value * q->value;
-            q->fitted = 1;
-            q->rows = count[op];
-        }
-        for (int g = 0; g < 2; g++) {
-            int pooled = g == 0 ? J_GEMM : J_MEM;
-            fit_param_id id = g == 0 ? FIT_GEMM_EFF : FIT_BW_EFF;
-            double *sh = g == 0 ? share : share2, inv, var = 0;
-            if (col[pooled] >= 0) {
-                inv = v[pooled];
-                var = robust_cov(&rf, (size_t)col[pooled], (size_t)col[pooled]);
-            } else if (wsum[g] > 0) {
-                inv = wv[g] / wsum[g];
-                for (int a = 0; a < p; a++)
-                    for (int bb = 0; bb < p; bb++)
-                        var += sh[a] * sh[bb] * robust_cov(&rf, (size_t)a, (size_t)bb);
-                var /= wsum[g] * wsum[g];
-            } else {
-                continue;
-            }
-            double e = 1 / inv;
-            *(g == 0 ? &c->gemm_eff : &c->bw_eff) = e;
-            out->param[id].se = sqrt(var > 0 ? var : 0) * e * e;
-            out->param[id].fitted = 1;
-            out->param[id].rows = g == 0 ? count[J_M] : (long)(n - count[J_M] - count[J_OPT]);
-        }
+}
+
+/* Inverse efficiencies must exceed 1 (an efficiency above 1 means the counts are wrong). */
+static int joint_check(const joint_iter *it, unpad_err *err)
+{
+    for (int j = 0; j <= J_MEM; j++) {
+        if (it->col[j] < 0 || j == J_M)
+            continue;
+        int gemm = j == J_GEMM || (j < OP_COUNT && op_class_of((op_id)j) == OPC_GEMM);
+        if (it->v[j] <= 1.0)
+            return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                              "the %s rows imply an efficiency of %.3g, not in (0, 1]: are flops and "
+                              "bytes in the traces per operator instance and durations in "
+                              "microseconds?", j < OP_COUNT ? op_name((op_id)j) : gemm ? "GEMM" : "memory-bound",
+                              it->v[j] > 0 ? 1 / it->v[j] : -1.0);
+    }
+    return UNPAD_OK;
+}
+
+/* Per-operator efficiencies; the class values gemm_eff and bw_eff are the pooled column when some
+ * operator had too few rows, else the work-weighted mean over the rows fitted (tensor FLOPs for
+ * GEMMs, bytes for memory-bound kernels), with its standard error from the covariance of the
+ * columns it combines. */
+static int joint_store_classes(const fit_ctx *fc, const joint_iter *it, const robust_fit *rf, calib_coef *c,
+                               fit_result *out, unpad_err *err)
+{
+    const int *col = it->col;
+    const double *v = it->v;
+    int p = it->p;
+    double wsum[2] = {0}, wv[2] = {0};
+    double *share = calloc((size_t)p, sizeof *share), *share2 = calloc((size_t)p, sizeof *share2);
+    if (!share || !share2) {
         free(share);
         free(share2);
-        if (col[J_M] >= 0) {
-            double mh = v[J_M] * c->gemm_eff;
-            if (mh < 0) {
-                note(out, "%s", "gemm_m_half came out negative and was set to 0; ");
-                mh = 0;
-            }
-            c->gemm_m_half = mh;
-            /* the standard error of gemm_eff is small against that of the M term: left out */
-            out->param[FIT_GEMM_M_HALF].se = robust_se(&rf, (size_t)col[J_M]) * c->gemm_eff;
-            out->param[FIT_GEMM_M_HALF].fitted = 1;
-            out->param[FIT_GEMM_M_HALF].rows = count[J_M];
-        }
-        if (col[J_OPT] >= 0) {
-            if (v[J_OPT] < 1.0) {
-                rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                                "the optimizer rows imply optim_bw_eff = %.3g, above 1",
-                                v[J_OPT] > 0 ? 1 / v[J_OPT] : -1.0);
-                goto free_iter;
-            }
-            c->optim_bw_eff = 1 / v[J_OPT];
-            out->param[FIT_OPTIM_BW_EFF].se =
-                robust_se(&rf, (size_t)col[J_OPT]) * c->optim_bw_eff * c->optim_bw_eff;
-            out->param[FIT_OPTIM_BW_EFF].fitted = 1;
-            out->param[FIT_OPTIM_BW_EFF].rows = count[J_OPT];
-        }
-        if (col[J_LAUNCH] >= 0) {
-            double l = robust_coef(&rf, (size_t)col[J_LAUNCH]);
-            if (l < 0) {
-                note(out, "%s", "launch_us came out negative and was set to 0; ");
-                l = 0;
-            }
-            c->launch_us = l;
-            out->param[FIT_LAUNCH_US].se = robust_se(&rf, (size_t)col[J_LAUNCH]);
-            out->param[FIT_LAUNCH_US].fitted = 1;
-            out->param[FIT_LAUNCH_US].rows = (long)n;
-        }
-        k = 0;
-        for (size_t i = 0; i < fc->n; i++) {
-            fc->rows[i].w = use[i] ? robust_weight(&rf, k++) : 1;
-            fc->rows[i].in_fit = use[i] != 0;
-        }
-    free_iter:
-        robust_free(&rf);
-        if (rc)
-            goto out;
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
-out:
-    free(use);
+    for (size_t i = 0; i < fc->n; i++) {
+        if (it->use[i] != 1 && it->use[i] != 2)
+            continue;
+        int g = it->use[i] == 1 ? 0 : 1;
+        double wt = g == 0 ? fc->rows[i].oc.tensor_flops : fc->rows[i].oc.bytes;
+        wsum[g] += wt;
+        wv[g] += wt * v[it->key[i]];
+        (g == 0 ? share : share2)[col[it->key[i]]] += wt;
+    }
+    for (int op = 0; op < OP_COUNT; op++) {
+        fit_param *q = &out->op[op];
+        if (col[op] < 0) {
+            if (it->per_op[op] && op_class_of((op_id)op) != OPC_ATTN) { /* pooled */
+                c->op_eff[op] = 0;
+                memset(q, 0, sizeof *q);
+            }
+            continue;
+        }
+        c->op_eff[op] = 1 / v[op];
+        q->value = c->op_eff[op];
+        q->se = robust_se(rf, (size_t)col[op]) * q->value * q->value;
+        q->fitted = 1;
+        q->rows = it->count[op];
+    }
+    for (int g = 0; g < 2; g++) {
+        int pooled = g == 0 ? J_GEMM : J_MEM;
+        fit_param_id id = g == 0 ? FIT_GEMM_EFF : FIT_BW_EFF;
+        double *sh = g == 0 ? share : share2, inv, var = 0;
+        if (col[pooled] >= 0) {
+            inv = v[pooled];
+            var = robust_cov(rf, (size_t)col[pooled], (size_t)col[pooled]);
+        } else if (wsum[g] > 0) {
+            inv = wv[g] / wsum[g];
+            for (int a = 0; a < p; a++)
+                for (int bb = 0; bb < p; bb++)
+                    var += sh[a] * sh[bb] * robust_cov(rf, (size_t)a, (size_t)bb);
+            var /= wsum[g] * wsum[g];
+        } else {
+            continue;
+        }
+        double e = 1 / inv;
+        *(g == 0 ? &c->gemm_eff : &c->bw_eff) = e;
+        out->param[id].se = sqrt(var > 0 ? var : 0) * e * e;
+        out->param[id].fitted = 1;
+        out->param[id].rows = g == 0 ? it->count[J_M] : (long)(it->n - it->count[J_M] - it->count[J_OPT]);
+    }
+    free(share);
+    free(share2);
+    return UNPAD_OK;
+}
+
+/* The shared small-M term, the optimizer's efficiency and the launch overhead. */
+static int joint_store_rest(const joint_iter *it, const robust_fit *rf, calib_coef *c, fit_result *out,
+                            unpad_err *err)
+{
+    const int *col = it->col;
+    const double *v = it->v;
+    if (col[J_M] >= 0) {
+        double mh = v[J_M] * c->gemm_eff;
+        if (mh < 0) {
+            note(out, "%s", "gemm_m_half came out negative and was set to 0; ");
+            mh = 0;
+        }
+        c->gemm_m_half = mh;
+        /* the standard error of gemm_eff is small against that of the M term: left out */
+        out->param[FIT_GEMM_M_HALF].se = robust_se(rf, (size_t)col[J_M]) * c->gemm_eff;
+        out->param[FIT_GEMM_M_HALF].fitted = 1;
+        out->param[FIT_GEMM_M_HALF].rows = it->count[J_M];
+    }
+    if (col[J_OPT] >= 0) {
+        if (v[J_OPT] < 1.0)
+            return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "the optimizer rows imply optim_bw_eff = %.3g, above 1",
+                              v[J_OPT] > 0 ? 1 / v[J_OPT] : -1.0);
+        c->optim_bw_eff = 1 / v[J_OPT];
+        out->param[FIT_OPTIM_BW_EFF].se = robust_se(rf, (size_t)col[J_OPT]) * c->optim_bw_eff * c->optim_bw_eff;
+        out->param[FIT_OPTIM_BW_EFF].fitted = 1;
+        out->param[FIT_OPTIM_BW_EFF].rows = it->count[J_OPT];
+    }
+    if (col[J_LAUNCH] >= 0) {
+        double l = robust_coef(rf, (size_t)col[J_LAUNCH]);
+        if (l < 0) {
+            note(out, "%s", "launch_us came out negative and was set to 0; ");
+            l = 0;
+        }
+        c->launch_us = l;
+        out->param[FIT_LAUNCH_US].se = robust_se(rf, (size_t)col[J_LAUNCH]);
+        out->param[FIT_LAUNCH_US].fitted = 1;
+        out->param[FIT_LAUNCH_US].rows = (long)it->n;
+    }
+    return UNPAD_OK;
+}
+
+/* One robust solve over the rows classified in it: the coefficients into c and out, the rows'
+ * weights into fc. */
+static int joint_solve(fit_ctx *fc, joint_iter *it, calib_coef *c, fit_result *out, unpad_err *err)
+{
+    robust_fit rf;
+    int rc = robust_alloc(&rf, it->n, (size_t)it->p, err);
+    if (rc)
+        return rc;
+    joint_equations(fc, it, &rf);
+    int st = robust_solve(&rf);
+    if (st && st != GSL_EMAXITER) {
+        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                        "GEMM/memory/optimizer fit failed: %s (are the rows' sizes all alike?)", gsl_strerror(st));
+        robust_free(&rf);
+        return rc;
+    }
+    if (st == GSL_EMAXITER)
+        note(out, "%s", "joint fit: the robust iterations did not settle (result kept); ");
+    for (int j = 0; j < J_N; j++)
+        it->v[j] = it->col[j] >= 0 ? robust_coef(&rf, (size_t)it->col[j]) : 0;
+    if (!(rc = joint_check(it, err)) && !(rc = joint_store_classes(fc, it, &rf, c, out, err)) &&
+        !(rc = joint_store_rest(it, &rf, c, out, err))) {
+        size_t k = 0;
+        for (size_t i = 0; i < fc->n; i++) {
+            fc->rows[i].w = it->use[i] ? robust_weight(&rf, k++) : 1;
+            fc->rows[i].in_fit = it->use[i] != 0;
+        }
+    }
+    robust_free(&rf);
+    return rc;
+}
+
+/* Joint robust fit of GEMM, memory-bound and optimizer rows (see fit.h): classified under the
+ * current coefficients, fitted, and again until the classification stops changing (6 rounds at
+ * most). */
+static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
+{
+    joint_iter it = {0};
+    char *prev = calloc(fc->n, 1);
+    it.use = calloc(fc->n, 1);
+    it.key = calloc(fc->n ? fc->n : 1, sizeof *it.key);
+    int rc = UNPAD_OK;
+    if (!it.use || !prev || !it.key)
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    for (int iter = 0; !rc && iter < 6; iter++) {
+        joint_classify(fc, c, &it);
+        if (iter > 0 && !memcmp(it.use, prev, fc->n))
+            break;
+        memcpy(prev, it.use, fc->n);
+        if (it.n <= (size_t)it.p + 1)
+            rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                            "only %zu GEMM, memory-bound and optimizer rows with a duration: "
+                            "too few to fit %d coefficients", it.n, it.p);
+        else
+            rc = joint_solve(fc, &it, c, out, err);
+    }
+    free(it.use);
     free(prev);
-    free(key);
+    free(it.key);
     return rc;
 }
 
