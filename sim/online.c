@@ -161,6 +161,164 @@ static double resid_cv(const gsl_matrix *X, const double *y, int n)
     return out;
 }
 
+/* The observations as columns: sequences, sum of lengths and of squared lengths, and the scales
+ * that bring each to unit mean (the normal equations stay well conditioned: S2 ~ 1e7). */
+typedef struct {
+    int n;
+    double *s1, *s2, *cnt;  /* (n) */
+    double sc[NCOEF];       /* 1, mean count, mean S1, mean S2 */
+    int fit_c0;             /* the counts vary: c0 is fitted (else the prior's is kept) */
+} refit_cols;
+
+static void cols_free(refit_cols *x)
+{
+    free(x->s1);
+    free(x->s2);
+    free(x->cnt);
+}
+
+/* The columns of the window, and the refusals of data that cannot separate the terms: every rank
+ * with the same tokens, or S2 moving in step with (1, n, S1). */
+static int refit_columns(const online_cal *oc, refit_cols *x, unpad_err *err)
+{
+    int n = x->n = oc->nobs;
+    x->s1 = calloc((size_t)n, sizeof *x->s1);
+    x->s2 = calloc((size_t)n, sizeof *x->s2);
+    x->cnt = calloc((size_t)n, sizeof *x->cnt);
+    if (!x->s1 || !x->s2 || !x->cnt)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    for (int i = 0; i < n; i++) {
+        x->s1[i] = oc->obs[i].s1;
+        x->s2[i] = oc->obs[i].s2;
+        x->cnt[i] = oc->obs[i].n;
+    }
+    double cv1 = cv_of(x->s1, n), cvn = cv_of(x->cnt, n);
+    if (cv1 < oc->o.min_cv)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "degenerate observations: every rank carried the same tokens (sum of "
+                          "lengths varies by %.2g, below %.2g) over %d observations, so the per-token "
+                          "cost cannot be told from the fixed cost; keep the previous model",
+                          cv1, oc->o.min_cv, n);
+    x->fit_c0 = cvn >= oc->o.min_cv;
+    x->sc[0] = 1;
+    for (int i = 0; i < n; i++) {
+        x->sc[1] += x->cnt[i] / n;
+        x->sc[2] += x->s1[i] / n;
+        x->sc[3] += x->s2[i] / n;
+    }
+    /* S2 must move on its own: what is left of it after (1, n, S1) must vary. */
+    int q = 2 + x->fit_c0;
+    gsl_matrix *A = gsl_matrix_alloc((size_t)n, (size_t)q);
+    if (!A)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        gsl_matrix_set(A, (size_t)i, (size_t)j++, 1.0);
+        if (x->fit_c0)
+            gsl_matrix_set(A, (size_t)i, (size_t)j++, x->cnt[i] / x->sc[1]);
+        gsl_matrix_set(A, (size_t)i, (size_t)j, x->s1[i] / x->sc[2]);
+    }
+    double rest = resid_cv(A, x->s2, n);
+    gsl_matrix_free(A);
+    if (rest >= 0 && rest < oc->o.min_cv)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "degenerate observations: the sum of squared lengths moves in step with "
+                          "the token count (independent part %.2g of its mean), so the attention "
+                          "(len^2) cost cannot be told from the per-token cost; keep the previous model",
+                          rest);
+    return UNPAD_OK;
+}
+
+/* A cost falling with the length would misorder sequences: a negative coefficient within two
+ * standard errors of 0 is noise and becomes 0; beyond that the data contradict the model. */
+static int refit_signs(online_fit *out, int fit_c0, unpad_err *err)
+{
+    struct { double *v, se; const char *name; } chk[3] = {
+        {&out->cost.c0, out->se_c0, "c0 (per sequence)"},
+        {&out->cost.c1, out->se_c1, "c1 (per token)"},
+        {&out->cost.c2, out->se_c2, "c2 (per token^2)"}};
+    for (int j = 0; j < 3; j++) {
+        if (*chk[j].v >= 0 || (j == 0 && !fit_c0))
+            continue;
+        if (!(-*chk[j].v <= 2 * chk[j].se))
+            return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                              "the observations imply a negative %s = %.3g +- %.2g us: the measured "
+                              "times do not follow c0 + c1 len + c2 len^2 (keep the previous model)",
+                              chk[j].name, *chk[j].v, chk[j].se);
+        size_t used = strlen(out->notes);
+        snprintf(out->notes + used, sizeof out->notes - used, "%s %.3g within 2 s.e. of 0, set to 0; ",
+                 chk[j].name, *chk[j].v);
+        *chk[j].v = 0;
+    }
+    return UNPAD_OK;
+}
+
+/* Quality over the observations the robust fit kept. */
+static void refit_quality(const online_cal *oc, const robust_fit *rf, online_fit *out)
+{
+    double sum2 = 0, mx = 0;
+    int kept = 0;
+    for (int i = 0; i < oc->nobs; i++) {
+        if (robust_weight(rf, (size_t)i) < ROBUST_OUTLIER_WEIGHT) {
+            out->outliers++;
+            continue;
+        }
+        const online_obs *o = &oc->obs[i];
+        double pred = out->fixed_us + out->cost.c0 * o->n + out->cost.c1 * o->s1 + out->cost.c2 * o->s2;
+        double e = (pred - o->t_us) / o->t_us * 100;
+        sum2 += e * e;
+        if (fabs(e) > mx)
+            mx = fabs(e);
+        kept++;
+    }
+    out->rms_pct = kept ? sqrt(sum2 / kept) : 0;
+    out->max_abs_pct = mx;
+}
+
+/* The robust fit of t = fixed + c0 n + c1 S1 + c2 S2 on the scaled columns, into out. */
+static int refit_solve(const online_cal *oc, const refit_cols *x, const seq_cost *prior, robust_fit *rf,
+                       online_fit *out, unpad_err *err)
+{
+    int n = x->n, fit_c0 = x->fit_c0;
+    int p = 3 + fit_c0, col_c0 = fit_c0 ? 1 : -1, col_c1 = fit_c0 ? 2 : 1, col_c2 = col_c1 + 1;
+    int rc = robust_alloc(rf, (size_t)n, (size_t)p, err);
+    if (rc)
+        return rc;
+    gsl_matrix *X = rf->X;
+    const double *sc = x->sc;
+    double c0_prior = prior ? prior->c0 : 0;
+    /* Absolute residuals (us): the ranks' times are alike, so this weighs them alike too, and
+     * GSL's bisquare scale works on them (with every row divided by its time the response is
+     * constant and the outliers were not set aside). */
+    for (int i = 0; i < n; i++) {
+        double yy = oc->obs[i].t_us;
+        gsl_matrix_set(X, (size_t)i, 0, 1.0);
+        if (fit_c0)
+            gsl_matrix_set(X, (size_t)i, (size_t)col_c0, x->cnt[i] / sc[1]);
+        else
+            yy -= c0_prior * x->cnt[i];
+        gsl_matrix_set(X, (size_t)i, (size_t)col_c1, x->s1[i] / sc[2]);
+        gsl_matrix_set(X, (size_t)i, (size_t)col_c2, x->s2[i] / sc[3]);
+        gsl_vector_set(rf->y, (size_t)i, yy);
+    }
+    int st = robust_solve(rf);
+    if (st && st != GSL_EMAXITER)
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "per-sequence cost refit failed: %s over %d observations",
+                          gsl_strerror(st), n);
+    if (st == GSL_EMAXITER)
+        snprintf(out->notes, sizeof out->notes, "robust iterations did not settle (result kept); ");
+    out->fixed_us = robust_coef(rf, 0);
+    out->se_fixed = robust_se(rf, 0);
+    out->c0_fitted = fit_c0;
+    out->cost.c0 = fit_c0 ? robust_coef(rf, (size_t)col_c0) / sc[1] : c0_prior;
+    out->se_c0 = fit_c0 ? robust_se(rf, (size_t)col_c0) / sc[1] : 0;
+    out->cost.c1 = robust_coef(rf, (size_t)col_c1) / sc[2];
+    out->se_c1 = robust_se(rf, (size_t)col_c1) / sc[2];
+    out->cost.c2 = robust_coef(rf, (size_t)col_c2) / sc[3];
+    out->se_c2 = robust_se(rf, (size_t)col_c2) / sc[3];
+    return UNPAD_OK;
+}
+
 int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, unpad_err *err)
 {
     unpad_gsl_quiet();
@@ -172,145 +330,16 @@ int online_refit(const online_cal *oc, const seq_cost *prior, online_fit *out, u
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                           "too few observations to refit the per-sequence cost: %d in the window "
                           "(%d steps), need %d", n, out->steps, oc->o.min_obs);
-    double *s1 = calloc((size_t)n, sizeof *s1), *s2 = calloc((size_t)n, sizeof *s2);
-    double *cnt = calloc((size_t)n, sizeof *cnt);
-    gsl_matrix *A = NULL;
+    refit_cols x = {0};
     robust_fit rf = {0};
-    int rc = UNPAD_OK;
-    if (!s1 || !s2 || !cnt) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        s1[i] = oc->obs[i].s1;
-        s2[i] = oc->obs[i].s2;
-        cnt[i] = oc->obs[i].n;
-    }
-    double cv1 = cv_of(s1, n), cvn = cv_of(cnt, n);
-    if (cv1 < oc->o.min_cv) {
-        rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                        "degenerate observations: every rank carried the same tokens (sum of "
-                        "lengths varies by %.2g, below %.2g) over %d observations, so the per-token "
-                        "cost cannot be told from the fixed cost; keep the previous model",
-                        cv1, oc->o.min_cv, n);
-        goto out;
-    }
-    int fit_c0 = cvn >= oc->o.min_cv;
-    /* Columns scaled to unit mean so the normal equations stay well conditioned (S2 ~ 1e7). */
-    double sc[NCOEF] = {1, 0, 0, 0};
-    for (int i = 0; i < n; i++) {
-        sc[1] += cnt[i] / n;
-        sc[2] += s1[i] / n;
-        sc[3] += s2[i] / n;
-    }
-    /* S2 must move on its own: what is left of it after (1, n, S1) must vary. */
-    {
-        int q = 2 + fit_c0;
-        A = gsl_matrix_alloc((size_t)n, (size_t)q);
-        if (!A) {
-            rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-            goto out;
-        }
-        for (int i = 0; i < n; i++) {
-            int j = 0;
-            gsl_matrix_set(A, (size_t)i, (size_t)j++, 1.0);
-            if (fit_c0)
-                gsl_matrix_set(A, (size_t)i, (size_t)j++, cnt[i] / sc[1]);
-            gsl_matrix_set(A, (size_t)i, (size_t)j, s1[i] / sc[2]);
-        }
-        double rest = resid_cv(A, s2, n);
-        if (rest >= 0 && rest < oc->o.min_cv) {
-            rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                            "degenerate observations: the sum of squared lengths moves in step with "
-                            "the token count (independent part %.2g of its mean), so the attention "
-                            "(len^2) cost cannot be told from the per-token cost; keep the previous model",
-                            rest);
-            goto out;
-        }
-    }
-    int p = 3 + fit_c0, col_c0 = fit_c0 ? 1 : -1, col_c1 = fit_c0 ? 2 : 1, col_c2 = col_c1 + 1;
-    if ((rc = robust_alloc(&rf, (size_t)n, (size_t)p, err)))
-        goto out;
-    gsl_matrix *X = rf.X;
-    double c0_prior = prior ? prior->c0 : 0;
-    /* Absolute residuals (us): the ranks' times are alike, so this weighs them alike too, and
-     * GSL's bisquare scale works on them (with every row divided by its time the response is
-     * constant and the outliers were not set aside). */
-    for (int i = 0; i < n; i++) {
-        double yy = oc->obs[i].t_us;
-        gsl_matrix_set(X, (size_t)i, 0, 1.0);
-        if (fit_c0)
-            gsl_matrix_set(X, (size_t)i, (size_t)col_c0, cnt[i] / sc[1]);
-        else
-            yy -= c0_prior * cnt[i];
-        gsl_matrix_set(X, (size_t)i, (size_t)col_c1, s1[i] / sc[2]);
-        gsl_matrix_set(X, (size_t)i, (size_t)col_c2, s2[i] / sc[3]);
-        gsl_vector_set(rf.y, (size_t)i, yy);
-    }
-    int st = robust_solve(&rf);
-    if (st && st != GSL_EMAXITER) {
-        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "per-sequence cost refit failed: %s over %d observations",
-                        gsl_strerror(st), n);
-        goto out;
-    }
-    if (st == GSL_EMAXITER)
-        snprintf(out->notes, sizeof out->notes, "robust iterations did not settle (result kept); ");
-    out->fixed_us = robust_coef(&rf, 0);
-    out->se_fixed = robust_se(&rf, 0);
-    out->c0_fitted = fit_c0;
-    out->cost.c0 = fit_c0 ? robust_coef(&rf, (size_t)col_c0) / sc[1] : c0_prior;
-    out->se_c0 = fit_c0 ? robust_se(&rf, (size_t)col_c0) / sc[1] : 0;
-    out->cost.c1 = robust_coef(&rf, (size_t)col_c1) / sc[2];
-    out->se_c1 = robust_se(&rf, (size_t)col_c1) / sc[2];
-    out->cost.c2 = robust_coef(&rf, (size_t)col_c2) / sc[3];
-    out->se_c2 = robust_se(&rf, (size_t)col_c2) / sc[3];
-    /* A cost falling with the length would misorder sequences: a negative coefficient within two
-     * standard errors of 0 is noise and becomes 0; beyond that the data contradict the model. */
-    struct { double *v, se; const char *name; } chk[3] = {
-        {&out->cost.c0, out->se_c0, "c0 (per sequence)"},
-        {&out->cost.c1, out->se_c1, "c1 (per token)"},
-        {&out->cost.c2, out->se_c2, "c2 (per token^2)"}};
-    for (int j = 0; j < 3; j++) {
-        if (*chk[j].v >= 0 || (j == 0 && !fit_c0))
-            continue;
-        if (-*chk[j].v <= 2 * chk[j].se) {
-            size_t used = strlen(out->notes);
-            snprintf(out->notes + used, sizeof out->notes - used, "%s %.3g within 2 s.e. of 0, set to 0; ",
-                     chk[j].name, *chk[j].v);
-            *chk[j].v = 0;
-        } else {
-            rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                            "the observations imply a negative %s = %.3g +- %.2g us: the measured "
-                            "times do not follow c0 + c1 len + c2 len^2 (keep the previous model)",
-                            chk[j].name, *chk[j].v, chk[j].se);
-            goto out;
-        }
-    }
-    /* Quality over the observations the robust fit kept. */
-    {
-        double sum2 = 0, mx = 0;
-        int kept = 0;
-        for (int i = 0; i < n; i++) {
-            if (robust_weight(&rf, (size_t)i) < ROBUST_OUTLIER_WEIGHT) {
-                out->outliers++;
-                continue;
-            }
-            const online_obs *o = &oc->obs[i];
-            double pred = out->fixed_us + out->cost.c0 * o->n + out->cost.c1 * o->s1 + out->cost.c2 * o->s2;
-            double e = (pred - o->t_us) / o->t_us * 100;
-            sum2 += e * e;
-            if (fabs(e) > mx)
-                mx = fabs(e);
-            kept++;
-        }
-        out->rms_pct = kept ? sqrt(sum2 / kept) : 0;
-        out->max_abs_pct = mx;
-    }
-out:
+    int rc = refit_columns(oc, &x, err);
+    if (!rc)
+        rc = refit_solve(oc, &x, prior, &rf, out, err);
+    if (!rc)
+        rc = refit_signs(out, x.fit_c0, err);
+    if (!rc)
+        refit_quality(oc, &rf, out);
     robust_free(&rf);
-    if (A) gsl_matrix_free(A);
-    free(s1);
-    free(s2);
-    free(cnt);
+    cols_free(&x);
     return rc;
 }
