@@ -181,21 +181,20 @@ static int set_time(const trace_row **m, const trace_row **p, size_t n, const va
     return UNPAD_OK;
 }
 
-int validate_add_run(validate_report *rep, const char *name, const trace_set *pred,
-                     const trace_set *meas, const validate_ctx *ctx, unpad_err *err)
+/* The joined rows of one run: measured jm[q] against predicted jp[q], in key order. */
+typedef struct {
+    const trace_row **jm, **jp;
+    size_t n;
+} joined;
+
+/* Merge join of the sorted rows on the key; duplicates pair in order; the rows without a partner
+ * are counted in rep. */
+static void join_rows(validate_report *rep, const trace_row **ms, size_t nm, const trace_row **ps, size_t np,
+                      joined *J)
 {
-    const trace_row **ms = sorted_rows(meas), **ps = sorted_rows(pred);
-    size_t cap = meas->n < pred->n ? meas->n : pred->n;
-    const trace_row **jm = malloc((cap ? cap : 1) * sizeof *jm), **jp = malloc((cap ? cap : 1) * sizeof *jp);
-    trace_span *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
-    int rc = UNPAD_OK;
-    if (!ms || !ps || !jm || !jp || !scratch) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-        goto out;
-    }
-    /* Merge join on the key; duplicates pair in order. */
-    size_t i = 0, j = 0, n = 0;
-    while (i < meas->n && j < pred->n) {
+    size_t i = 0, j = 0;
+    J->n = 0;
+    while (i < nm && j < np) {
         int c = cmp_key(&ms[i], &ps[j]);
         if (c < 0) {
             rep->unmatched_meas++;
@@ -204,12 +203,20 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
             rep->unmatched_pred++;
             j++;
         } else {
-            jm[n] = ms[i++];
-            jp[n++] = ps[j++];
+            J->jm[J->n] = ms[i++];
+            J->jp[J->n++] = ps[j++];
         }
     }
-    rep->unmatched_meas += meas->n - i;
-    rep->unmatched_pred += pred->n - j;
+    rep->unmatched_meas += nm - i;
+    rep->unmatched_pred += np - j;
+}
+
+/* The run's record and a pair per joined row; the run's batches are fingerprinted by their
+ * embedding rows (order-free: a sum of mixes, so the join order does not matter). */
+static int add_pairs(validate_report *rep, const char *name, const trace_set *meas, const joined *J,
+                     unpad_err *err)
+{
+    const trace_row **jm = J->jm, **jp = J->jp;
     int run = rep->nruns;
     GROW(rep->runs, rep->nruns, rep->cap_runs);
     validate_run *R = &rep->runs[rep->nruns++];
@@ -221,8 +228,7 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
     }
     double seqs = 0;
     long nseqs = 0;
-    size_t base = rep->npairs; /* pair base + q is the joined row q */
-    for (size_t q = 0; q < n; q++) {
+    for (size_t q = 0; q < J->n; q++) {
         GROW(rep->pairs, rep->npairs, rep->cap_pairs);
         validate_pair *P = &rep->pairs[rep->npairs++];
         P->run = run;
@@ -239,7 +245,6 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
         if (jm[q]->op == OP_EMBED_FWD) {
             seqs += (double)jm[q]->seqs;
             nseqs++;
-            /* order-free (sum of mixes), so the join order does not matter */
             unsigned long long h = (unsigned long long)jm[q]->step * 0x9E3779B97F4A7C15ULL ^
                                    (unsigned long long)jm[q]->rank * 0xC2B2AE3D27D4EB4FULL ^
                                    (unsigned long long)jm[q]->seqs * 0x165667B19E3779F9ULL ^
@@ -252,9 +257,45 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
         }
     }
     R->seqs_per_rank = nseqs ? seqs / nseqs : 0;
-    /* Per (step, rank): load, time. The join order groups rows by step, rank, op, layer. */
+    return UNPAD_OK;
+oom:
+    return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+}
+
+/* Groups that ran side by side (the joined rows s..e of one operator and layer, on several
+ * streams) are judged as one launch: a pair of the union of their spans against the shared-slot
+ * prediction (tm, tp), the groups' own pairs (from base) marked. Each group's own row ran slower
+ * than it would alone, which is the point, not an error. */
+static int add_grouped(validate_report *rep, const joined *J, size_t base, size_t s, size_t e, double tm,
+                       double tp, unpad_err *err)
+{
+    for (size_t q = s; q < e; q++)
+        rep->pairs[base + q].side_by_side = 1;
+    GROW(rep->pairs, rep->npairs, rep->cap_pairs);
+    validate_pair *P = &rep->pairs[rep->npairs++];
+    *P = rep->pairs[base + s];
+    P->group = VALIDATE_GROUPED;
+    P->stream = -1;
+    P->side_by_side = 0;
+    for (size_t q = s; q < e; q++)
+        if (J->jm[q]->start_us < P->start_us)
+            P->start_us = J->jm[q]->start_us;
+    P->meas_us = tm;
+    P->pred_us = tp;
+    return UNPAD_OK;
+oom:
+    return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+}
+
+/* Per (step, rank) of run: load and time (the join order groups rows by step, rank, op, layer);
+ * base is the run's first pair. */
+static int add_loads(validate_report *rep, int run, const joined *J, size_t base, const validate_ctx *ctx,
+                     trace_span *scratch, unpad_err *err)
+{
+    const trace_row **jm = J->jm, **jp = J->jp;
+    size_t n = J->n;
     double overhead = ctx ? ctx->calib->step_overhead_us : 0;
-    size_t first_load = rep->nloads;
+    int rc;
     for (size_t a = 0; a < n;) {
         size_t b = a;
         while (b < n && jm[b]->step == jm[a]->step && jm[b]->rank == jm[a]->rank)
@@ -273,25 +314,9 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
             double tm, tp;
             int streams;
             if ((rc = set_time(jm + s, jp + s, e - s, ctx, scratch, &tm, &tp, &streams, err)))
-                goto out;
-            if (streams > 1) {
-                /* Groups that ran side by side are judged as one launch (the union of their
-                 * spans against the shared-slot prediction): each group's own row ran slower
-                 * than it would alone, which is the point, not an error. */
-                for (size_t q = s; q < e; q++)
-                    rep->pairs[base + q].side_by_side = 1;
-                GROW(rep->pairs, rep->npairs, rep->cap_pairs);
-                validate_pair *P = &rep->pairs[rep->npairs++];
-                *P = rep->pairs[base + s];
-                P->group = VALIDATE_GROUPED;
-                P->stream = -1;
-                P->side_by_side = 0;
-                for (size_t q = s; q < e; q++)
-                    if (jm[q]->start_us < P->start_us)
-                        P->start_us = jm[q]->start_us;
-                P->meas_us = tm;
-                P->pred_us = tp;
-            }
+                return rc;
+            if (streams > 1 && (rc = add_grouped(rep, J, base, s, e, tm, tp, err)))
+                return rc;
             if (op_class_of((op_id)jm[s]->op) != OPC_COMM) {
                 load_m += tm;
                 load_p += tp;
@@ -310,7 +335,16 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
         L->pred_time_us = time_p + overhead;
         a = b;
     }
-    /* Per step: the slowest rank; imbalance when every rank is there. */
+    return UNPAD_OK;
+oom:
+    return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+}
+
+/* Per step of run (its loads from first_load): the slowest rank; the imbalance when every rank is
+ * there. */
+static int add_steps(validate_report *rep, int run, size_t first_load, unpad_err *err)
+{
+    int gpus = rep->runs[run].gpus;
     for (size_t a = first_load; a < rep->nloads;) {
         size_t b = a;
         while (b < rep->nloads && rep->loads[b].step == rep->loads[a].step)
@@ -337,20 +371,39 @@ int validate_add_run(validate_report *rep, const char *name, const trace_set *pr
         }
         S->meas_us = mm;
         S->pred_us = mp;
-        if (R->gpus > 1 && S->ranks == R->gpus && sum_m > 0 && sum_p > 0) {
+        if (gpus > 1 && S->ranks == gpus && sum_m > 0 && sum_p > 0) {
             S->meas_imb = max_m / (sum_m / S->ranks);
             S->pred_imb = max_p / (sum_p / S->ranks);
         }
         a = b;
     }
-    goto out;
+    return UNPAD_OK;
 oom:
-    rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+}
+
+int validate_add_run(validate_report *rep, const char *name, const trace_set *pred,
+                     const trace_set *meas, const validate_ctx *ctx, unpad_err *err)
+{
+    const trace_row **ms = sorted_rows(meas), **ps = sorted_rows(pred);
+    size_t cap = meas->n < pred->n ? meas->n : pred->n;
+    joined J = {malloc((cap ? cap : 1) * sizeof *J.jm), malloc((cap ? cap : 1) * sizeof *J.jp), 0};
+    trace_span *scratch = malloc((cap ? cap : 1) * sizeof *scratch);
+    int rc = UNPAD_OK;
+    if (!ms || !ps || !J.jm || !J.jp || !scratch) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    join_rows(rep, ms, meas->n, ps, pred->n, &J);
+    int run = rep->nruns;
+    size_t base = rep->npairs, first_load = rep->nloads; /* pair base + q is the joined row q */
+    if (!(rc = add_pairs(rep, name, meas, &J, err)) && !(rc = add_loads(rep, run, &J, base, ctx, scratch, err)))
+        rc = add_steps(rep, run, first_load, err);
 out:
     free(ms);
     free(ps);
-    free(jm);
-    free(jp);
+    free(J.jm);
+    free(J.jp);
     free(scratch);
     return rc;
 }
