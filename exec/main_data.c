@@ -355,7 +355,31 @@ static int inspect(const char *path, const char *vocab_path, long show, const ch
 
 /* ---- main ------------------------------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* The flags. */
+typedef struct {
+    const char *vocab_path, *out, *dist_path, *inspect_path, *hist;
+    const char **inputs; /* (argc + 3): the texts, then room for the vocabulary and distribution */
+    int n_inputs, synthetic, force, format;
+    long samples, per_shard, show, vocab_size;
+    pretrain_opts po;
+} data_opts;
+
+/* --format auto|wikitext|lines. */
+static int flag_format(const char *val, int *format)
+{
+    if (strcmp(val, "auto") == 0)
+        *format = PRETRAIN_TEXT_AUTO;
+    else if (strcmp(val, "wikitext") == 0)
+        *format = PRETRAIN_TEXT_WIKITEXT;
+    else if (strcmp(val, "lines") == 0)
+        *format = PRETRAIN_TEXT_LINES;
+    else
+        return bad_flag("--format", val, "auto, wikitext or lines");
+    return 0;
+}
+
+/* Returns -1 when the run goes on, else the exit code (0 after --help). */
+static int data_parse(int argc, char **argv, data_opts *d)
 {
     enum { O_VOCAB = 1000, O_INPUT, O_OUT, O_MAXLEN, O_MAXPRED, O_SEED, O_PER_SHARD, O_SYNTH,
            O_DIST, O_SAMPLES, O_INSPECT, O_SHOW, O_HIST, O_PROB, O_SHORT, O_DUPE, O_SHUFFLE,
@@ -374,171 +398,183 @@ int main(int argc, char **argv)
         {"format", required_argument, 0, O_FORMAT},
         {"vocab-size", required_argument, 0, O_VOCAB_SIZE}, {"force", no_argument, 0, O_FORCE},
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
-    const char *vocab_path = NULL, *out = NULL, *dist_path = NULL, *inspect_path = NULL,
-               *hist = NULL;
-    const char **inputs = calloc((size_t)argc + 3, sizeof *inputs);
-    int n_inputs = 0, synthetic = 0, force = 0, format = PRETRAIN_TEXT_AUTO, c;
-    long v, samples = -1, per_shard = 0, show = 3, vocab_size = 30522;
-    pretrain_opts o;
-    pretrain_opts_default(&o);
-    if (!inputs)
-        return 1;
+    pretrain_opts *o = &d->po;
+    long v;
+    int c;
 #define TAKE_LONG(flag, lo, hi, dst)                                                               \
     do {                                                                                           \
-        if (flag_long(flag, optarg, lo, hi, &v)) {                                                 \
-            free(inputs);                                                                          \
+        if (flag_long(flag, optarg, lo, hi, &v))                                                   \
             return 2;                                                                              \
-        }                                                                                          \
         dst = v;                                                                                   \
     } while (0)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case O_VOCAB: vocab_path = optarg; break;
-        case O_INPUT: inputs[n_inputs++] = optarg; break;
-        case O_OUT: out = optarg; break;
-        case O_MAXLEN: TAKE_LONG("--max-len", 5, SHARD_MAX_LEN, o.max_len); break;
-        case O_MAXPRED: TAKE_LONG("--max-pred", 0, SHARD_MAX_LEN, o.max_pred); break;
-        case O_SEED: TAKE_LONG("--seed", 0, 4294967295L, o.seed); break;
-        case O_PER_SHARD: TAKE_LONG("--samples-per-shard", 1, 1L << 40, per_shard); break;
-        case O_SYNTH: synthetic = 1; break;
-        case O_DIST: dist_path = optarg; break;
-        case O_SAMPLES: TAKE_LONG("--samples", 1, 1L << 40, samples); break;
-        case O_INSPECT: inspect_path = optarg; break;
-        case O_SHOW: TAKE_LONG("--show", 0, 1L << 40, show); break;
-        case O_HIST: hist = optarg; break;
-        case O_DUPE: TAKE_LONG("--dupe", 1, 1000, o.dupe); break;
-        case O_SHUFFLE: TAKE_LONG("--shuffle-buffer", 0, 10000000, o.shuffle_buffer); break;
-        case O_VOCAB_SIZE: TAKE_LONG("--vocab-size", 1001, 1L << 30, vocab_size); break;
-        case O_FORCE: force = 1; break;
+        case O_VOCAB: d->vocab_path = optarg; break;
+        case O_INPUT: d->inputs[d->n_inputs++] = optarg; break;
+        case O_OUT: d->out = optarg; break;
+        case O_MAXLEN: TAKE_LONG("--max-len", 5, SHARD_MAX_LEN, o->max_len); break;
+        case O_MAXPRED: TAKE_LONG("--max-pred", 0, SHARD_MAX_LEN, o->max_pred); break;
+        case O_SEED: TAKE_LONG("--seed", 0, 4294967295L, o->seed); break;
+        case O_PER_SHARD: TAKE_LONG("--samples-per-shard", 1, 1L << 40, d->per_shard); break;
+        case O_SYNTH: d->synthetic = 1; break;
+        case O_DIST: d->dist_path = optarg; break;
+        case O_SAMPLES: TAKE_LONG("--samples", 1, 1L << 40, d->samples); break;
+        case O_INSPECT: d->inspect_path = optarg; break;
+        case O_SHOW: TAKE_LONG("--show", 0, 1L << 40, d->show); break;
+        case O_HIST: d->hist = optarg; break;
+        case O_DUPE: TAKE_LONG("--dupe", 1, 1000, o->dupe); break;
+        case O_SHUFFLE: TAKE_LONG("--shuffle-buffer", 0, 10000000, o->shuffle_buffer); break;
+        case O_VOCAB_SIZE: TAKE_LONG("--vocab-size", 1001, 1L << 30, d->vocab_size); break;
+        case O_FORCE: d->force = 1; break;
         case O_PROB:
-            if (flag_prob("--masked-prob", optarg, &o.masked_prob))
-                return free(inputs), 2;
+            if (flag_prob("--masked-prob", optarg, &o->masked_prob))
+                return 2;
             break;
         case O_SHORT:
-            if (flag_prob("--short-seq-prob", optarg, &o.short_seq_prob))
-                return free(inputs), 2;
+            if (flag_prob("--short-seq-prob", optarg, &o->short_seq_prob))
+                return 2;
             break;
         case O_FORMAT:
-            if (strcmp(optarg, "auto") == 0)
-                format = PRETRAIN_TEXT_AUTO;
-            else if (strcmp(optarg, "wikitext") == 0)
-                format = PRETRAIN_TEXT_WIKITEXT;
-            else if (strcmp(optarg, "lines") == 0)
-                format = PRETRAIN_TEXT_LINES;
-            else
-                return free(inputs), bad_flag("--format", optarg, "auto, wikitext or lines");
+            if (flag_format(optarg, &d->format))
+                return 2;
             break;
-        case O_HELP: usage(stdout); free(inputs); return 0;
-        default: usage(stderr); free(inputs); return 2;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
+#undef TAKE_LONG
     for (int i = optind; i < argc; i++) /* --input a.txt b.txt: the rest are inputs too */
-        inputs[n_inputs++] = argv[i];
+        d->inputs[d->n_inputs++] = argv[i];
+    return -1;
+}
 
-    if (inspect_path) {
-        const char *ins[2] = {inspect_path, vocab_path};
-        unpad_err e = {0};
-        struct stat sd;
-        int dir = stat(inspect_path, &sd) == 0 && S_ISDIR(sd.st_mode);
-        if (hist && (outfile_check_inputs(hist, ins, 2, &e) ||
-                     (dir && folder_check(inspect_path, &hist, 1, &e)))) {
-            free(inputs);
-            return fail(&e);
-        }
-        free(inputs);
-        return inspect(inspect_path, vocab_path, show, hist);
-    }
-    const char *missing = !out ? "--out" : synthetic && !dist_path ? "--dist"
-                          : synthetic && samples < 0               ? "--samples"
-                          : !synthetic && !vocab_path              ? "--vocab"
-                          : !synthetic && !n_inputs                ? "--input"
-                                                                   : NULL;
+/* --inspect, its --hist checked against the inputs first. */
+static int data_inspect(const data_opts *d)
+{
+    const char *ins[2] = {d->inspect_path, d->vocab_path};
+    const char *hist = d->hist;
+    unpad_err e = {0};
+    struct stat sd;
+    int dir = stat(d->inspect_path, &sd) == 0 && S_ISDIR(sd.st_mode);
+    if (hist && (outfile_check_inputs(hist, ins, 2, &e) || (dir && folder_check(d->inspect_path, &hist, 1, &e))))
+        return fail(&e);
+    return inspect(d->inspect_path, d->vocab_path, d->show, hist);
+}
+
+/* The flags a run needs, and those that do not go together; 2 (said why) when refused. */
+static int data_check(const data_opts *d)
+{
+    const char *missing = !d->out ? "--out" : d->synthetic && !d->dist_path ? "--dist"
+                          : d->synthetic && d->samples < 0                  ? "--samples"
+                          : !d->synthetic && !d->vocab_path                 ? "--vocab"
+                          : !d->synthetic && !d->n_inputs                   ? "--input"
+                                                                            : NULL;
     if (missing) {
         fprintf(stderr, "%s: %s is missing (see --help)\n", prog, missing);
-        free(inputs);
         return 2;
     }
-    if (synthetic && n_inputs) {
-        fprintf(stderr, "%s: --synthetic makes its own tokens; drop the input '%s'\n", prog,
-                inputs[0]);
-        free(inputs);
+    if (d->synthetic && d->n_inputs) {
+        fprintf(stderr, "%s: --synthetic makes its own tokens; drop the input '%s'\n", prog, d->inputs[0]);
         return 2;
     }
-    if (o.max_pred > o.max_len) {
-        fprintf(stderr, "%s: --max-pred %d is more than --max-len %d\n", prog, o.max_pred, o.max_len);
-        free(inputs);
+    if (d->po.max_pred > d->po.max_len) {
+        fprintf(stderr, "%s: --max-pred %d is more than --max-len %d\n", prog, d->po.max_pred, d->po.max_len);
         return 2;
     }
+    return 0;
+}
 
-    unpad_err err = {0};
+/* The output (one file, or a folder: when it exists, ends in '/', or --samples-per-shard is
+ * given); outbuf holds "dir" for "dir/". Refuses, before any work, an output that is one of the
+ * inputs (a folder: an input that is a .bin in it, since its shards are replaced). */
+static int data_sink(data_opts *d, sink *k, char *outbuf, size_t n, unpad_err *err)
+{
+    const char *out = d->out;
     struct stat sb;
     size_t ol = strlen(out);
-    sink k = {0};
-    k.out = out;
-    k.folder = per_shard > 0 || (ol && out[ol - 1] == '/') || (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode));
-    k.per_shard = per_shard > 0 ? per_shard : 65536;
-    k.max_len = o.max_len;
-    k.max_pred = o.max_pred;
-    k.seed = o.seed;
-    k.flags = synthetic ? SHARD_FLAG_SYNTHETIC : 0;
-    char outbuf[4096];
-    if (k.folder && ol > 1 && out[ol - 1] == '/') { /* "dir/" -> "dir" */
-        snprintf(outbuf, sizeof outbuf, "%.*s", (int)(ol - 1), out);
-        k.out = outbuf;
+    k->out = out;
+    k->folder = d->per_shard > 0 || (ol && out[ol - 1] == '/') || (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode));
+    k->per_shard = d->per_shard > 0 ? d->per_shard : 65536;
+    k->max_len = d->po.max_len;
+    k->max_pred = d->po.max_pred;
+    k->seed = d->po.seed;
+    k->flags = d->synthetic ? SHARD_FLAG_SYNTHETIC : 0;
+    if (k->folder && ol > 1 && out[ol - 1] == '/') { /* "dir/" -> "dir" */
+        snprintf(outbuf, n, "%.*s", (int)(ol - 1), out);
+        k->out = outbuf;
     }
-    /* Before any work: no output may be one of the inputs (a folder: no input may be a .bin in it,
-     * since its shards are replaced). */
-    inputs[n_inputs] = vocab_path;
-    inputs[n_inputs + 1] = dist_path;
-    if (k.folder ? folder_check(k.out, inputs, n_inputs + 2, &err)
-                 : outfile_check_inputs(k.out, inputs, n_inputs + 2, &err)) {
-        free(inputs);
-        return fail(&err);
-    }
+    d->inputs[d->n_inputs] = d->vocab_path;
+    d->inputs[d->n_inputs + 1] = d->dist_path;
+    return k->folder ? folder_check(k->out, d->inputs, d->n_inputs + 2, err)
+                     : outfile_check_inputs(k->out, d->inputs, d->n_inputs + 2, err);
+}
+
+/* The samples into the sink: synthetic ones from the distribution, or pairs from the texts. */
+static int data_make(const data_opts *d, sink *k, unpad_err *err)
+{
     wordpiece_vocab *vocab = NULL;
     pretrain_masker m = {0};
     pretrain_corpus *corpus = NULL;
-    unpad_dist d = {0};
+    unpad_dist dist = {0};
     int rc = UNPAD_OK, have_dist = 0;
     double t0 = now_s(), t_read = 0;
     pretrain_stats st = {0};
-    if (vocab_path)
-        rc = wordpiece_vocab_load(vocab_path, &vocab, &err);
+    if (d->vocab_path)
+        rc = wordpiece_vocab_load(d->vocab_path, &vocab, err);
     if (!rc)
-        rc = vocab ? pretrain_masker_from_vocab(vocab, &m, &err)
-                   : pretrain_masker_bert_ids((int32_t)vocab_size, &m, &err);
-    k.vocab_size = m.vocab_size;
+        rc = vocab ? pretrain_masker_from_vocab(vocab, &m, err)
+                   : pretrain_masker_bert_ids((int32_t)d->vocab_size, &m, err);
+    k->vocab_size = m.vocab_size;
     if (!rc)
-        rc = pretrain_opts_check(&o, &err);
-    if (!rc && k.folder)
-        rc = prepare_folder(k.out, force, &err);
-    if (!rc && synthetic) {
-        rc = dist_load(dist_path, &d, &err);
+        rc = pretrain_opts_check(&d->po, err);
+    if (!rc && k->folder)
+        rc = prepare_folder(k->out, d->force, err);
+    if (!rc && d->synthetic) {
+        rc = dist_load(d->dist_path, &dist, err);
         have_dist = rc == UNPAD_OK;
         if (!rc)
-            rc = pretrain_synthetic(&d, samples, &o, &m, sink_emit, &k, &err);
+            rc = pretrain_synthetic(&dist, d->samples, &d->po, &m, sink_emit, k, err);
     } else if (!rc) {
-        rc = pretrain_corpus_alloc(&corpus, &err);
-        for (int i = 0; i < n_inputs && !rc; i++)
-            rc = pretrain_corpus_add_file(corpus, vocab, inputs[i], format, &err);
+        rc = pretrain_corpus_alloc(&corpus, err);
+        for (int i = 0; i < d->n_inputs && !rc; i++)
+            rc = pretrain_corpus_add_file(corpus, vocab, d->inputs[i], d->format, err);
         t_read = now_s() - t0;
         if (!rc)
-            printf("read %d file%s: %ld documents, %ld sentences, %ld tokens in %.2f s\n", n_inputs,
-                   n_inputs == 1 ? "" : "s", pretrain_corpus_documents(corpus),
+            printf("read %d file%s: %ld documents, %ld sentences, %ld tokens in %.2f s\n", d->n_inputs,
+                   d->n_inputs == 1 ? "" : "s", pretrain_corpus_documents(corpus),
                    pretrain_corpus_sentences(corpus), pretrain_corpus_tokens(corpus), t_read);
         if (!rc)
-            rc = pretrain_generate(corpus, &o, &m, sink_emit, &k, &st, &err);
+            rc = pretrain_generate(corpus, &d->po, &m, sink_emit, k, &st, err);
     }
-    rc = sink_finish(&k, rc, &err);
+    rc = sink_finish(k, rc, err);
     if (!rc)
-        print_summary(&k, now_s() - t0);
+        print_summary(k, now_s() - t0);
     if (!rc && corpus)
         print_text_summary(corpus, &st);
     pretrain_corpus_free(corpus);
     if (have_dist)
-        dist_free(&d);
+        dist_free(&dist);
     pretrain_masker_free(&m);
     wordpiece_vocab_free(vocab);
-    free(inputs);
-    return rc ? fail(&err) : 0;
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    data_opts d = {.format = PRETRAIN_TEXT_AUTO, .samples = -1, .show = 3, .vocab_size = 30522};
+    pretrain_opts_default(&d.po);
+    if (!(d.inputs = calloc((size_t)argc + 3, sizeof *d.inputs)))
+        return 1;
+    int rc = data_parse(argc, argv, &d);
+    if (rc < 0 && d.inspect_path)
+        rc = data_inspect(&d);
+    if (rc < 0 && !(rc = data_check(&d))) {
+        unpad_err err = {0};
+        sink k = {0};
+        char outbuf[4096];
+        if (data_sink(&d, &k, outbuf, sizeof outbuf, &err) || data_make(&d, &k, &err))
+            rc = fail(&err);
+    }
+    free(d.inputs);
+    return rc;
 }
