@@ -140,42 +140,25 @@ static int row(const char *what, double value, const char *unit, const char *tar
     return target[0] && !ok;
 }
 
-int main(void)
-{
-    unpad_err e = {0};
-    /* the project's defaults: BERT-Large, the H200, Wikipedia lengths, uncalibrated */
-    static resolve_inputs inputs;
-    resolve_req rq = {.no_calib = 1, .need_dist = 1};
-    if (resolve_inputs_load(&rq, &inputs, &e)) {
-        fprintf(stderr, "bench_plan: %s\n", e.msg);
-        return 1;
-    }
-    unpad_dist d = inputs.dist;
-    model_cfg m = inputs.model;
-    hw_spec hw = inputs.hw;
-    calib_coef c = inputs.calib;
+/* What every bench reads: the inputs, the per-sequence cost, a sampler, the balancer's memory. */
+typedef struct {
+    unpad_dist d;
+    model_cfg m;
+    hw_spec hw;
+    calib_coef c;
     seq_cost sc;
-    if (cost_seq_model(&m, &hw, &c, &sc, &e)) {
-        fprintf(stderr, "bench_plan: %s\n", e.msg);
-        return 1;
-    }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    printf("unpad bench_plan: BERT-Large per-sequence cost on the H200, Wikipedia lengths; %ld CPUs "
-           "online\n\n", cpus);
-    printf("%-50s %14s %-9s %-4s %-28s %s\n", "measurement", "median    ", "target", "met", "peer",
-           "peer time, peer / ours");
-    int missed = 0;
-
-    /* 1. One step's assignment, 448 -> 8 (fresh sampled batch each repetition). */
-    enum { K = 8, B = 56, N = K * B, REPS = 2001 };
     dist_sampler *smp;
-    dist_sampler_alloc(&d, 1, &smp, &e);
     balance_ws *ws;
     balance_result r;
-    if (balance_ws_alloc(4096 * 64, 4096, &ws, &e) || balance_result_alloc(4096 * 64, 4096, &r, &e)) {
-        fprintf(stderr, "bench_plan: %s\n", e.msg);
-        return 1;
-    }
+} bench_ctx;
+
+/* 1. One step's assignment, 448 -> 8 (a fresh sampled batch each repetition), every policy and
+ * count, against the textbook peers. Returns the targets missed. */
+static int bench_assign(bench_ctx *x)
+{
+    enum { K = 8, B = 56, N = K * B, REPS = 2001 };
+    unpad_err e = {0};
+    int missed = 0;
     int (*lens)[N] = malloc(sizeof(int[REPS][N]));
     int64_t (*ws_w)[N] = malloc(sizeof(int64_t[REPS][N]));
     double *t = malloc(REPS * sizeof *t), *tp = malloc(REPS * sizeof *tp);
@@ -183,15 +166,15 @@ int main(void)
     int64_t *load = malloc(K * sizeof *load), *pool = malloc((size_t)N * K * sizeof *pool);
     dnode *dh = malloc(N * sizeof *dh);
     for (int i = 0; i < REPS; i++) {
-        dist_sample(smp, lens[i], N);
-        balance_weights(&sc, lens[i], N, ws_w[i]);
+        dist_sample(x->smp, lens[i], N);
+        balance_weights(&x->sc, lens[i], N, ws_w[i]);
     }
     for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
         for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++) {
             for (int i = 0; i < REPS; i++) {
                 balance_input in = {lens[i], ws_w[i], N, K, pol, cnt};
                 double t0 = now_us();
-                balance_assign(ws, &in, &r, &e);
+                balance_assign(x->ws, &in, &x->r, &e);
                 t[i] = now_us() - t0; /* each batch new to the workspace's sort memo */
             }
             char what[96];
@@ -221,75 +204,6 @@ int main(void)
             int targeted = pol == BAL_KK || pol == BAL_LPT;
             missed += row(what, med, "us", targeted ? "<= 50 us" : "", med <= 50, peer, pm);
         }
-
-    /* 2. Planning 4,096 GPUs x 64 sequences: one assignment each. */
-    {
-        int k = 4096, n = k * 64;
-        int *len = malloc((size_t)n * sizeof *len);
-        int64_t *w = malloc((size_t)n * sizeof *w);
-        dist_sample(smp, len, n);
-        balance_weights(&sc, len, n, w);
-        for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
-            for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++) {
-                balance_input in = {len, w, n, k, pol, cnt};
-                w[0]++; /* a batch new to the sort memo */
-                double t0 = now_us();
-                int rc = balance_assign(ws, &in, &r, &e);
-                double dt = (now_us() - t0) / 1e3;
-                balance_metrics mt;
-                balance_metrics_compute(&r, NULL, 0, &mt);
-                char what[96];
-                snprintf(what, sizeof what, "plan 4096 x 64: %s, %s (imb %.4f)",
-                         balance_policy_name(pol), balance_count_name(cnt), mt.imbalance);
-                missed += row(what, dt, "ms", "works", rc == UNPAD_OK, NULL, 0);
-            }
-        free(len);
-        free(w);
-    }
-
-    /* 3. What-if: 10,000 steps x 100 configurations (8 GPUs x batch 8..80 x 5 policies x 2
-     * counts), on 2 threads, then on 1 for the ratio. */
-    {
-        whatif_row rows[100];
-        int n = 0;
-        for (int b = 8; b <= 80; b += 8)
-            for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
-                for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++)
-                    rows[n++] = (whatif_row){.gpus = 8, .batch = b, .policy = pol, .count = cnt};
-        whatif_setup s;
-        whatif_setup_default(&s);
-        s.dist = &d;
-        s.model = &m;
-        s.hw = &hw;
-        s.calib = &c;
-        s.steps = 10000;
-        s.threads = 2;
-        double t0 = now_us(), c0 = cpu_us();
-        int rc = whatif_run(&s, rows, n, &e);
-        double t2 = (now_us() - t0) / 1e6, c2 = (cpu_us() - c0) / 1e6;
-        if (rc) {
-            fprintf(stderr, "bench_plan: %s\n", e.msg);
-            return 1;
-        }
-        s.threads = 1;
-        t0 = now_us();
-        c0 = cpu_us();
-        whatif_run(&s, rows, n, &e);
-        double t1 = (now_us() - t0) / 1e6, c1 = (cpu_us() - c0) / 1e6;
-        missed += row("whatif 10,000 steps x 100 configs, 2 threads", t2, "s", "<= 10 s", t2 <= 10,
-                      "the same on 1 thread", t1);
-        printf("  (configurations: 8 GPUs x batch 8, 16, ..., 80 x 5 policies x 2 counts, every GPU's\n"
-               "  batch timed by the step model; %d steps' attention timed each by the tile simulation)\n"
-               "  CPU time: %.1f s on 2 threads (%.2f cores busy), %.1f s on 1 (%.2f busy): wall above\n"
-               "  what CPU time / threads gives means other programs had the cores\n",
-               s.attn_steps, c2, c2 / t2, c1, c1 / t1);
-    }
-    printf("\n%s\n", missed ? "bench_plan: some targets missed (see NO above)"
-                            : "bench_plan: every target met");
-    dist_sampler_free(smp);
-    balance_ws_free(ws);
-    balance_result_free(&r);
-    dist_free(&d);
     free(lens);
     free(ws_w);
     free(t);
@@ -298,5 +212,115 @@ int main(void)
     free(load);
     free(pool);
     free(dh);
+    return missed;
+}
+
+/* 2. Planning 4,096 GPUs x 64 sequences: one assignment each. */
+static int bench_plan_large(bench_ctx *x)
+{
+    unpad_err e = {0};
+    int missed = 0, k = 4096, n = k * 64;
+    int *len = malloc((size_t)n * sizeof *len);
+    int64_t *w = malloc((size_t)n * sizeof *w);
+    dist_sample(x->smp, len, n);
+    balance_weights(&x->sc, len, n, w);
+    for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
+        for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++) {
+            balance_input in = {len, w, n, k, pol, cnt};
+            w[0]++; /* a batch new to the sort memo */
+            double t0 = now_us();
+            int rc = balance_assign(x->ws, &in, &x->r, &e);
+            double dt = (now_us() - t0) / 1e3;
+            balance_metrics mt;
+            balance_metrics_compute(&x->r, NULL, 0, &mt);
+            char what[96];
+            snprintf(what, sizeof what, "plan 4096 x 64: %s, %s (imb %.4f)",
+                     balance_policy_name(pol), balance_count_name(cnt), mt.imbalance);
+            missed += row(what, dt, "ms", "works", rc == UNPAD_OK, NULL, 0);
+        }
+    free(len);
+    free(w);
+    return missed;
+}
+
+/* 3. What-if: 10,000 steps x 100 configurations (8 GPUs x batch 8..80 x 5 policies x 2 counts),
+ * on 2 threads, then on 1 for the ratio. Returns the targets missed, -1 on a failure. */
+static int bench_whatif(bench_ctx *x)
+{
+    unpad_err e = {0};
+    whatif_row rows[100];
+    int n = 0;
+    for (int b = 8; b <= 80; b += 8)
+        for (int pol = 0; pol < BAL_POLICY_COUNT; pol++)
+            for (int cnt = 0; cnt < BAL_COUNT_COUNT; cnt++)
+                rows[n++] = (whatif_row){.gpus = 8, .batch = b, .policy = pol, .count = cnt};
+    whatif_setup s;
+    whatif_setup_default(&s);
+    whatif_setup_inputs(&s, &x->d, &x->m, &x->hw, &x->c);
+    s.steps = 10000;
+    s.threads = 2;
+    double t0 = now_us(), c0 = cpu_us();
+    int rc = whatif_run(&s, rows, n, &e);
+    double t2 = (now_us() - t0) / 1e6, c2 = (cpu_us() - c0) / 1e6;
+    if (rc) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return -1;
+    }
+    s.threads = 1;
+    t0 = now_us();
+    c0 = cpu_us();
+    whatif_run(&s, rows, n, &e);
+    double t1 = (now_us() - t0) / 1e6, c1 = (cpu_us() - c0) / 1e6;
+    int missed = row("whatif 10,000 steps x 100 configs, 2 threads", t2, "s", "<= 10 s", t2 <= 10,
+                     "the same on 1 thread", t1);
+    printf("  (configurations: 8 GPUs x batch 8, 16, ..., 80 x 5 policies x 2 counts, every GPU's\n"
+           "  batch timed by the step model; %d steps' attention timed each by the tile simulation)\n"
+           "  CPU time: %.1f s on 2 threads (%.2f cores busy), %.1f s on 1 (%.2f busy): wall above\n"
+           "  what CPU time / threads gives means other programs had the cores\n",
+           s.attn_steps, c2, c2 / t2, c1, c1 / t1);
+    return missed;
+}
+
+int main(void)
+{
+    unpad_err e = {0};
+    /* the project's defaults: BERT-Large, the H200, Wikipedia lengths, uncalibrated */
+    static resolve_inputs inputs;
+    static bench_ctx x;
+    resolve_req rq = {.no_calib = 1, .need_dist = 1};
+    if (resolve_inputs_load(&rq, &inputs, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    x.d = inputs.dist;
+    x.m = inputs.model;
+    x.hw = inputs.hw;
+    x.c = inputs.calib;
+    if (cost_seq_model(&x.m, &x.hw, &x.c, &x.sc, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("unpad bench_plan: BERT-Large per-sequence cost on the H200, Wikipedia lengths; %ld CPUs "
+           "online\n\n", cpus);
+    printf("%-50s %14s %-9s %-4s %-28s %s\n", "measurement", "median    ", "target", "met", "peer",
+           "peer time, peer / ours");
+    dist_sampler_alloc(&x.d, 1, &x.smp, &e);
+    if (balance_ws_alloc(4096 * 64, 4096, &x.ws, &e) || balance_result_alloc(4096 * 64, 4096, &x.r, &e)) {
+        fprintf(stderr, "bench_plan: %s\n", e.msg);
+        return 1;
+    }
+    int missed = bench_assign(&x);
+    missed += bench_plan_large(&x);
+    int w = bench_whatif(&x);
+    if (w < 0)
+        return 1;
+    missed += w;
+    printf("\n%s\n", missed ? "bench_plan: some targets missed (see NO above)"
+                            : "bench_plan: every target met");
+    dist_sampler_free(x.smp);
+    balance_ws_free(x.ws);
+    balance_result_free(&x.r);
+    dist_free(&x.d);
     return 0;
 }

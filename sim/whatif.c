@@ -25,6 +25,15 @@ void whatif_setup_default(whatif_setup *s)
     s->granularity = 1;
 }
 
+void whatif_setup_inputs(whatif_setup *s, const unpad_dist *d, const model_cfg *m, const hw_spec *hw,
+                         const calib_coef *c)
+{
+    s->dist = d;
+    s->model = m;
+    s->hw = hw;
+    s->calib = c;
+}
+
 /* Bytes one GPU's samples take in the exchange (ids, segments, positions; predictions; records),
  * as ops_count counts them. */
 static double exchange_bytes(double tokens, double preds, double seqs)

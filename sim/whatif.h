@@ -68,6 +68,9 @@ typedef struct {
 } whatif_setup;
 
 void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
+/* The inputs every sweep reads: the lengths, the model, the hardware and its coefficients. */
+void whatif_setup_inputs(whatif_setup *s, const unpad_dist *d, const model_cfg *m, const hw_spec *hw,
+                         const calib_coef *c);
 
 typedef struct whatif_row {
     /* configuration */

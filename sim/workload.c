@@ -312,10 +312,7 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     if (!rc) {
         whatif_setup ws;
         whatif_setup_default(&ws);
-        ws.dist = &d;
-        ws.model = &m;
-        ws.hw = s->hw;
-        ws.calib = s->calib;
+        whatif_setup_inputs(&ws, &d, &m, s->hw, s->calib);
         ws.steps = s->whatif_steps;
         ws.threads = s->threads;
         ws.attn_steps = 0;

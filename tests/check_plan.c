@@ -170,10 +170,7 @@ START_TEST(test_make)
     calib_default(&hw, &c);
     whatif_setup s;
     whatif_setup_default(&s);
-    s.dist = &d;
-    s.model = &m;
-    s.hw = &hw;
-    s.calib = &c;
+    whatif_setup_inputs(&s, &d, &m, &hw, &c);
     s.steps = 100;
     s.attn_steps = 4;
     unpad_plan p;

@@ -159,10 +159,7 @@ START_TEST(test_every_kind)
 
     whatif_setup s;
     whatif_setup_default(&s);
-    s.dist = &in.d;
-    s.model = &in.m;
-    s.hw = &in.hw;
-    s.calib = &in.c;
+    whatif_setup_inputs(&s, &in.d, &in.m, &in.hw, &in.c);
     s.steps = 30;
     s.attn_steps = 2;
     whatif_row rows[12];

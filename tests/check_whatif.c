@@ -32,10 +32,7 @@ static whatif_setup setup_of(int steps, int threads)
 {
     whatif_setup s;
     whatif_setup_default(&s);
-    s.dist = &D;
-    s.model = &M;
-    s.hw = &HW;
-    s.calib = &CAL;
+    whatif_setup_inputs(&s, &D, &M, &HW, &CAL);
     s.steps = steps;
     s.threads = threads;
     s.attn_steps = 3;

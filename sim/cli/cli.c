@@ -167,10 +167,7 @@ void cli_sweep_free(cli_sweep *w)
 void cli_setup_inputs(whatif_setup *s, const resolve_inputs *in, int seed)
 {
     s->seed = (uint64_t)seed;
-    s->dist = &in->dist;
-    s->model = &in->model;
-    s->hw = &in->hw;
-    s->calib = &in->calib;
+    whatif_setup_inputs(s, &in->dist, &in->model, &in->hw, &in->calib);
 }
 
 int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, const layout *lay, int n)
