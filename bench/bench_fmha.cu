@@ -13,18 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "common.h"
 #include "fmha.h"
-extern "C" {
-#include "dist.h" /* a C header without extern "C" guards */
-#include "resolve.h"
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct {
     int n, T, NH, max_len;
@@ -97,7 +88,7 @@ static float time_ms(const problem *P, const setup *c, int do_fwd, int do_bwd, i
         if (r >= 0)
             cudaCheck(cudaEventElapsedTime(&t[r], e0, e1));
     }
-    qsort(t, reps, sizeof(float), cmp_float);
+    qsort(t, reps, sizeof(float), bench_cmp_float);
     const float med = t[reps / 2];
     free(t);
     cudaCheck(cudaEventDestroy(e0));
@@ -136,13 +127,18 @@ static int listed(const char *list, int k)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The flags. */
+typedef struct {
+    int n, NH, reps;
+    unsigned long seed;
+    const char *len_path, *res_path, *fwd_list, *bwd_list;
+    int def_fwd, def_bwd;
+} bench_args;
+
+/* 0 when the run goes on, else the exit code. */
+static int args_parse(int argc, char **argv, bench_args *a)
 {
-    int n = 56, NH = 16, reps = 30;
-    unsigned long seed = 1;
-    const char *len_path = "fmha_lengths.txt", *res_path = "fmha_result.csv";
-    const char *fwd_list = NULL, *bwd_list = NULL;
-    int def_fwd = 0, def_bwd = 0;
+    *a = (bench_args){56, 16, 30, 1, "fmha_lengths.txt", "fmha_result.csv", NULL, NULL, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -150,24 +146,24 @@ int main(int argc, char **argv)
             return 1;
         }
         if (!strcmp(argv[i], "--n"))
-            n = atoi(v);
+            a->n = atoi(v);
         else if (!strcmp(argv[i], "--heads"))
-            NH = atoi(v);
+            a->NH = atoi(v);
         else if (!strcmp(argv[i], "--seed"))
-            seed = strtoul(v, NULL, 10);
+            a->seed = strtoul(v, NULL, 10);
         else if (!strcmp(argv[i], "--reps"))
-            reps = atoi(v);
+            a->reps = atoi(v);
         else if (!strcmp(argv[i], "--lengths"))
-            len_path = v;
+            a->len_path = v;
         else if (!strcmp(argv[i], "--result"))
-            res_path = v;
+            a->res_path = v;
         else if (!strcmp(argv[i], "--fwd-shapes"))
-            fwd_list = v;
+            a->fwd_list = v;
         else if (!strcmp(argv[i], "--bwd-shapes"))
-            bwd_list = v;
+            a->bwd_list = v;
         else if (!strcmp(argv[i], "--default")) {
-            if (sscanf(v, "%d/%d", &def_fwd, &def_bwd) != 2 || def_fwd < 0 || def_fwd >= fmha_fwd_shape_count() ||
-                def_bwd < 0 || def_bwd >= fmha_bwd_shape_count()) {
+            if (sscanf(v, "%d/%d", &a->def_fwd, &a->def_bwd) != 2 || a->def_fwd < 0 ||
+                a->def_fwd >= fmha_fwd_shape_count() || a->def_bwd < 0 || a->def_bwd >= fmha_bwd_shape_count()) {
                 fprintf(stderr, "bench_fmha: --default: '%s' is not FWD/BWD\n", v);
                 return 1;
             }
@@ -178,81 +174,70 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (n < 1 || NH < 1 || reps < 1) {
+    if (a->n < 1 || a->NH < 1 || a->reps < 1) {
         fprintf(stderr, "bench_fmha: --n, --heads and --reps must be >= 1\n");
         return 1;
     }
+    return 0;
+}
 
-    unpad_dist dist;
-    unpad_err err;
-    memset(&err, 0, sizeof err);
-    dist_sampler *smp;
-    char dpath[RESOLVE_PATH_LEN];
-    if (resolve_project_path("models/dists/wiki512.csv", dpath, sizeof dpath, &err) != UNPAD_OK ||
-        dist_load(dpath, &dist, &err) != UNPAD_OK ||
-        dist_sampler_alloc(&dist, seed, &smp, &err) != UNPAD_OK) {
-        fprintf(stderr, "bench_fmha: %s\n", err.msg);
+/* The problem: lengths (written to a->len_path for the peer), their sum of squares, random q, k, v
+ * and output gradient on the device. */
+static int problem_make(const bench_args *a, problem *P, double *sum_len2)
+{
+    const int n = a->n, NH = a->NH;
+    int32_t *cu;
+    memset(P, 0, sizeof *P);
+    P->n = n;
+    P->NH = NH;
+    if (bench_wiki_lengths("bench_fmha", a->seed, n, &P->len, &cu))
         return 1;
-    }
-    problem P;
-    memset(&P, 0, sizeof P);
-    P.n = n;
-    P.NH = NH;
-    P.len = (int *)malloc(sizeof(int) * n);
-    dist_sample(smp, P.len, n);
-    dist_sampler_free(smp);
-    dist_free(&dist);
-    int32_t *cu = (int32_t *)malloc(sizeof(int32_t) * (n + 1));
-    double sum_len2 = 0;
-    cu[0] = 0;
+    *sum_len2 = 0;
     for (int i = 0; i < n; i++) {
-        cu[i + 1] = cu[i] + P.len[i];
-        sum_len2 += (double)P.len[i] * P.len[i];
-        P.max_len = P.len[i] > P.max_len ? P.len[i] : P.max_len;
+        *sum_len2 += (double)P->len[i] * P->len[i];
+        P->max_len = P->len[i] > P->max_len ? P->len[i] : P->max_len;
     }
-    P.T = cu[n];
-    FILE *lf = fopen(len_path, "w");
+    P->T = cu[n];
+    FILE *lf = fopen(a->len_path, "w");
     if (!lf) {
-        fprintf(stderr, "bench_fmha: cannot write %s\n", len_path);
+        fprintf(stderr, "bench_fmha: cannot write %s\n", a->len_path);
         return 1;
     }
-    fprintf(lf, "# %d lengths from models/dists/wiki512.csv, seed %lu (bench_fmha)\n", n, seed);
+    fprintf(lf, "# %d lengths from models/dists/wiki512.csv, seed %lu (bench_fmha)\n", n, a->seed);
     for (int i = 0; i < n; i++)
-        fprintf(lf, "%d\n", P.len[i]);
+        fprintf(lf, "%d\n", P->len[i]);
     fclose(lf);
+    const size_t nqkv = (size_t)P->T * 3 * NH * 64, no = (size_t)P->T * NH * 64;
+    cudaCheck(cudaMalloc(&P->d_cu, sizeof(int32_t) * (n + 1)));
+    cudaCheck(cudaMemcpy(P->d_cu, cu, sizeof(int32_t) * (n + 1), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMalloc(&P->qkv, nqkv * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P->dqkv, nqkv * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P->dout, no * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P->out, no * sizeof(bf16)));
+    cudaCheck(cudaMalloc(&P->lse, (size_t)NH * P->T * sizeof(float)));
+    cudaCheck(cudaMalloc(&P->ws, fmha_bwd_workspace_bytes(P->T, NH)));
+    fill_random_bf16(P->qkv, nqkv, 2.0f, 11);
+    fill_random_bf16(P->dout, no, 1.0f, 12);
+    free(cu);
+    return 0;
+}
 
-    const size_t nqkv = (size_t)P.T * 3 * NH * 64, no = (size_t)P.T * NH * 64;
-    cudaCheck(cudaMalloc(&P.d_cu, sizeof(int32_t) * (n + 1)));
-    cudaCheck(cudaMemcpy(P.d_cu, cu, sizeof(int32_t) * (n + 1), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMalloc(&P.qkv, nqkv * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&P.dqkv, nqkv * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&P.dout, no * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&P.out, no * sizeof(bf16)));
-    cudaCheck(cudaMalloc(&P.lse, (size_t)NH * P.T * sizeof(float)));
-    cudaCheck(cudaMalloc(&P.ws, fmha_bwd_workspace_bytes(P.T, NH)));
-    fill_random_bf16(P.qkv, nqkv, 2.0f, 11);
-    fill_random_bf16(P.dout, no, 1.0f, 12);
-    for (int g = 0; g < 3; g++)
-        cudaCheck(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
-
-    const double fwd_flop = 4.0 * sum_len2 * 64 * NH, bwd_flop = 2.5 * fwd_flop;
-    printf("bench_fmha: %d sequences (seed %lu), T = %d, max_len = %d, sum len^2 = %.0f, NH = %d, "
-           "%d reps (median)\n",
-           n, seed, P.T, P.max_len, sum_len2, NH, reps);
-    printf("%-36s %9s %9s %9s %8s %8s %8s\n", "kernel shape", "fwd ms", "bwd ms", "total ms",
-           "fwd TF/s", "bwd TF/s", "tot TF/s");
-
-    /* Every forward shape with backward shape 0, then every backward shape with forward shape 0,
-     * each without and with attention dropout 0.1. */
+/* Every forward shape with the default backward shape, then every backward shape with the
+ * default forward shape, each without and with attention dropout 0.1; the fastest of each into
+ * best_f, best_b (per dropout). */
+static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, double bwd_flop, int *best_f,
+                        int *best_b)
+{
     const float ps[2] = {0.0f, 0.1f};
-    int best_f[2] = {def_fwd, def_fwd}, best_b[2] = {def_bwd, def_bwd};
     float best_ft[2] = {1e30f, 1e30f}, best_bt[2] = {1e30f, 1e30f};
+    best_f[0] = best_f[1] = a->def_fwd;
+    best_b[0] = best_b[1] = a->def_bwd;
     for (int pi = 0; pi < 2; pi++)
         for (int f = 0; f < fmha_fwd_shape_count(); f++) {
-            if (!listed(fwd_list, f))
+            if (!listed(a->fwd_list, f))
                 continue;
-            setup c = {f, def_bwd, 1, ps[pi]};
-            const float tf = time_ms(&P, &c, 1, 0, reps);
+            setup c = {f, a->def_bwd, 1, ps[pi]};
+            const float tf = time_ms(P, &c, 1, 0, a->reps);
             char label[96];
             snprintf(label, sizeof label, "%s p=%.1f", fmha_fwd_shape_name(f), ps[pi]);
             printf("%-36s %9.4f %9s %9s %8.1f\n", label, tf, "-", "-", fwd_flop / tf * 1e-9);
@@ -263,11 +248,11 @@ int main(int argc, char **argv)
         }
     for (int pi = 0; pi < 2; pi++)
         for (int b = 0; b < fmha_bwd_shape_count(); b++) {
-            if (!listed(bwd_list, b))
+            if (!listed(a->bwd_list, b))
                 continue;
-            setup c = {def_fwd, b, 1, ps[pi]};
-            run(&P, &c, 1, 0); /* the forward outputs this backward reads */
-            const float tb = time_ms(&P, &c, 0, 1, reps);
+            setup c = {a->def_fwd, b, 1, ps[pi]};
+            run(P, &c, 1, 0); /* the forward outputs this backward reads */
+            const float tb = time_ms(P, &c, 0, 1, a->reps);
             char label[96];
             snprintf(label, sizeof label, "%s p=%.1f", fmha_bwd_shape_name(b), ps[pi]);
             printf("%-36s %9s %9.4f %9s %8s %8.1f\n", label, "-", tb, "-", "-", bwd_flop / tb * 1e-9);
@@ -276,7 +261,14 @@ int main(int argc, char **argv)
                 best_b[pi] = b;
             }
         }
+}
 
+/* The summary rows (defaults, with dropout, the fastest shapes, 3 groups on 3 streams) and the
+ * result CSV of the first two; 1 when the CSV cannot be written. */
+static int summary_rows(const bench_args *a, const problem *P, double sum_len2, double fwd_flop,
+                        double bwd_flop, const int *best_f, const int *best_b)
+{
+    const int def_fwd = a->def_fwd, def_bwd = a->def_bwd, reps = a->reps;
     const setup rows[] = {
         {def_fwd, def_bwd, 1, 0.0f},     /* the launchers' defaults (or --default) */
         {def_fwd, def_bwd, 1, 0.1f},     /* the same with attention dropout 0.1 */
@@ -289,30 +281,51 @@ int main(int argc, char **argv)
     const int nrows = (int)(sizeof rows / sizeof rows[0]);
     float tf[5], tb[5], tt[5];
     for (int r = 0; r < nrows; r++) {
-        run(&P, &rows[r], 1, 0);
-        tf[r] = time_ms(&P, &rows[r], 1, 0, reps);
-        tb[r] = time_ms(&P, &rows[r], 0, 1, reps);
-        tt[r] = time_ms(&P, &rows[r], 1, 1, reps);
+        run(P, &rows[r], 1, 0);
+        tf[r] = time_ms(P, &rows[r], 1, 0, reps);
+        tb[r] = time_ms(P, &rows[r], 0, 1, reps);
+        tt[r] = time_ms(P, &rows[r], 1, 1, reps);
         char label[96];
         snprintf(label, sizeof label, "%s (%d/%d)", labels[r], rows[r].fwd_shape, rows[r].bwd_shape);
         printf("%-36s %9.4f %9.4f %9.4f %8.1f %8.1f %8.1f\n", label, tf[r], tb[r], tt[r], fwd_flop / tf[r] * 1e-9,
                bwd_flop / tb[r] * 1e-9, (fwd_flop + bwd_flop) / tt[r] * 1e-9);
     }
-
-    FILE *rf = fopen(res_path, "w");
+    FILE *rf = fopen(a->res_path, "w");
     if (!rf) {
-        fprintf(stderr, "bench_fmha: cannot write %s\n", res_path);
+        fprintf(stderr, "bench_fmha: cannot write %s\n", a->res_path);
         return 1;
     }
     fprintf(rf, "impl,dropout,n,heads,T,sum_len2,fwd_ms,bwd_ms,total_ms,fwd_tflops,bwd_tflops,total_tflops\n");
     for (int r = 0; r < 2; r++)
-        fprintf(rf, "unpad fmha,%.1f,%d,%d,%d,%.0f,%.5f,%.5f,%.5f,%.2f,%.2f,%.2f\n", rows[r].p, n, NH, P.T,
+        fprintf(rf, "unpad fmha,%.1f,%d,%d,%d,%.0f,%.5f,%.5f,%.5f,%.2f,%.2f,%.2f\n", rows[r].p, a->n, a->NH, P->T,
                 sum_len2, tf[r], tb[r], tt[r], fwd_flop / tf[r] * 1e-9, bwd_flop / tb[r] * 1e-9,
                 (fwd_flop + bwd_flop) / tt[r] * 1e-9);
     fclose(rf);
     printf("bench_fmha: default shapes fwd+bwd %.4f ms (%.1f TFLOP/s), with dropout 0.1 %.4f ms (%.1f) -> %s\n",
-           tt[0], (fwd_flop + bwd_flop) / tt[0] * 1e-9, tt[1], (fwd_flop + bwd_flop) / tt[1] * 1e-9, res_path);
+           tt[0], (fwd_flop + bwd_flop) / tt[0] * 1e-9, tt[1], (fwd_flop + bwd_flop) / tt[1] * 1e-9, a->res_path);
+    return 0;
+}
 
+int main(int argc, char **argv)
+{
+    bench_args a;
+    problem P;
+    double sum_len2;
+    int rc = args_parse(argc, argv, &a);
+    if (rc || problem_make(&a, &P, &sum_len2))
+        return rc ? rc : 1;
+    for (int g = 0; g < 3; g++)
+        cudaCheck(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking));
+    const double fwd_flop = 4.0 * sum_len2 * 64 * a.NH, bwd_flop = 2.5 * fwd_flop;
+    printf("bench_fmha: %d sequences (seed %lu), T = %d, max_len = %d, sum len^2 = %.0f, NH = %d, "
+           "%d reps (median)\n",
+           a.n, a.seed, P.T, P.max_len, sum_len2, a.NH, a.reps);
+    printf("%-36s %9s %9s %9s %8s %8s %8s\n", "kernel shape", "fwd ms", "bwd ms", "total ms",
+           "fwd TF/s", "bwd TF/s", "tot TF/s");
+    int best_f[2], best_b[2];
+    shape_sweep(&a, &P, fwd_flop, bwd_flop, best_f, best_b);
+    if (summary_rows(&a, &P, sum_len2, fwd_flop, bwd_flop, best_f, best_b))
+        return 1;
     for (int g = 0; g < 3; g++)
         cudaCheck(cudaStreamDestroy(streams[g]));
     cudaCheck(cudaFree(P.d_cu));
@@ -323,6 +336,5 @@ int main(int argc, char **argv)
     cudaCheck(cudaFree(P.lse));
     cudaCheck(cudaFree(P.ws));
     free(P.len);
-    free(cu);
     return 0;
 }

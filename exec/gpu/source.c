@@ -33,14 +33,25 @@ static uint64_t splitmix(uint64_t *x)
 }
 static uint64_t below(uint64_t *x, uint64_t n) { return splitmix(x) % n; }
 
+/* A source of model cfg and seed, the rest zeroed; NULL (err filled) without memory. */
+static batch_source *source_new(const model_cfg *cfg, uint64_t seed, unpad_err *err)
+{
+    batch_source *s = calloc(1, sizeof *s);
+    if (!s) {
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->seed = seed;
+    return s;
+}
+
 int source_synthetic(const model_cfg *cfg, const unpad_dist *d, uint64_t seed, batch_source **out,
                      unpad_err *err)
 {
-    batch_source *s = calloc(1, sizeof *s);
+    batch_source *s = source_new(cfg, seed, err);
     if (!s)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    s->cfg = *cfg;
-    s->seed = seed;
+        return UNPAD_ENOMEM;
     s->dist = d;
     snprintf(s->desc, sizeof s->desc, "synthetic tokens, lengths from %s", d->source);
     *out = s;
@@ -50,11 +61,9 @@ int source_synthetic(const model_cfg *cfg, const unpad_dist *d, uint64_t seed, b
 int source_shard(const model_cfg *cfg, const char *path, uint64_t seed, batch_source **out,
                  unpad_err *err)
 {
-    batch_source *s = calloc(1, sizeof *s);
+    batch_source *s = source_new(cfg, seed, err);
     if (!s)
-        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
-    s->cfg = *cfg;
-    s->seed = seed;
+        return UNPAD_ENOMEM;
     s->epoch = -1;
     int rc = shard_open(path, &s->sh, err);
     if (rc) {
