@@ -9,6 +9,7 @@
 #include "balance.h"
 #include "dist.h"
 #include "memory.h"
+#include "progress.h"
 #include "step.h"
 #include "whatif.h"
 
@@ -344,6 +345,7 @@ int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_e
         int rc = predict_one(s, &rows[i], err);
         if (rc)
             return rc;
+        progress_add(s->progress, 1, 1);
     }
     return UNPAD_OK;
 }

@@ -59,6 +59,7 @@ typedef struct {
     uint64_t seed;           /* the trainer's --seed (scripts/gpu-heldout.sh: 21) */
     int whatif_steps;        /* sampled steps of the what-if */
     int threads;
+    struct progress *progress; /* one item per workload done (progress.h), may be NULL */
 } workload_setup;
 
 /* Fills every row's predictions. */

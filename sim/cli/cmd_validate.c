@@ -168,7 +168,7 @@ static int have_gnuplot(void)
 }
 
 /* --workloads: measured wall step times against predict and whatif (workload.h). */
-static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps)
+static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet)
 {
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -189,7 +189,13 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
                         .whatif_steps = steps};
     printf("unpad validate: %d workloads of %s on %s, %s\n\n", n, path, in.hw.name,
            cli_calib_label(&in, label, sizeof label));
-    if (workload_predict(&s, rows, n, &err)) {
+    if (progress_start("unpad validate", "workloads", n, n, progress_wanted(quiet), &s.progress, &err)) {
+        cli_error("validate", &err);
+        goto out;
+    }
+    int wrc = workload_predict(&s, rows, n, &err);
+    progress_end(s.progress);
+    if (wrc) {
         cli_error("validate", &err);
         goto out;
     }
@@ -365,7 +371,7 @@ int cmd_validate(int argc, char **argv)
     if (rc >= 0)
         return rc;
     if (o.workloads && !o.traces.n)
-        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps);
+        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet);
     if (!o.traces.n) {
         fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
