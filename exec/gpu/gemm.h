@@ -101,13 +101,14 @@ void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, con
 void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
                             const void *X, float *dW, float beta, cudaStream_t stream);
 
-/* Makes now the plans that steps of other token counts would make when they first meet them (a
- * cuBLASLt heuristic query each, about a millisecond: a step meeting a new shape bucket stalls the
- * GPU that long per product). Every plan cached so far is a template: each of its dimensions whose
- * bucket lies in [bucket(lo), bucket(hi)] and is none of the `fixed` sizes (the model's feature
- * sizes) takes every bucket value of that range, one dimension at a time, with the template's alignment and pointers, so the plans are the ones gemm_run would make
- * (the same choice for a bucket whatever came first). Stops at half the cache; the plans
- * made in *made. */
+/* Makes now the plans that steps of other token counts would make when they first meet them: a
+ * cuBLASLt heuristic query each, about 0.1 ms on the H200 (600 plans in 0.06-0.09 s), which a step
+ * meeting a new shape bucket would otherwise spend per product while the GPU waits. Every plan
+ * cached so far is a template: each of its dimensions whose bucket lies in [bucket(lo),
+ * bucket(hi)] and is none of the `fixed` sizes (the model's feature sizes) takes every bucket
+ * value of that range, one dimension at a time, with the template's alignment and pointers, so the
+ * plans are the ones gemm_run would make (the same choice for a bucket whatever came first). Stops
+ * at half the cache; the plans made in *made. */
 int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int *made, unpad_err *err);
 
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
