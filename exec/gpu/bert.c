@@ -469,11 +469,11 @@ size_t bert_device_bytes(const bert *b)
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
 floatX *bert_work(bert *b) { return b->work; }
-int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err)
+int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran, unpad_err *err)
 {
     const model_cfg *c = &b->cfg;
     const int fixed[] = {c->hidden, 3 * c->hidden, c->ffn, c->vocab, b->Vpad, 2};
-    return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), made, err);
+    return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), s, made, ran, err);
 }
 
 void bert_gemm_counts(const bert *b, int *plans, int *fallbacks)

@@ -123,9 +123,11 @@ void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx);
 void bert_set_dropout(bert *b, int on);
 
 /* Makes now the GEMM plans of every shape bucket that token or prediction counts in [lo, hi] reach,
- * from the products run so far (gemm.h gemm_ctx_warm; the model's feature sizes stay fixed): call
- * it after a first step so that later steps never stop to ask cuBLASLt's heuristic. */
-int bert_gemm_warm(bert *b, int lo, int hi, int *made, unpad_err *err);
+ * from the products run so far, and launches each once on stream s (gemm.h gemm_ctx_warm; the
+ * model's feature sizes stay fixed): call it after a first step, on the step's stream, so that
+ * later steps never stop to ask cuBLASLt's heuristic or to load a kernel. Activations and
+ * gradients hold scratch afterwards. */
+int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran, unpad_err *err);
 
 /* GEMM plans cached, and products that needed an uncached plan of their exact shape (a stall of a
  * heuristic query each). */

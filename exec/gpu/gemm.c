@@ -13,6 +13,9 @@ typedef struct {
     uint8_t align[5]; /* log2 of the alignment (<= 256 bytes) of A, B, D, bias, aux */
     int used;
     void *bias, *aux;  /* the pointers the plan was last run with (gemm_ctx_warm reuses them) */
+    const void *A, *B; /* the operands and exact shape of its last run (NULL: never run) */
+    void *D;
+    gemm_shape last;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), C = D */
     cublasLtMatmulAlgo_t algo;
@@ -61,6 +64,7 @@ static void plan_release(gemm_plan *p)
     cublasLtMatmulDescDestroy(p->desc);
     p->used = 0;
     p->alt_state = 0;
+    p->A = p->B = p->D = NULL;
 }
 
 void gemm_ctx_free(gemm_ctx *g)
@@ -376,15 +380,50 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
         snprintf(why, sizeof why, "matmul failed (status %d: %s)", (int)st, cublasGetStatusString(st));
         shape_fail(s, why);
     }
+    p->A = A;
+    p->B = B;
+    p->D = D;
+    p->last = *s;
 }
 
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
 
 static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &s->N : &s->K; }
 
-int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int *made, unpad_err *err)
+/* Runs plan p (new, bucket value x in dimension d) once on the operands of the template run t,
+ * with dimension d cut to min(x, its size in t's run): every operand is stored tight, so a smaller
+ * dimension stays inside t's buffers. cuBLASLt loads an algorithm's kernel at its first launch
+ * (several ms); this moves that launch here. The outputs are scratch: the caller runs this between
+ * steps on the step's stream, and every buffer a product writes is rewritten by the next step.
+ * Returns 1 when a launch was accepted. */
+static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, int x, cudaStream_t stream)
 {
-    *made = 0;
+    gemm_shape s = t->last;
+    int *dim = shape_dim(&s, d);
+    *dim = x < *dim ? x : *dim;
+    set_pointers(p, t->bias, t->aux);
+    float alpha = 1.0f, beta = 0.0f;
+    int ran = 0;
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) { /* the odd-shape algorithm, on the odd neighbour */
+            if (p->alt_state != 1 || !memcmp(&p->alt, &p->algo, sizeof p->alt))
+                break;
+            if (*dim > 64 && *dim % 2 == 0)
+                (*dim)--;
+        }
+        plan_set_shape(p, &s);
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, t->B, p->la, t->A, p->lb, &beta, t->D, p->ld,
+                                           t->D, p->ld, k ? &p->alt : &p->algo, g->workspace,
+                                           GEMM_WORKSPACE_BYTES, stream);
+        ran += st == CUBLAS_STATUS_SUCCESS;
+    }
+    return ran > 0;
+}
+
+int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cudaStream_t stream, int *made,
+                  int *ran, unpad_err *err)
+{
+    *made = *ran = 0;
     if (lo < 1 || hi < lo)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "GEMM warm-up range [%d, %d] is empty", lo, hi);
     /* the templates: the plans cached so far, copied, since warming adds to the same table */
@@ -407,14 +446,19 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int
             for (int x = blo; x <= bhi && g->nplans < GEMM_CACHE_SIZE / 2; x = bucket(x + 1)) {
                 char why[160];
                 *dim = x;
+                int had = g->nplans;
                 /* a bucket no algorithm runs is left to gemm_run, which names it if a step needs it */
                 gemm_plan *p = plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
-                if (p)
-                    plan_alt(g, p);
+                if (!p)
+                    continue;
+                plan_alt(g, p);
+                if (g->nplans > had && tpl[i].A)
+                    *ran += plan_run_once(g, p, &tpl[i], d, x, stream);
             }
         }
     free(tpl);
     *made = g->nplans - before;
+    cudaCheck(cudaStreamSynchronize(stream));
     return UNPAD_OK;
 }
 

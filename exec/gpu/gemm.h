@@ -108,8 +108,14 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
  * bucket(hi)] and is none of the `fixed` sizes (the model's feature sizes) takes every bucket
  * value of that range, one dimension at a time, with the template's alignment and pointers, so the
  * plans are the ones gemm_run would make (the same choice for a bucket whatever came first). Stops
- * at half the cache; the plans made in *made. */
-int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, int *made, unpad_err *err);
+ * at half the cache; the plans made in *made.
+ * Each new plan is also launched once on `stream`, on its template's last operands with the varied
+ * dimension cut to fit them, because cuBLASLt loads an algorithm's kernel at its first launch:
+ * without this, the first step to meet a new bucket stalls several ms per product. Those launches
+ * write scratch results into the templates' output buffers, so call it between steps on the step's
+ * stream (returns after the stream is idle); the launches accepted in *ran. */
+int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cudaStream_t stream, int *made,
+                  int *ran, unpad_err *err);
 
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);

@@ -54,6 +54,7 @@ struct optrace {
     int grown;    /* rc slots whose len buffers are initialised */
     double op_us[OP_COUNT]; /* summed over the written steps (grouped rows: their union) */
     int steps_done;
+    double last_busy_us; /* the last step's summed operator time (optrace_last_busy_us) */
 };
 
 /* Two events from the pool (grown as needed); 0 when host memory runs out (t->oom set). */
@@ -365,7 +366,7 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "trace of step %d: out of host memory", t->step);
     }
     span_set u = {0};
-    double step_end_us = 0;
+    double step_end_us = 0, lamb_us = 0;
     if (rank_us)
         for (int i = 0; i < max_ranks; i++)
             rank_us[i] = 0;
@@ -406,6 +407,8 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
         } else {
             span_flush(&u, rank_us, max_ranks, t->op_us);
             t->op_us[r->op] += row.dur_us;
+            if (r->op == OP_LAMB)
+                lamb_us += row.dur_us;
             if (rank_us && compute && r->rank >= 0 && r->rank < max_ranks)
                 rank_us[r->rank] += row.dur_us;
         }
@@ -418,6 +421,9 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
     }
     span_flush(&u, rank_us, max_ranks, t->op_us);
     free(u.span);
+    t->last_busy_us = lamb_us;
+    for (int i = 0; rank_us && i < max_ranks; i++)
+        t->last_busy_us += rank_us[i];
     if (t->json && t->nrec > 0) {
         char name[32];
         snprintf(name, sizeof name, "step %d", t->step);
@@ -435,6 +441,8 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "trace of step %d: out of host memory", t->step);
     return UNPAD_OK;
 }
+
+double optrace_last_busy_us(const optrace *t) { return t->last_busy_us; }
 
 double optrace_op_mean_us(const optrace *t, int op)
 {

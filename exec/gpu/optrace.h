@@ -56,6 +56,9 @@ void optrace_bucket_end(optrace *t, cudaStream_t s);
  * each rank in rank_us (up to max_ranks entries; may be NULL). ENOMEM if recording the step ran
  * out of host memory (its rows are then lost). */
 int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err);
+/* The last traced step's summed operator time on the compute stream: every rank's (as rank_us)
+ * plus the optimizer; the step's GPU span minus this is the idle time inside the step. */
+double optrace_last_busy_us(const optrace *t);
 /* Mean time per traced step of operator op, all ranks and layers together (grouped FMHA rows of a
  * layer count their union). */
 double optrace_op_mean_us(const optrace *t, int op);

@@ -75,7 +75,13 @@ static void account(trainer *t, const step_result *r)
         t->tot_samples += r->seqs;
         t->tot_tokens += r->tokens;
         t->tot_flops += r->flops;
+        t->tot_gpu_s += r->gpu_s;
         t->steady_steps++;
+        if (r->busy_s > 0) {
+            t->tot_busy_s += r->busy_s;
+            t->tot_traced_wall_s += r->gpu_s;
+            t->traced_steps++;
+        }
     }
     train_window *w = &t->win;
     w->steps++;
@@ -167,6 +173,17 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
            t->steps_run, wall, t->first_loss, t->last_loss, t->last_acc,
            t->tot_time > 0 ? t->tot_samples / t->tot_time : 0, t->tot_time > 0 ? t->tot_flops / t->tot_time * 1e-12 : 0,
            mem_gib, wall > 0 ? t->all_samples / wall : 0, TRAIN_WARMUP_STEPS);
+    if (t->steady_steps) {
+        double n = t->steady_steps, wall_ms = 1e3 * t->tot_time / n, gpu_ms = 1e3 * t->tot_gpu_s / n;
+        printf("idle: a steady step takes %.2f ms of wall time, its commands span %.2f ms of the GPU: %.2f ms "
+               "(%.1f%%) idle between steps", wall_ms, gpu_ms, wall_ms - gpu_ms,
+               wall_ms > 0 ? 100 * (wall_ms - gpu_ms) / wall_ms : 0);
+        if (t->traced_steps)
+            printf("; inside the %d traced steps the operators take %.2f of %.2f ms (%.2f ms idle)", t->traced_steps,
+                   1e3 * t->tot_busy_s / t->traced_steps, 1e3 * t->tot_traced_wall_s / t->traced_steps,
+                   1e3 * (t->tot_traced_wall_s - t->tot_busy_s) / t->traced_steps);
+        printf("\n");
+    }
     if (t->imb_steps)
         printf("balance: %s, %s counts, %d ranks: measured rank max/mean %.4f, predicted %.4f (mean over %d "
                "steps)\n", balance_policy_name(t->policy), balance_count_name(t->count), t->R,

@@ -96,6 +96,8 @@ static int setup_buffers(trainer *t, unpad_err *err)
     if ((rc = dev_alloc((void **)&t->stop_dev, sizeof *t->stop_dev, "the stop flag", err)))
         return rc;
     cudaCheck(cudaEventCreateWithFlags(&t->ev_ar, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreate(&t->ev_step[0]));
+    cudaCheck(cudaEventCreate(&t->ev_step[1]));
     for (int r = 0; r < 2 * K; r++)
         cudaCheck(cudaEventCreate(&t->evr[r]));
     if (t->a->online) {
@@ -245,6 +247,9 @@ void trainer_free(trainer *t)
     free(t->evr);
     if (t->ev_ar)
         cudaEventDestroy(t->ev_ar);
+    for (int i = 0; i < 2; i++)
+        if (t->ev_step[i])
+            cudaEventDestroy(t->ev_step[i]);
     if (t->bufs)
         for (int r = 0; r < 2 * t->K; r++)
             shard_batch_free(&t->bufs[r]);

@@ -314,6 +314,7 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     }
     if (t->gs)
         gradsync_begin(t->gs, tracing ? t->tr : NULL);
+    cudaCheck(cudaEventRecord(t->ev_step[0], t->s));
     bert_grad_zero(t->b, t->s);
     bert_stats_reset(t->b, t->s);
     if ((rc = step_micro_batches(t, step, tracing, r, err)))
@@ -333,6 +334,7 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     nvtxRangePop();
     if (tracing)
         optrace_op_end(t->tr, OP_LAMB, t->s);
+    cudaCheck(cudaEventRecord(t->ev_step[1], t->s));
     /* read the next step's batches while this one computes */
     t->have_next = step < a->steps;
     if (t->have_next && (rc = trainer_fetch(t, 1 - t->cur, t->st.data_pos + t->step_samples, err)))
@@ -348,8 +350,14 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     bert_stats_read(t->b, &bs, t->s); /* synchronises */
     t->stop = *t->stop_host > 0;
     nvtxRangePop();
-    if (tracing && (rc = optrace_step_end(t->tr, t->rank_us, t->K, err)))
-        return rc;
+    float span_ms;
+    cudaCheck(cudaEventElapsedTime(&span_ms, t->ev_step[0], t->ev_step[1]));
+    r->gpu_s = 1e-3 * span_ms;
+    if (tracing) {
+        if ((rc = optrace_step_end(t->tr, t->rank_us, t->K, err)))
+            return rc;
+        r->busy_s = 1e-6 * optrace_last_busy_us(t->tr);
+    }
     r->mlm = bs.mlm_loss_sum / (r->preds ? r->preds : 1);
     r->nsp = bs.nsp_loss_sum / r->seqs;
     r->loss = r->mlm + r->nsp;

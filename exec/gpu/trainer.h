@@ -78,6 +78,9 @@ typedef struct {
                                                        batch's predictions and sequences; tokens, flops */
     double lr, grad_norm;
     double step_s;                  /* wall time */
+    double gpu_s;                   /* the step's span on the compute stream: its first command
+                                       (the gradient reset) to the end of LAMB */
+    double busy_s;                  /* traced steps: the summed operator times of rank 0 (else 0) */
     double meas_max, meas_mean, pred_max, pred_mean; /* per-rank compute, measured and predicted (us) */
     int nonfinite;                  /* the loss or the gradient norm is not finite */
 } step_result;
@@ -132,6 +135,7 @@ typedef struct {
     int *lens;
     double *meas_us, *rank_us;
     cudaEvent_t ev_ar, *evr;
+    cudaEvent_t ev_step[2];  /* the step's first and last command on the compute stream */
     /* the run */
     ckpt_state st;
     int first_step;
@@ -147,6 +151,8 @@ typedef struct {
     double tot_time, tot_samples, tot_tokens, tot_flops, all_samples, all_tokens, all_flops;
     double first_loss, last_loss, last_mlm, last_nsp, last_acc, eval_loss, eval_acc;
     double imb_meas_sum, imb_pred_sum;
+    double tot_gpu_s, tot_busy_s, tot_traced_wall_s; /* steady state: GPU span; traced steps' busy and wall */
+    int traced_steps;
     int imb_steps, steps_run, steady_steps, skipped;
     /* a stop asked for by a signal, agreed by every rank at the end of a step (an all-reduce of
      * the flag with the step's statistics, so all ranks stop after the same step) */
