@@ -487,12 +487,6 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         sm90::tma_load_2d(sQ + stage * BOX, &tm_qkv, &bar[1 + stage], h * HD, start + i * BM);
         sm90::tma_load_2d(sdO + stage * BOX, &tm_do, &bar[1 + stage], h * HD, start + i * BM);
     };
-    {
-        float l, d;
-        uint64_t r;
-        tile_stats(0, l, d, r);
-        put_stats(0, l, d, r);
-    }
     if (tid == 0) {
         for (int i = 0; i < 3; i++)
             sm90::mbar_init(&bar[i], 1);
@@ -506,6 +500,14 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         for (int i = 0; i < 2 && i < nq; i++)
             load_qdo(i, i);
     }
+    { /* the first tile's statistics, while its tiles are on their way; after the barriers' set-up,
+       * so no thread writes shared memory while thread 0 initialises them */
+        float l, d;
+        uint64_t r;
+        tile_stats(0, l, d, r);
+        put_stats(0, l, d, r);
+    }
+    __syncthreads();
 
     const float sl2 = SCALE * LOG2E;
     const float rkeep = DROP ? 1.0f / (1.0f - p_drop) : 1.0f;
