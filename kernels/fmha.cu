@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "common.h"
 #include "dropout.h"
 #include "fmha.h"
@@ -102,8 +104,10 @@ __device__ __forceinline__ void mask_transposed(bool (&keep)[2][2], uint64_t rk,
 }
 
 /* ---- forward (wgmma) ------------------------------------------------------------------------ */
-/* Grid (ceil(max_len / (64 MB)), NH, sequences of the group), 128 threads. */
-template <int MB, int BN, bool DROP>
+/* Grid (ceil(max_len / (64 MB)), NH, sequences of the group), 128 threads. PIPE: S of the next
+ * tile is issued right behind this tile's P V, so the tensor cores run both back to back while
+ * the warps wait for P V and refill the stage. */
+template <int MB, int BN, bool DROP, bool PIPE>
 __global__ void __launch_bounds__(128, 2)
 fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64), 64 x 64 boxes */
                bf16_t *__restrict__ out,                   /* (T, NH, 64) */
@@ -177,13 +181,11 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     const uint32_t aQ = sm90::smem_u32(sQ), aK = sm90::smem_u32(sK), aV = sm90::smem_u32(sV);
     sm90::mbar_wait(&bar[0], 0);
 
-    for (int j = 0; j < nk; j++) {
+    /* S = Q K^T of key tile j for the thread's rows, issued (completion: the next wait). */
+    float sc[MB][BN / 2];
+    auto issue_s = [&](int j) {
         const int st = j % STAGES;
-        const uint32_t ph = (uint32_t)(j / STAGES) & 1u;
-        sm90::mbar_wait(&bar[1 + st], ph);
-
-        /* S = Q K^T for the thread's rows and the tile's BN keys. */
-        float sc[MB][BN / 2];
+        sm90::mbar_wait(&bar[1 + st], (uint32_t)(j / STAGES) & 1u);
         sm90::wg_fence();
 #pragma unroll
         for (int mb = 0; mb < MB; mb++)
@@ -197,6 +199,18 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
                     sm90::mma_n128_ss<0, 0>(sc[mb], da, db, kk);
             }
         sm90::wg_commit();
+    };
+#pragma unroll
+    for (int mb = 0; mb < MB; mb++)
+        sm90::wg_fence_regs(o[mb]); /* the zeros are written before any wgmma is in flight */
+    if (PIPE)
+        issue_s(0);
+
+    for (int j = 0; j < nk; j++) {
+        const int st = j % STAGES;
+        const uint32_t ph = (uint32_t)(j / STAGES) & 1u;
+        if (!PIPE)
+            issue_s(j);
         sm90::wg_wait<0>();
 #pragma unroll
         for (int mb = 0; mb < MB; mb++)
@@ -269,7 +283,12 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
             for (int kk = 0; kk < BN / 16; kk++)
                 sm90::mma_n64_rs<1>(o[mb], pf[mb][kk], sm90::desc_mnmajor(aV + st * KVB + kk * 2048));
         sm90::wg_commit();
-        sm90::wg_wait<0>();
+        if (PIPE && j + 1 < nk) {
+            issue_s(j + 1); /* sc is free: P went into pf */
+            sm90::wg_wait<1>(); /* P V done, S of tile j + 1 may still run */
+        } else {
+            sm90::wg_wait<0>();
+        }
 #pragma unroll
         for (int mb = 0; mb < MB; mb++)
             sm90::wg_fence_regs(o[mb]);
@@ -277,6 +296,11 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         if (tid == 0 && j + STAGES < nk)
             load_kv(st, j + STAGES);
     }
+    if (PIPE)
+        sm90::wg_wait<0>(); /* nothing is in flight; says so to ptxas, which cannot see it */
+    if (tid == 0)
+        for (int i = 0; i < 1 + 2 * STAGES; i++)
+            sm90::mbar_inval(&bar[i]);
 
     /* Normalise, write lse, stage the bf16 rows in sQ (swizzled), store 16 B each. */
     sm90::fence_proxy_async();
@@ -313,10 +337,15 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
 /* ---- backward: D and dQ --------------------------------------------------------------------- */
 constexpr int PREP_TOKENS = 32; /* tokens per CTA of the prep and convert kernels */
 
+constexpr int DQ_LD = 72; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD) and of its shared
+                             staging tile: 288-byte rows keep each half-warp's float2 stores on 32
+                             banks, and a query tile's rows of one head stay one contiguous block
+                             that a single bulk reduction adds (the 8 padding floats are ignored) */
+
 /* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed.
  * Grid (ceil(max_len / 32), 1, sequences), 256 threads; 8 lanes per (token, head) row. */
 __global__ void __launch_bounds__(256)
-fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (T, NH, 64) */
+fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (NH, T, DQ_LD) */
                      float *__restrict__ Dvec,         /* (NH, T) */
                      const bf16_t *__restrict__ dout,  /* (T, NH, 64) */
                      const bf16_t *__restrict__ out,   /* (T, NH, 64) */
@@ -355,7 +384,7 @@ fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (T, NH, 64) */
         if (ok) {
             if (sub == 0)
                 Dvec[(size_t)h * T + tok] = d;
-            float4 *z = reinterpret_cast<float4 *>(dq_acc + base);
+            float4 *z = reinterpret_cast<float4 *>(dq_acc + ((size_t)h * T + tok) * DQ_LD + sub * 8);
             z[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
@@ -365,8 +394,8 @@ fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (T, NH, 64) */
 /* dqkv's q part = bf16(scale * dq_acc). Grid as the prep kernel's. */
 __global__ void __launch_bounds__(256)
 fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
-                        const float *__restrict__ dq_acc, /* (T, NH, 64) */
-                        const int32_t *__restrict__ cu_seqlens, int NH, int seq_begin)
+                        const float *__restrict__ dq_acc, /* (NH, T, DQ_LD) */
+                        const int32_t *__restrict__ cu_seqlens, int T, int NH, int seq_begin)
 {
     const int s = seq_begin + (int)blockIdx.z;
     const int start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
@@ -377,7 +406,7 @@ fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
     for (int c = (int)threadIdx.x; c < chunks; c += 256) {
         const int r = c >> 3, ch = c & 7;
         const int tok = start + t0 + r / NH, h = r % NH;
-        const float4 *src = reinterpret_cast<const float4 *>(dq_acc + ((size_t)tok * NH + h) * HD + ch * 8);
+        const float4 *src = reinterpret_cast<const float4 *>(dq_acc + ((size_t)h * T + tok) * DQ_LD + ch * 8);
         const float4 x = src[0], y = src[1];
         uint4 v;
         v.x = pack_bf16(x.x * SCALE, x.y * SCALE);
@@ -389,17 +418,16 @@ fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
 }
 
 /* ---- backward (wgmma) ----------------------------------------------------------------------- */
-constexpr int DQ_LDF = 72; /* fp32 row stride of the dQ staging tile: 288 bytes keep each
-                              half-warp's float2 stores on 32 distinct banks */
 
 /* Grid (ceil(max_len / 64), NH, sequences of the group), 128 threads; 64 keys per CTA, query
- * tiles of 64. */
-template <bool DROP>
+ * tiles of 64. PIPE: S^T and dP^T of the next tile are issued right behind this tile's dQ, so the
+ * tensor cores run them while the warps stage and reduce dQ. */
+template <bool DROP, bool PIPE>
 __global__ void __launch_bounds__(128, 2)
 fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64) */
                const __grid_constant__ CUtensorMap tm_do,  /* dout as (T, NH 64) */
                bf16_t *__restrict__ dqkv,                  /* (T, 3, NH, 64): k and v parts written */
-               float *__restrict__ dq_acc,                 /* (T, NH, 64) += dS K (unscaled) */
+               float *__restrict__ dq_acc,                 /* (NH, T, DQ_LD) += dS K (unscaled) */
                const float *__restrict__ Dvec,             /* (NH, T) */
                const float *__restrict__ lse,              /* (NH, T) */
                const int32_t *__restrict__ cu_seqlens, int T, int NH, int seq_begin, int max_len,
@@ -412,8 +440,8 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     unsigned char *sQ = sV + BOX;             /* 2 stages */
     unsigned char *sdO = sQ + 2 * BOX;        /* 2 stages */
     unsigned char *sdS = sdO + 2 * BOX;       /* dS^T (keys, queries) bf16, swizzled */
-    float *sDQ = reinterpret_cast<float *>(sdS + BOX);   /* 2 x (64, DQ_LDF) dQ tiles */
-    float *sL = sDQ + 2 * BM * DQ_LDF;                    /* (2, 64) lse * log2 e, +inf past end */
+    float *sDQ = reinterpret_cast<float *>(sdS + BOX);   /* 2 x (64, DQ_LD) dQ tiles */
+    float *sL = sDQ + 2 * BM * DQ_LD;                    /* (2, 64) lse * log2 e, +inf past end */
     float *sD = sL + 2 * BM;                              /* (2, 64) D, 0 past the end */
     uint64_t *sR = reinterpret_cast<uint64_t *>(sD + 2 * BM); /* (2, 64) dropout row keys */
     uint64_t *bar = sR + 2 * BM;                          /* K and V; Q and dO [2] */
@@ -459,12 +487,6 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         sm90::tma_load_2d(sQ + stage * BOX, &tm_qkv, &bar[1 + stage], h * HD, start + i * BM);
         sm90::tma_load_2d(sdO + stage * BOX, &tm_do, &bar[1 + stage], h * HD, start + i * BM);
     };
-    {
-        float l, d;
-        uint64_t r;
-        tile_stats(0, l, d, r);
-        put_stats(0, l, d, r);
-    }
     if (tid == 0) {
         for (int i = 0; i < 3; i++)
             sm90::mbar_init(&bar[i], 1);
@@ -478,6 +500,14 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         for (int i = 0; i < 2 && i < nq; i++)
             load_qdo(i, i);
     }
+    { /* the first tile's statistics, while its tiles are on their way; after the barriers' set-up,
+       * so no thread writes shared memory while thread 0 initialises them */
+        float l, d;
+        uint64_t r;
+        tile_stats(0, l, d, r);
+        put_stats(0, l, d, r);
+    }
+    __syncthreads();
 
     const float sl2 = SCALE * LOG2E;
     const float rkeep = DROP ? 1.0f / (1.0f - p_drop) : 1.0f;
@@ -493,15 +523,11 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     const uint32_t adO = sm90::smem_u32(sdO), adS = sm90::smem_u32(sdS);
     sm90::mbar_wait(&bar[0], 0);
 
-    for (int i = 0; i < nq; i++) {
-        const int st = i & 1, q0 = i * BM;
-        float next_l, next_d;
-        uint64_t next_r;
-        tile_stats(q0 + BM, next_l, next_d, next_r); /* unused past the last tile */
+    /* S^T = K Q^T and dP^T = V dO^T of query tile i, issued (completion: the next wait). */
+    float sc[32], dp[32];
+    auto issue_sdp = [&](int i) {
+        const int st = i & 1;
         sm90::mbar_wait(&bar[1 + st], (uint32_t)(i >> 1) & 1u);
-
-        /* S^T = K Q^T and dP^T = V dO^T for the 64 keys and the tile's 64 queries. */
-        float sc[32], dp[32];
         sm90::wg_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
@@ -512,6 +538,19 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
             sm90::mma_n64_ss<0, 0>(dp, sm90::desc_kmajor(aV + kk * 32),
                                    sm90::desc_kmajor(adO + st * BOX + kk * 32), kk);
         sm90::wg_commit();
+    };
+    sm90::wg_fence_regs(dk); /* the zeros are written before any wgmma is in flight */
+    sm90::wg_fence_regs(dv);
+    /* One query tile; next: std::true_type to issue the next tile's S^T, dP^T behind its dQ. The
+     * pipelined loop runs all tiles but the last one this way and the last one apart, so that no
+     * branch decides whether a wgmma group is in flight (ptxas would then serialize them all). */
+    auto tile = [&](int i, auto next) {
+        const int st = i & 1, q0 = i * BM;
+        float next_l, next_d;
+        uint64_t next_r;
+        tile_stats(q0 + BM, next_l, next_d, next_r); /* unused past the last tile */
+        if (!PIPE)
+            issue_sdp(i);
         sm90::wg_wait<0>();
         sm90::wg_fence_regs(sc);
         sm90::wg_fence_regs(dp);
@@ -574,7 +613,7 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
                 *reinterpret_cast<uint32_t *>(sdS + swz(row, 2 * kk + 1) + 4 * t4) = sa[kk][2 + hr];
             }
         sm90::fence_proxy_async();
-        if (tid < 64)
+        if (tid == 0)
             sm90::bulk_wait_read<1>(); /* the reduction of two tiles ago has read this dQ buffer */
         __syncthreads();                /* dS^T complete; dQ buffer st free */
         if (i + 1 < nq)
@@ -587,31 +626,47 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
             sm90::mma_n64_ss<1, 1>(dq, sm90::desc_mnmajor(adS + kk * 2048), sm90::desc_mnmajor(aK + kk * 2048),
                                    kk);
         sm90::wg_commit();
-        sm90::wg_wait<0>();
-        sm90::wg_fence_regs(dq);
-        sm90::wg_fence_regs(dv);
-        sm90::wg_fence_regs(dk);
+        if constexpr (decltype(next)::value) {
+            issue_sdp(i + 1); /* sc, dp are free: P^T and dS^T went into pa, sa */
+            sm90::wg_wait<1>(); /* dV, dK, dQ done; the next S^T, dP^T may still run */
+        } else {
+            sm90::wg_wait<0>();
+            sm90::wg_fence_regs(dq);
+            sm90::wg_fence_regs(dv);
+            sm90::wg_fence_regs(dk);
+        }
 
-        float *sdq = sDQ + st * BM * DQ_LDF;
+        float *sdq = sDQ + st * BM * DQ_LD;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
-                *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LDF + nt * 8 + 2 * t4) =
+                *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LD + nt * 8 + 2 * t4) =
                     make_float2(dq[nt * 4 + 2 * hr], dq[nt * 4 + 2 * hr + 1]);
         sm90::fence_proxy_async();
         __syncthreads(); /* dQ tile staged; every warp is done with stage st and sdS */
-        if (tid < 64) {
-            if (q0 + tid < len)
-                sm90::bulk_reduce_add_f32(dq_acc + ((size_t)(start + q0 + tid) * NH + h) * HD,
-                                          sdq + tid * DQ_LDF, HD * sizeof(float));
+        if (tid == 0) { /* the tile's rows of the sequence as one block */
+            sm90::bulk_reduce_add_f32(dq_acc + ((size_t)h * T + start + q0) * DQ_LD, sdq,
+                                      (uint32_t)min(BM, len - q0) * DQ_LD * sizeof(float));
             sm90::bulk_commit();
+            if (i + 2 < nq)
+                load_qdo(st, i + 2);
         }
-        if (tid == 0 && i + 2 < nq)
-            load_qdo(st, i + 2);
+    };
+    if (PIPE) {
+        issue_sdp(0);
+        for (int i = 0; i + 1 < nq; i++)
+            tile(i, std::true_type{});
+        tile(nq - 1, std::false_type{});
+    } else {
+        for (int i = 0; i < nq; i++)
+            tile(i, std::false_type{});
     }
-    if (tid < 64)
-        sm90::bulk_wait_all();
+    if (tid == 0) {
+        sm90::bulk_wait_read<0>();
+        for (int i = 0; i < 3; i++)
+            sm90::mbar_inval(&bar[i]);
+    }
 
     /* dK (scaled) and dV to the warp's own rows of sK, sV (swizzled), then 16-byte stores. */
 #pragma unroll
@@ -683,30 +738,30 @@ void set_smem(K kernel, size_t bytes, bool &done)
     }
 }
 
-template <int MB, int BN, bool DROP>
+template <int MB, int BN, bool DROP, bool PIPE>
 void launch_fwd_wgmma_kernel(bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu, const Args &a,
                              cudaStream_t stream)
 {
     constexpr size_t smem = 1024 + (size_t)MB * BOX + 4 * (size_t)BN * ROWB + 8 * 5;
     static bool attr = false;
-    set_smem(fmha_fwd_wgmma<MB, BN, DROP>, smem, attr);
+    set_smem(fmha_fwd_wgmma<MB, BN, DROP, PIPE>, smem, attr);
     const CUtensorMap tm = tile_map(qkv, a.T, 3 * a.NH * HD, 3 * (size_t)a.NH * HD);
     const dim3 grid((a.max_len + 64 * MB - 1) / (64 * MB), a.NH, a.seq_end - a.seq_begin);
-    fmha_fwd_wgmma<MB, BN, DROP><<<grid, 128, smem, stream>>>(tm, reinterpret_cast<bf16_t *>(out), lse, cu, a.T,
+    fmha_fwd_wgmma<MB, BN, DROP, PIPE><<<grid, 128, smem, stream>>>(tm, reinterpret_cast<bf16_t *>(out), lse, cu, a.T,
                                                              a.NH, a.seq_begin, a.max_len, a.p_drop, a.seed,
                                                              a.stream_id);
     cudaCheck(cudaGetLastError());
 }
 
 /* Dropout is a template parameter: without it the kernels keep fewer registers live. */
-template <int MB, int BN>
+template <int MB, int BN, bool PIPE>
 void launch_fwd_wgmma(bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu, const Args &a,
                       cudaStream_t stream)
 {
     if (a.p_drop > 0.0f)
-        launch_fwd_wgmma_kernel<MB, BN, true>(out, lse, qkv, cu, a, stream);
+        launch_fwd_wgmma_kernel<MB, BN, true, PIPE>(out, lse, qkv, cu, a, stream);
     else
-        launch_fwd_wgmma_kernel<MB, BN, false>(out, lse, qkv, cu, a, stream);
+        launch_fwd_wgmma_kernel<MB, BN, false, PIPE>(out, lse, qkv, cu, a, stream);
 }
 
 /* The backward's main kernel, between the prep and convert passes. */
@@ -714,31 +769,32 @@ typedef void (*BwdMainFn)(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf
                           const float *lse, const bf16 *qkv, const int32_t *cu, const Args &a,
                           cudaStream_t stream);
 
-template <bool DROP>
+template <bool DROP, bool PIPE>
 void launch_bwd_wgmma_kernel(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *dout,
                              const float *lse, const bf16 *qkv, const int32_t *cu, const Args &a,
                              cudaStream_t stream)
 {
-    constexpr size_t smem = 1024 + 7 * (size_t)BOX + 2 * 64 * DQ_LDF * sizeof(float) +
+    constexpr size_t smem = 1024 + 7 * (size_t)BOX + 2 * 64 * DQ_LD * sizeof(float) +
                             4 * 64 * sizeof(float) + 2 * 64 * sizeof(uint64_t) + 3 * 8;
     static bool attr = false;
-    set_smem(fmha_bwd_wgmma<DROP>, smem, attr);
+    set_smem(fmha_bwd_wgmma<DROP, PIPE>, smem, attr);
     const CUtensorMap tq = tile_map(qkv, a.T, 3 * a.NH * HD, 3 * (size_t)a.NH * HD);
     const CUtensorMap td = tile_map(dout, a.T, a.NH * HD, (size_t)a.NH * HD);
     const dim3 grid((a.max_len + 63) / 64, a.NH, a.seq_end - a.seq_begin);
-    fmha_bwd_wgmma<DROP><<<grid, 128, smem, stream>>>(tq, td, reinterpret_cast<bf16_t *>(dqkv), dq_acc, Dvec, lse,
+    fmha_bwd_wgmma<DROP, PIPE><<<grid, 128, smem, stream>>>(tq, td, reinterpret_cast<bf16_t *>(dqkv), dq_acc, Dvec, lse,
                                                      cu, a.T, a.NH, a.seq_begin, a.max_len, a.p_drop, a.seed,
                                                      a.stream_id);
     cudaCheck(cudaGetLastError());
 }
 
+template <bool PIPE>
 void launch_bwd_wgmma(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *dout, const float *lse,
                       const bf16 *qkv, const int32_t *cu, const Args &a, cudaStream_t stream)
 {
     if (a.p_drop > 0.0f)
-        launch_bwd_wgmma_kernel<true>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
+        launch_bwd_wgmma_kernel<true, PIPE>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
     else
-        launch_bwd_wgmma_kernel<false>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
+        launch_bwd_wgmma_kernel<false, PIPE>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
 }
 
 typedef void (*FwdFn)(bf16 *, float *, const bf16 *, const int32_t *, const Args &, cudaStream_t);
@@ -751,13 +807,15 @@ const struct {
     FwdFn fn;
     const char *name;
 } fwd_shapes[] = {
-    {launch_fwd_wgmma<1, 128>, "fwd wgmma q64 k128"},
+    {launch_fwd_wgmma<1, 128, true>, "fwd wgmma q64 k128 pipe"},
+    {launch_fwd_wgmma<1, 128, false>, "fwd wgmma q64 k128"},
 };
 const struct {
     BwdMainFn fn;
     const char *name;
 } bwd_shapes[] = {
-    {launch_bwd_wgmma, "bwd wgmma k64 q64"},
+    {launch_bwd_wgmma<true>, "bwd wgmma k64 q64 pipe"},
+    {launch_bwd_wgmma<false>, "bwd wgmma k64 q64"},
 };
 constexpr int N_FWD = (int)(sizeof fwd_shapes / sizeof fwd_shapes[0]);
 constexpr int N_BWD = (int)(sizeof bwd_shapes / sizeof bwd_shapes[0]);
@@ -766,7 +824,7 @@ constexpr int N_BWD = (int)(sizeof bwd_shapes / sizeof bwd_shapes[0]);
 
 extern "C" size_t fmha_bwd_workspace_bytes(int T, int NH)
 {
-    return (size_t)T * NH * HD * sizeof(float) + (size_t)NH * T * sizeof(float);
+    return (size_t)T * NH * DQ_LD * sizeof(float) + (size_t)NH * T * sizeof(float);
 }
 
 extern "C" int fmha_fwd_shape_count(void) { return N_FWD; }
@@ -804,8 +862,8 @@ extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf1
     check_bwd_pointers(dqkv, workspace, dout, out, lse, qkv, cu_seqlens);
     if (seq_end == seq_begin || T == 0)
         return;
-    float *dq_acc = static_cast<float *>(workspace); /* (T, NH, 64) */
-    float *Dvec = dq_acc + (size_t)T * NH * HD;      /* (NH, T) */
+    float *dq_acc = static_cast<float *>(workspace); /* (NH, T, DQ_LD) */
+    float *Dvec = dq_acc + (size_t)T * NH * DQ_LD;   /* (NH, T) */
     const dim3 grid_rows((max_len + PREP_TOKENS - 1) / PREP_TOKENS, 1, seq_end - seq_begin);
     fmha_bwd_prep_kernel<<<grid_rows, 256, 0, stream>>>(dq_acc, Dvec, reinterpret_cast<const bf16_t *>(dout),
                                                         reinterpret_cast<const bf16_t *>(out), cu_seqlens, T,
@@ -813,7 +871,7 @@ extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf1
     cudaCheck(cudaGetLastError());
     bwd_shapes[shape].fn(dqkv, dq_acc, Dvec, dout, lse, qkv, cu_seqlens, a, stream);
     fmha_bwd_convert_kernel<<<grid_rows, 256, 0, stream>>>(reinterpret_cast<bf16_t *>(dqkv), dq_acc,
-                                                           cu_seqlens, NH, seq_begin);
+                                                           cu_seqlens, T, NH, seq_begin);
     cudaCheck(cudaGetLastError());
 }
 

@@ -37,6 +37,12 @@ __device__ __forceinline__ void mbar_init_fence()
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
+/* Ends the barrier's life before its shared memory is reused (by a later CTA on the SM). */
+__device__ __forceinline__ void mbar_inval(uint64_t *bar)
+{
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
 /* One arrival that also expects `bytes` more bytes from bulk copies completing on the barrier. */
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
 {
@@ -144,6 +150,10 @@ __device__ __forceinline__ void wg_fence_regs(float (&d)[R])
 
 #define UNPAD_WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
                        "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define UNPAD_WG_O8(i) "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), \
+                       "=f"(d[i + 5]), "=f"(d[i + 6]), "=f"(d[i + 7])
+#define UNPAD_WG_O32 UNPAD_WG_O8(0), UNPAD_WG_O8(8), UNPAD_WG_O8(16), UNPAD_WG_O8(24)
+#define UNPAD_WG_O64 UNPAD_WG_O32, UNPAD_WG_O8(32), UNPAD_WG_O8(40), UNPAD_WG_O8(48), UNPAD_WG_O8(56)
 #define UNPAD_WG_D32 UNPAD_WG_D8(0), UNPAD_WG_D8(8), UNPAD_WG_D8(16), UNPAD_WG_D8(24)
 #define UNPAD_WG_D64 UNPAD_WG_D32, UNPAD_WG_D8(32), UNPAD_WG_D8(40), UNPAD_WG_D8(48), UNPAD_WG_D8(56)
 #define UNPAD_WG_R32                                                                              \
@@ -155,27 +165,41 @@ __device__ __forceinline__ void wg_fence_regs(float (&d)[R])
     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
     "%56, %57, %58, %59, %60, %61, %62, %63}"
 
-/* d (64 x 64 fp32) = A B + (accumulate ? d : 0), A (64 x 16) and B (16 x 64) bf16 in shared
- * memory; TA / TB: 1 if that operand is MN-major. */
+/* d (64 x 64 fp32) = A B (k = 0: d is only written) or d += A B (k > 0), A (64 x 16) and
+ * B (16 x 64) bf16 in shared memory; TA / TB: 1 if that operand is MN-major. The first step takes
+ * no input, so that the compiler never copies the old values into the accumulator registers while
+ * other wgmma are in flight (ptxas would then serialize them). */
 template <int TA, int TB>
-__device__ __forceinline__ void mma_n64_ss(float (&d)[32], uint64_t da, uint64_t db, int accumulate)
+__device__ __forceinline__ void mma_n64_ss(float (&d)[32], uint64_t da, uint64_t db, int k)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " UNPAD_WG_R32
-                 ", %32, %33, p, 1, 1, %35, %36;\n}\n"
-                 : UNPAD_WG_D32
-                 : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
+    if (k == 0)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " UNPAD_WG_R32
+                     ", %32, %33, p, 1, 1, %34, %35;\n}\n"
+                     : UNPAD_WG_O32
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+    else
+        asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " UNPAD_WG_R32
+                     ", %32, %33, 1, 1, 1, %34, %35;\n"
+                     : UNPAD_WG_D32
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
 }
 
-/* d (64 x 128 fp32) = A B + (accumulate ? d : 0), both operands in shared memory. */
+/* The same with d (64 x 128 fp32). */
 template <int TA, int TB>
-__device__ __forceinline__ void mma_n128_ss(float (&d)[64], uint64_t da, uint64_t db, int accumulate)
+__device__ __forceinline__ void mma_n128_ss(float (&d)[64], uint64_t da, uint64_t db, int k)
 {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " UNPAD_WG_R64
-                 ", %64, %65, p, 1, 1, %67, %68;\n}\n"
-                 : UNPAD_WG_D64
-                 : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
+    if (k == 0)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " UNPAD_WG_R64
+                     ", %64, %65, p, 1, 1, %66, %67;\n}\n"
+                     : UNPAD_WG_O64
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+    else
+        asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " UNPAD_WG_R64
+                     ", %64, %65, 1, 1, 1, %66, %67;\n"
+                     : UNPAD_WG_D64
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
 }
 
 /* d (64 x 64 fp32) += A B, A (64 x 16 bf16) from registers (a fragment), B in shared memory. */
@@ -189,6 +213,9 @@ __device__ __forceinline__ void mma_n64_rs(float (&d)[32], const uint32_t (&a)[4
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
 }
 
+#undef UNPAD_WG_O8
+#undef UNPAD_WG_O32
+#undef UNPAD_WG_O64
 #undef UNPAD_WG_D8
 #undef UNPAD_WG_D32
 #undef UNPAD_WG_D64
