@@ -2,9 +2,7 @@
 # fmha-dev.sh — the FMHA's checks and measurements in one call on a machine with an H100/H200. It
 # builds only what they need, then runs, each given what is left of DEADLINE seconds:
 #   test      bin/test_fmha per pair of shapes, each in its own process (a kernel that traps takes
-#             only its own pair down): the mma.sync pair, each wgmma forward with the mma.sync
-#             backward, each wgmma backward with the mma.sync forward, then the defaults (0/0,
-#             also on 3 streams)
+#             only its own pair down); the first pair (the defaults) also on 3 streams
 #   bench     bin/bench_fmha over the shapes that passed (56 Wikipedia lengths, 16 heads) and
 #             bench/fmha_peer.py (PyTorch's variable-length flash attention) beside it
 #   train     unpad-train BERT-Large batch 56, attention dropout 0.1 and 0 (if the defaults passed)
@@ -59,19 +57,20 @@ test_pair() { # pairs label
     say "test $1 rc=$rc $(tail -1 "$L/test-$2.log")"
     grep -E 'FAIL|per sequence' "$L/test-$2.log" | head -12 | cut -c1-400 >>"$SUM"
 }
-# Shapes (fmha.h, kernels/fmha.cu): forward 0-3 wgmma, 4 mma.sync; backward 0-1 wgmma, 2 mma.sync.
-MMA_F=4 MMA_B=2
+# Every (forward, backward) shape pair of fmha.h, each in its own process, then the defaults.
+nf=$(bin/test_fmha --shape-counts | cut -d' ' -f1) nb=$(bin/test_fmha --shape-counts | cut -d' ' -f2)
 if has test; then
-    test_pair $MMA_F/$MMA_B mma
-    for f in 0 1 2 3; do test_pair $f/$MMA_B wfwd$f; done
-    for b in 0 1; do test_pair $MMA_F/$b wbwd$b; done
-    test_pair 0/0 default
+    for ((k = 0; k < (nf > nb ? nf : nb); k++)); do test_pair $((k % nf))/$((k % nb)) pair$k; done
+    [ -z "${ok[0/0]:-}" ] && [ $((nf > nb ? nf : nb)) -gt 1 ] && test_pair 0/0 default
     grep -h PASS "$L"/test-*.log | awk '{print $(NF-1), $0}' | sort -g -r | head -3 | cut -c1-120 |
         sed 's/^/  worst passing: /' >>"$SUM"
 fi
-fwd_list=$MMA_F bwd_list=$MMA_B def_f=$MMA_F def_b=$MMA_B
-for f in 3 2 1 0; do [ -n "${ok[$f/$MMA_B]:-}" ] && fwd_list=$f,$fwd_list def_f=$f; done
-for b in 1 0; do [ -n "${ok[$MMA_F/$b]:-}" ] && bwd_list=$b,$bwd_list def_b=$b; done
+fwd_list= bwd_list= def_f=0 def_b=0
+for ((f = nf - 1; f >= 0; f--)); do for ((b = 0; b < nb; b++)); do
+    if [ -n "${ok[$f/$b]:-}" ]; then fwd_list=$f${fwd_list:+,$fwd_list}; def_f=$f; break; fi; done; done
+for ((b = nb - 1; b >= 0; b--)); do for ((f = 0; f < nf; f++)); do
+    if [ -n "${ok[$f/$b]:-}" ]; then bwd_list=$b${bwd_list:+,$bwd_list}; def_b=$b; break; fi; done; done
+fwd_list=${fwd_list:-0} bwd_list=${bwd_list:-0}
 defaults_ok=${ok[0/0]:-}
 
 sanitize() {
@@ -105,7 +104,7 @@ if (has train || has torch) && [ -n "$defaults_ok" ] && [ "$(left)" -gt 50 ]; th
         timeout "$(cap 40)" bin/unpad-train --model models/bert-large.cfg --synthetic --batch 56 --steps 20 \
             --log-every 10 --seed 1 --attn-dropout $ad >"$L/train-ad$ad.log" 2>&1
         say "train    attention dropout $ad rc=$? $(grep -E '^step' "$L/train-ad$ad.log" | tail -1 | cut -c1-150)"
-        train_logs+=("unpad-train attn-dropout $ad=$L/train-ad$ad.log")
+        train_logs+=("$ad=$L/train-ad$ad.log")
     done
 fi
 

@@ -66,9 +66,9 @@ END_TEST
 START_TEST(test_against_the_trainer)
 {
     /* bert.c's layout_acts and parameter table, compiled on the host with the kernels' scratch
-     * sizes, give 12.0143, 27.8087 and 43.6030 GiB for bert-large at 16, 56 and 96 x 512. */
+     * sizes, give 12.0177, 27.8207 and 43.6235 GiB for bert-large at 16, 56 and 96 x 512. */
     static const struct { int batch; double code, logged, in_use; } c[] = {
-        {16, 12.0143, 12.01, 12.64}, {56, 27.8087, 27.86, 28.48}, {96, 43.6030, 43.73, 44.35}};
+        {16, 12.0177, 12.01, 12.64}, {56, 27.8207, 27.86, 28.48}, {96, 43.6235, 43.73, 44.35}};
     for (int i = 0; i < 3; i++) {
         memory_setup s;
         memory_use u;
