@@ -1,10 +1,11 @@
 /* dropout.h — dropout masks regenerated from a seed instead of stored.
  *
- * keep(seed, stream_id, index) is a pure function (a splitmix64-style hash), so the forward pass,
- * the backward pass and the plain-C references all compute the same mask bit for an element
- * without any memory traffic. stream_id separates the independent masks of one step (e.g.
- * layer * 4 + site); index is the element's flat index in its tensor. The attention dropout of
- * the FMHA draws two keys per hash instead (the second half of this file). */
+ * Every mask bit is a pure function of (seed, stream_id, index), so the forward pass, the backward
+ * pass and the plain-C references all compute the same bit for an element without any memory
+ * traffic. stream_id separates the independent masks of one step (e.g. layer * 4 + site); index is
+ * the element's flat index in its tensor. dropout_hash (splitmix64) makes one 64-bit key per mask
+ * (or per attention row); cheap 32-bit multiply-fold hashes of that key then give 16 random bits
+ * per element, four elements per call, so a kernel pays a few integer instructions per element. */
 #ifndef UNPAD_DROPOUT_H
 #define UNPAD_DROPOUT_H
 
@@ -25,11 +26,45 @@ UNPAD_HD uint64_t dropout_hash(uint64_t seed, uint64_t stream_id, uint64_t index
     return z ^ (z >> 31);
 }
 
-/* 1 if the element is kept with drop probability p (0 <= p < 1): compares 24 random bits. */
+UNPAD_HD uint32_t dropout_mum32(uint32_t x, uint32_t c)
+{
+    const uint64_t y = (uint64_t)x * c;
+    return (uint32_t)y ^ (uint32_t)(y >> 32);
+}
+
+/* ---- element dropout (LayerNorm, embedding) -------------------------------------------------
+ * For element i of a tensor whose mask key is key = dropout_hash(seed, stream_id, 0):
+ *   bits = dropout_bits4(key, i / 4)        16 bits for each of elements 4 (i / 4) .. + 3
+ *   keep = ((bits >> 16 * (i % 4)) & 0xffff) >= dropout_threshold(p)
+ * The keep probability is 1 - floor(65536 p) / 65536 (0.900009 at p = 0.1); the kept values are
+ * scaled by 1 / (1 - p). */
+UNPAD_HD uint64_t dropout_bits4(uint64_t key, uint64_t g)
+{
+    const uint32_t x = (uint32_t)g * 0x9E3779B9u + (uint32_t)key;
+    const uint32_t y = dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(key >> 32) ^ (uint32_t)(g >> 32);
+    const uint32_t lo = dropout_mum32(y, 0xC2B2AE35u);
+    const uint32_t hi = dropout_mum32(y ^ 0x6A09E667u, 0x27D4EB2Fu);
+    return (uint64_t)hi << 32 | lo;
+}
+
+UNPAD_HD uint32_t dropout_threshold(float p) { return (uint32_t)(p * 65536.0f); }
+
+UNPAD_HD uint64_t dropout_key(uint64_t seed, uint64_t stream_id) { return dropout_hash(seed, stream_id, 0); }
+
+/* 1 if element `index` of the mask (seed, stream_id) is kept with drop probability p (0 <= p < 1). */
 UNPAD_HD int dropout_keep(uint64_t seed, uint64_t stream_id, uint64_t index, float p)
 {
-    uint32_t r = (uint32_t)(dropout_hash(seed, stream_id, index) >> 40); /* 24 bits */
-    return (float)r >= p * 16777216.0f;
+    const uint64_t bits = dropout_bits4(dropout_key(seed, stream_id), index >> 2);
+    return ((bits >> (16 * (index & 3))) & 0xffffu) >= dropout_threshold(p);
+}
+
+/* v[j] = keep(e + j) ? v[j] * scale : 0 for j < 8, with e a multiple of 4 and thr =
+ * dropout_threshold(p): two hashes for the eight. */
+UNPAD_HD void dropout_apply8(float *v, uint64_t key, uint32_t thr, float scale, uint64_t e)
+{
+    const uint64_t b[2] = {dropout_bits4(key, e >> 2), dropout_bits4(key, (e >> 2) + 1)};
+    for (int j = 0; j < 8; j++)
+        v[j] = ((b[j >> 2] >> (16 * (j & 3))) & 0xffffu) >= thr ? v[j] * scale : 0.0f;
 }
 
 /* ---- attention dropout (fmha.h) -------------------------------------------------------------
@@ -41,19 +76,13 @@ UNPAD_HD int dropout_keep(uint64_t seed, uint64_t stream_id, uint64_t index, flo
  * so a kernel holding two neighbouring keys of a row pays one cheap hash of a few integer
  * instructions (two 32 x 32 -> 64-bit multiplies, each folded high ^ low) for both. The keep
  * probability is 1 - floor(65536 p) / 65536 (0.900009 at p = 0.1). */
-UNPAD_HD uint32_t dropout_mum32(uint32_t x, uint32_t c)
-{
-    const uint64_t y = (uint64_t)x * c;
-    return (uint32_t)y ^ (uint32_t)(y >> 32);
-}
-
 UNPAD_HD uint32_t fmha_mask_pair(uint64_t rk, uint32_t pair)
 {
     const uint32_t x = (uint32_t)rk + pair * 0x9E3779B9u;
     return dropout_mum32(dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(rk >> 32), 0xC2B2AE35u);
 }
 
-UNPAD_HD uint32_t fmha_mask_threshold(float p) { return (uint32_t)(p * 65536.0f); }
+UNPAD_HD uint32_t fmha_mask_threshold(float p) { return dropout_threshold(p); }
 
 /* 1 if the attention mask keeps (query row `row` = t * NH + h, key j); thr = fmha_mask_threshold(p). */
 UNPAD_HD int fmha_mask_keep(uint64_t seed, uint64_t stream_id, uint64_t row, int j, uint32_t thr)

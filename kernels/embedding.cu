@@ -6,8 +6,8 @@
  * (group_ln_fwd, group_ln_bwd) layernorm.cu shares; persistent grids in which each group issues the
  * next batch's table gathers before it works on the current batch. Position ids restart at 0 in
  * every sequence; a row finds its sequence by binary search in cu_seqlens, so the caller passes no
- * position array. The dropout mask is dropout.h's, computed by emb_dropout8 (same bits, about a
- * third fewer integer instructions: these kernels are bound by the integer pipe, not by memory).
+ * position array. The dropout mask is dropout.h's (dropout_apply8: two cheap hashes per eight
+ * elements).
  *
  * Backward, three launches and no (T, H) intermediate:
  *   order:  the rows in position-major order (position, then sequence), with ids, types and stats;
@@ -65,40 +65,6 @@ static int emb_groups_per_block(int H)
 }
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
-
-/* dropout_keep of dropout.h for elements base .. base + 7, applied: v[j] = keep ? v[j] * scale : 0.
- * Bit-identical to dropout_keep: key = seed ^ stream_id * C1 (per launch); the index products
- * are base * C2 plus constants; the final xor-shift by 31 cannot reach bits 40..63, so only the
- * high word of the last product is formed; and (float)(h >> 40) >= p * 2^24 is the integer test
- * hi32 >= ceil(p * 2^24) << 8 (thr, from emb_dropout_thr). */
-__device__ __forceinline__ void emb_dropout8(float v[8], uint64_t key, uint32_t thr, float scale,
-                                             uint64_t base)
-{
-    const uint64_t C2 = 0xD1B54A32D192ED03ull, C0 = 0x9E3779B97F4A7C15ull;
-    const uint64_t C3 = 0xBF58476D1CE4E5B9ull;
-    const uint32_t C4LO = 0x133111EBu, C4HI = 0x94D049BBu;
-    uint64_t b = base * C2;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        uint64_t z = ((b + (uint64_t)j * C2) ^ key) + C0;
-        z = (z ^ (z >> 30)) * C3;
-        z ^= z >> 27;
-        uint32_t lo = (uint32_t)z, hi = (uint32_t)(z >> 32);
-        uint32_t h = __umulhi(lo, C4LO) + lo * C4HI + hi * C4LO;
-        v[j] = h >= thr ? v[j] * scale : 0.0f;
-    }
-}
-
-__device__ __forceinline__ uint64_t emb_dropout_key(uint64_t seed, uint64_t stream_id)
-{
-    return seed ^ (stream_id * 0x9E3779B97F4A7C15ull);
-}
-
-/* ceil(p * 2^24) << 8: p * 2^24 <= 2^24 - 1 for p < 1, so it fits 32 bits. */
-__device__ __forceinline__ uint32_t emb_dropout_thr(float p)
-{
-    return (uint32_t)ceilf(p * 16777216.0f) << 8;
-}
 
 /* Index s of the sequence holding row t: cu_seqlens[s] <= t < cu_seqlens[s + 1]. */
 __device__ __forceinline__ int seq_of_row(const int32_t *cu_seqlens, int n, int t)
@@ -184,8 +150,8 @@ __global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 2 : EMB_FWD_MIN_BLOCKS)
     __shared__ float sh[2 * R * (EMB_THREADS / 32)];
     int gt = threadIdx.x % GT, parity = 0;
     float scale = 1.0f / (1.0f - p);
-    uint64_t key = emb_dropout_key(seed, stream_id);
-    uint32_t thr = emb_dropout_thr(p);
+    const uint64_t key = dropout_key(seed, stream_id);
+    const uint32_t thr = dropout_threshold(p);
     float gam[KV][8], bet[KV][8];
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_cols_load<RW, KV>(bet, beta, H, gt);
@@ -215,7 +181,7 @@ __global__ void __launch_bounds__(EMB_THREADS, KV > 1 ? 2 : EMB_FWD_MIN_BLOCKS)
         group_ln_fwd<RW, KV, R>(v, mean, rstd, gam, bet, H, eps, gt, sh, parity);
         group_for_each<RW, KV, R>(r0, T, H, gt, [&](int r, int k, size_t i) {
             if (p > 0.0f)
-                emb_dropout8(v[r][k], key, thr, scale, i);
+                dropout_apply8(v[r][k], key, thr, scale, i);
             store8(out + i, v[r][k]);
         });
         group_stats_store<R>(mean_out, rstd_out, mean, rstd, r0, T, gt);
@@ -324,8 +290,8 @@ __global__ void __launch_bounds__(EMB_THREADS, 2)
     __shared__ float shacc[8 * EMB_THREADS];
     int gt = threadIdx.x % GT, parity = 0;
     float scale = 1.0f / (1.0f - p);
-    uint64_t key = emb_dropout_key(seed, stream_id);
-    uint32_t thr = emb_dropout_thr(p);
+    const uint64_t key = dropout_key(seed, stream_id);
+    const uint32_t thr = dropout_threshold(p);
     float gam[KV][8], acc[NA][KV][8], pacc[KV][8];
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_acc_zero<NA, KV>(acc);
@@ -387,7 +353,7 @@ __global__ void __launch_bounds__(EMB_THREADS, 2)
 #pragma unroll
                 for (int k = 0; k < KV; k++)
                     if (cu[r].x >= 0)
-                        emb_dropout8(dy[r][k], key, thr, scale, (size_t)cu[r].x * H + (gt + GT * k) * 8);
+                        dropout_apply8(dy[r][k], key, thr, scale, (size_t)cu[r].x * H + (gt + GT * k) * 8);
         group_ln_bwd<RW, KV, R>(dy, x, mu, rs, gam, acc[0], acc[1], H, sh, parity);
 #pragma unroll
         for (int r = 0; r < R; r++) {

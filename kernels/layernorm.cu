@@ -45,7 +45,9 @@ __global__ void __launch_bounds__(LN_THREADS)
     __shared__ float sh[2 * R * (LN_THREADS / 32)];
     int gt = threadIdx.x % GT, parity = 0;
     int nvec = H / 8;
-    float scale = 1.0f / (1.0f - p);
+    const float scale = 1.0f / (1.0f - p);
+    const uint64_t key = dropout_key(seed, stream_id);
+    const uint32_t thr = dropout_threshold(p);
     float gam[KV][8], bet[KV][8], bia[KV][8];
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_cols_load<RW, KV>(bet, beta, H, gt);
@@ -66,12 +68,13 @@ __global__ void __launch_bounds__(LN_THREADS)
                 unpack8(res, qr[r][k]);
                 size_t e = (size_t)(r0 + r) * H + (gt + GT * k) * 8;
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float z = v[r][k][j] + bia[k][j];
-                    if (p > 0.0f)
-                        z = dropout_keep(seed, stream_id, e + j, p) ? z * scale : 0.0f;
-                    v[r][k][j] = z + res[j];
-                }
+                for (int j = 0; j < 8; j++)
+                    v[r][k][j] += bia[k][j];
+                if (p > 0.0f)
+                    dropout_apply8(v[r][k], key, thr, scale, e);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[r][k][j] += res[j];
                 if (ln_in) {
                     round8(v[r][k]);
                     if (r0 + r < T && gt + GT * k < nvec)
@@ -101,7 +104,9 @@ __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
     __shared__ float sh[2 * 2 * R * (LN_THREADS / 32)];
     __shared__ float shacc[8 * LN_THREADS];
     int gt = threadIdx.x % GT, parity = 0;
-    float scale = 1.0f / (1.0f - p);
+    const float scale = 1.0f / (1.0f - p);
+    const uint64_t key = dropout_key(seed, stream_id);
+    const uint32_t thr = dropout_threshold(p);
     float gam[KV][8], acc[3][KV][8];
     group_cols_load<RW, KV>(gam, gamma, H, gt);
     group_acc_zero<3, KV>(acc);
@@ -132,11 +137,8 @@ __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
         group_for_each<RW, KV, R>(r0, T, H, gt, [&](int r, int k, size_t e) {
             if (dresid)
                 store8(dresid + e, dy[r][k]);
-            if (p > 0.0f) {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    dy[r][k][j] = dropout_keep(seed, stream_id, e + j, p) ? dy[r][k][j] * scale : 0.0f;
-            }
+            if (p > 0.0f)
+                dropout_apply8(dy[r][k], key, thr, scale, e);
             if (dx)
                 store8(dx + e, dy[r][k]);
 #pragma unroll

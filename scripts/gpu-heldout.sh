@@ -5,10 +5,11 @@
 #   scripts/gpu-heldout.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
 # per-operator trace of steps 5-7; then OUTDIR/heldout-workloads.csv: one row per workload with the
-# median wall step time of the untraced steady-state steps 9..STEPS and the device memory in use.
+# median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what
+# `unpad validate --workloads` compares) and the device memory in use.
 set -u
 OUT=${1:-out/gpu-heldout}
-STEPS=${STEPS:-20}
+STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
 T=bin/unpad-train

@@ -4,7 +4,7 @@
 #   calib     scripts/gpu-dp.sh policies,calib: the calibration traces (BERT-Large b16, BERT-Base
 #             b56, 8 virtual ranks x 56 in loader order and lpt) and the Wikipedia held-out ones
 #   heldout   scripts/gpu-heldout.sh: the held-out workloads of other models, batch sizes and
-#             length distributions (STEPS steps each, default 20)
+#             length distributions (STEPS steps each, default 220)
 #   torch     bench/bench_train.sh torch: the trainer beside the PyTorch peers (TORCH_VARIANTS)
 #   scripts/gpu-session.sh [STAGES] [OUTDIR]
 # Each stage's logs and traces are packed into OUTDIR/<stage>.tgz as soon as it ends, so a call cut
@@ -25,7 +25,7 @@ if has calib; then
     pack calib out/session-dp
 fi
 if has heldout; then
-    STEPS=${STEPS:-20} bash scripts/gpu-heldout.sh out/session-heldout >"$OUT/heldout.log" 2>&1
+    STEPS=${STEPS:-220} bash scripts/gpu-heldout.sh out/session-heldout >"$OUT/heldout.log" 2>&1
     echo "heldout rc=$?"; grep -c 'rc=0' "$OUT/heldout.log"
     pack heldout out/session-heldout
 fi

@@ -63,8 +63,8 @@ static int row_parse(const char *path, int lineno, char *line, workload_row *w, 
     w->batch = (int)v[0];
     w->vranks = (int)v[1];
     w->steps = (int)v[2];
-    w->meas_ms = d[0];
-    w->meas_mean_ms = d[1];
+    w->meas_median_ms = d[0];
+    w->meas_ms = d[1];
     w->meas_gib = d[2];
     balance_policy bp;
     unpad_err pe = {0};
@@ -217,11 +217,19 @@ static double median_of(double *t, int n)
     return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
-/* The spread of a `steps`-step median: the same loader under other seeds. */
-static int median_band(const workload_setup *s, workload_row *w, const model_cfg *m,
+static double mean_of(const double *t, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += t[i];
+    return n ? s / n : NAN;
+}
+
+/* The spread of a `steps`-step mean: the same loader under other seeds. */
+static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *m,
                        const unpad_dist *d, double *t, unpad_err *err)
 {
-    double med[WORKLOAD_BAND_RUNS];
+    double avg[WORKLOAD_BAND_RUNS];
     uint64_t seeds[WORKLOAD_BAND_RUNS];
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
         seeds[j] = s->seed + 7919ull * (uint64_t)(j + 1);
@@ -229,10 +237,10 @@ static int median_band(const workload_setup *s, workload_row *w, const model_cfg
     if (rc)
         return rc;
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
-        med[j] = median_of(t + (size_t)j * w->steps, w->steps);
-    qsort(med, WORKLOAD_BAND_RUNS, sizeof *med, cmp_double);
-    w->band_lo_ms = med[WORKLOAD_BAND_RUNS * 5 / 100];
-    w->band_hi_ms = med[WORKLOAD_BAND_RUNS * 95 / 100 - 1];
+        avg[j] = mean_of(t + (size_t)j * w->steps, w->steps);
+    qsort(avg, WORKLOAD_BAND_RUNS, sizeof *avg, cmp_double);
+    w->band_lo_ms = avg[WORKLOAD_BAND_RUNS * 5 / 100];
+    w->band_hi_ms = avg[WORKLOAD_BAND_RUNS * 95 / 100 - 1];
     return UNPAD_OK;
 }
 
@@ -274,17 +282,19 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
         return;
     char path[4400];
     snprintf(path, sizeof path, "%s/%s.log", s->logs, w->name);
-    double ms[256], e[256];
-    int n = w->steps < 256 ? w->steps : 256, k = 0;
-    if (!log_steps(path, WORKLOAD_FIRST_STEP, n, ms))
-        return;
-    for (int i = 0; i < n; i++)
-        if (!isnan(ms[i])) {
-            e[k++] = (pred[i] - ms[i]) / ms[i];
-            w->stalls += ms[i] > 1.15 * pred[i];
-        }
-    if (k)
-        w->step_err = median_of(e, k);
+    int n = w->steps, k = 0;
+    double *ms = malloc((size_t)n * sizeof *ms), *e = malloc((size_t)n * sizeof *e);
+    if (ms && e && log_steps(path, WORKLOAD_FIRST_STEP, n, ms)) {
+        for (int i = 0; i < n; i++)
+            if (!isnan(ms[i])) {
+                e[k++] = (pred[i] - ms[i]) / ms[i];
+                w->stalls += ms[i] > 1.15 * pred[i];
+            }
+        if (k)
+            w->step_err = median_of(e, k);
+    }
+    free(ms);
+    free(e);
 }
 
 static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
@@ -307,8 +317,8 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
         rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, err);
     if (!rc) {
         step_by_step(s, w, t);
-        w->predict_ms = median_of(t, ns);
-        rc = median_band(s, w, &m, &raw, t, err);
+        w->predict_ms = mean_of(t, ns);
+        rc = mean_band(s, w, &m, &raw, t, err);
     }
     if (!rc) {
         whatif_setup ws;
@@ -353,7 +363,7 @@ int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_e
 void workload_print(FILE *f, const workload_row *rows, int n)
 {
     fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "workload", "measured",
-            "predict", "whatif", "err %", "12-step band %", "err %", "err %", "", "mem GiB", "pred",
+            "predict", "whatif", "err %", "band %", "err %", "err %", "", "mem GiB", "pred",
             "err %");
     fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "", "ms", "same", "sampled",
             "whatif", "of whatif", "predict", "per step", "stalls", "meas", "", "");
@@ -383,14 +393,14 @@ void workload_print(FILE *f, const workload_row *rows, int n)
         within += fabs(w->whatif_err) <= 0.02;
         inband += in;
     }
-    fprintf(f, "\n  measured: median wall step of the trainer's untraced steps %d..; predict: the step "
-               "model on those very batches (median); whatif: mean over sampled steps\n",
-            WORKLOAD_FIRST_STEP);
-    fprintf(f, "  12-step band: where the median of that many steps falls (5th..95th percentile of %d "
-               "runs of the trainer's loader under other seeds, step model), relative to the whatif "
+    fprintf(f, "\n  measured: mean wall step of the trainer's untraced steps %d.. (steps column of the "
+               "table); predict: the step model on those very batches (mean); whatif: mean over sampled "
+               "steps\n", WORKLOAD_FIRST_STEP);
+    fprintf(f, "  band: where the mean of as many steps as were measured falls (5th..95th percentile of "
+               "%d runs of the trainer's loader under other seeds, step model), relative to the whatif "
                "mean; '*': the measurement inside it\n", WORKLOAD_BAND_RUNS);
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
-               "predict %.2f%%); measured inside the 12-step band: %d of %d; memory max |error| "
+               "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",
             within, n, 100 * wmax, 100 * pmax, inband, n, 100 * mmax);
     if (slogs)

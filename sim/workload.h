@@ -7,8 +7,10 @@
  * The table, one header line then one row per workload:
  *   workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace
  * model names models/<model>.cfg, dist models/dists/<dist>.csv; steps counts the steady-state steps
- * measured (9, 10, ...: untraced, after the warm-up), step_ms_median is the median of their wall
- * times; mem_gib cudaMemGetInfo's total - free at the end of the run.
+ * measured (9, 10, ...: untraced, after the warm-up), step_ms_median and step_ms_mean the median
+ * and the mean of their wall times; mem_gib cudaMemGetInfo's total - free at the end of the run.
+ * Measurement and predictions are compared as means: what the what-if reports is the expected step
+ * time, and the mean of the measured steps is its estimate (the median of skewed step times is not).
  *
  * The trainer's batches are reproduced: `unpad-train --synthetic --seed S` draws the sample at
  * stream position p from the distribution with a generator seeded S x 1000003 + p + 1, clamped to
@@ -30,11 +32,11 @@
 typedef struct {
     char name[128], model[64], policy[32], dist[64];
     int batch, vranks, steps;  /* steps: measured steps 9 .. 9 + steps - 1 */
-    double meas_ms, meas_mean_ms, meas_gib; /* measured: median and mean wall step, memory in use */
+    double meas_ms, meas_median_ms, meas_gib; /* measured: mean and median wall step, memory in use */
     /* predicted */
-    double predict_ms;   /* the step model on the trainer's own batches: median over the steps */
+    double predict_ms;   /* the step model on the trainer's own batches: mean over the steps */
     double whatif_ms;    /* the what-if's mean step time over sampled steps */
-    /* What a measurement of `steps` steps can show: the 5th and 95th percentiles of the median of
+    /* What a measurement of `steps` steps can show: the 5th and 95th percentiles of the mean of
      * that many steps, over WORKLOAD_BAND_RUNS runs of the trainer's loader with other seeds, under
      * the step model (the spread of the batches alone, no timing noise). */
     double band_lo_ms, band_hi_ms;

@@ -352,6 +352,26 @@ START_TEST(test_dropout_rate)
     for (long i = 0; i < n; i++)
         kept += dropout_keep(99, 5, (uint64_t)i, 0.0f);
     ck_assert_int_eq(kept, n);
+    /* neighbours drop independently: in one hash (1, 2, 3 apart), the next hash (4), one row of
+     * 1024 on, and the same element of another mask; p^2 = 0.01 each, 5 sigma */
+    const long lag[] = {1, 2, 3, 4, 5, 1024};
+    for (size_t k = 0; k < sizeof lag / sizeof *lag + 1; k++) {
+        long both = 0;
+        for (long i = 0; i < n; i++) {
+            int a = dropout_keep(99, 4, (uint64_t)i, p);
+            int b = k < sizeof lag / sizeof *lag ? dropout_keep(99, 4, (uint64_t)(i + lag[k]), p)
+                                                 : dropout_keep(99, 5, (uint64_t)i, p);
+            both += !a && !b;
+        }
+        ck_assert_msg(fabs((double)both / n - p * p) < 5e-4, "case %zu: both dropped %.5f", k, (double)both / n);
+    }
+    /* dropout_apply8 is dropout_keep eight times */
+    float v[8];
+    for (int j = 0; j < 8; j++)
+        v[j] = 1.0f + j;
+    dropout_apply8(v, dropout_key(7, 3), dropout_threshold(0.5f), 2.0f, 4096);
+    for (int j = 0; j < 8; j++)
+        ck_assert_float_eq(v[j], dropout_keep(7, 3, 4096 + (uint64_t)j, 0.5f) ? 2.0f * (1.0f + j) : 0.0f);
 }
 END_TEST
 
