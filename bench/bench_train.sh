@@ -35,7 +35,7 @@ SUMMARY=$OUT/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 T=bin/unpad-train
-cb="--master ${RESUME_MASTER_BOUND:-5e-6} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
+cb="--master ${RESUME_MASTER_BOUND:-2e-5} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
 # same_losses A.log B.log K: the losses of the steps after K in two logs: identical, within 2e-4
 # (float atomics change the last printed digit), or DIFFERENT
 same_losses() {

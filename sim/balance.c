@@ -96,6 +96,9 @@ void balance_weights(const seq_cost *sc, const int *len, int n, int64_t *w)
 
 /* ---- workspace ------------------------------------------------------------------------------ */
 
+/* Lengths spanning at most this many values are sorted by counting (sort_by_length). */
+#define BAL_LEN_SPAN 4096
+
 struct balance_ws {
     int max_n, max_gpus;
     /* shared by the policies that sort */
@@ -108,6 +111,7 @@ struct balance_ws {
     int memo_n[2];            /* 0: empty */
     int memo_next;            /* slot to replace */
     int64_t *wtmp;            /* (max_n) token weights when none are given */
+    int *lcount;              /* (BAL_LEN_SPAN + 1) counts of the length-bucket sort */
     /* each policy's own arrays, laid out in this block by its layout function (the largest
      * policy sets the size): one block serves every policy in turn */
     unsigned char *scratch;
@@ -151,9 +155,10 @@ int balance_ws_alloc(int max_n, int max_gpus, balance_ws **out, unpad_err *err)
         ws->memo_order[m] = malloc(n * sizeof *ws->memo_order[m]);
     }
     ws->wtmp = malloc(n * sizeof *ws->wtmp);
+    ws->lcount = malloc((BAL_LEN_SPAN + 1) * sizeof *ws->lcount);
     ws->scratch = malloc(scratch);
     if (!ws->key || !ws->key_tmp || !ws->order || !ws->memo_w[0] || !ws->memo_w[1] ||
-        !ws->memo_order[0] || !ws->memo_order[1] || !ws->wtmp || !ws->scratch) {
+        !ws->memo_order[0] || !ws->memo_order[1] || !ws->wtmp || !ws->lcount || !ws->scratch) {
         balance_ws_free(ws);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0,
                           "out of memory for a balance workspace of %d sequences on %d GPUs", max_n,
@@ -175,6 +180,7 @@ void balance_ws_free(balance_ws *ws)
         free(ws->memo_order[m]);
     }
     free(ws->wtmp);
+    free(ws->lcount);
     free(ws->scratch);
     free(ws);
 }
@@ -271,18 +277,47 @@ static int cmp_desc_then_index(const void *a, const void *b, void *ctx)
     return (i > j) - (i < j);
 }
 
-/* ws->order = indices sorted heaviest first, ties by lower index. LSD radix sort on
- * (max - w, index) keys, 8 bits a pass, skipping passes where every key shares the byte. */
 static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n);
 
-static void sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
+/* ws->order by length, longest first, ties by lower index (one counting pass), kept only when it is
+ * also the order of the weights: w equal within a length and strictly lower for every shorter
+ * length, as a per-sequence cost of the length gives. 1 when kept; 0 (order undefined) otherwise. */
+static int sort_by_length(balance_ws *ws, const int64_t *w, const int *len, int n)
+{
+    int lo = len[0], hi = len[0];
+    for (int i = 1; i < n; i++) {
+        lo = len[i] < lo ? len[i] : lo;
+        hi = len[i] > hi ? len[i] : hi;
+    }
+    if ((long)hi - lo >= BAL_LEN_SPAN)
+        return 0;
+    int span = hi - lo + 1, *c = ws->lcount;
+    memset(c, 0, (size_t)(span + 1) * sizeof *c);
+    for (int i = 0; i < n; i++)
+        c[hi - len[i] + 1]++;
+    for (int d = 0; d < span; d++)
+        c[d + 1] += c[d];
+    for (int i = 0; i < n; i++)
+        ws->order[c[hi - len[i]]++] = i;
+    for (int i = 1; i < n; i++) {
+        int a = ws->order[i - 1], b = ws->order[i];
+        if (len[a] == len[b] ? w[a] != w[b] : w[a] <= w[b])
+            return 0;
+    }
+    return 1;
+}
+
+/* ws->order = indices sorted heaviest first, ties by lower index; len (or NULL) the lengths the
+ * weights were made from, for the counting sort. */
+static void sort_heaviest_first(balance_ws *ws, const int64_t *w, const int *len, int n)
 {
     for (int m = 0; m < 2; m++)
         if (ws->memo_n[m] == n && !memcmp(ws->memo_w[m], w, (size_t)n * sizeof *w)) {
             memcpy(ws->order, ws->memo_order[m], (size_t)n * sizeof *ws->order);
             return;
         }
-    radix_sort_heaviest_first(ws, w, n);
+    if (!len || n < 2 || !sort_by_length(ws, w, len, n))
+        radix_sort_heaviest_first(ws, w, n);
     int m = ws->memo_next;
     ws->memo_next = !m;
     memcpy(ws->memo_w[m], w, (size_t)n * sizeof *w);
@@ -290,6 +325,8 @@ static void sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
     ws->memo_n[m] = n;
 }
 
+/* The general case: an LSD radix sort on (max - w, index) keys, 8 bits a pass, skipping passes
+ * where every key shares the byte. */
 static void radix_sort_heaviest_first(balance_ws *ws, const int64_t *w, int n)
 {
     int64_t wmax = 0;
@@ -378,7 +415,7 @@ static int assign_sort_deal(balance_ws *ws, const balance_input *in, balance_res
                             unpad_err *err)
 {
     const int64_t *w = weights_of(ws, in);
-    sort_heaviest_first(ws, w, in->n);
+    sort_heaviest_first(ws, w, in->len, in->n);
     for (int i = 0; i < in->n; i++)
         out->gpu[ws->order[i]] = i % in->gpus;
     finish(in, w, out);
@@ -439,7 +476,7 @@ static int assign_lpt(balance_ws *ws, const balance_input *in, balance_result *o
     lpt_layout(ws->scratch, ws->max_n, ws->max_gpus, &s);
     const int64_t *w = weights_of(ws, in);
     int n = in->n, k = in->gpus, size = k;
-    sort_heaviest_first(ws, w, n);
+    sort_heaviest_first(ws, w, in->len, n);
     set_caps(s.cap, n, k, in->count);
     for (int g = 0; g < k; g++) {
         s.gload[g] = 0;
@@ -694,7 +731,7 @@ static int assign_kk(balance_ws *ws, const balance_input *in, balance_result *ou
     s->arena_top = 0;
     for (int i = 0; i < n; i++)
         s->next[i] = -1;
-    sort_heaviest_first(ws, w, n);
+    sort_heaviest_first(ws, w, in->len, n);
     if (in->count == BAL_FREE) {
         /* Every sequence starts as its own partial partition: one subset holding it. They wait in
          * a sorted queue (ids = sequence indices, as if they were in the heap); only merged
@@ -901,7 +938,7 @@ static int assign_ffd_tokens(balance_ws *ws, const balance_input *in, balance_re
         if (tok[i] > longest)
             longest = tok[i];
     }
-    sort_heaviest_first(ws, tok, n);
+    sort_heaviest_first(ws, tok, in->len, n);
     set_caps(s->cap, n, k, in->count);
     int equal = in->count == BAL_EQUAL;
     /* The budget: from the lower bound, grow by steps that double until FFD fits, then bisect

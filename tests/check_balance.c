@@ -343,6 +343,41 @@ START_TEST(test_deterministic)
 }
 END_TEST
 
+/* The weight sort takes a counting sort by length when the weights are a strictly increasing
+ * function of it, else a radix sort: both must give the same order, so the same assignment. Here
+ * the lengths handed in are either the weights' own (counting sort) or unrelated (radix sort). */
+START_TEST(test_sort_paths)
+{
+    enum { N = 448, K = 8 };
+    fixture f;
+    fx_init(&f, N, K);
+    int len[N], other[N], ga[N];
+    int64_t w[N];
+    lcg_state = 77;
+    for (int i = 0; i < N; i++) {
+        len[i] = 1 + (int)(lcg() % 512);
+        other[i] = 1 + (int)(lcg() % 512);
+    }
+    balance_weights(&COST, len, N, w);
+    unpad_err e = {0};
+    static const balance_policy pols[] = {BAL_SORT_DEAL, BAL_LPT, BAL_KK};
+    for (size_t p = 0; p < sizeof pols / sizeof *pols; p++)
+        for (int c = 0; c < BAL_COUNT_COUNT; c++) {
+            balance_input a = {len, w, N, K, pols[p], c}, b = {other, w, N, K, pols[p], c};
+            ck_assert_int_eq(balance_assign(f.ws, &a, &f.r, &e), UNPAD_OK);
+            memcpy(ga, f.r.gpu, sizeof ga);
+            /* a fresh workspace: the sort memo must not hand over the first order */
+            fixture g;
+            fx_init(&g, N, K);
+            ck_assert_int_eq(balance_assign(g.ws, &b, &g.r, &e), UNPAD_OK);
+            ck_assert_msg(!memcmp(ga, g.r.gpu, sizeof ga), "%s/%s: the two sorts disagree",
+                          balance_policy_name(pols[p]), balance_count_name(c));
+            fx_free(&g);
+        }
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(test_weights)
 {
     int len[] = {0, 1, 256, 512};
@@ -472,6 +507,7 @@ Suite *balance_suite(void)
     tcase_add_test(tc, test_against_optimum);
     tcase_add_test(tc, test_never_worse_than_none);
     tcase_add_test(tc, test_deterministic);
+    tcase_add_test(tc, test_sort_paths);
     tcase_add_test(tc, test_weights);
     tcase_add_test(tc, test_metrics);
     tcase_add_test(tc, test_bad_input);
