@@ -336,6 +336,37 @@ static void plan_alt(gemm_ctx *g, gemm_plan *p)
     }
 }
 
+/* 1 when the exact shape s has an odd M or K the bucket's round size does not: the shapes p->alt
+ * was chosen for. */
+static int odd_shape(const gemm_shape *s) { return (s->M > 64 && s->M % 2) || (s->K > 64 && s->K % 2); }
+
+static int refused(cublasStatus_t st) { return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE; }
+
+/* Runs plan p, already set to the exact shape s: an odd shape on p->alt first, a round one on
+ * p->algo, then the other if cuBLASLt refuses it. The order depends on the shape alone, so a run
+ * and its resumed continuation pick the same algorithm; and a step does not ask cuBLASLt for an
+ * algorithm it will refuse: a refused cublasLtMatmul costs milliseconds of host time the first
+ * time per plan (measured on the H200: the 3-5 ms stalls of steps whose token count was odd). */
+static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const void *A, const void *B,
+                                void *D, float alpha, float beta, cudaStream_t stream)
+{
+    int odd = odd_shape(s);
+    if (odd)
+        plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
+    int have_alt = p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt);
+    const cublasLtMatmulAlgo_t *first = odd && have_alt ? &p->alt : &p->algo;
+    cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+                                       first, g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    if (refused(st) && !have_alt && !odd) {
+        plan_alt(g, p);
+        have_alt = p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt);
+    }
+    if (refused(st) && have_alt)
+        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+                            first == &p->alt ? &p->algo : &p->alt, g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    return st;
+}
+
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
               float beta, void *bias, void *aux, cudaStream_t stream)
 {
@@ -357,15 +388,8 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     if (!p)
         shape_fail(&sb, why);
     plan_set_shape(p, s);
-    cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D,
-                                       p->ld, &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
-        plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
-        if (p->alt_state == 1)
-            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->alt,
-                                g->workspace, GEMM_WORKSPACE_BYTES, stream);
-    }
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    cublasStatus_t st = plan_exec(g, p, s, A, B, D, alpha, beta, stream);
+    if (refused(st)) {
         /* neither algorithm takes this exact shape: a plan of its own, not cached */
         gemm_plan q = {0};
         if (plan_make(g, &q, s, align, bias, aux, why, sizeof why))
@@ -404,18 +428,15 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
     set_pointers(p, t->bias, t->aux);
     float alpha = 1.0f, beta = 0.0f;
     int ran = 0;
-    for (int k = 0; k < 2; k++) {
-        if (k == 1) { /* the odd-shape algorithm, on the odd neighbour */
-            if (p->alt_state != 1 || !memcmp(&p->alt, &p->algo, sizeof p->alt))
-                break;
-            if (*dim > 64 && *dim % 2 == 0)
-                (*dim)--;
-        }
+    for (int k = 0; k < 2; k++) { /* the round neighbour, then the odd one: both paths of plan_exec */
+        if (*dim > 64 && *dim % 2 != k)
+            (*dim)--;
+        if (*dim < 1)
+            break;
         plan_set_shape(p, &s);
-        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, t->B, p->la, t->A, p->lb, &beta, t->D, p->ld,
-                                           t->D, p->ld, k ? &p->alt : &p->algo, g->workspace,
-                                           GEMM_WORKSPACE_BYTES, stream);
-        ran += st == CUBLAS_STATUS_SUCCESS;
+        ran += plan_exec(g, p, &s, t->A, t->B, t->D, alpha, beta, stream) == CUBLAS_STATUS_SUCCESS;
+        if (*dim <= 64)
+            break;
     }
     return ran > 0;
 }
