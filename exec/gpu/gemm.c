@@ -25,6 +25,9 @@ typedef struct {
      * -1 none */
     int alt_state;
     cublasLtMatmulAlgo_t alt;
+    /* per alignment class of the exact shape (align_class): 0 not run yet, 1 `algo` takes it, 2
+     * `algo` refuses it (run `alt`), so a refusal is asked of cuBLASLt once per class, not every step */
+    uint8_t takes[64];
 } gemm_plan;
 
 struct gemm_ctx {
@@ -64,6 +67,7 @@ static void plan_release(gemm_plan *p)
     cublasLtMatmulDescDestroy(p->desc);
     p->used = 0;
     p->alt_state = 0;
+    memset(p->takes, 0, sizeof p->takes);
     p->A = p->B = p->D = NULL;
 }
 
@@ -336,34 +340,39 @@ static void plan_alt(gemm_ctx *g, gemm_plan *p)
     }
 }
 
-/* 1 when the exact shape s has an odd M or K the bucket's round size does not: the shapes p->alt
- * was chosen for. */
-static int odd_shape(const gemm_shape *s) { return (s->M > 64 && s->M % 2) || (s->K > 64 && s->K % 2); }
-
 static int refused(cublasStatus_t st) { return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE; }
 
-/* Runs plan p, already set to the exact shape s: an odd shape on p->alt first, a round one on
- * p->algo, then the other if cuBLASLt refuses it. The order depends on the shape alone, so a run
- * and its resumed continuation pick the same algorithm; and a step does not ask cuBLASLt for an
- * algorithm it will refuse: a refused cublasLtMatmul costs milliseconds of host time the first
- * time per plan (measured on the H200: the 3-5 ms stalls of steps whose token count was odd). */
+/* Whether an algorithm takes a shape depends on how its leading dimensions are aligned: the class
+ * of M, N and K each as a multiple of 8, of 4, of 2, or odd (0..63). */
+static int align_of(int x) { return x % 8 == 0 ? 0 : x % 4 == 0 ? 1 : x % 2 == 0 ? 2 : 3; }
+static int align_class(const gemm_shape *s) { return align_of(s->M) * 16 + align_of(s->N) * 4 + align_of(s->K); }
+
+/* Runs plan p, already set to the exact shape s: on `algo`, the bucket's own algorithm, and on
+ * `alt` where cuBLASLt refuses `algo` for this alignment class. The algorithm depends on the shape
+ * alone, so a run and its resumed continuation compute alike. `algo` stays first: the heuristic's
+ * choice for an odd shape is a slow kernel (measured on the H200: 6-10x for BERT's products at an
+ * odd token count), so `alt` serves only the shapes `algo` refuses. A refused cublasLtMatmul costs
+ * milliseconds of host time, so each class is asked once per plan (gemm_ctx_warm asks the odd
+ * one ahead). */
 static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const void *A, const void *B,
                                 void *D, float alpha, float beta, cudaStream_t stream)
 {
-    int odd = odd_shape(s);
-    if (odd)
-        plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
-    int have_alt = p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt);
-    const cublasLtMatmulAlgo_t *first = odd && have_alt ? &p->alt : &p->algo;
-    cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
-                                       first, g->workspace, GEMM_WORKSPACE_BYTES, stream);
-    if (refused(st) && !have_alt && !odd) {
-        plan_alt(g, p);
-        have_alt = p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt);
+    int c = align_class(s);
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (p->takes[c] != 2) {
+        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
+                            g->workspace, GEMM_WORKSPACE_BYTES, stream);
+        if (st == CUBLAS_STATUS_SUCCESS)
+            p->takes[c] = 1;
+        else if (refused(st))
+            p->takes[c] = 2;
     }
-    if (refused(st) && have_alt)
-        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
-                            first == &p->alt ? &p->algo : &p->alt, g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    if (p->takes[c] == 2) {
+        plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
+        if (p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt))
+            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->alt,
+                                g->workspace, GEMM_WORKSPACE_BYTES, stream);
+    }
     return st;
 }
 
