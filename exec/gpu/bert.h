@@ -158,6 +158,9 @@ typedef struct {
 } bert_stats;
 void bert_stats_reset(bert *b, cudaStream_t s);
 void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s);
+/* The device address of the four sums (MLM loss, MLM correct, NSP loss, NSP correct; fp32), which
+ * a data-parallel step adds up over its ranks before bert_stats_read. */
+float *bert_stats_sums(bert *b);
 /* A test hook (unpad-train --debug-nonfinite-step): makes the step's loss sum and its gradient NaN,
  * as a diverged step would; enqueued after the backward, before bert_lamb_step. */
 void bert_force_nonfinite(bert *b, cudaStream_t s);

@@ -66,6 +66,9 @@ int comm_spawn(int nproc, int *is_parent, unpad_err *err)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* a supervisor started with SIGCHLD ignored would have its ranks reaped unseen: waitpid could
+     * neither name a failed rank nor wait for the others */
+    signal(SIGCHLD, SIG_DFL);
     for (int r = 0; r < nproc; r++) {
         pid[r] = fork();
         if (pid[r] < 0) {
@@ -86,7 +89,8 @@ int comm_spawn(int nproc, int *is_parent, unpad_err *err)
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             free(pid);
-            return 0; /* the rank goes on in main() */
+            *is_parent = 0; /* set for the supervisor before the fork */
+            return 0;       /* the rank goes on in main() */
         }
     }
     /* Supervisor: the first rank to fail stops the others. */

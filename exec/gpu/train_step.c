@@ -345,6 +345,10 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
         cudaCheck(cudaMemcpyAsync(t->stop_dev, t->stop_host, sizeof(float), cudaMemcpyHostToDevice, t->s));
         comm_allreduce_sum_f32(&t->comm, t->stop_dev, 1, t->s);
         cudaCheck(cudaMemcpyAsync(t->stop_host, t->stop_dev, sizeof(float), cudaMemcpyDeviceToHost, t->s));
+        /* the losses and counts of the global batch: each rank summed its own micro-batches, and
+         * step_counts divides by the global predictions and sequences */
+        if (t->comm.size > 1)
+            comm_allreduce_sum_f32(&t->comm, bert_stats_sums(t->b), 4, t->s);
     }
     bert_stats bs;
     bert_stats_read(t->b, &bs, t->s); /* synchronises */
