@@ -4,8 +4,8 @@
 #             rank, NCCL) against `--virtual-ranks N` on one GPU: the losses of 20 steps and the
 #             step-20 checkpoints (tests/gpu/compare_ckpt.py)
 #   mpirun    the same run launched by `mpirun -np N` (when mpirun is there)
-#   scale     BERT-Large, 56 sequences per GPU, Wikipedia lengths, kk: samples/s on 1 and N GPUs and
-#             the per-rank load max/mean the trainer measures
+#   scale     BERT-Large, 56 sequences per GPU, Wikipedia lengths, kk: steady-state samples/s on 1
+#             and on N GPUs (the trainer's summary line)
 #   scripts/gpu-multi.sh [STAGES] [OUTDIR]       N = the number of GPUs (nvidia-smi -L), at least 2
 set -u
 STAGES=${1:-equal,mpirun,scale}
@@ -43,7 +43,6 @@ if has scale; then
     for n in 1 "$N"; do
         timeout 180 $T $large --nproc "$n" >"$OUT/scale-$n.log" 2>&1
         say "scale    $n GPU(s) rc=$? $(grep '^summary' "$OUT/scale-$n.log" | head -1 | cut -c1-170)"
-        grep -h '^balance:\|^all-reduce:' "$OUT/scale-$n.log" | head -2 | cut -c1-170 | tee -a "$SUM"
     done
 fi
 echo "---- summary"
