@@ -12,28 +12,10 @@ OUT=${1:-out/gpu-heldout}
 STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-T=bin/unpad-train
 W=$OUT/heldout-workloads.csv
 echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$W"
-run() { # model batch vranks policy dist
-    local m=$1 b=$2 k=$3 p=$4 d=$5
-    local name=heldout-w-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
-    local extra=""
-    [ "$k" -gt 1 ] && extra="--virtual-ranks $k --policy $p"
-    timeout 180 $T --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
-        --steps "$STEPS" --seed 21 --log-every 1 --trace "$OUT/$name.csv" --trace-steps 5:7 \
-        >"$OUT/logs/$name.log" 2>&1
-    local rc=$?
-    # wall ms/step of steps 9..STEPS (untraced, after warm-up)
-    local stats
-    stats=$(awk '/^step/ { s = $2 + 0; for (i = 1; i <= NF; i++) if ($i == "ms/step") ms = $(i - 1);
-                 if (s >= 9) print ms }' "$OUT/logs/$name.log" | sort -g |
-            awk '{ v[NR] = $1; t += $1 } END { if (NR) printf "%d,%.3f,%.3f", NR, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), t / NR; else printf "0,,"}')
-    local mem
-    mem=$(grep -o 'device memory in use [0-9.]*' "$OUT/logs/$name.log" | awk '{print $5}')
-    echo "$name,$m,$b,$k,${p:-none},$d,$stats,${mem:-},$name.csv" >>"$W"
-    echo "$name rc=$rc $stats mem=${mem:-?}"
-}
+. "$(dirname "$0")/workload-lib.sh"
+run() { workload_run "$W" "$OUT" heldout-w 5:7 "$@"; } # model batch vranks policy dist
 for m in bert-base bert-large; do
     for d in short uniform bimodal; do
         for b in 24 48 96; do

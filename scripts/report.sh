@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # report.sh — the calibration report in one command:
-#   1. calibrate on traces/calib-*.csv   -> models/calib/h200-sxm.cfg (coefficients +- s.e., residuals)
+#   1. calibrate on traces/calib-*.csv   -> models/calib/h200-sxm.cfg (coefficients +- s.e., residuals),
+#      the step overhead on the untraced steps of traces/calib-workloads.csv
 #   2. validate on traces/heldout-*.csv  -> per-operator / per-rank / per-step error tables, CSV, plot
 #   3. cross-hardware: the H200 calibration carried to the A100 spec, 8 x A100 BERT-Large
 #      (batch 56 per GPU, unpadded, Wikipedia lengths) beside the MLPerf Training v2.0 runs
@@ -26,11 +27,16 @@ a100=models/hw/a100-sxm4-40g.cfg
 shopt -s nullglob
 if [ "$synthetic" = 1 ]; then
     calib=(tests/data/synthetic-calib-*.csv)
+    workloads=()
     held=(tests/data/synthetic-heldout-*.csv)
     cfg=$out/h200-sxm.synthetic.cfg
     label="SYNTHETIC traces from tests/data (known coefficients): a demonstration, not a measurement"
 else
-    calib=(traces/calib-*.csv)
+    calib=()
+    for f in traces/calib-*.csv; do # calib-workloads.csv is the untraced runs' table, not a trace
+        [ "$f" = traces/calib-workloads.csv ] || calib+=("$f")
+    done
+    workloads=(--workloads traces/calib-workloads.csv)
     held=()
     for f in traces/heldout-*.csv; do # heldout-workloads.csv is the workload table, not a trace
         [ "$f" = traces/heldout-workloads.csv ] || held+=("$f")
@@ -58,7 +64,8 @@ say "calibration: ${calib[*]}"
 say "held out:    ${held[*]}"
 say
 say "== 1. calibrate ============================================================================"
-$U calibrate --traces "${calib[@]}" --hw "$hw" --out "$cfg" --residuals "$out/residuals.csv" | tee -a "$report"
+$U calibrate --traces "${calib[@]}" "${workloads[@]}" --hw "$hw" --out "$cfg" --residuals "$out/residuals.csv" |
+    tee -a "$report"
 say
 say "== 2. validate on the held-out traces ======================================================="
 plot_ok=1

@@ -947,3 +947,40 @@ out:
     free_ctx(&fc);
     return rc;
 }
+
+int fit_overhead_untraced(fit_result *out, const double *gap_us, const double *step_us, size_t n,
+                          unpad_err *err)
+{
+    if (n < 2)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "the step overhead needs at least 2 untraced steps with a wall time, got %zu", n);
+    double b, se, *w = malloc(n * sizeof *w), *e = malloc(n * sizeof *e), *scratch = malloc(n * sizeof *scratch);
+    char *keep = malloc(n);
+    int rc = UNPAD_OK;
+    if (!w || !e || !scratch || !keep) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    if (fit_one(NULL, gap_us, n, &b, &se, w)) {
+        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "step-overhead fit on the untraced steps failed");
+        goto out;
+    }
+    if (b < 0) {
+        note(out, "%s", "step overhead: the untraced steps ran faster than their operators' sum, set to 0; ");
+        b = 0;
+    }
+    out->coef.step_overhead_us = b;
+    out->param[FIT_STEP_OVERHEAD_US] = (fit_param){.value = b, .se = se, .fitted = 1, .rows = (long)n};
+    for (size_t i = 0; i < n; i++) {
+        e[i] = (b - gap_us[i]) / step_us[i];
+        keep[i] = w[i] >= ROBUST_OUTLIER_WEIGHT;
+    }
+    summarize(&out->resid[FIT_GROUP_STEP], e, keep, n, scratch);
+    note(out, "%s", "step overhead: from the untraced steps' wall times (--workloads), not the traced gaps; ");
+out:
+    free(w);
+    free(e);
+    free(scratch);
+    free(keep);
+    return rc;
+}

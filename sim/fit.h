@@ -135,6 +135,15 @@ const char *fit_group_name(int g);           /* op class names, then "step overh
 int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int n_models,
                   const hw_spec *hw, const calib_coef *init, fit_result *out, unpad_err *err);
 
+/* The step overhead from untraced steps instead of the traced gaps: gap_us[i] is a step's measured
+ * wall time minus what the step model without overhead gives for its batch, step_us[i] its wall
+ * time (both microseconds); the overhead is their robust location (bisquare), floored at 0, and
+ * replaces out's step overhead, its row count and its residual group (% of the step). Tracing
+ * leaves gaps between the operators that untraced steps do not have, so this is the overhead of
+ * the steps a user runs. */
+int fit_overhead_untraced(fit_result *out, const double *gap_us, const double *step_us, size_t n,
+                          unpad_err *err);
+
 /* Per-row residuals (set index, row keys, measured, predicted, % error) as CSV, written atomically. */
 int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,
                         int n_models, const hw_spec *hw, const calib_coef *c, unpad_err *err);

@@ -192,8 +192,8 @@ static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, part
         ksum += r->tokens[g];
     }
     double fixed = sw->sm.lamb_us + sw->sm.overhead_us, ex = 0, step;
-    if (s->serial_ranks) { /* the overhead is per pass (fitted per step and rank's span) */
-        step = tsum + fixed + (k - 1) * sw->sm.overhead_us;
+    if (s->serial_ranks) { /* one optimizer step and one step overhead after all the passes */
+        step = tsum + fixed;
     } else {
         if (row->policy != BAL_NONE) {
             net_cost nc;

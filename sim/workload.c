@@ -176,7 +176,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
             dist_sample(ds, &len[k], 1);
             len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
         }
-        double t = sm.lamb_us + K * sm.overhead_us; /* the overhead per pass: per virtual rank */
+        double t = sm.lamb_us + sm.overhead_us; /* once per step, however many passes */
         if (K == 1) {
             step_batch b;
             if ((rc = step_batch_of(&sm, len, n, &b, err)))
@@ -346,6 +346,41 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     free(t);
     dist_free(&raw);
     dist_free(&d);
+    return rc;
+}
+
+int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
+                       size_t *n, unpad_err *err)
+{
+    char path[4400];
+    model_cfg m;
+    unpad_dist raw = {0};
+    snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
+    int rc = model_load(path, &m, err);
+    snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);
+    if (!rc)
+        rc = dist_load(path, &raw, err);
+    double *t = malloc((size_t)w->steps * sizeof *t), *ms = malloc((size_t)w->steps * sizeof *ms);
+    if (!rc && (!t || !ms))
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    if (!rc)
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, err);
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/%s.log", s->logs ? s->logs : ".", w->name);
+        if (!log_steps(path, WORKLOAD_FIRST_STEP, w->steps, ms))
+            rc = unpad_fail(err, UNPAD_EIO, path, 0,
+                            "no `step N/M | ... | X ms/step` lines of steps %d.. in the trainer log of "
+                            "workload %s (missing or empty)", WORKLOAD_FIRST_STEP, w->name);
+    }
+    for (int i = 0; !rc && i < w->steps; i++)
+        if (!isnan(ms[i])) {
+            gap_us[*n] = (ms[i] - t[i]) * 1e3;
+            step_us[*n] = ms[i] * 1e3;
+            (*n)++;
+        }
+    free(t);
+    free(ms);
+    dist_free(&raw);
     return rc;
 }
 

@@ -28,6 +28,7 @@
 
 #define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
 #define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
+#define WORKLOAD_SEED 21 /* the trainer's --seed in scripts/gpu-heldout.sh and gpu-calib.sh */
 
 typedef struct {
     char name[128], model[64], policy[32], dist[64];
@@ -66,6 +67,13 @@ typedef struct {
 
 /* Fills every row's predictions. */
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
+
+/* Calibration: for each measured step of row w that its trainer log (s->logs/<name>.log) has, the
+ * wall time minus the step model's time for that step's batch under s->calib, and the wall time,
+ * both in microseconds, appended at gap_us[*n], step_us[*n] (room for w->steps more); a row
+ * without its log is an error naming the file. */
+int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
+                       size_t *n, unpad_err *err);
 
 void workload_print(FILE *f, const workload_row *rows, int n);
 

@@ -397,6 +397,33 @@ START_TEST(test_plan_validate)
 }
 END_TEST
 
+/* calibrate --workloads: only beside --traces; a table whose trainer logs are missing is refused
+ * naming the log, and nothing is written. */
+START_TEST(test_calibrate_workloads)
+{
+    char trace[512], args[2048];
+    tu_path(trace, sizeof trace, "tests/data/synthetic-calib-bert-base.csv");
+    ck_assert_int_eq(run("calibrate --workloads %D/none.csv 2>/dev/null"), 2);
+    char path[256];
+    snprintf(path, sizeof path, "%s/cw.csv", OUTDIR);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace\n"
+               "cw-a,bert-base,16,1,none,wiki512,20,9.0,9.1,5.0,cw-a.csv\n");
+    fclose(f);
+    snprintf(args, sizeof args, "calibrate --traces '%s' --workloads %%D/cw.csv --out %%D/cw.cfg 2>%%D/err.txt",
+             trace);
+    ck_assert_int_eq(run(args), 1);
+    char *text;
+    unpad_err e = {0};
+    snprintf(path, sizeof path, "%s/err.txt", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_msg(strstr(text, "logs/cw-a.log") && strstr(text, "workload cw-a"), "%s", text);
+    free(text);
+    ck_assert(!exists("cw.cfg"));
+}
+END_TEST
+
 START_TEST(test_doc_checker_catches_drift)
 {
     /* The checker itself: an undocumented key, a missing key and a wrong type all fail. */
@@ -449,6 +476,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_predict);
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_plan_validate);
+    tcase_add_test(tc, test_calibrate_workloads);
     tcase_add_test(tc, test_doc_checker_catches_drift);
     suite_add_tcase(s, tc);
     return s;

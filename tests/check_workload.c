@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dist.h"
+#include "fit.h"
 #include "memory.h"
 #include "step.h"
 #include "testutil.h"
@@ -54,43 +55,68 @@ START_TEST(test_parse)
 }
 END_TEST
 
-START_TEST(test_predict)
+/* A table of one row (its text after the header), loaded. */
+static workload_row *one_row(const char *row)
 {
-    char path[512], home[512];
+    char path[512], text[512];
     unpad_err e = {0};
     workload_row *w = NULL;
     int n = 0;
-    tu_write_tmp(path, sizeof path, ".csv", HEAD "a,bert-base,8,1,none,short,3,5,5,4,a.csv\n");
+    snprintf(text, sizeof text, HEAD "%s\n", row);
+    tu_write_tmp(path, sizeof path, ".csv", text);
     ck_assert_int_eq(workload_load(path, &w, &n, &e), UNPAD_OK);
+    ck_assert_int_eq(n, 1);
     unlink(path);
+    return w;
+}
+
+/* The inputs of the reproduced runs: the H200, BERT-Base, the short-heavy lengths, the defaults. */
+static void load_inputs(hw_spec *hw, model_cfg *m, unpad_dist *d, calib_coef *c)
+{
+    char home[512];
+    unpad_err e = {0};
+    ck_assert_int_eq(hw_load(tu_path(home, sizeof home, "models/hw/h200-sxm.cfg"), hw, &e), 0);
+    ck_assert_int_eq(model_load(tu_path(home, sizeof home, "models/bert-base.cfg"), m, &e), 0);
+    ck_assert_int_eq(dist_load(tu_path(home, sizeof home, "models/dists/short.csv"), d, &e), 0);
+    calib_default(hw, c);
+}
+
+/* The step model's time (us, with the optimizer, without the step overhead) of the trainer's step
+ * st at batch 8: seeds 21 x 1000003 + position + 1, one draw each, clamped to [8, longest]. */
+static double trainer_step_us(const step_model *sm, dist_sampler *ds, int maxl, int st)
+{
+    int len[8];
+    unpad_err e = {0};
+    for (int k = 0; k < 8; k++) {
+        uint64_t p = (uint64_t)(st - 1) * 8 + (uint64_t)k;
+        dist_sampler_seed(ds, 21 * 1000003ull + p + 1);
+        dist_sample(ds, &len[k], 1);
+        len[k] = len[k] < 8 ? 8 : len[k] > maxl ? maxl : len[k];
+    }
+    step_batch b;
+    ck_assert_int_eq(step_batch_of(sm, len, 8, &b, &e), 0);
+    return step_batch_us(sm, &b) + sm->lamb_us;
+}
+
+START_TEST(test_predict)
+{
+    unpad_err e = {0};
+    int n = 1;
+    workload_row *w = one_row("a,bert-base,8,1,none,short,3,5,5,4,a.csv");
     hw_spec hw;
     calib_coef c;
     model_cfg m;
     unpad_dist d;
-    ck_assert_int_eq(hw_load(tu_path(home, sizeof home, "models/hw/h200-sxm.cfg"), &hw, &e), 0);
-    ck_assert_int_eq(model_load(tu_path(home, sizeof home, "models/bert-base.cfg"), &m, &e), 0);
-    ck_assert_int_eq(dist_load(tu_path(home, sizeof home, "models/dists/short.csv"), &d, &e), 0);
-    calib_default(&hw, &c);
-    /* the trainer's steps 9, 10, 11 (21 x 1000003 + position + 1 seeds one draw each, clamped
-     * to [8, longest]), timed directly: their mean */
+    load_inputs(&hw, &m, &d, &c);
+    /* the trainer's steps 9, 10, 11, timed directly: their mean */
     step_model sm;
     ck_assert_int_eq(step_model_init(&sm, &m, &hw, &c, 1, &e), 0);
     dist_sampler *ds;
     ck_assert_int_eq(dist_sampler_alloc(&d, 1, &ds, &e), 0);
     double t[3];
     int maxl = d.max_len < m.max_len ? d.max_len : m.max_len;
-    for (int st = 9; st <= 11; st++) {
-        int len[8];
-        for (int k = 0; k < 8; k++) {
-            uint64_t p = (uint64_t)(st - 1) * 8 + (uint64_t)k;
-            dist_sampler_seed(ds, 21 * 1000003ull + p + 1);
-            dist_sample(ds, &len[k], 1);
-            len[k] = len[k] < 8 ? 8 : len[k] > maxl ? maxl : len[k];
-        }
-        step_batch b;
-        ck_assert_int_eq(step_batch_of(&sm, len, 8, &b, &e), 0);
-        t[st - 9] = (step_batch_us(&sm, &b) + sm.lamb_us + sm.overhead_us) / 1e3;
-    }
+    for (int st = 9; st <= 11; st++)
+        t[st - 9] = (trainer_step_us(&sm, ds, maxl, st) + sm.overhead_us) / 1e3;
     /* the trainer's log of those steps: 10% slower, 2% faster and a stall (1.5x) than predicted */
     char logs[512], logp[600];
     snprintf(logs, sizeof logs, "/tmp/unpad-test-logs-%d", (int)getpid());
@@ -133,12 +159,99 @@ START_TEST(test_predict)
 }
 END_TEST
 
+/* Calibration from untraced steps: each logged step's wall time minus the step model's time for
+ * its batch (no overhead), then their robust location as the step overhead. */
+START_TEST(test_step_gaps)
+{
+    unpad_err e = {0};
+    workload_row *w = one_row("g,bert-base,8,1,none,short,4,5,5,4,g.csv");
+    hw_spec hw;
+    calib_coef c;
+    model_cfg m;
+    unpad_dist d;
+    load_inputs(&hw, &m, &d, &c);
+    c.step_overhead_us = 0;
+    step_model sm;
+    ck_assert_int_eq(step_model_init(&sm, &m, &hw, &c, 1, &e), 0);
+    dist_sampler *ds;
+    ck_assert_int_eq(dist_sampler_alloc(&d, 1, &ds, &e), 0);
+    int maxl = d.max_len < m.max_len ? d.max_len : m.max_len;
+    /* steps 9..12: 0.4, 0.5, 0.6 ms above the model and a 30 ms stall; step 11 missing */
+    const double extra_ms[4] = {0.4, 0.5, 0.6, 30};
+    double t[4];
+    for (int st = 9; st <= 12; st++)
+        t[st - 9] = trainer_step_us(&sm, ds, maxl, st) / 1e3 + extra_ms[st - 9];
+    char logs[512], logp[600];
+    snprintf(logs, sizeof logs, "/tmp/unpad-test-gaps-%d", (int)getpid());
+    ck_assert_int_eq(mkdir(logs, 0700), 0);
+    const char *h = getenv("UNPAD_HOME");
+    workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c, .seed = 21};
+    double gap[8], step[8];
+    size_t k = 0;
+    /* no log: an error naming it, nothing appended */
+    ck_assert_int_eq(workload_step_gaps(&s, &w[0], gap, step, &k, &e), UNPAD_EIO);
+    ck_assert_msg(strstr(e.msg, "g.log") && strstr(e.msg, "workload g"), "%s", e.msg);
+    ck_assert_int_eq((int)k, 0);
+    snprintf(logp, sizeof logp, "%s/g.log", logs);
+    FILE *lf = fopen(logp, "w");
+    ck_assert_ptr_nonnull(lf);
+    for (int st = 9; st <= 12; st++)
+        if (st != 11)
+            fprintf(lf, "step %6d/12 | loss 11.1 | 100.0 samples/s | %.6f ms/step | ETA 0s\n", st, t[st - 9]);
+    fclose(lf);
+    ck_assert_msg(workload_step_gaps(&s, &w[0], gap, step, &k, &e) == UNPAD_OK, "%s", e.msg);
+    unlink(logp);
+    rmdir(logs);
+    ck_assert_int_eq((int)k, 3);
+    ck_assert_double_eq_tol(gap[0], 400, 1e-3);
+    ck_assert_double_eq_tol(gap[1], 500, 1e-3);
+    ck_assert_double_eq_tol(gap[2], 30000, 1e-3);
+    ck_assert_double_eq_tol(step[2], t[3] * 1e3, 1e-3);
+    dist_sampler_free(ds);
+    dist_free(&d);
+    step_model_free(&sm);
+    free(w);
+}
+END_TEST
+
+START_TEST(test_overhead_untraced)
+{
+    /* a robust location: the 40 ms stall does not move it */
+    const double gap[] = {480, 520, 500, 490, 510, 505, 495, 40000};
+    double step[8];
+    for (int i = 0; i < 8; i++)
+        step[i] = 10000 + gap[i];
+    fit_result *r = calloc(1, sizeof *r);
+    unpad_err e = {0};
+    ck_assert_ptr_nonnull(r);
+    r->coef.step_overhead_us = 993;
+    ck_assert_msg(fit_overhead_untraced(r, gap, step, 8, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(r->coef.step_overhead_us, 500, 5);
+    ck_assert_int_eq(r->param[FIT_STEP_OVERHEAD_US].fitted, 1);
+    ck_assert_int_eq((int)r->param[FIT_STEP_OVERHEAD_US].rows, 8);
+    ck_assert_int_eq((int)r->resid[FIT_GROUP_STEP].rejected, 1);
+    ck_assert_ptr_nonnull(strstr(r->notes, "untraced"));
+    /* steps faster than their operators: floored at 0, and said */
+    const double neg[] = {-300, -310, -290};
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(fit_overhead_untraced(r, neg, step, 3, &e), UNPAD_OK);
+    ck_assert_double_eq(r->coef.step_overhead_us, 0);
+    ck_assert_ptr_nonnull(strstr(r->notes, "set to 0"));
+    /* one step is not a fit */
+    ck_assert_int_eq(fit_overhead_untraced(r, gap, step, 1, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "at least 2"));
+    free(r);
+}
+END_TEST
+
 Suite *workload_suite(void)
 {
     Suite *s = suite_create("workload");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_step_gaps);
+    tcase_add_test(tc, test_overhead_untraced);
     suite_add_tcase(s, tc);
     return s;
 }

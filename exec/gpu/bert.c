@@ -476,8 +476,10 @@ int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran,
     return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), s, made, ran, err);
 }
 
-void bert_gemm_counts(const bert *b, int *plans, int *fallbacks)
+void bert_gemm_counts(const bert *b, int *plans, int *fallbacks, int *late, int *evicted)
 {
+    *late = gemm_ctx_late(b->gemm);
+    *evicted = gemm_ctx_evicted(b->gemm);
     *plans = gemm_ctx_plans(b->gemm);
     *fallbacks = gemm_ctx_fallbacks(b->gemm);
 }

@@ -129,9 +129,10 @@ void bert_set_dropout(bert *b, int on);
  * gradients hold scratch afterwards. */
 int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran, unpad_err *err);
 
-/* GEMM plans cached, and products that needed an uncached plan of their exact shape (a stall of a
- * heuristic query each). */
-void bert_gemm_counts(const bert *b, int *plans, int *fallbacks);
+/* GEMM plans cached, products that needed an uncached plan of their exact shape (a stall of a
+ * heuristic query each), shapes the warm-up missed (gemm_ctx_late) and plans evicted from the
+ * table (gemm_ctx_evicted). */
+void bert_gemm_counts(const bert *b, int *plans, int *fallbacks, int *late, int *evicted);
 
 /* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);

@@ -36,6 +36,11 @@ struct gemm_ctx {
     int fp32_exact;
     int nplans;
     int fallbacks;    /* calls whose bucket plan did not take the exact shape */
+    int warming;      /* inside gemm_ctx_warm */
+    int warmed;       /* gemm_ctx_warm has run */
+    int late;         /* plans made, or refusals met, by a step after the warm-up (each a stall) */
+    int log;          /* UNPAD_GEMM_LOG set: each of those on stderr */
+    int evicted;      /* plans replaced because their neighbourhood of the table was full */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
 };
 
@@ -48,6 +53,8 @@ gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
         return NULL;
     }
     g->fp32_exact = fp32_exact;
+    const char *lg = getenv("UNPAD_GEMM_LOG");
+    g->log = lg && *lg && strcmp(lg, "0");
     if (dev_alloc(&g->workspace, GEMM_WORKSPACE_BYTES, "the cuBLASLt workspace", err)) {
         free(g->plans);
         free(g);
@@ -140,6 +147,15 @@ static uint64_t plan_hash(const gemm_shape *s, const uint8_t align[5])
                      s->bias_type, align[0], align[1], align[2], align[3], align[4]};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         h = (h ^ (uint64_t)(uint32_t)v[i]) * 1099511628211ull;
+    /* The table index is the low bits, and the low bits of those products depend only on the low
+     * bits of the values: bucketed sizes of 4096 and up (multiples of 512 and more) would all share
+     * one neighbourhood and evict each other every step. A finalizer (splitmix64's) mixes the high
+     * bits down. */
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
     return h;
 }
 
@@ -295,6 +311,20 @@ static void plan_set_shape(gemm_plan *p, const gemm_shape *s)
 
 /* The cached plan of bucket shape sb, made when new (NULL with the reason in why when no algorithm
  * runs it). */
+/* A step after the warm-up met a shape the warm-up did not prepare: counted, and named on stderr
+ * under UNPAD_GEMM_LOG. */
+static void late_event(gemm_ctx *g, const char *what, const gemm_shape *s, const uint8_t align[5])
+{
+    if (!g->warmed || g->warming)
+        return;
+    g->late++;
+    if (g->log)
+        fprintf(stderr, "gemm: %s after the warm-up: M %d N %d K %d trans %d%d epi %d types %d/%d, "
+                        "operand alignment 2^(%d %d %d %d %d)\n", what, s->M, s->N, s->K, s->trans_a,
+                s->trans_b, (int)s->epi, (int)s->ab_type, (int)s->d_type, align[0], align[1], align[2],
+                align[3], align[4]);
+}
+
 static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t align[5], void *bias, void *aux,
                               char *why, size_t nwhy)
 {
@@ -311,9 +341,12 @@ static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t a
         p = &g->plans[h % GEMM_CACHE_SIZE];
         plan_release(p);
         g->nplans--;
+        g->evicted++;
     }
-    if (!p->used)
+    if (!p->used) {
+        late_event(g, "plan made", sb, align);
         return plan_make(g, p, sb, align, bias, aux, why, nwhy) ? NULL : p;
+    }
     set_pointers(p, bias, aux);
     return p;
 }
@@ -352,8 +385,8 @@ static int align_class(const gemm_shape *s) { return align_of(s->M) * 16 + align
  * alone, so a run and its resumed continuation compute alike. `algo` stays first: the heuristic's
  * choice for an odd shape is a slow kernel (measured on the H200: 6-10x for BERT's products at an
  * odd token count), so `alt` serves only the shapes `algo` refuses. A refused cublasLtMatmul costs
- * milliseconds of host time, so each class is asked once per plan (gemm_ctx_warm asks the odd
- * one ahead). */
+ * milliseconds of host time, so each class is asked once per plan (gemm_ctx_warm asks every
+ * class ahead). */
 static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const void *A, const void *B,
                                 void *D, float alpha, float beta, cudaStream_t stream)
 {
@@ -364,8 +397,10 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
                             g->workspace, GEMM_WORKSPACE_BYTES, stream);
         if (st == CUBLAS_STATUS_SUCCESS)
             p->takes[c] = 1;
-        else if (refused(st))
+        else if (refused(st)) {
             p->takes[c] = 2;
+            late_event(g, "refusal", s, p->align);
+        }
     }
     if (p->takes[c] == 2) {
         plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
@@ -420,6 +455,8 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
 }
 
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
+int gemm_ctx_late(const gemm_ctx *g) { return g->late; }
+int gemm_ctx_evicted(const gemm_ctx *g) { return g->evicted; }
 
 static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &s->N : &s->K; }
 
@@ -436,16 +473,19 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
     *dim = x < *dim ? x : *dim;
     set_pointers(p, t->bias, t->aux);
     float alpha = 1.0f, beta = 0.0f;
-    int ran = 0;
-    for (int k = 0; k < 2; k++) { /* the round neighbour, then the odd one: both paths of plan_exec */
-        if (*dim > 64 && *dim % 2 != k)
-            (*dim)--;
-        if (*dim < 1)
-            break;
+    int ran = 0, top = *dim;
+    /* every alignment class of this dimension (a multiple of 8, of 4, of 2, odd), each at the
+     * largest size of that class not above the cut: a step can meet any of them, and a class met
+     * first inside a step costs that step a refused call (plan_exec) */
+    for (int c = 0; c < 4; c++) {
+        int y = top;
+        while (y > 64 && align_of(y) != c)
+            y--;
+        if (y < 1 || (y > 64 && align_of(y) != c) || (y <= 64 && c > 0))
+            continue;
+        *dim = y;
         plan_set_shape(p, &s);
         ran += plan_exec(g, p, &s, t->A, t->B, t->D, alpha, beta, stream) == CUBLAS_STATUS_SUCCESS;
-        if (*dim <= 64)
-            break;
     }
     return ran > 0;
 }
@@ -465,13 +505,23 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
         if (g->plans[i].used)
             tpl[n++] = g->plans[i];
     int before = g->nplans, blo = bucket(lo), bhi = bucket(hi);
-    for (int i = 0; i < n; i++)
+    g->warming = 1;
+    for (int i = 0; i < n; i++) {
+        /* A dimension equal to one of the model's (fixed) is taken for the model's, unless all
+         * three are: then the count that varies (tokens, predictions) happened to fall into the
+         * bucket of a model dimension in the template's step, and every dimension is varied. */
+        int looks_fixed[3], nlooks = 0;
         for (int d = 0; d < 3; d++) {
             gemm_shape v = tpl[i].s;
-            int *dim = shape_dim(&v, d), keep = *dim < blo || *dim > bhi;
+            looks_fixed[d] = 0;
             for (int f = 0; f < nfixed; f++)
-                keep |= *dim == bucket(fixed[f]);
-            if (keep)
+                looks_fixed[d] |= *shape_dim(&v, d) == bucket(fixed[f]);
+            nlooks += looks_fixed[d];
+        }
+        for (int d = 0; d < 3; d++) {
+            gemm_shape v = tpl[i].s;
+            int *dim = shape_dim(&v, d);
+            if (*dim < blo || *dim > bhi || (looks_fixed[d] && nlooks < 3))
                 continue;
             for (int x = blo; x <= bhi && g->nplans < GEMM_CACHE_SIZE / 2; x = bucket(x + 1)) {
                 char why[160];
@@ -486,7 +536,10 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
                     *ran += plan_run_once(g, p, &tpl[i], d, x, stream);
             }
         }
+    }
     free(tpl);
+    g->warming = 0;
+    g->warmed = 1;
     *made = g->nplans - before;
     cudaCheck(cudaStreamSynchronize(stream));
     return UNPAD_OK;

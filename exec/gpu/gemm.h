@@ -105,8 +105,10 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
  * cuBLASLt heuristic query each, about 0.1 ms on the H200 (600 plans in 0.06-0.09 s), which a step
  * meeting a new shape bucket would otherwise spend per product while the GPU waits. Every plan
  * cached so far is a template: each of its dimensions whose bucket lies in [bucket(lo),
- * bucket(hi)] and is none of the `fixed` sizes (the model's feature sizes) takes every bucket
- * value of that range, one dimension at a time, with the template's alignment and pointers, so the
+ * bucket(hi)] and is none of the `fixed` sizes (the model's feature sizes; when all three look
+ * fixed, the step's count fell into a model size's bucket and all three are varied) takes every
+ * bucket value of that range, and each alignment class of it (a multiple of 8, of 4, of 2, odd),
+ * one dimension at a time, with the template's alignment and pointers, so the
  * plans are the ones gemm_run would make (the same choice for a bucket whatever came first). Stops
  * at half the cache; the plans made in *made.
  * Each new plan is also launched once on `stream`, on its template's last operands with the varied
@@ -120,6 +122,12 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);
 int gemm_ctx_fallbacks(const gemm_ctx *g);
+/* Plans made and refusals met by products after the first gemm_ctx_warm: each cost its step a
+ * heuristic query or a kernel load (a stall). UNPAD_GEMM_LOG=1 names each on stderr. */
+int gemm_ctx_late(const gemm_ctx *g);
+/* Plans replaced because the 16 slots after their hash were taken (each is made again when next
+ * needed: 0 in a healthy table). */
+int gemm_ctx_evicted(const gemm_ctx *g);
 
 #ifdef __cplusplus
 }

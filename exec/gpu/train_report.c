@@ -201,9 +201,11 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
                t->online_refused ? "; last refusal: " : "", t->online_refused ? t->online_why : "");
     if (t->skipped)
         printf("non-finite steps skipped: %d\n", t->skipped);
-    int plans, fallbacks;
-    bert_gemm_counts(t->b, &plans, &fallbacks);
-    printf("gemm: %d cuBLASLt plans cached, %d products with an uncached exact-shape plan\n", plans, fallbacks);
+    int plans, fallbacks, late, evicted;
+    bert_gemm_counts(t->b, &plans, &fallbacks, &late, &evicted);
+    printf("gemm: %d cuBLASLt plans cached (%d evicted), %d products with an uncached exact-shape plan, %d "
+           "shapes the warm-up missed (plans made or refusals met by later steps; UNPAD_GEMM_LOG=1 names "
+           "them)\n", plans, evicted, fallbacks, late);
 }
 
 int trainer_report_summary(trainer *t, const char *outcome, const char *reason, unpad_err *err)

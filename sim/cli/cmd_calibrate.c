@@ -12,6 +12,7 @@
 #include "outfile.h"
 #include "resolve.h"
 #include "synth.h"
+#include "workload.h"
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
@@ -33,6 +34,10 @@ static void usage(FILE *f)
             "  --init F       starting coefficients (default: the uncalibrated defaults)\n"
             "  --out F        write the fitted coefficients (models/calib/<hw>.cfg), atomically\n"
             "  --residuals F  write every row's measured and predicted time and %% error as CSV\n"
+            "  --workloads F  fit the step overhead on the untraced steps of these runs instead of\n"
+            "                 the gaps between traced operators: a workload table (traces/\n"
+            "                 calib-workloads.csv, scripts/gpu-calib.sh: --seed 21) with the\n"
+            "                 trainer's logs in logs/ beside it\n"
             "  --transfer C   carry calibration C (fitted on --from-hw, default models/hw/<its hw>.cfg)\n"
             "                 to the hardware of --hw: efficiencies kept, sizes and overheads scaled by\n"
             "                 the specs; an estimate for cross-hardware prediction, not a measurement\n"
@@ -126,7 +131,7 @@ typedef struct {
     resolve_req rq;
     const char *trace_v[MAX_TRACES], *model_v[MAX_MODELS];
     cli_strs traces, models;
-    const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth;
+    const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth, *workloads;
     synth_opts so;
     int seed;
 } calibrate_opts;
@@ -146,6 +151,7 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         CLI_OPT_STR("init", &o->init),
         CLI_OPT_STR("out", &o->out),
         CLI_OPT_STR("residuals", &o->resid),
+        CLI_OPT_STR("workloads", &o->workloads),
         CLI_OPT_STR("transfer", &o->transfer),
         CLI_OPT_STR("from-hw", &o->from_hw),
         CLI_OPT_STR("synthesize", &o->synth),
@@ -170,6 +176,11 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         usage(stderr);
         return 2;
     }
+    if (o->workloads && !o->traces.n) {
+        fprintf(stderr, "unpad calibrate: --workloads goes with --traces (it fits the step overhead on top of "
+                        "their fit)\n");
+        return 2;
+    }
     if (o->synth && o->models.n > 1) {
         fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
         return 2;
@@ -188,6 +199,51 @@ static void fit_comment(const calibrate_opts *o, long rows, const fit_result *re
         if (res->param[p].fitted)
             at += snprintf(comment + at, n - (size_t)at, " %s %.3g;", fit_param_name((fit_param_id)p),
                            res->param[p].se);
+}
+
+/* --workloads: the step overhead from the untraced steps of the runs a workload table names
+ * (workload.h; the trainer's logs in logs/ beside it), under the coefficients just fitted. */
+static int fit_untraced(const char *path, const hw_spec *hw, fit_result *res)
+{
+    unpad_err err = {0};
+    workload_row *rows = NULL;
+    int n = 0, rc = 1;
+    double *gap = NULL, *step = NULL;
+    char home[4096], logs[4200];
+    if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
+        cli_error("calibrate", &err);
+        goto out;
+    }
+    const char *slash = strrchr(path, '/');
+    snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    size_t cap = 0, k = 0;
+    for (int i = 0; i < n; i++)
+        cap += (size_t)rows[i].steps;
+    gap = malloc((cap ? cap : 1) * sizeof *gap);
+    step = malloc((cap ? cap : 1) * sizeof *step);
+    if (!gap || !step) {
+        fprintf(stderr, "unpad calibrate: out of memory\n");
+        goto out;
+    }
+    calib_coef c = res->coef;
+    c.step_overhead_us = 0;
+    workload_setup s = {.home = home, .logs = logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
+    for (int i = 0; i < n; i++)
+        if (workload_step_gaps(&s, &rows[i], gap, step, &k, &err)) {
+            cli_error("calibrate", &err);
+            goto out;
+        }
+    if (fit_overhead_untraced(res, gap, step, k, &err)) {
+        cli_error("calibrate", &err);
+        goto out;
+    }
+    printf("step overhead from %zu untraced steps of %d workloads (%s)\n\n", k, n, path);
+    rc = 0;
+out:
+    free(rows);
+    free(gap);
+    free(step);
+    return rc;
 }
 
 /* --traces: the fit, its table, the residuals and the coefficients' file. */
@@ -212,6 +268,8 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
     printf("unpad calibrate: %ld rows from %d trace%s on %s\n\n", rows, n, n > 1 ? "s" : "", in->hw.name);
     if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
         return cli_error("calibrate", &err);
+    if (o->workloads && fit_untraced(o->workloads, &in->hw, res))
+        return 1;
     fit_print(stdout, res, &init);
     if (o->resid) {
         if (fit_write_residuals(o->resid, sets, n, models, nmodels, &in->hw, &res->coef, &err))

@@ -221,7 +221,7 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
     memset(o, 0, sizeof *o);
     o->traces = (cli_strs){.v = o->trace_v, .max = MAX_TRACES, .what = "traces"};
     o->models = (cli_strs){.v = o->model_v, .max = MAX_MODELS, .what = "--model"};
-    o->wseed = 21;
+    o->wseed = WORKLOAD_SEED;
     o->wsteps = 2000;
     const cli_opt opts[] = {
         CLI_OPT_STRS("traces", &o->traces),

@@ -225,6 +225,36 @@ int main(void)
     /* token counts of one bucket share a plan chosen for the bucket's largest shape */
     for (int M = 15000; M <= 16400; M += 350)
         run_case(g, M, 64, 64, 0, 1, X, X, GEMM_EPI_BIAS, 0);
+    /* The plan table keeps every plan: BERT-Large's weight-gradient products at the token buckets
+     * from 8192 up (multiples of 512 and 1024, whose hashes once shared their low bits and evicted
+     * each other every step), twice; the second pass must find every plan and make none. */
+    {
+        const int T = 28672, H = 1024, F = 4096;
+        void *dY, *Xa;
+        float *dW;
+        cudaCheck(cudaMalloc(&dY, (size_t)T * F * 2));
+        cudaCheck(cudaMalloc(&Xa, (size_t)T * F * 2));
+        cudaCheck(cudaMalloc(&dW, (size_t)H * F * 4));
+        int before = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1)
+                before = gemm_ctx_plans(g);
+            for (int t = 8192; t <= T; t += 512) {
+                gemm_linear_bwd_weight(g, X, t, H, F, dY, Xa, dW, 0.0f, 0); /* (F, H) += dY^T X */
+                gemm_linear_bwd_weight(g, X, t, F, H, Xa, dY, dW, 0.0f, 0);
+                gemm_linear_fwd(g, X, t, H, H, Xa, dY, NULL, dY, NULL, 0, 0);
+            }
+        }
+        cudaCheck(cudaDeviceSynchronize());
+        int ok = gemm_ctx_evicted(g) == 0 && gemm_ctx_plans(g) == before;
+        cases++;
+        failures += !ok;
+        printf("%-4s plan table: %d plans, %d evicted, second pass made %d\n", ok ? "ok" : "FAIL",
+               gemm_ctx_plans(g), gemm_ctx_evicted(g), gemm_ctx_plans(g) - before);
+        cudaCheck(cudaFree(dY));
+        cudaCheck(cudaFree(Xa));
+        cudaCheck(cudaFree(dW));
+    }
     printf("test_gemm: %d/%d cases passed, %d plans cached, %d exact-shape fallbacks\n", cases - failures,
            cases, gemm_ctx_plans(g), gemm_ctx_fallbacks(g));
     gemm_ctx_free(g);

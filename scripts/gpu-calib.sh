@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# gpu-calib.sh — the calibration set, measured with unpad-train on a machine with an NVIDIA GPU:
+# BERT-Base and BERT-Large at 16, 64 and 128 sequences per GPU on the Wikipedia lengths at 512
+# (models/dists/wiki512.csv) and truncated at 128 (wiki128.csv, BERT's phase 1). None of these
+# batch sizes or distributions is a held-out workload (scripts/gpu-heldout.sh: 24, 48, 96; short,
+# uniform, bimodal).
+#   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
+# For each workload: a per-operator trace of steps 5-8 (OUTDIR/calib-w-*.csv, what `unpad calibrate`
+# fits the operators on) and the trainer's log of every step; then OUTDIR/calib-workloads.csv, the
+# untraced steady-state steps 9..STEPS as one row per workload (the format of
+# traces/heldout-workloads.csv), what `unpad calibrate --workloads` fits the step overhead on.
+set -u
+OUT=${1:-out/gpu-calib}
+STEPS=${STEPS:-100}
+mkdir -p "$OUT/logs"
+export UNPAD_HOME=$PWD
+W=$OUT/calib-workloads.csv
+echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$W"
+. "$(dirname "$0")/workload-lib.sh"
+run() { workload_run "$W" "$OUT" calib-w 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
+for m in bert-base bert-large; do
+    for d in wiki512 wiki128; do
+        for b in 16 64 128; do
+            run $m $b $d
+        done
+    done
+done
+echo
+(column -s, -t "$W" 2>/dev/null || cat "$W") | cut -c1-150

@@ -1,0 +1,24 @@
+# workload-lib.sh — sourced by scripts/gpu-heldout.sh and scripts/gpu-calib.sh: one measured
+# workload, a row of a workload table (sim/workload.h).
+#   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
+# runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
+# OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
+# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end.
+workload_run() {
+    local table=$1 out=$2 prefix=$3 tsteps=$4 m=$5 b=$6 k=$7 p=$8 d=$9
+    local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
+    local extra=""
+    [ "$k" -gt 1 ] && extra="--virtual-ranks $k --policy $p"
+    timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
+        --steps "$STEPS" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
+        >"$out/logs/$name.log" 2>&1
+    local rc=$?
+    local stats
+    stats=$(awk '/^step/ { s = $2 + 0; for (i = 1; i <= NF; i++) if ($i == "ms/step") ms = $(i - 1);
+                 if (s >= 9) print ms }' "$out/logs/$name.log" | sort -g |
+            awk '{ v[NR] = $1; t += $1 } END { if (NR) printf "%d,%.3f,%.3f", NR, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), t / NR; else printf "0,,"}')
+    local mem
+    mem=$(grep -o 'device memory in use [0-9.]*' "$out/logs/$name.log" | awk '{print $5}')
+    echo "$name,$m,$b,$k,${p:-none},$d,$stats,${mem:-},$name.csv" >>"$table"
+    echo "$name rc=$rc $stats mem=${mem:-?}"
+}
