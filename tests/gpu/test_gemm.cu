@@ -230,10 +230,12 @@ int main(void)
      * each other every step), twice; the second pass must find every plan and make none. */
     {
         const int T = 28672, H = 1024, F = 4096;
-        void *dY, *Xa;
+        const size_t xb = X == GEMM_F32 ? 4 : 2;
+        void *dY, *Xa, *Y;
         float *dW;
-        cudaCheck(cudaMalloc(&dY, (size_t)T * F * 2));
-        cudaCheck(cudaMalloc(&Xa, (size_t)T * F * 2));
+        cudaCheck(cudaMalloc(&dY, (size_t)T * F * xb));
+        cudaCheck(cudaMalloc(&Xa, (size_t)T * F * xb));
+        cudaCheck(cudaMalloc(&Y, (size_t)T * H * xb));
         cudaCheck(cudaMalloc(&dW, (size_t)H * F * 4));
         int before = 0;
         for (int pass = 0; pass < 2; pass++) {
@@ -242,7 +244,7 @@ int main(void)
             for (int t = 8192; t <= T; t += 512) {
                 gemm_linear_bwd_weight(g, X, t, H, F, dY, Xa, dW, 0.0f, 0); /* (F, H) += dY^T X */
                 gemm_linear_bwd_weight(g, X, t, F, H, Xa, dY, dW, 0.0f, 0);
-                gemm_linear_fwd(g, X, t, H, H, Xa, dY, NULL, dY, NULL, 0, 0);
+                gemm_linear_fwd(g, X, t, H, H, Xa, dY, NULL, Y, NULL, 0, 0);
             }
         }
         cudaCheck(cudaDeviceSynchronize());
@@ -253,6 +255,7 @@ int main(void)
                gemm_ctx_plans(g), gemm_ctx_evicted(g), gemm_ctx_plans(g) - before);
         cudaCheck(cudaFree(dY));
         cudaCheck(cudaFree(Xa));
+        cudaCheck(cudaFree(Y));
         cudaCheck(cudaFree(dW));
     }
     printf("test_gemm: %d/%d cases passed, %d plans cached, %d exact-shape fallbacks\n", cases - failures,
