@@ -25,7 +25,8 @@
  *     bisquare reweighting (launch_us and bw_eff from the joint fit);
  *   all-reduce / exchange: dur - latency = bytes/link_bw * (1/comm_eff), robust, using per step
  *     the fastest rank's row (slower ranks' rows include waiting for the slowest);
- *   step overhead: robust location of (step span - busy time) per step and rank. */
+ *   step overhead: robust location of (step span - busy time) per traced step and rank, or, with
+ *     fit_overhead_untraced, of (wall time - the step model without overhead) per untraced step. */
 #ifndef UNPAD_FIT_H
 #define UNPAD_FIT_H
 
