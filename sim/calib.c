@@ -24,6 +24,10 @@ const cfg_field calib_schema[] = {
     CF("optim_bw_eff", CFG_DOUBLE, optim_bw_eff, 0.01, 1, CFG_OPTIONAL, "optimizer fraction of bandwidth"),
     CF("comm_eff", CFG_DOUBLE, comm_eff, 0.01, 1, CFG_OPTIONAL, "collectives fraction of link bandwidth"),
     CF("step_overhead_us", CFG_DOUBLE, step_overhead_us, 0, 1e6, CFG_OPTIONAL, "per-step overhead, us"),
+    CF("gemm_narrow", CFG_DOUBLE, gemm_narrow, -1, 10, CFG_OPTIONAL,
+       "GEMM inverse efficiency added per unit of (1024 / hidden - 1)"),
+    CF("bw_narrow", CFG_DOUBLE, bw_narrow, -1, 10, CFG_OPTIONAL,
+       "memory-bound inverse efficiency added per unit of (1024 / hidden - 1)"),
 #define OPE(name, id) CF("eff_" name, CFG_DOUBLE, op_eff[id], 0, 1, CFG_OPTIONAL, \
                          "per-operator efficiency (GEMM: of bf16 peak; else: of bandwidth), 0: class value")
     OPE("embed_fwd", OP_EMBED_FWD), OPE("qkv_fwd", OP_QKV_FWD), OPE("attn_out_fwd", OP_ATTN_OUT_FWD),

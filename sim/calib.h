@@ -22,6 +22,10 @@ typedef struct {
     double optim_bw_eff;    /* optimizer: fraction of memory bandwidth */
     double comm_eff;        /* collectives: fraction of the link bus bandwidth */
     double step_overhead_us;/* per step: host work, synchronisation */
+    /* Narrow models: inverse efficiency added per unit of (CALIB_WIDTH_REF / hidden - 1), for GEMMs
+     * and for memory-bound operators (0: none); and the small-M term scaled by
+     * CALIB_WIDTH_REF / hidden (fewer output tiles per row in a narrower model). */
+    double gemm_narrow, bw_narrow;
     /* Per operator (index op_id), 0 where not fitted: the class value applies. A GEMM operator's
      * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
@@ -30,6 +34,8 @@ typedef struct {
                              * (an estimate: nothing was measured on this hardware) */
     int fitted;             /* 1 when read from a calibration file or fitted from traces */
 } calib_coef;
+
+#define CALIB_WIDTH_REF 1024.0 /* the hidden size the per-operator efficiencies are quoted at */
 
 /* One FMHA direction's coefficients (dir 0: forward, 1: backward). */
 typedef struct {

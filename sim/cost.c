@@ -7,24 +7,29 @@
 
 #include <gsl/gsl_multifit.h>
 
-double cost_gemm_eff(const calib_coef *c, op_id op, double rows)
+static double width_ratio(double width) { return width > 0 ? CALIB_WIDTH_REF / width : 1; }
+
+double cost_gemm_eff(const calib_coef *c, op_id op, double rows, double width)
 {
     /* 1/eff = 1/eff_op + m_half / (gemm_eff M): the large-M efficiency is the operator's (its N, K
      * and epilogue), the small-M penalty (tiles that do not fill the GPU) is shared. With no
      * per-operator value this is gemm_eff M / (M + m_half). */
     double e = (int)op >= 0 && (int)op < OP_COUNT && c->op_eff[op] > 0 ? c->op_eff[op] : c->gemm_eff;
-    if (rows <= 0)
-        return e;
-    return 1 / (1 / e + c->gemm_m_half / (c->gemm_eff * rows));
+    double wr = width_ratio(width), inv = 1 / e + c->gemm_narrow * (wr - 1);
+    if (rows > 0)
+        inv += wr * c->gemm_m_half / (c->gemm_eff * rows);
+    return 1 / inv;
 }
 
-double cost_bw_eff(const calib_coef *c, op_id op)
+double cost_bw_eff(const calib_coef *c, op_id op, double width)
 {
     if (op_class_of(op) == OPC_OPTIM)
         return c->optim_bw_eff;
-    if (op_class_of(op) != OPC_ATTN && op_class_of(op) != OPC_GEMM && c->op_eff[op] > 0)
-        return c->op_eff[op];
-    return c->bw_eff;
+    double e = op_class_of(op) != OPC_ATTN && op_class_of(op) != OPC_GEMM && c->op_eff[op] > 0 ? c->op_eff[op]
+                                                                                             : c->bw_eff;
+    if (op_class_of(op) == OPC_ATTN || op_class_of(op) == OPC_GEMM)
+        return e;
+    return 1 / (1 / e + c->bw_narrow * (width_ratio(width) - 1));
 }
 
 double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, int gpus)
@@ -44,11 +49,11 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
     double peak = hw->peak_bf16_tflops * 1e6; /* FLOPs per microsecond */
     double fp32 = hw->peak_fp32_tflops * 1e6;
     double bw = hw->mem_bw_gbs * 1e3;          /* bytes per microsecond */
-    double eff_bw = cost_bw_eff(c, oc->op);
+    double eff_bw = cost_bw_eff(c, oc->op, oc->width);
     double t_flop = 0;
     if (oc->tensor_flops > 0) {
         double eff = op_class_of(oc->op) == OPC_ATTN ? calib_fmha(c, oc->op == OP_FMHA_BWD).eff
-                                                     : cost_gemm_eff(c, oc->op, oc->rows);
+                                                     : cost_gemm_eff(c, oc->op, oc->rows, oc->width);
         t_flop = oc->tensor_flops / (peak * eff);
     }
     /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */

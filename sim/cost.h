@@ -26,8 +26,8 @@ int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c
 /* Efficiencies of calib.h for one operator: a GEMM's fraction of bf16 peak at `rows` rows M
  * (1/eff = 1/eff_op + gemm_m_half / (gemm_eff M), eff_op = op_eff[op] or gemm_eff), and a
  * memory-bound operator's fraction of bandwidth (op_eff[op], else bw_eff; optim_bw_eff for LAMB). */
-double cost_gemm_eff(const calib_coef *c, op_id op, double rows);
-double cost_bw_eff(const calib_coef *c, op_id op);
+double cost_gemm_eff(const calib_coef *c, op_id op, double rows, double width);
+double cost_bw_eff(const calib_coef *c, op_id op, double width);
 
 /* Predicted time of one operator instance. */
 double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);

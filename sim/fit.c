@@ -14,7 +14,7 @@
 
 static const char *PARAM_NAMES[FIT_NPARAM] = {
     "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
-    "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us"};
+    "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
 
@@ -58,6 +58,8 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_OPTIM_BW_EFF: return &c->optim_bw_eff;
     case FIT_COMM_EFF: return &c->comm_eff;
     case FIT_STEP_OVERHEAD_US: return &c->step_overhead_us;
+    case FIT_GEMM_NARROW: return &c->gemm_narrow;
+    case FIT_BW_NARROW: return &c->bw_narrow;
     default: return NULL;
     }
 }
@@ -87,17 +89,20 @@ static int cmp_rowkey(const void *a, const void *b)
 /* Memory-bound under coefficients c (the roofline's max picks the byte term). */
 static int mem_bound(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
 {
-    double t_mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * cost_bw_eff(c, oc->op));
+    double t_mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * cost_bw_eff(c, oc->op, oc->width));
     double t_flop = (oc->flops - oc->tensor_flops) / (hw->peak_fp32_tflops * 1e6);
     if (oc->tensor_flops > 0)
-        t_flop += oc->tensor_flops / (hw->peak_bf16_tflops * 1e6 * cost_gemm_eff(c, oc->op, oc->rows));
+        t_flop += oc->tensor_flops / (hw->peak_bf16_tflops * 1e6 * cost_gemm_eff(c, oc->op, oc->rows, oc->width));
     return t_mem >= t_flop;
 }
 
 /* Joint-fit unknowns: one inverse efficiency per operator (index op_id), then the pooled GEMM and
  * memory-bound inverse efficiencies of operators with too few rows, the shared small-M term
  * m_half / gemm_eff, the optimizer's inverse efficiency and the launch overhead. */
-enum { J_GEMM = OP_COUNT, J_MEM, J_M, J_OPT, J_LAUNCH, J_N };
+enum { J_GEMM = OP_COUNT, J_MEM, J_M, J_OPT, J_LAUNCH, J_GW, J_BW, J_N };
+
+/* CALIB_WIDTH_REF / hidden - 1 of a row's model: 0 at the reference width. */
+static double narrow_of(const op_cost *o) { return o->width > 0 ? CALIB_WIDTH_REF / o->width - 1 : 0; }
 
 /* One iteration of the joint fit: which rows take part and as what, the unknowns present, and
  * the values fitted. */
@@ -146,10 +151,20 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
             it->count[J_M]++;
         it->n++;
     }
+    /* The width terms need rows of two widths in their class (else they are the per-operator
+     * efficiencies over again). */
+    long wide[2] = {0}, narrow[2] = {0};
+    for (size_t i = 0; i < fc->n; i++)
+        if (it->use[i] == 1 || it->use[i] == 2) {
+            int g = it->use[i] - 1;
+            (narrow_of(&fc->rows[i].oc) != 0 ? narrow : wide)[g]++;
+        }
+    it->count[J_GW] = wide[0] && narrow[0] ? narrow[0] : 0;
+    it->count[J_BW] = wide[1] && narrow[1] ? narrow[1] : 0;
     /* Unknowns present in the data; the others keep their values. */
     it->p = 0;
     for (int j = 0; j < J_N; j++)
-        it->col[j] = it->count[j] ? it->p++ : -1;
+        it->col[j] = j != J_LAUNCH && it->count[j] ? it->p++ : -1;
     if (it->n)
         it->col[J_LAUNCH] = it->p++;
 }
@@ -169,12 +184,17 @@ static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit 
         const row_ctx *x = &fc->rows[i];
         const op_cost *o = &x->oc;
         double d = x->r->dur_us, yy = d;
+        double nw = narrow_of(o);
         if (it->use[i] == 1) {
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->tensor_flops / peak / d);
-            gsl_matrix_set(X, k, (size_t)col[J_M], o->tensor_flops / (peak * o->rows) / d);
+            gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * o->tensor_flops / (peak * o->rows) / d);
+            if (col[J_GW] >= 0)
+                gsl_matrix_set(X, k, (size_t)col[J_GW], nw * o->tensor_flops / peak / d);
             yy -= (o->flops - o->tensor_flops) / fp32;
         } else {
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->bytes / bw / d);
+            if (it->use[i] == 2 && col[J_BW] >= 0)
+                gsl_matrix_set(X, k, (size_t)col[J_BW], nw * o->bytes / bw / d);
         }
         gsl_matrix_set(X, k, (size_t)col[J_LAUNCH], o->launches / d);
         gsl_vector_set(rf->y, k, yy / d);
@@ -284,6 +304,17 @@ static int joint_store_rest(const joint_iter *it, const robust_fit *rf, calib_co
         out->param[FIT_GEMM_M_HALF].se = robust_se(rf, (size_t)col[J_M]) * c->gemm_eff;
         out->param[FIT_GEMM_M_HALF].fitted = 1;
         out->param[FIT_GEMM_M_HALF].rows = it->count[J_M];
+    }
+    for (int g = 0; g < 2; g++) {
+        int j = g ? J_BW : J_GW;
+        fit_param_id id = g ? FIT_BW_NARROW : FIT_GEMM_NARROW;
+        if (col[j] < 0)
+            continue;
+        *(g ? &c->bw_narrow : &c->gemm_narrow) = v[j];
+        out->param[id].value = v[j];
+        out->param[id].se = robust_se(rf, (size_t)col[j]);
+        out->param[id].fitted = 1;
+        out->param[id].rows = it->count[j];
     }
     if (col[J_OPT] >= 0) {
         if (v[J_OPT] < 1.0)

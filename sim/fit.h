@@ -96,6 +96,8 @@ typedef enum {
     FIT_OPTIM_BW_EFF,
     FIT_COMM_EFF,
     FIT_STEP_OVERHEAD_US,
+    FIT_GEMM_NARROW,
+    FIT_BW_NARROW,
     FIT_NPARAM
 } fit_param_id;
 

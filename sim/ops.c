@@ -132,6 +132,7 @@ void ops_count(const model_cfg *m, const ops_shape *sh, int fused, int gpus, int
         out[i].tokens = (long)llround(T);
         out[i].sum_len2 = S2;
         out[i].max_len = sh->max_len;
+        out[i].width = m->hidden;
     }
     /* Embedding: three gathers, sum, LayerNorm. Unfused: the sum goes through memory. */
     set(&out[OP_EMBED_FWD], 1, 8 * T * H, 0, T * (12 + 8 * H + 8), T * (12 + 12 * H + 8), T);

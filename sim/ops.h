@@ -77,6 +77,7 @@ typedef struct {
     double bytes;         /* per instance, of the chosen variant */
     double bytes_fused, bytes_unfused; /* per instance, both variants */
     double rows;          /* GEMM M (tokens or predictions) for size-dependent efficiency */
+    double width;         /* the model's hidden size (width-dependent efficiency) */
     long seqs, tokens;    /* batch description, for traces */
     double sum_len2;
     int max_len;

@@ -64,9 +64,9 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
             double af = f == X_ONE ? o0->flops : o1->flops - o0->flops;
             double by = f == X_ONE ? o0->bytes : o1->bytes - o0->bytes;
             op_class cls = op_class_of((op_id)i);
-            double eff = cls == OPC_GEMM ? cost_gemm_eff(c, (op_id)i, 0) : 1; /* large-M part */
+            double eff = cls == OPC_GEMM ? cost_gemm_eff(c, (op_id)i, 0, m->hidden) : 1; /* large-M part */
             sm->flop[i][f] = (cls == OPC_GEMM ? tf / (peak * eff) : 0) + (af - tf) / fp32;
-            sm->mem[i][f] = by / (bw * (cls == OPC_ATTN ? c->bw_eff : cost_bw_eff(c, (op_id)i)));
+            sm->mem[i][f] = by / (bw * (cls == OPC_ATTN ? c->bw_eff : cost_bw_eff(c, (op_id)i, m->hidden)));
         }
     }
     /* The small-M term of a GEMM: tensor FLOPs / rows is the operator's constant, so
@@ -79,7 +79,8 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
             sm->instances[i] = at1[i].instances;
             sm->launch[i] = at1[i].launches * c->launch_us;
             if (op_class_of((op_id)i) == OPC_GEMM && at1[i].rows > 0 && at1[i].tensor_flops > 0)
-                sm->small_m[i] = at1[i].tensor_flops / at1[i].rows / peak * c->gemm_m_half / c->gemm_eff;
+                sm->small_m[i] = at1[i].tensor_flops / at1[i].rows / peak * c->gemm_m_half / c->gemm_eff *
+                                 (CALIB_WIDTH_REF / m->hidden);
         }
         sm->lamb_us = cost_op_us(hw, c, &at1[OP_LAMB]);
     }

@@ -22,16 +22,27 @@ START_TEST(test_gemm_eff_class_and_operator)
     c.gemm_eff = 0.7;
     c.gemm_m_half = 500;
     /* no per-operator value: gemm_eff M / (M + m_half), as before */
-    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000), 0.7 * 2000 / 2500.0, 1e-12);
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 1024), 0.7 * 2000 / 2500.0, 1e-12);
     /* with one: 1/eff = 1/eff_op + m_half / (gemm_eff M) */
     c.op_eff[OP_FFN1_FWD] = 0.55;
-    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000), 1 / (1 / 0.55 + 500 / (0.7 * 2000)), 1e-12);
-    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN2_FWD, 2000), 0.7 * 2000 / 2500.0, 1e-12);
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 1024), 1 / (1 / 0.55 + 500 / (0.7 * 2000)), 1e-12);
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN2_FWD, 2000, 1024), 0.7 * 2000 / 2500.0, 1e-12);
     /* the operator's time follows: FLOPs at that efficiency plus its launch */
-    op_cost oc = {.op = OP_FFN1_FWD, .launches = 1, .flops = 1e11, .tensor_flops = 1e11, .bytes = 1e6, .rows = 2000};
+    op_cost oc = {.op = OP_FFN1_FWD, .launches = 1, .flops = 1e11, .tensor_flops = 1e11, .bytes = 1e6, .rows = 2000, .width = 1024};
     double t = cost_op_us(&h200, &c, &oc);
-    double want = 1e11 / (h200.peak_bf16_tflops * 1e6 * cost_gemm_eff(&c, OP_FFN1_FWD, 2000)) + c.launch_us;
+    double want = 1e11 / (h200.peak_bf16_tflops * 1e6 * cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 1024)) + c.launch_us;
     ck_assert_double_eq_tol(t, want, 1e-9 * want);
+    /* a narrower model (hidden 768): 1/eff gains gemm_narrow x (1024/768 - 1), and the small-M
+     * term scales by 1024/768 (fewer output tiles per row); at the reference width nothing changes */
+    c.gemm_narrow = 0.2;
+    double wr = 1024.0 / 768;
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 768),
+                            1 / (1 / 0.55 + 0.2 * (wr - 1) + wr * 500 / (0.7 * 2000)), 1e-12);
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 1024), 1 / (1 / 0.55 + 500 / (0.7 * 2000)),
+                            1e-12);
+    /* width 0 (an op_cost made by hand): the reference */
+    ck_assert_double_eq_tol(cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 0), cost_gemm_eff(&c, OP_FFN1_FWD, 2000, 1024),
+                            1e-15);
 }
 END_TEST
 
@@ -42,9 +53,16 @@ START_TEST(test_bw_eff_per_operator)
     c.bw_eff = 0.5;
     c.optim_bw_eff = 0.8;
     c.op_eff[OP_LOSS_FWD] = 0.12;
-    ck_assert_double_eq(cost_bw_eff(&c, OP_LOSS_FWD), 0.12);
-    ck_assert_double_eq(cost_bw_eff(&c, OP_ATTN_LN_FWD), 0.5);
-    ck_assert_double_eq(cost_bw_eff(&c, OP_LAMB), 0.8);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LOSS_FWD, 1024), 0.12);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_ATTN_LN_FWD, 1024), 0.5);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LAMB, 1024), 0.8);
+    /* narrow models: memory-bound operators gain bw_narrow x (1024/hidden - 1) in 1/eff; the
+     * optimizer (per parameter) and GEMMs do not */
+    c.bw_narrow = 0.75;
+    ck_assert_double_eq_tol(cost_bw_eff(&c, OP_LOSS_FWD, 768), 1 / (1 / 0.12 + 0.25), 1e-12);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LAMB, 768), 0.8);
+    ck_assert_double_eq(cost_bw_eff(&c, OP_LOSS_FWD, 1024), 0.12);
+    c.bw_narrow = 0;
     op_cost oc = {.op = OP_LOSS_FWD, .launches = 1, .flops = 0, .bytes = 1e8};
     double want = 1e8 / (h200.mem_bw_gbs * 1e3 * 0.12) + c.launch_us;
     ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), want, 1e-9 * want);

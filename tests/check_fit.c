@@ -149,6 +149,8 @@ START_TEST(test_recover_coefficients)
      * must set them aside. */
     calib_coef truth, init;
     synth_truth_default(&h200, &truth);
+    truth.gemm_narrow = 0.2; /* BERT-Base's GEMMs and memory-bound kernels slower than BERT-Large's */
+    truth.bw_narrow = 0.6;
     calib_default(&h200, &init);
     int batches[] = {16, 32, 56, 96};
     trace_set sets[5];
@@ -178,6 +180,8 @@ START_TEST(test_recover_coefficients)
     check_coef(&res, FIT_OPTIM_BW_EFF, 0.75, 0.03);
     check_coef(&res, FIT_COMM_EFF, 0.85, 0.02);
     check_coef(&res, FIT_STEP_OVERHEAD_US, 150, 0.03);
+    check_coef(&res, FIT_GEMM_NARROW, 0.2, 0.1);
+    check_coef(&res, FIT_BW_NARROW, 0.6, 0.1);
     ck_assert(res.coef.fitted);
     ck_assert_str_eq(res.coef.hw, "h200-sxm");
     /* The injected outliers (2% of ~10k GEMM and memory rows) are the ones set aside. */
