@@ -113,6 +113,8 @@ typedef struct {
     size_t n;             /* the rows used */
     int col[J_N], p;      /* each unknown's column (-1: absent) and the columns in all */
     double v[J_N];        /* the fitted inverse efficiencies (and the M term, launch) */
+    int m_refused;        /* a fit with the small-M term gave an efficiency above 1 */
+    int m_fixed;          /* so it is left out: gemm_m_half set to 0 */
 } joint_iter;
 
 /* Classifies the rows under the current coefficients c: GEMMs that are compute-bound, memory
@@ -151,6 +153,7 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
             it->count[J_M]++;
         it->n++;
     }
+    it->m_fixed = it->count[J_M] > 0 && it->m_refused;
     /* The width terms need rows of two widths in their class (else they are the per-operator
      * efficiencies over again). */
     long wide[2] = {0}, narrow[2] = {0};
@@ -164,7 +167,7 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
     /* Unknowns present in the data; the others keep their values. */
     it->p = 0;
     for (int j = 0; j < J_N; j++)
-        it->col[j] = j != J_LAUNCH && it->count[j] ? it->p++ : -1;
+        it->col[j] = j != J_LAUNCH && it->count[j] && !(j == J_M && it->m_fixed) ? it->p++ : -1;
     if (it->n)
         it->col[J_LAUNCH] = it->p++;
 }
@@ -187,7 +190,8 @@ static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit 
         double nw = narrow_of(o);
         if (it->use[i] == 1) {
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->tensor_flops / peak / d);
-            gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * o->tensor_flops / (peak * o->rows) / d);
+            if (col[J_M] >= 0)
+                gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * o->tensor_flops / (peak * o->rows) / d);
             if (col[J_GW] >= 0)
                 gsl_matrix_set(X, k, (size_t)col[J_GW], nw * o->tensor_flops / peak / d);
             yy -= (o->flops - o->tensor_flops) / fp32;
@@ -293,6 +297,13 @@ static int joint_store_rest(const joint_iter *it, const robust_fit *rf, calib_co
 {
     const int *col = it->col;
     const double *v = it->v;
+    if (it->m_fixed && !strstr(out->notes, "gemm_m_half: the rows' sizes")) {
+        note(out, "%s", "gemm_m_half: the rows' sizes do not separate the small-M term from the "
+                        "operators' efficiencies (with it, one came out above 1): set to 0, the "
+                        "efficiencies hold at the rows' sizes; ");
+    }
+    if (it->m_fixed)
+        c->gemm_m_half = 0;
     if (col[J_M] >= 0) {
         double mh = v[J_M] * c->gemm_eff;
         if (mh < 0) {
@@ -394,6 +405,14 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
                             "too few to fit %d coefficients", it.n, it.p);
         else
             rc = joint_solve(fc, &it, c, out, err);
+        if (rc == UNPAD_ERANGE && it.col[J_M] >= 0 && !it.m_refused) {
+            /* rows of one size trade the small-M term against the efficiencies without bound:
+             * once more without it */
+            it.m_refused = 1;
+            joint_classify(fc, c, &it);
+            memcpy(prev, it.use, fc->n);
+            rc = it.n <= (size_t)it.p + 1 ? UNPAD_ERANGE : joint_solve(fc, &it, c, out, err);
+        }
     }
     free(it.use);
     free(prev);
@@ -536,7 +555,9 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         double cta = robust_coef(&rf, 0), inv = robust_coef(&rf, 1);
         double se_cta = robust_se(&rf, 0), se_inv = robust_se(&rf, 1);
         robust_fit r1 = {0}, *used = &rf;
-        if (cta < 0) { /* no negative tile cost: the efficiency alone, the cost at 0 */
+        /* No negative tile cost, and no efficiency above 1 bought with a large one (rows of one
+         * batch shape cannot separate the two): the efficiency alone, the cost at 0. */
+        if (cta < 0 || inv < 1) {
             clamped = 1;
             if ((rc = robust_alloc(&r1, k, 1, err)))
                 goto out;
@@ -583,7 +604,8 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         robust_free(&r1);
     }
     if (clamped)
-        note(out, "%s: the tile cost came out negative: set to 0, the efficiency fitted alone; ", D);
+        note(out, "%s: the rows do not separate tile cost and efficiency (a negative cost, or an "
+                  "efficiency above 1 beside a large one): cost set to 0, the efficiency fitted alone; ", D);
     if (!converged)
         note(out, "%s: the tile schedule kept changing between iterations (last kept); ", D);
     *fmha_cta(c, dir) = *fmha_cta(&cur, dir);

@@ -2,6 +2,7 @@
  * recovered from synthetic traces with known coefficients (noise, outliers), bad traces refused. */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fit.h"
@@ -304,6 +305,35 @@ START_TEST(test_bad_traces)
 }
 END_TEST
 
+/* One measured run alone (BERT-Base, 16 Wikipedia-length sequences, four traced steps): its token
+ * counts are too alike to separate the small-M term from the efficiencies, and its FMHA batches
+ * the tile cost from the efficiency. Both fits once stopped with an efficiency above 1; now each
+ * drops the term it cannot determine, says so, and the rest is fitted. */
+START_TEST(test_one_measured_run)
+{
+    char p[512];
+    trace_set set = {0};
+    unpad_err e = {0};
+    ck_assert_msg(trace_read(tu_path(p, sizeof p, "traces/calib-w-bert-base-b16-wiki512.csv"), &set, &e) == 0,
+                  "%s", e.msg);
+    calib_coef init;
+    calib_default(&h200, &init);
+    fit_result *res = calloc(1, sizeof *res);
+    ck_assert_ptr_nonnull(res);
+    ck_assert_msg(fit_calibrate(&set, 1, &base, 1, &h200, &init, res, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq(res->coef.gemm_m_half, 0);
+    ck_assert_ptr_nonnull(strstr(res->notes, "gemm_m_half: the rows' sizes do not separate"));
+    for (int op = 0; op < OP_COUNT; op++)
+        if (res->op[op].fitted)
+            ck_assert_msg(res->coef.op_eff[op] > 0 && res->coef.op_eff[op] <= 1, "%s %g", op_name((op_id)op),
+                          res->coef.op_eff[op]);
+    ck_assert(res->coef.attn_eff > 0 && res->coef.attn_eff <= 1);
+    ck_assert(res->coef.attn_bwd_eff > 0 && res->coef.attn_bwd_eff <= 1);
+    free(res);
+    trace_set_free(&set);
+}
+END_TEST
+
 START_TEST(test_transfer)
 {
     calib_coef src, dst;
@@ -333,6 +363,7 @@ Suite *fit_suite(void)
     tcase_add_test(tc, test_recover_coefficients);
     tcase_add_test(tc, test_recover_exact_without_noise);
     tcase_add_test(tc, test_bad_traces);
+    tcase_add_test(tc, test_one_measured_run);
     tcase_add_test(tc, test_transfer);
     suite_add_tcase(s, tc);
     return s;
