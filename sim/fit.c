@@ -831,6 +831,33 @@ static void free_ctx(fit_ctx *fc)
 }
 
 /* Builds the per-row context; rows without a duration stay out. */
+/* A batch's known lengths (trace_set.lens) over the ones rebuilt from its counts, in place: they
+ * must agree with the row's counts, or the lengths describe another run. */
+static int exact_lengths(const trace_set *set, int s, const trace_row *r, int *len, unpad_err *err)
+{
+    for (size_t i = 0; i < set->nlens; i++) {
+        const trace_batch_lengths *b = &set->lens[i];
+        if (b->step != r->step || b->rank != r->rank)
+            continue;
+        long tok = 0;
+        double s2 = 0;
+        int mx = 0;
+        for (int k = 0; k < b->n; k++) {
+            tok += b->len[k];
+            s2 += (double)b->len[k] * b->len[k];
+            mx = b->len[k] > mx ? b->len[k] : mx;
+        }
+        if (b->n != r->seqs || tok != r->tokens || fabs(s2 - r->sum_len2) > 1e-6 * s2 || mx != r->max_len)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "trace %d, step %d rank %d: the given lengths (%d sequences, %ld tokens, "
+                              "longest %d) are not the row's (%ld, %ld, %d): another run's?", s + 1,
+                              r->step, r->rank, b->n, tok, mx, r->seqs, r->tokens, r->max_len);
+        memcpy(len, b->len, sizeof *len * (size_t)b->n);
+        return UNPAD_OK;
+    }
+    return UNPAD_OK;
+}
+
 static int build_ctx(const trace_set *sets, int nsets, const model_cfg *models, int n_models,
                      const hw_spec *hw, fit_ctx *fc, long *skipped, unpad_err *err)
 {
@@ -869,6 +896,12 @@ static int build_ctx(const trace_set *sets, int nsets, const model_cfg *models, 
                 snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
                 free_ctx(fc);
                 return unpad_fail(err, rc, NULL, 0, "trace %d, row %zu: %s", s + 1, i + 1, msg);
+            }
+            if ((r->op == OP_FMHA_FWD || r->op == OP_FMHA_BWD) && r->group < 0 &&
+                (rc = exact_lengths(&sets[s], s, r, len, err))) {
+                free(len);
+                free_ctx(fc);
+                return rc;
             }
             if (r->op == OP_FMHA_FWD || r->op == OP_FMHA_BWD)
                 x->len = len;

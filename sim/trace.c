@@ -33,6 +33,9 @@ int trace_append(trace_set *set, const trace_row *r)
 void trace_set_free(trace_set *set)
 {
     free(set->rows);
+    for (size_t i = 0; i < set->nlens; i++)
+        free(set->lens[i].len);
+    free(set->lens);
     memset(set, 0, sizeof *set);
 }
 

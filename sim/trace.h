@@ -26,9 +26,18 @@ typedef struct {
     double start_us, dur_us;
 } trace_row;
 
+/* The attention lengths of one traced batch (one step of one rank), where they are known: the
+ * rows carry only their counts, and a synthetic run's lengths can be reproduced from its seed. */
+typedef struct {
+    int step, rank, n;
+    int *len;
+} trace_batch_lengths;
+
 typedef struct {
     trace_row *rows;
     size_t n, cap;
+    trace_batch_lengths *lens; /* (nlens) optional, owned: fit.c uses them instead of rebuilding */
+    size_t nlens;
 } trace_set;
 
 void trace_write_header(FILE *f);

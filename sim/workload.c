@@ -60,6 +60,7 @@ static int row_parse(const char *path, int lineno, char *line, workload_row *w, 
     snprintf(w->model, sizeof w->model, "%s", col[1]);
     snprintf(w->policy, sizeof w->policy, "%s", col[4]);
     snprintf(w->dist, sizeof w->dist, "%s", col[5]);
+    snprintf(w->trace, sizeof w->trace, "%s", col[10]);
     w->batch = (int)v[0];
     w->vranks = (int)v[1];
     w->steps = (int)v[2];
@@ -140,6 +141,18 @@ static int synthetic_dist(const unpad_dist *d, int max_len, unpad_dist *out, unp
     return UNPAD_OK;
 }
 
+/* The lengths of the trainer's step st (n = K x B sequences, loader order): sample at stream
+ * position p drawn with the generator seeded seed x 1000003 + p + 1, clamped to [8, maxl]. */
+static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, int *len)
+{
+    for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
+        uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
+        dist_sampler_seed(ds, seed * 1000003ull + p + 1);
+        dist_sample(ds, &len[k], 1);
+        len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
+    }
+}
+
 /* The step times the step model gives for the trainer's steps first..steps under each of the
  * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
  * clamped afterwards, as the trainer does. */
@@ -170,12 +183,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         goto out;
     for (int j = 0; j < nseeds; j++)
     for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
-        for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
-            uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
-            dist_sampler_seed(ds, seeds[j] * 1000003ull + p + 1);
-            dist_sample(ds, &len[k], 1);
-            len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
-        }
+        draw_step(ds, seeds[j], st, n, maxl, len);
         double t = sm.lamb_us + sm.overhead_us; /* once per step, however many passes */
         if (K == 1) {
             step_batch b;
@@ -297,16 +305,21 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
     free(e);
 }
 
-static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
+/* Row w's model (models/<model>.cfg) and length distribution (models/dists/<dist>.csv). */
+static int row_inputs(const workload_setup *s, const workload_row *w, model_cfg *m, unpad_dist *raw, unpad_err *err)
 {
     char path[4200];
+    snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
+    int rc = model_load(path, m, err);
+    snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);
+    return rc ? rc : dist_load(path, raw, err);
+}
+
+static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
+{
     model_cfg m;
     unpad_dist raw = {0}, d = {0};
-    snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
-    int rc = model_load(path, &m, err);
-    snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);
-    if (!rc)
-        rc = dist_load(path, &raw, err);
+    int rc = row_inputs(s, w, &m, &raw, err);
     if (!rc)
         rc = synthetic_dist(&raw, m.max_len, &d, err);
     int ns = w->steps;
@@ -349,17 +362,31 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     return rc;
 }
 
+int workload_batch_lengths(const workload_setup *s, const workload_row *w, int step, int *len, unpad_err *err)
+{
+    if (w->vranks != 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "workload %s: lengths per rank need the balancer (%d virtual ranks)", w->name, w->vranks);
+    model_cfg m;
+    unpad_dist raw = {0};
+    dist_sampler *ds = NULL;
+    int rc = row_inputs(s, w, &m, &raw, err);
+    if (!rc)
+        rc = dist_sampler_alloc(&raw, 1, &ds, err);
+    if (!rc)
+        draw_step(ds, s->seed, step, w->batch, raw.max_len < m.max_len ? raw.max_len : m.max_len, len);
+    dist_sampler_free(ds);
+    dist_free(&raw);
+    return rc;
+}
+
 int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
                        size_t *n, unpad_err *err)
 {
     char path[4400];
     model_cfg m;
     unpad_dist raw = {0};
-    snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
-    int rc = model_load(path, &m, err);
-    snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);
-    if (!rc)
-        rc = dist_load(path, &raw, err);
+    int rc = row_inputs(s, w, &m, &raw, err);
     double *t = malloc((size_t)w->steps * sizeof *t), *ms = malloc((size_t)w->steps * sizeof *ms);
     if (!rc && (!t || !ms))
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");

@@ -31,7 +31,7 @@
 #define WORKLOAD_SEED 21 /* the trainer's --seed in scripts/gpu-heldout.sh and gpu-calib.sh */
 
 typedef struct {
-    char name[128], model[64], policy[32], dist[64];
+    char name[128], model[64], policy[32], dist[64], trace[128]; /* trace: its traced steps' file */
     int batch, vranks, steps;  /* steps: measured steps 9 .. 9 + steps - 1 */
     double meas_ms, meas_median_ms, meas_gib; /* measured: mean and median wall step, memory in use */
     /* predicted */
@@ -67,6 +67,10 @@ typedef struct {
 
 /* Fills every row's predictions. */
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
+
+/* The lengths of step `step` of row w's run (w->batch of them, loader order), as the trainer drew
+ * them; rows of one rank only (virtual ranks are balanced, which this does not redo). */
+int workload_batch_lengths(const workload_setup *s, const workload_row *w, int step, int *len, unpad_err *err);
 
 /* Calibration: for each measured step of row w that its trainer log (s->logs/<name>.log) has, the
  * wall time minus the step model's time for that step's batch under s->calib, and the wall time,

@@ -12,6 +12,7 @@
 #include "memory.h"
 #include "step.h"
 #include "testutil.h"
+#include "trace.h"
 #include "workload.h"
 
 #define HEAD "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace\n"
@@ -244,6 +245,47 @@ START_TEST(test_overhead_untraced)
 }
 END_TEST
 
+/* The lengths of a measured run reproduced from its seed are the trainer's: every traced batch of
+ * traces/calib-w-bert-base-b16-wiki512.csv has their counts, and the fit takes them; a length off
+ * by one is refused as another run's. */
+START_TEST(test_batch_lengths_match_trainer)
+{
+    char path[512], home[512];
+    unpad_err e = {0};
+    workload_row *w = one_row("calib-w-bert-base-b16-wiki512,bert-base,16,1,none,wiki512,92,9,9,5,x.csv");
+    const char *h = getenv("UNPAD_HOME");
+    workload_setup s = {.home = h && *h ? h : ".", .seed = 21};
+    trace_set set = {0};
+    ck_assert_msg(trace_read(tu_path(path, sizeof path, "traces/calib-w-bert-base-b16-wiki512.csv"), &set, &e) == 0,
+                  "%s", e.msg);
+    set.lens = calloc(4, sizeof *set.lens);
+    ck_assert_ptr_nonnull(set.lens);
+    for (int st = 5; st <= 8; st++) {
+        int *len = malloc(16 * sizeof *len);
+        ck_assert_msg(workload_batch_lengths(&s, w, st, len, &e) == UNPAD_OK, "%s", e.msg);
+        set.lens[set.nlens++] = (trace_batch_lengths){.step = st, .rank = 0, .n = 16, .len = len};
+    }
+    model_cfg m;
+    hw_spec hw;
+    ck_assert_int_eq(model_load(tu_path(home, sizeof home, "models/bert-base.cfg"), &m, &e), 0);
+    ck_assert_int_eq(hw_load(tu_path(home, sizeof home, "models/hw/h200-sxm.cfg"), &hw, &e), 0);
+    calib_coef init;
+    calib_default(&hw, &init);
+    fit_result *r = calloc(1, sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(fit_calibrate(&set, 1, &m, 1, &hw, &init, r, &e) == UNPAD_OK, "%s", e.msg);
+    set.lens[2].len[0]++;
+    ck_assert_int_eq(fit_calibrate(&set, 1, &m, 1, &hw, &init, r, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "step 7") && strstr(e.msg, "another run"), "%s", e.msg);
+    /* virtual ranks are balanced: not reproduced here */
+    w->vranks = 2;
+    ck_assert_int_eq(workload_batch_lengths(&s, w, 5, set.lens[0].len, &e), UNPAD_EINVAL);
+    free(r);
+    free(w);
+    trace_set_free(&set);
+}
+END_TEST
+
 Suite *workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -252,6 +294,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_predict);
     tcase_add_test(tc, test_step_gaps);
     tcase_add_test(tc, test_overhead_untraced);
+    tcase_add_test(tc, test_batch_lengths_match_trainer);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -35,9 +35,11 @@ static void usage(FILE *f)
             "  --out F        write the fitted coefficients (models/calib/<hw>.cfg), atomically\n"
             "  --residuals F  write every row's measured and predicted time and %% error as CSV\n"
             "  --workloads F  fit the step overhead on the untraced steps of these runs instead of\n"
-            "                 the gaps between traced operators: a workload table (traces/\n"
-            "                 calib-workloads.csv, scripts/gpu-calib.sh: --seed 21) with the\n"
-            "                 trainer's logs in logs/ beside it\n"
+            "                 the gaps between traced operators, and the FMHA on the traced batches'\n"
+            "                 own lengths (reproduced from the seed) instead of lengths rebuilt from\n"
+            "                 the rows' counts: a workload table (traces/calib-workloads.csv,\n"
+            "                 scripts/gpu-calib.sh: --seed 21; its trace column names the trace)\n"
+            "                 with the trainer's logs in logs/ beside it\n"
             "  --transfer C   carry calibration C (fitted on --from-hw, default models/hw/<its hw>.cfg)\n"
             "                 to the hardware of --hw: efficiencies kept, sizes and overheads scaled by\n"
             "                 the specs; an estimate for cross-hardware prediction, not a measurement\n"
@@ -246,6 +248,65 @@ out:
     return rc;
 }
 
+/* --workloads: the attention lengths of the traced batches of the table's one-rank runs,
+ * reproduced from the seed (the trace rows carry only their counts), attached to the trace the
+ * row's `trace` column names. Returns the batches attached, -1 on error (printed). */
+static int attach_lengths(const char *path, const calibrate_opts *o, trace_set *sets)
+{
+    unpad_err err = {0};
+    workload_row *rows = NULL;
+    int n = 0, got = 0;
+    char home[4096];
+    if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
+        cli_error("calibrate", &err);
+        free(rows);
+        return -1;
+    }
+    workload_setup ws = {.home = home, .seed = WORKLOAD_SEED};
+    for (int i = 0; i < n && got >= 0; i++) {
+        if (rows[i].vranks != 1)
+            continue;
+        for (int t = 0; t < o->traces.n && got >= 0; t++) {
+            const char *b = strrchr(o->traces.v[t], '/');
+            if (strcmp(b ? b + 1 : o->traces.v[t], rows[i].trace))
+                continue;
+            trace_set *set = &sets[t];
+            for (size_t r = 0; r < set->n && got >= 0; r++) {
+                const trace_row *x = &set->rows[r];
+                if (x->op != OP_FMHA_FWD || x->rank != 0)
+                    continue;
+                int have = 0;
+                for (size_t q = 0; q < set->nlens; q++)
+                    have |= set->lens[q].step == x->step;
+                if (have)
+                    continue;
+                trace_batch_lengths *grown = realloc(set->lens, (set->nlens + 1) * sizeof *grown);
+                int *len = malloc(sizeof *len * (size_t)rows[i].batch);
+                if (!grown || !len) {
+                    free(len);
+                    if (grown)
+                        set->lens = grown;
+                    fprintf(stderr, "unpad calibrate: out of memory\n");
+                    got = -1;
+                    break;
+                }
+                set->lens = grown;
+                if (workload_batch_lengths(&ws, &rows[i], x->step, len, &err)) {
+                    free(len);
+                    cli_error("calibrate", &err);
+                    got = -1;
+                    break;
+                }
+                set->lens[set->nlens++] = (trace_batch_lengths){.step = x->step, .rank = 0, .n = rows[i].batch,
+                                                                .len = len};
+                got++;
+            }
+        }
+    }
+    free(rows);
+    return got;
+}
+
 /* --traces: the fit, its table, the residuals and the coefficients' file. */
 static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, model_cfg *models,
                   fit_result *res)
@@ -265,7 +326,14 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
     long rows = 0;
     for (int i = 0; i < n; i++)
         rows += (long)sets[i].n;
-    printf("unpad calibrate: %ld rows from %d trace%s on %s\n\n", rows, n, n > 1 ? "s" : "", in->hw.name);
+    printf("unpad calibrate: %ld rows from %d trace%s on %s\n", rows, n, n > 1 ? "s" : "", in->hw.name);
+    if (o->workloads) {
+        int got = attach_lengths(o->workloads, o, sets);
+        if (got < 0)
+            return 1;
+        printf("attention lengths of %d traced batches reproduced from the seeds of %s\n", got, o->workloads);
+    }
+    printf("\n");
     if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
         return cli_error("calibrate", &err);
     if (o->workloads && fit_untraced(o->workloads, &in->hw, res))
