@@ -37,6 +37,10 @@ typedef struct {
 
 #define CALIB_WIDTH_REF 1024.0 /* the hidden size the per-operator efficiencies are quoted at */
 
+/* How much narrower than the reference a model of hidden size `width` is: CALIB_WIDTH_REF / width
+ * - 1 (0 at the reference, and for width 0: an op_cost made without a model). */
+static inline double calib_narrow(double width) { return width > 0 ? CALIB_WIDTH_REF / width - 1 : 0; }
+
 /* One FMHA direction's coefficients (dir 0: forward, 1: backward). */
 typedef struct {
     double eff, cta_us, ctas_per_sm;

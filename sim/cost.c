@@ -7,17 +7,17 @@
 
 #include <gsl/gsl_multifit.h>
 
-static double width_ratio(double width) { return width > 0 ? CALIB_WIDTH_REF / width : 1; }
-
 double cost_gemm_eff(const calib_coef *c, op_id op, double rows, double width)
 {
-    /* 1/eff = 1/eff_op + m_half / (gemm_eff M): the large-M efficiency is the operator's (its N, K
-     * and epilogue), the small-M penalty (tiles that do not fill the GPU) is shared. With no
-     * per-operator value this is gemm_eff M / (M + m_half). */
+    /* 1/eff = 1/eff_op + gemm_narrow w + (1 + w) m_half / (gemm_eff M), w = calib_narrow(width):
+     * the large-M efficiency is the operator's (its N, K and epilogue) at the reference width, a
+     * narrower model adds the shared width term, and the small-M penalty (tiles that do not fill
+     * the GPU) is shared and grows as the rows narrow. With no per-operator value, at the
+     * reference width this is gemm_eff M / (M + m_half). */
     double e = (int)op >= 0 && (int)op < OP_COUNT && c->op_eff[op] > 0 ? c->op_eff[op] : c->gemm_eff;
-    double wr = width_ratio(width), inv = 1 / e + c->gemm_narrow * (wr - 1);
+    double w = calib_narrow(width), inv = 1 / e + c->gemm_narrow * w;
     if (rows > 0)
-        inv += wr * c->gemm_m_half / (c->gemm_eff * rows);
+        inv += (1 + w) * c->gemm_m_half / (c->gemm_eff * rows);
     return 1 / inv;
 }
 
@@ -29,7 +29,7 @@ double cost_bw_eff(const calib_coef *c, op_id op, double width)
                                                                                              : c->bw_eff;
     if (op_class_of(op) == OPC_ATTN || op_class_of(op) == OPC_GEMM)
         return e;
-    return 1 / (1 / e + c->bw_narrow * (width_ratio(width) - 1));
+    return 1 / (1 / e + c->bw_narrow * calib_narrow(width));
 }
 
 double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, int gpus)

@@ -101,9 +101,6 @@ static int mem_bound(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
  * m_half / gemm_eff, the optimizer's inverse efficiency and the launch overhead. */
 enum { J_GEMM = OP_COUNT, J_MEM, J_M, J_OPT, J_LAUNCH, J_GW, J_BW, J_N };
 
-/* CALIB_WIDTH_REF / hidden - 1 of a row's model: 0 at the reference width. */
-static double narrow_of(const op_cost *o) { return o->width > 0 ? CALIB_WIDTH_REF / o->width - 1 : 0; }
-
 /* One iteration of the joint fit: which rows take part and as what, the unknowns present, and
  * the values fitted. */
 typedef struct {
@@ -160,7 +157,7 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
     for (size_t i = 0; i < fc->n; i++)
         if (it->use[i] == 1 || it->use[i] == 2) {
             int g = it->use[i] - 1;
-            (narrow_of(&fc->rows[i].oc) != 0 ? narrow : wide)[g]++;
+            (calib_narrow(fc->rows[i].oc.width) != 0 ? narrow : wide)[g]++;
         }
     it->count[J_GW] = wide[0] && narrow[0] ? narrow[0] : 0;
     it->count[J_BW] = wide[1] && narrow[1] ? narrow[1] : 0;
@@ -187,7 +184,7 @@ static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit 
         const row_ctx *x = &fc->rows[i];
         const op_cost *o = &x->oc;
         double d = x->r->dur_us, yy = d;
-        double nw = narrow_of(o);
+        double nw = calib_narrow(o->width);
         if (it->use[i] == 1) {
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->tensor_flops / peak / d);
             if (col[J_M] >= 0)
@@ -830,7 +827,6 @@ static void free_ctx(fit_ctx *fc)
     fc->n = fc->nbatch = 0;
 }
 
-/* Builds the per-row context; rows without a duration stay out. */
 /* A batch's known lengths (trace_set.lens) over the ones rebuilt from its counts, in place: they
  * must agree with the row's counts, or the lengths describe another run. */
 static int exact_lengths(const trace_set *set, int s, const trace_row *r, int *len, unpad_err *err)
@@ -858,6 +854,7 @@ static int exact_lengths(const trace_set *set, int s, const trace_row *r, int *l
     return UNPAD_OK;
 }
 
+/* Builds the per-row context; rows without a duration stay out. */
 static int build_ctx(const trace_set *sets, int nsets, const model_cfg *models, int n_models,
                      const hw_spec *hw, fit_ctx *fc, long *skipped, unpad_err *err)
 {

@@ -80,7 +80,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
             sm->launch[i] = at1[i].launches * c->launch_us;
             if (op_class_of((op_id)i) == OPC_GEMM && at1[i].rows > 0 && at1[i].tensor_flops > 0)
                 sm->small_m[i] = at1[i].tensor_flops / at1[i].rows / peak * c->gemm_m_half / c->gemm_eff *
-                                 (CALIB_WIDTH_REF / m->hidden);
+                                 (1 + calib_narrow(m->hidden));
         }
         sm->lamb_us = cost_op_us(hw, c, &at1[OP_LAMB]);
     }

@@ -362,7 +362,8 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     return rc;
 }
 
-int workload_batch_lengths(const workload_setup *s, const workload_row *w, int step, int *len, unpad_err *err)
+int workload_batch_lengths(const workload_setup *s, const workload_row *w, const int *steps, int nsteps, int *len,
+                           unpad_err *err)
 {
     if (w->vranks != 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
@@ -373,8 +374,9 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, int s
     int rc = row_inputs(s, w, &m, &raw, err);
     if (!rc)
         rc = dist_sampler_alloc(&raw, 1, &ds, err);
-    if (!rc)
-        draw_step(ds, s->seed, step, w->batch, raw.max_len < m.max_len ? raw.max_len : m.max_len, len);
+    for (int j = 0; !rc && j < nsteps; j++)
+        draw_step(ds, s->seed, steps[j], w->batch, raw.max_len < m.max_len ? raw.max_len : m.max_len,
+                  len + (size_t)j * w->batch);
     dist_sampler_free(ds);
     dist_free(&raw);
     return rc;

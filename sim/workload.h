@@ -68,9 +68,11 @@ typedef struct {
 /* Fills every row's predictions. */
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
 
-/* The lengths of step `step` of row w's run (w->batch of them, loader order), as the trainer drew
- * them; rows of one rank only (virtual ranks are balanced, which this does not redo). */
-int workload_batch_lengths(const workload_setup *s, const workload_row *w, int step, int *len, unpad_err *err);
+/* The lengths of steps[0..nsteps) of row w's run as the trainer drew them, w->batch a step in
+ * loader order: step steps[j]'s at len[j x w->batch]; rows of one rank only (virtual ranks are
+ * balanced, which this does not redo). */
+int workload_batch_lengths(const workload_setup *s, const workload_row *w, const int *steps, int nsteps, int *len,
+                           unpad_err *err);
 
 /* Calibration: for each measured step of row w that its trainer log (s->logs/<name>.log) has, the
  * wall time minus the step model's time for that step's batch under s->calib, and the wall time,

@@ -260,10 +260,14 @@ START_TEST(test_batch_lengths_match_trainer)
                   "%s", e.msg);
     set.lens = calloc(4, sizeof *set.lens);
     ck_assert_ptr_nonnull(set.lens);
-    for (int st = 5; st <= 8; st++) {
+    const int steps[4] = {5, 6, 7, 8};
+    int all[4 * 16];
+    ck_assert_msg(workload_batch_lengths(&s, w, steps, 4, all, &e) == UNPAD_OK, "%s", e.msg);
+    for (int j = 0; j < 4; j++) {
         int *len = malloc(16 * sizeof *len);
-        ck_assert_msg(workload_batch_lengths(&s, w, st, len, &e) == UNPAD_OK, "%s", e.msg);
-        set.lens[set.nlens++] = (trace_batch_lengths){.step = st, .rank = 0, .n = 16, .len = len};
+        ck_assert_ptr_nonnull(len);
+        memcpy(len, all + 16 * j, 16 * sizeof *len);
+        set.lens[set.nlens++] = (trace_batch_lengths){.step = steps[j], .rank = 0, .n = 16, .len = len};
     }
     model_cfg m;
     hw_spec hw;
@@ -279,7 +283,7 @@ START_TEST(test_batch_lengths_match_trainer)
     ck_assert_msg(strstr(e.msg, "step 7") && strstr(e.msg, "another run"), "%s", e.msg);
     /* virtual ranks are balanced: not reproduced here */
     w->vranks = 2;
-    ck_assert_int_eq(workload_batch_lengths(&s, w, 5, set.lens[0].len, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(workload_batch_lengths(&s, w, steps, 1, all, &e), UNPAD_EINVAL);
     free(r);
     free(w);
     trace_set_free(&set);

@@ -309,8 +309,6 @@ static void plan_set_shape(gemm_plan *p, const gemm_shape *s)
     }
 }
 
-/* The cached plan of bucket shape sb, made when new (NULL with the reason in why when no algorithm
- * runs it). */
 /* A step after the warm-up met a shape the warm-up did not prepare: counted, and named on stderr
  * under UNPAD_GEMM_LOG. */
 static void late_event(gemm_ctx *g, const char *what, const gemm_shape *s, const uint8_t align[5])
@@ -325,6 +323,8 @@ static void late_event(gemm_ctx *g, const char *what, const gemm_shape *s, const
                 align[3], align[4]);
 }
 
+/* The cached plan of bucket shape sb, made when new (NULL with the reason in why when no algorithm
+ * runs it). */
 static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t align[5], void *bias, void *aux,
                               char *why, size_t nwhy)
 {

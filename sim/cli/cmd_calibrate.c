@@ -203,35 +203,43 @@ static void fit_comment(const calibrate_opts *o, long rows, const fit_result *re
                            res->param[p].se);
 }
 
-/* --workloads: the step overhead from the untraced steps of the runs a workload table names
- * (workload.h; the trainer's logs in logs/ beside it), under the coefficients just fitted. */
-static int fit_untraced(const char *path, const hw_spec *hw, fit_result *res)
+/* The workload table of --workloads, read once: its rows and where their logs are. */
+typedef struct {
+    workload_row *rows;
+    int n;
+    char home[4096], logs[4200];
+} workload_table;
+
+static int table_load(const char *path, workload_table *t)
 {
     unpad_err err = {0};
-    workload_row *rows = NULL;
-    int n = 0, rc = 1;
-    double *gap = NULL, *step = NULL;
-    char home[4096], logs[4200];
-    if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
-        cli_error("calibrate", &err);
-        goto out;
-    }
+    memset(t, 0, sizeof *t);
+    if (workload_load(path, &t->rows, &t->n, &err) || resolve_home(t->home, sizeof t->home, &err))
+        return cli_error("calibrate", &err);
     const char *slash = strrchr(path, '/');
-    snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    snprintf(t->logs, sizeof t->logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    return 0;
+}
+
+/* --workloads: the step overhead from the untraced steps of the table's runs (their trainer
+ * logs), under the coefficients just fitted. */
+static int fit_untraced(const workload_table *t, const char *path, const hw_spec *hw, fit_result *res)
+{
+    unpad_err err = {0};
+    int rc = 1;
     size_t cap = 0, k = 0;
-    for (int i = 0; i < n; i++)
-        cap += (size_t)rows[i].steps;
-    gap = malloc((cap ? cap : 1) * sizeof *gap);
-    step = malloc((cap ? cap : 1) * sizeof *step);
+    for (int i = 0; i < t->n; i++)
+        cap += (size_t)t->rows[i].steps;
+    double *gap = malloc((cap ? cap : 1) * sizeof *gap), *step = malloc((cap ? cap : 1) * sizeof *step);
     if (!gap || !step) {
         fprintf(stderr, "unpad calibrate: out of memory\n");
         goto out;
     }
     calib_coef c = res->coef;
     c.step_overhead_us = 0;
-    workload_setup s = {.home = home, .logs = logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
-    for (int i = 0; i < n; i++)
-        if (workload_step_gaps(&s, &rows[i], gap, step, &k, &err)) {
+    workload_setup s = {.home = t->home, .logs = t->logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
+    for (int i = 0; i < t->n; i++)
+        if (workload_step_gaps(&s, &t->rows[i], gap, step, &k, &err)) {
             cli_error("calibrate", &err);
             goto out;
         }
@@ -239,71 +247,73 @@ static int fit_untraced(const char *path, const hw_spec *hw, fit_result *res)
         cli_error("calibrate", &err);
         goto out;
     }
-    printf("step overhead from %zu untraced steps of %d workloads (%s)\n\n", k, n, path);
+    printf("step overhead from %zu untraced steps of %d workloads (%s)\n\n", k, t->n, path);
     rc = 0;
 out:
-    free(rows);
     free(gap);
     free(step);
     return rc;
 }
 
+/* The steps of set's rank-0 FMHA rows, each once, into steps (room for set->n); their count. */
+static int traced_steps(const trace_set *set, int *steps)
+{
+    int n = 0;
+    for (size_t r = 0; r < set->n; r++) {
+        const trace_row *x = &set->rows[r];
+        int seen = 0;
+        for (int j = 0; j < n && !seen; j++)
+            seen = steps[j] == x->step;
+        if (x->op == OP_FMHA_FWD && x->rank == 0 && !seen)
+            steps[n++] = x->step;
+    }
+    return n;
+}
+
 /* --workloads: the attention lengths of the traced batches of the table's one-rank runs,
  * reproduced from the seed (the trace rows carry only their counts), attached to the trace the
  * row's `trace` column names. Returns the batches attached, -1 on error (printed). */
-static int attach_lengths(const char *path, const calibrate_opts *o, trace_set *sets)
+static int attach_lengths(const workload_table *t, const calibrate_opts *o, trace_set *sets)
 {
     unpad_err err = {0};
-    workload_row *rows = NULL;
-    int n = 0, got = 0;
-    char home[4096];
-    if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
-        cli_error("calibrate", &err);
-        free(rows);
-        return -1;
-    }
-    workload_setup ws = {.home = home, .seed = WORKLOAD_SEED};
-    for (int i = 0; i < n && got >= 0; i++) {
-        if (rows[i].vranks != 1)
-            continue;
-        for (int t = 0; t < o->traces.n && got >= 0; t++) {
-            const char *b = strrchr(o->traces.v[t], '/');
-            if (strcmp(b ? b + 1 : o->traces.v[t], rows[i].trace))
+    workload_setup ws = {.home = t->home, .seed = WORKLOAD_SEED};
+    int got = 0;
+    for (int i = 0; i < t->n; i++) {
+        const workload_row *w = &t->rows[i];
+        for (int k = 0; k < o->traces.n && w->vranks == 1; k++) {
+            const char *b = strrchr(o->traces.v[k], '/');
+            trace_set *set = &sets[k];
+            if (strcmp(b ? b + 1 : o->traces.v[k], w->trace) || set->nlens)
                 continue;
-            trace_set *set = &sets[t];
-            for (size_t r = 0; r < set->n && got >= 0; r++) {
-                const trace_row *x = &set->rows[r];
-                if (x->op != OP_FMHA_FWD || x->rank != 0)
-                    continue;
-                int have = 0;
-                for (size_t q = 0; q < set->nlens; q++)
-                    have |= set->lens[q].step == x->step;
-                if (have)
-                    continue;
-                trace_batch_lengths *grown = realloc(set->lens, (set->nlens + 1) * sizeof *grown);
-                int *len = malloc(sizeof *len * (size_t)rows[i].batch);
-                if (!grown || !len) {
-                    free(len);
-                    if (grown)
-                        set->lens = grown;
-                    fprintf(stderr, "unpad calibrate: out of memory\n");
-                    got = -1;
+            int *steps = malloc((set->n ? set->n : 1) * sizeof *steps), ns = steps ? traced_steps(set, steps) : 0;
+            int *len = steps ? malloc(((size_t)ns * w->batch + 1) * sizeof *len) : NULL;
+            set->lens = len ? calloc((size_t)ns + 1, sizeof *set->lens) : NULL;
+            if (!set->lens) {
+                free(steps);
+                free(len);
+                fprintf(stderr, "unpad calibrate: out of memory\n");
+                return -1;
+            }
+            int rc = workload_batch_lengths(&ws, w, steps, ns, len, &err);
+            for (int j = 0; !rc && j < ns; j++) {
+                int *own = malloc((size_t)w->batch * sizeof *own);
+                if (!own) {
+                    rc = unpad_fail(&err, UNPAD_ENOMEM, NULL, 0, "out of memory");
                     break;
                 }
-                set->lens = grown;
-                if (workload_batch_lengths(&ws, &rows[i], x->step, len, &err)) {
-                    free(len);
-                    cli_error("calibrate", &err);
-                    got = -1;
-                    break;
-                }
-                set->lens[set->nlens++] = (trace_batch_lengths){.step = x->step, .rank = 0, .n = rows[i].batch,
-                                                                .len = len};
+                memcpy(own, len + (size_t)j * w->batch, (size_t)w->batch * sizeof *own);
+                set->lens[set->nlens++] = (trace_batch_lengths){.step = steps[j], .rank = 0, .n = w->batch,
+                                                                .len = own};
                 got++;
+            }
+            free(steps);
+            free(len);
+            if (rc) {
+                cli_error("calibrate", &err);
+                return -1;
             }
         }
     }
-    free(rows);
     return got;
 }
 
@@ -327,17 +337,24 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
     for (int i = 0; i < n; i++)
         rows += (long)sets[i].n;
     printf("unpad calibrate: %ld rows from %d trace%s on %s\n", rows, n, n > 1 ? "s" : "", in->hw.name);
+    workload_table wt = {0};
+    int rc = 0;
     if (o->workloads) {
-        int got = attach_lengths(o->workloads, o, sets);
-        if (got < 0)
+        int got = table_load(o->workloads, &wt) ? -1 : attach_lengths(&wt, o, sets);
+        if (got < 0) {
+            free(wt.rows);
             return 1;
+        }
         printf("attention lengths of %d traced batches reproduced from the seeds of %s\n", got, o->workloads);
     }
     printf("\n");
     if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
-        return cli_error("calibrate", &err);
-    if (o->workloads && fit_untraced(o->workloads, &in->hw, res))
-        return 1;
+        rc = cli_error("calibrate", &err);
+    else if (o->workloads)
+        rc = fit_untraced(&wt, o->workloads, &in->hw, res);
+    free(wt.rows);
+    if (rc)
+        return rc;
     fit_print(stdout, res, &init);
     if (o->resid) {
         if (fit_write_residuals(o->resid, sets, n, models, nmodels, &in->hw, &res->coef, &err))
