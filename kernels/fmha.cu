@@ -19,9 +19,11 @@
  * dK, dV accumulators while 64-query tiles of Q and dO stream through: S^T = K Q^T and
  * dP^T = V dO^T (shared operands), P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q with
  * them as register A operands; dS^T goes to shared memory once for dQ = dS K, whose fp32 tile is
- * added into the workspace by bulk reductions (one per query row). A last pass converts dQ to
- * bf16. Every kernel touches only its group's tokens, so groups may run concurrently on
- * different streams with one workspace.
+ * added into the workspace by one bulk reduction per tile. A last pass converts dQ to bf16. A
+ * second backward kernel (fmha_bwd_wg2) runs two warpgroups over 128 keys that share each Q and
+ * dO tile (and, in one variant, sum their dQ before one reduction); it measured no faster and is
+ * kept as a shape. Every kernel touches only its group's tokens, so groups may run concurrently
+ * on different streams with one workspace.
  *
  * The forward is a template over (MB, BN); the launchers run (1, 128), the fastest measured. */
 #include <cuda_bf16.h>
@@ -335,15 +337,20 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
 }
 
 /* ---- backward: D and dQ --------------------------------------------------------------------- */
-constexpr int PREP_TOKENS = 32; /* tokens per CTA of the prep and convert kernels */
+constexpr int PREP_TOKENS = 8;  /* tokens per CTA of the prep and convert kernels */
+constexpr int PREP_UNROLL = 4;  /* rows (prep) or chunks (convert) per thread whose loads are in flight at once */
+constexpr int BWD2_STAGES = 3;  /* Q / dO stages of the two-warpgroup backward */
 
 constexpr int DQ_LD = 72; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD) and of its shared
                              staging tile: 288-byte rows keep each half-warp's float2 stores on 32
                              banks, and a query tile's rows of one head stay one contiguous block
                              that a single bulk reduction adds (the 8 padding floats are ignored) */
 
-/* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed.
- * Grid (ceil(max_len / 32), 1, sequences), 256 threads; 8 lanes per (token, head) row. */
+/* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed (whole rows, the
+ * padding too: a query range of one head is one contiguous block, written by coalesced 16-byte
+ * stores). Grid (ceil(max_len / PREP_TOKENS), 1, sequences), 256 threads; for D, 8 lanes per
+ * (token, head) row, PREP_UNROLL passes of 32 rows loaded before any is reduced (a few bytes in
+ * flight per thread would leave the kernel waiting on latency). */
 __global__ void __launch_bounds__(256)
 fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (NH, T, DQ_LD) */
                      float *__restrict__ Dvec,         /* (NH, T) */
@@ -356,42 +363,54 @@ fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (NH, T, DQ_LD) */
     const int t0 = (int)blockIdx.x * PREP_TOKENS;
     if (t0 >= len)
         return;
-    const int rows = min(PREP_TOKENS, len - t0) * NH;
+    const int ntok = min(PREP_TOKENS, len - t0), rows = ntok * NH;
     const int sub = (int)threadIdx.x & 7;
-    /* The loop bound is uniform per warp (4 rows per warp and pass), so every shuffle sees all
-     * 32 lanes; lanes past the last row compute with zeros and store nothing. */
-    for (int rb = ((int)threadIdx.x >> 5) * 4; rb < rows; rb += 32) {
-        const int r = rb + (((int)threadIdx.x >> 3) & 3);
-        const bool ok = r < rows;
-        const int tok = start + t0 + (ok ? r : 0) / NH, h = (ok ? r : 0) % NH;
-        const size_t base = ((size_t)tok * NH + h) * HD + sub * 8;
-        float d = 0.0f;
-        if (ok) {
-            const uint4 a = *reinterpret_cast<const uint4 *>(dout + base);
-            const uint4 b = *reinterpret_cast<const uint4 *>(out + base);
-            const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a);
-            const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b);
+    { /* zeros: per head, ntok rows of DQ_LD floats from row start + t0 */
+        constexpr int V = DQ_LD / 4; /* float4 per row */
+        const int per_head = ntok * V;
+        for (int i = (int)threadIdx.x; i < NH * per_head; i += 256) {
+            const int h = i / per_head, k = i - h * per_head;
+            reinterpret_cast<float4 *>(dq_acc + ((size_t)h * T + start + t0) * DQ_LD)[k] =
+                make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+    /* The loop bound is uniform, so every shuffle sees all 32 lanes; lanes past the last row
+     * compute with zeros and store nothing. */
+    for (int rb = 0; rb < rows; rb += 32 * PREP_UNROLL) {
+        uint4 a[PREP_UNROLL], b[PREP_UNROLL];
+#pragma unroll
+        for (int u = 0; u < PREP_UNROLL; u++) {
+            const int r = rb + 32 * u + ((int)threadIdx.x >> 3);
+            a[u] = b[u] = make_uint4(0u, 0u, 0u, 0u);
+            if (r < rows) { /* row r: token t0 + r / NH, head r % NH; 16 KB contiguous per CTA */
+                const size_t base = ((size_t)(start + t0) * NH + r) * HD + sub * 8;
+                a[u] = *reinterpret_cast<const uint4 *>(dout + base);
+                b[u] = *reinterpret_cast<const uint4 *>(out + base);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PREP_UNROLL; u++) {
+            const int r = rb + 32 * u + ((int)threadIdx.x >> 3);
+            const __nv_bfloat162 *a2 = reinterpret_cast<const __nv_bfloat162 *>(&a[u]);
+            const __nv_bfloat162 *b2 = reinterpret_cast<const __nv_bfloat162 *>(&b[u]);
+            float d = 0.0f;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float2 x = __bfloat1622float2(a2[k]), y = __bfloat1622float2(b2[k]);
                 d = fmaf(x.x, y.x, d);
                 d = fmaf(x.y, y.y, d);
             }
-        }
-        d += __shfl_xor_sync(FULL, d, 1);
-        d += __shfl_xor_sync(FULL, d, 2);
-        d += __shfl_xor_sync(FULL, d, 4);
-        if (ok) {
-            if (sub == 0)
-                Dvec[(size_t)h * T + tok] = d;
-            float4 *z = reinterpret_cast<float4 *>(dq_acc + ((size_t)h * T + tok) * DQ_LD + sub * 8);
-            z[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            z[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            d += __shfl_xor_sync(FULL, d, 1);
+            d += __shfl_xor_sync(FULL, d, 2);
+            d += __shfl_xor_sync(FULL, d, 4);
+            if (r < rows && sub == 0)
+                Dvec[(size_t)(r % NH) * T + start + t0 + r / NH] = d;
         }
     }
 }
 
-/* dqkv's q part = bf16(scale * dq_acc). Grid as the prep kernel's. */
+/* dqkv's q part = bf16(scale * dq_acc). Grid as the prep kernel's; PREP_UNROLL chunks of 8 values
+ * per thread loaded before any is stored. */
 __global__ void __launch_bounds__(256)
 fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
                         const float *__restrict__ dq_acc, /* (NH, T, DQ_LD) */
@@ -403,21 +422,205 @@ fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
     if (t0 >= len)
         return;
     const int chunks = min(PREP_TOKENS, len - t0) * NH * 8;
-    for (int c = (int)threadIdx.x; c < chunks; c += 256) {
-        const int r = c >> 3, ch = c & 7;
-        const int tok = start + t0 + r / NH, h = r % NH;
-        const float4 *src = reinterpret_cast<const float4 *>(dq_acc + ((size_t)h * T + tok) * DQ_LD + ch * 8);
-        const float4 x = src[0], y = src[1];
-        uint4 v;
-        v.x = pack_bf16(x.x * SCALE, x.y * SCALE);
-        v.y = pack_bf16(x.z * SCALE, x.w * SCALE);
-        v.z = pack_bf16(y.x * SCALE, y.y * SCALE);
-        v.w = pack_bf16(y.z * SCALE, y.w * SCALE);
-        *reinterpret_cast<uint4 *>(dqkv + (size_t)tok * 3 * NH * HD + (size_t)h * HD + ch * 8) = v;
+    for (int cb = (int)threadIdx.x; cb < chunks; cb += 256 * PREP_UNROLL) {
+        float4 x[PREP_UNROLL], y[PREP_UNROLL];
+#pragma unroll
+        for (int u = 0; u < PREP_UNROLL; u++) {
+            const int c = cb + 256 * u, r = c >> 3, ch = c & 7;
+            if (c < chunks) {
+                const float4 *src = reinterpret_cast<const float4 *>(
+                    dq_acc + ((size_t)(r % NH) * T + start + t0 + r / NH) * DQ_LD + ch * 8);
+                x[u] = __ldcs(src);
+                y[u] = __ldcs(src + 1);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < PREP_UNROLL; u++) {
+            const int c = cb + 256 * u, r = c >> 3, ch = c & 7;
+            if (c < chunks) {
+                uint4 v;
+                v.x = pack_bf16(x[u].x * SCALE, x[u].y * SCALE);
+                v.y = pack_bf16(x[u].z * SCALE, x[u].w * SCALE);
+                v.z = pack_bf16(y[u].x * SCALE, y[u].y * SCALE);
+                v.w = pack_bf16(y[u].z * SCALE, y[u].w * SCALE);
+                *reinterpret_cast<uint4 *>(dqkv + (size_t)(start + t0 + r / NH) * 3 * NH * HD + (size_t)(r % NH) * HD +
+                                           ch * 8) = v;
+            }
+        }
     }
 }
 
 /* ---- backward (wgmma) ----------------------------------------------------------------------- */
+
+/* One warpgroup's part of a query tile, for both backward kernels. The thread holds key rows
+ * kl, kl + 8 of its warpgroup's 64 keys (kl = 16 (warp % 4) + lane / 4) and queries
+ * 8 nt + 2 t4 + {0, 1} of the 64-query tile (t4 = lane % 4). */
+
+/* The per-query values of query tile q0, for the 128 threads of a warpgroup (wt = the thread in
+ * it): lse and D loaded raw by threads 0..63 (from a row of the sequence, so that nothing waits
+ * on them until bwd_put_stats), the dropout row keys hashed by 64..127. */
+struct BwdStats {
+    float l, d;
+    uint64_t r;
+};
+template <bool DROP>
+__device__ __forceinline__ BwdStats bwd_load_stats(int wt, int q0, int len, const float *lse_h, const float *D_h,
+                                                   uint64_t seed, uint64_t stream_id, int start, int NH, int h)
+{
+    const int q = min(q0 + (wt & 63), len - 1);
+    BwdStats x{lse_h[q], D_h[q], 0};
+    if (DROP && wt >= 64)
+        x.r = dropout_hash(seed, stream_id, (uint64_t)(start + q0 + (wt & 63)) * NH + h);
+    return x;
+}
+
+/* Into one buffer of 64 each: lse * log2 e (+inf past the end: P = 0 there), D (0 past the end),
+ * the row keys. */
+__device__ __forceinline__ void bwd_put_stats(int wt, int q0, int len, const BwdStats &x, float *sL, float *sD,
+                                              uint64_t *sR)
+{
+    if (wt < 64) {
+        const bool ok = q0 + wt < len;
+        sL[wt] = ok ? x.l * LOG2E : INFINITY;
+        sD[wt] = ok ? x.d : 0.0f;
+    } else {
+        sR[wt - 64] = x.r;
+    }
+}
+
+/* S^T = K Q^T and dP^T = V dO^T of a query tile, issued as one wgmma group (completion: the next
+ * wait): aK, aV the warpgroup's K and V boxes, aQ, adO the tile's stage. */
+__device__ __forceinline__ void bwd_issue_sdp(float (&sc)[32], float (&dp)[32], uint32_t aK, uint32_t aV, uint32_t aQ,
+                                              uint32_t adO)
+{
+    sm90::wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        sm90::mma_n64_ss<0, 0>(sc, sm90::desc_kmajor(aK + kk * 32), sm90::desc_kmajor(aQ + kk * 32), kk);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        sm90::mma_n64_ss<0, 0>(dp, sm90::desc_kmajor(aV + kk * 32), sm90::desc_kmajor(adO + kk * 32), kk);
+    sm90::wg_commit();
+}
+
+/* From the scores sc = S^T and dp = dP^T (both overwritten): P^T (dropped, without 1 / (1 - p):
+ * dV is scaled at the end) and dS^T = P^T .* (dP^T .* mask / (1 - p) - D), as the bf16 A
+ * fragments pa, sa of the next products (k = the tile's queries). l_s, d_s, r_s: the tile's
+ * staged values; kval: rows kl, kl + 8 are keys of the sequence; c0, odd: row kl's key pair and
+ * parity (mask_transposed). */
+template <bool DROP>
+__device__ __forceinline__ void bwd_grads(float (&sc)[32], float (&dp)[32], uint32_t (&pa)[4][4], uint32_t (&sa)[4][4],
+                                          const float *l_s, const float *d_s, const uint64_t *r_s,
+                                          const bool (&kval)[2], uint32_t c0, int odd, int t4, uint32_t thr,
+                                          float rkeep)
+{
+    const float sl2 = SCALE * LOG2E;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        const float2 lq = *reinterpret_cast<const float2 *>(l_s + nt * 8 + 2 * t4);
+        const float2 dq = *reinterpret_cast<const float2 *>(d_s + nt * 8 + 2 * t4);
+        bool keep[2][2] = {{true, true}, {true, true}};
+        if (DROP)
+            mask_transposed(keep, r_s[nt * 8 + 2 * t4 + odd], c0, odd, thr);
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int x = nt * 4 + 2 * hr + e;
+                float p = ex2(fmaf(sc[x], sl2, -(e ? lq.y : lq.x)));
+                p = kval[hr] ? p : 0.0f;
+                float dpm = dp[x], pd = p;
+                if (DROP) {
+                    pd = keep[hr][e] ? p : 0.0f;
+                    dpm = keep[hr][e] ? dpm * rkeep : 0.0f;
+                }
+                sc[x] = pd;
+                dp[x] = p * (dpm - (e ? dq.y : dq.x));
+            }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            pa[kk][r] = pack_bf16(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+            sa[kk][r] = pack_bf16(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+        }
+}
+
+/* dV += P^T dO and dK += dS^T Q (dK scaled at the end), issued as one wgmma group; aQ, adO the
+ * tile's stage. */
+__device__ __forceinline__ void bwd_issue_dvdk(float (&dv)[32], float (&dk)[32], const uint32_t (&pa)[4][4],
+                                               const uint32_t (&sa)[4][4], uint32_t aQ, uint32_t adO)
+{
+    sm90::wg_fence_regs(dv);
+    sm90::wg_fence_regs(dk);
+    sm90::wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        sm90::mma_n64_rs<1>(dv, pa[kk], sm90::desc_mnmajor(adO + kk * 2048));
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        sm90::mma_n64_rs<1>(dk, sa[kk], sm90::desc_mnmajor(aQ + kk * 2048));
+    sm90::wg_commit();
+}
+
+/* The thread's dS^T fragment (bf16) to rows kl, kl + 8 of a swizzled (keys, queries) box. */
+__device__ __forceinline__ void bwd_store_ds(unsigned char *sdS, int kl, int t4, const uint32_t (&sa)[4][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = kl + 8 * hr;
+            *reinterpret_cast<uint32_t *>(sdS + swz(row, 2 * kk) + 4 * t4) = sa[kk][hr];
+            *reinterpret_cast<uint32_t *>(sdS + swz(row, 2 * kk + 1) + 4 * t4) = sa[kk][2 + hr];
+        }
+}
+
+/* The thread's fp32 dQ fragment of NT n8 tiles to rows kl, kl + 8 of a staging tile (row stride
+ * DQ_LD, sdq at its first column). */
+template <int NT>
+__device__ __forceinline__ void bwd_stage_dq(float *sdq, int kl, int t4, const float (&dq)[4 * NT])
+{
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LD + nt * 8 + 2 * t4) =
+                make_float2(dq[nt * 4 + 2 * hr], dq[nt * 4 + 2 * hr + 1]);
+}
+
+/* dK (scaled) and dV (times rkeep) to the warp's own 16 rows of the K and V boxes sK, sV
+ * (swizzled), then 16-byte stores of those rows whose keys (key0 + row) are below len into the k
+ * and v parts of dqkv; w4 = the warp in its warpgroup. */
+__device__ __forceinline__ void bwd_write_dkdv(const float (&dk)[32], const float (&dv)[32], unsigned char *sK,
+                                               unsigned char *sV, int w4, int lane, float rkeep, int key0, int len,
+                                               bf16_t *dqkv, int start, int NH, int h)
+{
+    const int kl = w4 * 16 + (lane >> 2), t4 = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = kl + 8 * hr;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            *reinterpret_cast<uint32_t *>(sK + swz(r, nt) + 4 * t4) =
+                pack_bf16(dk[nt * 4 + 2 * hr] * SCALE, dk[nt * 4 + 2 * hr + 1] * SCALE);
+            *reinterpret_cast<uint32_t *>(sV + swz(r, nt) + 4 * t4) =
+                pack_bf16(dv[nt * 4 + 2 * hr] * rkeep, dv[nt * 4 + 2 * hr + 1] * rkeep);
+        }
+    }
+    __syncwarp();
+    const int H = NH * HD;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int c = i * 32 + lane, r = w4 * 16 + (c >> 3), ch = c & 7;
+        if (key0 + r < len) {
+            bf16_t *dst = dqkv + (size_t)(start + key0 + r) * 3 * H + (size_t)h * HD + ch * 8;
+            *reinterpret_cast<uint4 *>(dst + H) = *reinterpret_cast<const uint4 *>(sK + swz(r, ch));
+            *reinterpret_cast<uint4 *>(dst + 2 * H) = *reinterpret_cast<const uint4 *>(sV + swz(r, ch));
+        }
+    }
+}
 
 /* Grid (ceil(max_len / 64), NH, sequences of the group), 128 threads; 64 keys per CTA, query
  * tiles of 64. PIPE: S^T and dP^T of the next tile are issued right behind this tile's dQ, so the
@@ -451,36 +654,17 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     check_len_quiet(len, max_len);
     if (n0 >= len)
         return;
-    const int H = NH * HD;
-    const size_t ld = 3 * (size_t)H;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3, odd = g & 1;
     const int nq = (len + BM - 1) / BM;
     const float *lse_h = lse + (size_t)h * T + start;
     const float *D_h = Dvec + (size_t)h * T + start;
 
-    /* The per-query values of query tile q0: lse and D by threads 0..63, row keys by 64..127. */
-    auto tile_stats = [&](int q0, float &l, float &d, uint64_t &r) {
-        const int q = q0 + (tid & 63);
-        l = INFINITY;
-        d = 0.0f;
-        r = 0;
-        if (tid < 64) {
-            if (q < len) {
-                l = lse_h[q] * LOG2E;
-                d = D_h[q];
-            }
-        } else if (DROP) {
-            r = dropout_hash(seed, stream_id, (uint64_t)(start + q) * NH + h);
-        }
+    auto tile_stats = [&](int q0) {
+        return bwd_load_stats<DROP>(tid, q0, len, lse_h, D_h, seed, stream_id, start, NH, h);
     };
-    auto put_stats = [&](int buf, float l, float d, uint64_t r) {
-        if (tid < 64) {
-            sL[buf * BM + tid] = l;
-            sD[buf * BM + tid] = d;
-        } else {
-            sR[buf * BM + tid - 64] = r;
-        }
+    auto put_stats = [&](int buf, int q0, const BwdStats &x) {
+        bwd_put_stats(tid, q0, len, x, sL + buf * BM, sD + buf * BM, sR + buf * BM);
     };
     auto load_qdo = [&](int stage, int i) {
         sm90::mbar_arrive_expect_tx(&bar[1 + stage], 2 * BOX);
@@ -500,16 +684,11 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         for (int i = 0; i < 2 && i < nq; i++)
             load_qdo(i, i);
     }
-    { /* the first tile's statistics, while its tiles are on their way; after the barriers' set-up,
-       * so no thread writes shared memory while thread 0 initialises them */
-        float l, d;
-        uint64_t r;
-        tile_stats(0, l, d, r);
-        put_stats(0, l, d, r);
-    }
+    /* the first tile's statistics, while its tiles are on their way; after the barriers' set-up,
+     * so no thread writes shared memory while thread 0 initialises them */
+    put_stats(0, 0, tile_stats(0));
     __syncthreads();
 
-    const float sl2 = SCALE * LOG2E;
     const float rkeep = DROP ? 1.0f / (1.0f - p_drop) : 1.0f;
     const uint32_t thr = fmha_mask_threshold(p_drop);
     const int kl = warp * 16 + g; /* this thread's key rows kl, kl + 8 of the tile */
@@ -528,16 +707,7 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     auto issue_sdp = [&](int i) {
         const int st = i & 1;
         sm90::mbar_wait(&bar[1 + st], (uint32_t)(i >> 1) & 1u);
-        sm90::wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            sm90::mma_n64_ss<0, 0>(sc, sm90::desc_kmajor(aK + kk * 32),
-                                   sm90::desc_kmajor(aQ + st * BOX + kk * 32), kk);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            sm90::mma_n64_ss<0, 0>(dp, sm90::desc_kmajor(aV + kk * 32),
-                                   sm90::desc_kmajor(adO + st * BOX + kk * 32), kk);
-        sm90::wg_commit();
+        bwd_issue_sdp(sc, dp, aK, aV, aQ + st * BOX, adO + st * BOX);
     };
     sm90::wg_fence_regs(dk); /* the zeros are written before any wgmma is in flight */
     sm90::wg_fence_regs(dv);
@@ -546,78 +716,23 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
      * branch decides whether a wgmma group is in flight (ptxas would then serialize them all). */
     auto tile = [&](int i, auto next) {
         const int st = i & 1, q0 = i * BM;
-        float next_l, next_d;
-        uint64_t next_r;
-        tile_stats(q0 + BM, next_l, next_d, next_r); /* unused past the last tile */
+        const BwdStats next_stats = tile_stats(q0 + BM); /* unused past the last tile */
         if (!PIPE)
             issue_sdp(i);
         sm90::wg_wait<0>();
         sm90::wg_fence_regs(sc);
         sm90::wg_fence_regs(dp);
 
-        /* P^T (dropped, without 1 / (1 - p): dV is scaled at the end) into sc;
-         * dS^T = P^T .* (dP^T .* mask / (1 - p) - D) into dp. */
-        const float *l_s = sL + st * BM, *d_s = sD + st * BM;
-        const uint64_t *r_s = sR + st * BM;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            const float2 lq = *reinterpret_cast<const float2 *>(l_s + nt * 8 + 2 * t4);
-            const float2 dq = *reinterpret_cast<const float2 *>(d_s + nt * 8 + 2 * t4);
-            bool keep[2][2] = {{true, true}, {true, true}};
-            if (DROP)
-                mask_transposed(keep, r_s[nt * 8 + 2 * t4 + odd], c0, odd, thr);
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int x = nt * 4 + 2 * hr + e;
-                    float p = ex2(fmaf(sc[x], sl2, -(e ? lq.y : lq.x)));
-                    p = kval[hr] ? p : 0.0f;
-                    float dpm = dp[x], pd = p;
-                    if (DROP) {
-                        pd = keep[hr][e] ? p : 0.0f;
-                        dpm = keep[hr][e] ? dpm * rkeep : 0.0f;
-                    }
-                    sc[x] = pd;
-                    dp[x] = p * (dpm - (e ? dq.y : dq.x));
-                }
-        }
         uint32_t pa[4][4], sa[4][4]; /* A fragments of P^T and dS^T, k = the tile's queries */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                pa[kk][r] = pack_bf16(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
-                sa[kk][r] = pack_bf16(dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
-            }
-
-        /* dV += P^T dO and dK += dS^T Q (scaled at the end). */
-        sm90::wg_fence_regs(dv);
-        sm90::wg_fence_regs(dk);
-        sm90::wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            sm90::mma_n64_rs<1>(dv, pa[kk], sm90::desc_mnmajor(adO + st * BOX + kk * 2048));
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            sm90::mma_n64_rs<1>(dk, sa[kk], sm90::desc_mnmajor(aQ + st * BOX + kk * 2048));
-        sm90::wg_commit();
-
-        /* dS^T (bf16) to shared, rows = keys, for dQ = dS K. */
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const int row = kl + 8 * hr;
-                *reinterpret_cast<uint32_t *>(sdS + swz(row, 2 * kk) + 4 * t4) = sa[kk][hr];
-                *reinterpret_cast<uint32_t *>(sdS + swz(row, 2 * kk + 1) + 4 * t4) = sa[kk][2 + hr];
-            }
+        bwd_grads<DROP>(sc, dp, pa, sa, sL + st * BM, sD + st * BM, sR + st * BM, kval, c0, odd, t4, thr, rkeep);
+        bwd_issue_dvdk(dv, dk, pa, sa, aQ + st * BOX, adO + st * BOX);
+        bwd_store_ds(sdS, kl, t4, sa); /* rows = keys, for dQ = dS K */
         sm90::fence_proxy_async();
         if (tid == 0)
             sm90::bulk_wait_read<1>(); /* the reduction of two tiles ago has read this dQ buffer */
         __syncthreads();                /* dS^T complete; dQ buffer st free */
         if (i + 1 < nq)
-            put_stats(st ^ 1, next_l, next_d, next_r);
+            put_stats(st ^ 1, q0 + BM, next_stats);
 
         float dq[32];
         sm90::wg_fence();
@@ -637,12 +752,7 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         }
 
         float *sdq = sDQ + st * BM * DQ_LD;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-                *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LD + nt * 8 + 2 * t4) =
-                    make_float2(dq[nt * 4 + 2 * hr], dq[nt * 4 + 2 * hr + 1]);
+        bwd_stage_dq<8>(sdq, kl, t4, dq);
         sm90::fence_proxy_async();
         __syncthreads(); /* dQ tile staged; every warp is done with stage st and sdS */
         if (tid == 0) { /* the tile's rows of the sequence as one block */
@@ -668,29 +778,215 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
             sm90::mbar_inval(&bar[i]);
     }
 
-    /* dK (scaled) and dV to the warp's own rows of sK, sV (swizzled), then 16-byte stores. */
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = kl + 8 * hr;
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            *reinterpret_cast<uint32_t *>(sK + swz(r, nt) + 4 * t4) =
-                pack_bf16(dk[nt * 4 + 2 * hr] * SCALE, dk[nt * 4 + 2 * hr + 1] * SCALE);
-            *reinterpret_cast<uint32_t *>(sV + swz(r, nt) + 4 * t4) =
-                pack_bf16(dv[nt * 4 + 2 * hr] * rkeep, dv[nt * 4 + 2 * hr + 1] * rkeep);
+    bwd_write_dkdv(dk, dv, sK, sV, warp, lane, rkeep, n0, len, dqkv, start, NH, h);
+}
+
+/* ---- backward, two warpgroups (wgmma) -------------------------------------------------------- */
+
+/* Grid (ceil(max_len / 128), NH, sequences of the group), 256 threads: warpgroup w holds keys
+ * n0 + 64 w .. n0 + 64 w + 63 (its K and V boxes and their dK, dV accumulators). Both read the
+ * same 64-query tiles of Q and dO, in a ring of BWD2_STAGES stages that thread 0 fills (bulk
+ * tensor copies on full[st]); each warpgroup stages its own copy of the tiles' lse, D and row keys,
+ * one tile ahead, and per tile computes S^T, dP^T, P^T, dS^T of its keys and adds into dV, dK as
+ * the single-warpgroup kernel does, its next tile's S^T and dP^T issued behind its dQ.
+ * DQS = false: each warpgroup computes dQ = dS K over its 64 keys and adds it into the workspace
+ * by its own bulk reduction; the two meet only at the ring: their 8 warps hand a stage back on
+ * empty[st], and thread 0 refills the stage of the tile before the one it has just finished.
+ * DQS = true: both write dS^T into one (128 keys, 64 queries) tile, meet at a named barrier, and
+ * warpgroup w computes columns 32 w .. 32 w + 31 of dQ = dS K over all 128 keys; the two halves
+ * meet in one staging tile that a single bulk reduction adds (half the reductions per key), and
+ * thread 0 refills the stage just finished. */
+template <bool DROP, bool DQS>
+__global__ void __launch_bounds__(256, 1)
+fmha_bwd_wg2(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64) */
+             const __grid_constant__ CUtensorMap tm_do,  /* dout as (T, NH 64) */
+             bf16_t *__restrict__ dqkv,                  /* (T, 3, NH, 64): k and v parts written */
+             float *__restrict__ dq_acc,                 /* (NH, T, DQ_LD) += dS K (unscaled) */
+             const float *__restrict__ Dvec,             /* (NH, T) */
+             const float *__restrict__ lse,              /* (NH, T) */
+             const int32_t *__restrict__ cu_seqlens, int T, int NH, int seq_begin, int max_len,
+             float p_drop, uint64_t seed, uint64_t stream_id)
+{
+    constexpr int BN = 128, BM = 64, ST = BWD2_STAGES, NDQ = DQS ? 2 : 4;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *sK = align1024(smem_raw);  /* 2 boxes: keys 0..63, 64..127; dK staging at the end */
+    unsigned char *sV = sK + 2 * BOX;         /* 2 boxes; dV staging at the end */
+    unsigned char *sQ = sV + 2 * BOX;         /* ST stages */
+    unsigned char *sdO = sQ + ST * BOX;       /* ST stages */
+    unsigned char *sdS = sdO + ST * BOX;      /* dS^T (128 keys, 64 queries): warpgroup w's rows in box w */
+    float *sDQ = reinterpret_cast<float *>(sdS + 2 * BOX); /* NDQ x (64, DQ_LD): DQS 2 buffers, else 2 per warpgroup */
+    float *sL = sDQ + NDQ * BM * DQ_LD;                     /* (warpgroup, 2, 64) lse * log2 e, +inf past the end */
+    float *sD = sL + 4 * BM;                                /* (warpgroup, 2, 64) D, 0 past the end */
+    uint64_t *sR = reinterpret_cast<uint64_t *>(sD + 4 * BM); /* (warpgroup, 2, 64) dropout row keys */
+    uint64_t *bar = sR + 4 * BM;                            /* K and V; full[ST]; empty[ST] */
+    uint64_t *full = bar + 1, *empty = bar + 1 + ST;
+
+    const int s = seq_begin + (int)blockIdx.z, h = (int)blockIdx.y, n0 = (int)blockIdx.x * BN;
+    const int start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
+    check_len_quiet(len, max_len);
+    if (n0 >= len)
+        return;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int w = warp >> 2, wt = tid & 127;
+    const int g = lane >> 2, t4 = lane & 3, odd = g & 1;
+    const int nq = (len + BM - 1) / BM;
+    /* warpgroups with keys: with DQS both always run (the second on masked keys past the end) */
+    const int nwg = (DQS || n0 + 64 < len) ? 2 : 1;
+    const float *lse_h = lse + (size_t)h * T + start;
+    const float *D_h = Dvec + (size_t)h * T + start;
+    float *sLw = sL + w * 2 * BM, *sDw = sD + w * 2 * BM;
+    uint64_t *sRw = sR + w * 2 * BM;
+
+    auto tile_stats = [&](int q0) {
+        return bwd_load_stats<DROP>(wt, q0, len, lse_h, D_h, seed, stream_id, start, NH, h);
+    };
+    auto put_stats = [&](int buf, int q0, const BwdStats &x) {
+        bwd_put_stats(wt, q0, len, x, sLw + buf * BM, sDw + buf * BM, sRw + buf * BM);
+    };
+    auto load_qdo = [&](int stage, int i) {
+        sm90::mbar_arrive_expect_tx(&full[stage], 2 * BOX);
+        sm90::tma_load_2d(sQ + stage * BOX, &tm_qkv, &full[stage], h * HD, start + i * BM);
+        sm90::tma_load_2d(sdO + stage * BOX, &tm_do, &full[stage], h * HD, start + i * BM);
+    };
+    if (tid == 0) {
+        sm90::mbar_init(&bar[0], 1);
+        for (int i = 0; i < ST; i++) {
+            sm90::mbar_init(&full[i], 1);
+            sm90::mbar_init(&empty[i], 4 * nwg);
         }
+        sm90::mbar_init_fence();
     }
-    __syncwarp();
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int c = i * 32 + lane, r = warp * 16 + (c >> 3), ch = c & 7;
-        const int key = n0 + r;
-        if (key < len) {
-            bf16_t *dst = dqkv + (size_t)(start + key) * ld + (size_t)h * HD + ch * 8;
-            *reinterpret_cast<uint4 *>(dst + H) = *reinterpret_cast<const uint4 *>(sK + swz(r, ch));
-            *reinterpret_cast<uint4 *>(dst + 2 * H) = *reinterpret_cast<const uint4 *>(sV + swz(r, ch));
+    __syncthreads();
+    if (tid == 0) {
+        sm90::mbar_arrive_expect_tx(&bar[0], 4 * BOX);
+        for (int b = 0; b < 2; b++) {
+            sm90::tma_load_2d(sK + b * BOX, &tm_qkv, &bar[0], (NH + h) * HD, start + n0 + 64 * b);
+            sm90::tma_load_2d(sV + b * BOX, &tm_qkv, &bar[0], (2 * NH + h) * HD, start + n0 + 64 * b);
         }
+        for (int i = 0; i < ST && i < nq; i++)
+            load_qdo(i, i);
     }
+    put_stats(0, 0, tile_stats(0)); /* the first tile's statistics; after the barriers' set-up */
+    __syncthreads();
+    if (w >= nwg)
+        goto done;
+    {
+        const float rkeep = DROP ? 1.0f / (1.0f - p_drop) : 1.0f;
+        const uint32_t thr = fmha_mask_threshold(p_drop);
+        const int kl = (warp & 3) * 16 + g; /* this thread's key rows kl, kl + 8 of its warpgroup */
+        const int nw0 = n0 + 64 * w;         /* the warpgroup's first key */
+        const bool kval[2] = {nw0 + kl < len, nw0 + kl + 8 < len};
+        const uint32_t c0 = (uint32_t)(nw0 + kl) >> 1;
+        float dk[32], dv[32];
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            dk[i] = dv[i] = 0.0f;
+        unsigned char *sKw = sK + w * BOX, *sVw = sV + w * BOX, *sdSw = sdS + w * BOX;
+        const uint32_t aK = sm90::smem_u32(sK), aKw = sm90::smem_u32(sKw), aVw = sm90::smem_u32(sVw);
+        const uint32_t aQ = sm90::smem_u32(sQ), adO = sm90::smem_u32(sdO);
+        const uint32_t adS = sm90::smem_u32(sdS), adSw = sm90::smem_u32(sdSw);
+        /* the thread that issues the reductions: tid 0 (DQS), else thread 0 of each warpgroup */
+        const bool reducer = DQS ? tid == 0 : wt == 0;
+        sm90::mbar_wait(&bar[0], 0);
+
+        float sc[32], dp[32];
+        auto issue_sdp = [&](int i) {
+            const int st = i % ST;
+            sm90::mbar_wait(&full[st], (uint32_t)(i / ST) & 1u);
+            bwd_issue_sdp(sc, dp, aKw, aVw, aQ + st * BOX, adO + st * BOX);
+        };
+        sm90::wg_fence_regs(dk);
+        sm90::wg_fence_regs(dv);
+        auto tile = [&](int i, auto next) {
+            const int st = i % ST, q0 = i * BM, buf = i & 1;
+            const BwdStats next_stats = tile_stats(q0 + BM); /* unused past the last tile */
+            sm90::wg_wait<0>();
+            sm90::wg_fence_regs(sc);
+            sm90::wg_fence_regs(dp);
+
+            uint32_t pa[4][4], sa[4][4];
+            bwd_grads<DROP>(sc, dp, pa, sa, sLw + buf * BM, sDw + buf * BM, sRw + buf * BM, kval, c0, odd, t4, thr,
+                            rkeep);
+            bwd_issue_dvdk(dv, dk, pa, sa, aQ + st * BOX, adO + st * BOX);
+            bwd_store_ds(sdSw, kl, t4, sa); /* the warpgroup's rows of the shared tile */
+            sm90::fence_proxy_async();
+            if (reducer)
+                sm90::bulk_wait_read<1>(); /* the reduction of two tiles ago has read this buffer */
+            if (DQS)
+                sm90::named_sync(1, 256); /* both halves of dS^T; the dQ buffer free */
+            else
+                sm90::named_sync(1 + w, 128);
+            if (i + 1 < nq)
+                put_stats(buf ^ 1, q0 + BM, next_stats);
+
+            float dq[DQS ? 16 : 32];
+            sm90::wg_fence();
+            if constexpr (DQS) {
+#pragma unroll
+                for (int kk = 0; kk < 8; kk++)
+                    sm90::mma_n32_ss<1, 1>(dq, sm90::desc_mnmajor(adS + kk * 2048),
+                                           sm90::desc_mnmajor(aK + kk * 2048 + 64 * w), kk);
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    sm90::mma_n64_ss<1, 1>(dq, sm90::desc_mnmajor(adSw + kk * 2048),
+                                           sm90::desc_mnmajor(aKw + kk * 2048), kk);
+            }
+            sm90::wg_commit();
+            if constexpr (decltype(next)::value) {
+                issue_sdp(i + 1);
+                sm90::wg_wait<1>();
+            } else {
+                sm90::wg_wait<0>();
+                sm90::wg_fence_regs(dq);
+                sm90::wg_fence_regs(dv);
+                sm90::wg_fence_regs(dk);
+            }
+            if (!DQS) {
+                __syncwarp();
+                if (lane == 0)
+                    sm90::mbar_arrive(&empty[st]); /* this warp is done with stage st */
+            }
+
+            float *sdq = sDQ + (DQS ? buf : 2 * w + buf) * BM * DQ_LD;
+            bwd_stage_dq<DQS ? 4 : 8>(sdq + (DQS ? 32 * w : 0), kl, t4, dq);
+            sm90::fence_proxy_async();
+            if (DQS)
+                sm90::named_sync(2, 256); /* dQ tile staged; both warpgroups done with stage st */
+            else
+                sm90::named_sync(1 + w, 128);
+            if (reducer) {
+                sm90::bulk_reduce_add_f32(dq_acc + ((size_t)h * T + start + q0) * DQ_LD, sdq,
+                                          (uint32_t)min(BM, len - q0) * DQ_LD * sizeof(float));
+                sm90::bulk_commit();
+            }
+            if (tid == 0) {
+                if (DQS) {
+                    if (i + ST < nq)
+                        load_qdo(st, i + ST);
+                } else if (i >= 1 && i - 1 + ST < nq) { /* the stage of tile i - 1, once both gave it back */
+                    const int j = i - 1;
+                    sm90::mbar_wait(&empty[j % ST], (uint32_t)(j / ST) & 1u);
+                    load_qdo(j % ST, j + ST);
+                }
+            }
+        };
+        issue_sdp(0);
+        for (int i = 0; i + 1 < nq; i++)
+            tile(i, std::true_type{});
+        tile(nq - 1, std::false_type{});
+        if (reducer)
+            sm90::bulk_wait_read<0>();
+
+        /* dK, dV out through the warpgroup's own K and V boxes. With DQS the other warpgroup's last
+         * dQ read sK: both passed barrier 2 after it. */
+        bwd_write_dkdv(dk, dv, sKw, sVw, warp & 3, lane, rkeep, nw0, len, dqkv, start, NH, h);
+    }
+done:
+    __syncthreads(); /* every barrier's last wait is behind */
+    if (tid == 0)
+        for (int i = 0; i < 1 + 2 * ST; i++)
+            sm90::mbar_inval(&bar[i]);
 }
 
 /* ---- launchers ------------------------------------------------------------------------------ */
@@ -787,6 +1083,34 @@ void launch_bwd_wgmma_kernel(bf16 *dqkv, float *dq_acc, const float *Dvec, const
     cudaCheck(cudaGetLastError());
 }
 
+template <bool DROP, bool DQS>
+void launch_bwd_wg2_kernel(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *dout, const float *lse,
+                           const bf16 *qkv, const int32_t *cu, const Args &a, cudaStream_t stream)
+{
+    constexpr int ST = BWD2_STAGES;
+    constexpr size_t smem = 1024 + (6 + 2 * (size_t)ST) * BOX + (DQS ? 2 : 4) * 64 * DQ_LD * sizeof(float) +
+                            4 * 64 * (2 * sizeof(float) + sizeof(uint64_t)) + (1 + 2 * ST) * 8;
+    static bool attr = false;
+    set_smem(fmha_bwd_wg2<DROP, DQS>, smem, attr);
+    const CUtensorMap tq = tile_map(qkv, a.T, 3 * a.NH * HD, 3 * (size_t)a.NH * HD);
+    const CUtensorMap td = tile_map(dout, a.T, a.NH * HD, (size_t)a.NH * HD);
+    const dim3 grid((a.max_len + 127) / 128, a.NH, a.seq_end - a.seq_begin);
+    fmha_bwd_wg2<DROP, DQS><<<grid, 256, smem, stream>>>(tq, td, reinterpret_cast<bf16_t *>(dqkv), dq_acc, Dvec,
+                                                        lse, cu, a.T, a.NH, a.seq_begin, a.max_len, a.p_drop,
+                                                        a.seed, a.stream_id);
+    cudaCheck(cudaGetLastError());
+}
+
+template <bool DQS>
+void launch_bwd_wg2(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *dout, const float *lse,
+                    const bf16 *qkv, const int32_t *cu, const Args &a, cudaStream_t stream)
+{
+    if (a.p_drop > 0.0f)
+        launch_bwd_wg2_kernel<true, DQS>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
+    else
+        launch_bwd_wg2_kernel<false, DQS>(dqkv, dq_acc, Dvec, dout, lse, qkv, cu, a, stream);
+}
+
 template <bool PIPE>
 void launch_bwd_wgmma(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *dout, const float *lse,
                       const bf16 *qkv, const int32_t *cu, const Args &a, cudaStream_t stream)
@@ -799,10 +1123,8 @@ void launch_bwd_wgmma(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *
 
 typedef void (*FwdFn)(bf16 *, float *, const bf16 *, const int32_t *, const Args &, cudaStream_t);
 
-/* Names: query rows (q) / keys (k) per CTA. The launchers run shape 0 of each. On the H200 (56
- * Wikipedia lengths, 16 heads; docs/kernels.md) query tiles of 64 with key tiles of 128 (three
- * CTAs per SM) ran the forward in 0.090 ms, against 0.092 for 128 x 64 and 0.132 for the mma.sync
- * kernel it replaces; the backward takes 0.397 ms, against 0.405 for mma.sync. */
+/* Names: query rows (q) / keys (k) per CTA. The launchers run shape 0 of each, the fastest
+ * measured on the H200 (56 Wikipedia lengths, 16 heads; docs/kernels.md has the numbers). */
 const struct {
     FwdFn fn;
     const char *name;
@@ -814,8 +1136,10 @@ const struct {
     BwdMainFn fn;
     const char *name;
 } bwd_shapes[] = {
-    {launch_bwd_wgmma<true>, "bwd wgmma k64 q64 pipe"},
     {launch_bwd_wgmma<false>, "bwd wgmma k64 q64"},
+    {launch_bwd_wgmma<true>, "bwd wgmma k64 q64 pipe"},
+    {launch_bwd_wg2<false>, "bwd wgmma 2wg k128 q64"},
+    {launch_bwd_wg2<true>, "bwd wgmma 2wg k128 q64 dq-shared"},
 };
 constexpr int N_FWD = (int)(sizeof fwd_shapes / sizeof fwd_shapes[0]);
 constexpr int N_BWD = (int)(sizeof bwd_shapes / sizeof bwd_shapes[0]);

@@ -43,6 +43,26 @@ __device__ __forceinline__ void mbar_inval(uint64_t *bar)
     asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* One plain arrival (release: this thread's earlier shared-memory writes and reads are ordered
+ * before the phase completes). */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+/* Named barrier `id` (1 .. 15; 0 is __syncthreads) among `count` threads (a multiple of 32). */
+__device__ __forceinline__ void named_sync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+/* Hands registers back (dec) or takes them (inc) for the executing warpgroup: every warp of a
+ * warpgroup runs the same one; the kernel needs a register cap at entry (launch bounds). */
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
 /* One arrival that also expects `bytes` more bytes from bulk copies completing on the barrier. */
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t bytes)
 {
@@ -156,6 +176,7 @@ __device__ __forceinline__ void wg_fence_regs(float (&d)[R])
 #define UNPAD_WG_O64 UNPAD_WG_O32, UNPAD_WG_O8(32), UNPAD_WG_O8(40), UNPAD_WG_O8(48), UNPAD_WG_O8(56)
 #define UNPAD_WG_D32 UNPAD_WG_D8(0), UNPAD_WG_D8(8), UNPAD_WG_D8(16), UNPAD_WG_D8(24)
 #define UNPAD_WG_D64 UNPAD_WG_D32, UNPAD_WG_D8(32), UNPAD_WG_D8(40), UNPAD_WG_D8(48), UNPAD_WG_D8(56)
+#define UNPAD_WG_R16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define UNPAD_WG_R32                                                                              \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -202,6 +223,23 @@ __device__ __forceinline__ void mma_n128_ss(float (&d)[64], uint64_t da, uint64_
                      : "l"(da), "l"(db), "n"(TA), "n"(TB));
 }
 
+/* d (64 x 32 fp32) = A B (k = 0) or d += A B, both operands in shared memory, as mma_n64_ss. */
+template <int TA, int TB>
+__device__ __forceinline__ void mma_n32_ss(float (&d)[16], uint64_t da, uint64_t db, int k)
+{
+    if (k == 0)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " UNPAD_WG_R16
+                     ", %16, %17, p, 1, 1, %18, %19;\n}\n"
+                     : UNPAD_WG_O8(0), UNPAD_WG_O8(8)
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+    else
+        asm volatile("wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 " UNPAD_WG_R16
+                     ", %16, %17, 1, 1, 1, %18, %19;\n"
+                     : UNPAD_WG_D8(0), UNPAD_WG_D8(8)
+                     : "l"(da), "l"(db), "n"(TA), "n"(TB));
+}
+
 /* d (64 x 64 fp32) += A B, A (64 x 16 bf16) from registers (a fragment), B in shared memory. */
 template <int TB>
 __device__ __forceinline__ void mma_n64_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
@@ -219,6 +257,7 @@ __device__ __forceinline__ void mma_n64_rs(float (&d)[32], const uint32_t (&a)[4
 #undef UNPAD_WG_D8
 #undef UNPAD_WG_D32
 #undef UNPAD_WG_D64
+#undef UNPAD_WG_R16
 #undef UNPAD_WG_R32
 #undef UNPAD_WG_R64
 
