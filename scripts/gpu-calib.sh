@@ -15,8 +15,8 @@ STEPS=${STEPS:-100}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
 W=$OUT/calib-workloads.csv
-echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$W"
 . "$(dirname "$0")/workload-lib.sh"
+workload_table "$W"
 run() { workload_run "$W" "$OUT" calib-w 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
 for m in bert-base bert-large; do
     for d in wiki512 wiki128; do

@@ -13,8 +13,8 @@ STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
 W=$OUT/heldout-workloads.csv
-echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$W"
 . "$(dirname "$0")/workload-lib.sh"
+workload_table "$W"
 run() { workload_run "$W" "$OUT" heldout-w 5:7 "$@"; } # model batch vranks policy dist
 for m in bert-base bert-large; do
     for d in short uniform bimodal; do

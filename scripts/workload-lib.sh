@@ -1,9 +1,13 @@
 # workload-lib.sh — sourced by scripts/gpu-heldout.sh and scripts/gpu-calib.sh: one measured
 # workload, a row of a workload table (sim/workload.h).
+#   workload_table TABLE   starts TABLE with the table's header line
 #   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
 # runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
 # wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end.
+workload_table() {
+    echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$1"
+}
 workload_run() {
     local table=$1 out=$2 prefix=$3 tsteps=$4 m=$5 b=$6 k=$7 p=$8 d=$9
     local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
