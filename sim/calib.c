@@ -28,6 +28,10 @@ const cfg_field calib_schema[] = {
        "GEMM inverse efficiency added per unit of (1024 / hidden - 1)"),
     CF("bw_narrow", CFG_DOUBLE, bw_narrow, -1, 10, CFG_OPTIONAL,
        "memory-bound inverse efficiency added per unit of (1024 / hidden - 1)"),
+    CF("attn_narrow", CFG_DOUBLE, attn_narrow, -10, 10, CFG_OPTIONAL,
+       "FMHA forward tile inverse efficiency added per unit of (1024 / (64 heads) - 1)"),
+    CF("attn_bwd_narrow", CFG_DOUBLE, attn_bwd_narrow, -10, 10, CFG_OPTIONAL,
+       "FMHA backward tile inverse efficiency added per unit of (1024 / (64 heads) - 1)"),
 #define OPE(name, id) CF("eff_" name, CFG_DOUBLE, op_eff[id], 0, 1, CFG_OPTIONAL, \
                          "per-operator efficiency (GEMM: of bf16 peak; else: of bandwidth), 0: class value")
     OPE("embed_fwd", OP_EMBED_FWD), OPE("qkv_fwd", OP_QKV_FWD), OPE("attn_out_fwd", OP_ATTN_OUT_FWD),
@@ -93,6 +97,19 @@ calib_fmha_coef calib_fmha(const calib_coef *c, int dir)
     if (dir && c->attn_bwd_ctas_per_sm > 0)
         return (calib_fmha_coef){c->attn_bwd_eff, c->attn_bwd_cta_us, c->attn_bwd_ctas_per_sm};
     return (calib_fmha_coef){c->attn_eff, c->attn_cta_us, c->attn_ctas_per_sm};
+}
+
+const calib_coef *calib_fmha_heads(const calib_coef *c, int heads, calib_coef *tmp)
+{
+    if (c->attn_narrow == 0 && c->attn_bwd_narrow == 0)
+        return c;
+    double w = calib_narrow(64.0 * heads);
+    *tmp = *c;
+    tmp->attn_eff = 1 / (1 / c->attn_eff + c->attn_narrow * w);
+    if (c->attn_bwd_ctas_per_sm > 0)
+        tmp->attn_bwd_eff = 1 / (1 / c->attn_bwd_eff + c->attn_bwd_narrow * w);
+    tmp->attn_narrow = tmp->attn_bwd_narrow = 0;
+    return tmp;
 }
 
 calib_source calib_source_of(const calib_coef *c)

@@ -26,6 +26,9 @@ typedef struct {
      * and for memory-bound operators (0: none); and the small-M term scaled by
      * CALIB_WIDTH_REF / hidden (fewer output tiles per row in a narrower model). */
     double gemm_narrow, bw_narrow;
+    /* The FMHA's (forward, backward): its tile inverse efficiency added per unit of
+     * (CALIB_WIDTH_REF / (64 heads) - 1); calib_fmha_heads applies it. */
+    double attn_narrow, attn_bwd_narrow;
     /* Per operator (index op_id), 0 where not fitted: the class value applies. A GEMM operator's
      * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
@@ -46,6 +49,9 @@ typedef struct {
     double eff, cta_us, ctas_per_sm;
 } calib_fmha_coef;
 calib_fmha_coef calib_fmha(const calib_coef *c, int dir);
+/* c with the FMHA efficiencies of a model of `heads` heads of 64 (the width terms attn_narrow,
+ * attn_bwd_narrow applied, then zeroed): c itself when they are 0, else *tmp. */
+const calib_coef *calib_fmha_heads(const calib_coef *c, int heads, calib_coef *tmp);
 
 /* Where a calibration came from: the uncalibrated defaults, a fit, or a transfer. */
 typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;

@@ -52,8 +52,10 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
     double eff_bw = cost_bw_eff(c, oc->op, oc->width);
     double t_flop = 0;
     if (oc->tensor_flops > 0) {
-        double eff = op_class_of(oc->op) == OPC_ATTN ? calib_fmha(c, oc->op == OP_FMHA_BWD).eff
-                                                     : cost_gemm_eff(c, oc->op, oc->rows, oc->width);
+        calib_coef tmp;
+        double eff = op_class_of(oc->op) == OPC_ATTN
+                         ? calib_fmha(calib_fmha_heads(c, (int)(oc->width / 64), &tmp), oc->op == OP_FMHA_BWD).eff
+                         : cost_gemm_eff(c, oc->op, oc->rows, oc->width);
         t_flop = oc->tensor_flops / (peak * eff);
     }
     /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */
@@ -140,6 +142,8 @@ static double run_equal(double *a, double *q, int S, long r, double d)
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after)
 {
+    calib_coef tmp;
+    c = calib_fmha_heads(c, heads, &tmp);
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     double stack[2 * 1024];
     double *a = slots <= 1024 ? stack : calloc(2 * (size_t)slots, sizeof *a);
@@ -185,6 +189,8 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
 {
     for (int g = 0; g < G && group_end; g++)
         group_end[g] = 0;
+    calib_coef tmp;
+    c = calib_fmha_heads(c, heads, &tmp);
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     const int tile = COST_FMHA_TILE;
     double stack[1024];

@@ -14,7 +14,8 @@
 
 static const char *PARAM_NAMES[FIT_NPARAM] = {
     "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
-    "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow"};
+    "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow",
+    "attn_narrow", "attn_bwd_narrow"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
 
@@ -60,6 +61,8 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_STEP_OVERHEAD_US: return &c->step_overhead_us;
     case FIT_GEMM_NARROW: return &c->gemm_narrow;
     case FIT_BW_NARROW: return &c->bw_narrow;
+    case FIT_ATTN_NARROW: return &c->attn_narrow;
+    case FIT_ATTN_BWD_NARROW: return &c->attn_bwd_narrow;
     default: return NULL;
     }
 }
@@ -422,6 +425,7 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
 /* One direction's fitted pair in c (the backward's when dir is 1). */
 static double *fmha_eff(calib_coef *c, int dir) { return dir ? &c->attn_bwd_eff : &c->attn_eff; }
 static double *fmha_cta(calib_coef *c, int dir) { return dir ? &c->attn_bwd_cta_us : &c->attn_cta_us; }
+static double *fmha_narrow(calib_coef *c, int dir) { return dir ? &c->attn_bwd_narrow : &c->attn_narrow; }
 
 /* The simulated time is a sum of per-tile times d = attn_cta_us + flops / (slot rate x attn_eff)
  * along the slot that ends last: for a fixed schedule, T = A attn_cta_us + B / attn_eff exactly.
@@ -437,7 +441,8 @@ static void fmha_decompose(const hw_spec *hw, const calib_coef *c, const row_ctx
     double a = (fit_fmha_us(hw, &c2, heads, x->len, n, dir) - t0) / h;
     if (a < 0)
         a = 0;
-    double b = (t0 - a * cta) * *fmha_eff(&c2, dir);
+    calib_coef tmp;
+    double b = (t0 - a * cta) * *fmha_eff((calib_coef *)calib_fmha_heads(&c2, heads, &tmp), dir);
     *T = t0;
     *A = a;
     *B = b > 0 ? b : 0;
@@ -531,9 +536,18 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             note(out, "%s: memory-bound under the fitted bandwidth, not fitted; ", D);
             goto out;
         }
-        if (rf.n != k) {
+        /* the width term: rows of two widths (heads) */
+        size_t nn = 0;
+        double wmax = 0;
+        for (size_t j = 0; j < k; j++) {
+            double w = calib_narrow(64.0 * fc->rows[idx[j]].m->heads);
+            nn += w != 0;
+            wmax = w > wmax ? w : wmax;
+        }
+        int wcol = nn >= 3 && nn + 3 <= k;
+        if (rf.n != k || rf.p != (size_t)(2 + wcol)) {
             robust_free(&rf);
-            if ((rc = robust_alloc(&rf, k, 2, err)))
+            if ((rc = robust_alloc(&rf, k, (size_t)(2 + wcol), err)))
                 goto out;
         }
         for (size_t j = 0; j < k; j++) {
@@ -541,6 +555,8 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             double d = x->r->dur_us;
             gsl_matrix_set(rf.X, j, 0, bt[3 * x->batch + 1] / d);
             gsl_matrix_set(rf.X, j, 1, bt[3 * x->batch + 2] / d);
+            if (wcol)
+                gsl_matrix_set(rf.X, j, 2, calib_narrow(64.0 * x->m->heads) * bt[3 * x->batch + 2] / d);
             gsl_vector_set(rf.y, j, (d - x->oc.launches * cur.launch_us) / d);
         }
         int st = robust_solve(&rf);
@@ -551,15 +567,18 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         }
         double cta = robust_coef(&rf, 0), inv = robust_coef(&rf, 1);
         double se_cta = robust_se(&rf, 0), se_inv = robust_se(&rf, 1);
+        double nar = wcol ? robust_coef(&rf, 2) : *fmha_narrow(&cur, dir), se_nar = wcol ? robust_se(&rf, 2) : 0;
         robust_fit r1 = {0}, *used = &rf;
         /* No negative tile cost, and no efficiency above 1 bought with a large one (rows of one
          * batch shape cannot separate the two): the efficiency alone, the cost at 0. */
         if (cta < 0 || inv < 1) {
             clamped = 1;
-            if ((rc = robust_alloc(&r1, k, 1, err)))
+            if ((rc = robust_alloc(&r1, k, (size_t)(1 + wcol), err)))
                 goto out;
             for (size_t j = 0; j < k; j++) {
                 gsl_matrix_set(r1.X, j, 0, gsl_matrix_get(rf.X, j, 1));
+                if (wcol)
+                    gsl_matrix_set(r1.X, j, 1, gsl_matrix_get(rf.X, j, 2));
                 gsl_vector_set(r1.y, j, gsl_vector_get(rf.y, j));
             }
             st = robust_solve(&r1);
@@ -572,9 +591,15 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             se_cta = 0;
             inv = robust_coef(&r1, 0);
             se_inv = robust_se(&r1, 0);
+            if (wcol)
+                nar = robust_coef(&r1, 1), se_nar = robust_se(&r1, 1);
             used = &r1;
         }
-        if (inv < 1) {
+        if (nar < -10 || nar > 10) { /* the calibration file's range */
+            note(out, "%s: the width term came out outside -10..10 and was clamped; ", D);
+            nar = nar < -10 ? -10 : 10;
+        }
+        if (inv < 1 || inv + nar * wmax < 1) { /* at the reference width and the narrowest */
             robust_free(&r1);
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                             "the %s rows imply an efficiency of %.3g, above 1 (are FMHA flops "
@@ -582,9 +607,15 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             goto out;
         }
         double change = fabs(cta - *fmha_cta(&cur, dir)) / (*fmha_cta(&cur, dir) + 1e-3) +
-                        fabs(1 / inv - *fmha_eff(&cur, dir)) / *fmha_eff(&cur, dir);
+                        fabs(1 / inv - *fmha_eff(&cur, dir)) / *fmha_eff(&cur, dir) +
+                        fabs(nar - *fmha_narrow(&cur, dir));
         *fmha_cta(&cur, dir) = cta;
         *fmha_eff(&cur, dir) = 1 / inv;
+        *fmha_narrow(&cur, dir) = nar;
+        if (wcol) {
+            fit_param *q = &out->param[dir ? FIT_ATTN_BWD_NARROW : FIT_ATTN_NARROW];
+            *q = (fit_param){nar, se_nar, 1, (long)nn};
+        }
         converged = it > 0 && change < 1e-6;
         out->param[P_CTA].se = se_cta;
         out->param[P_EFF].se = se_inv / (inv * inv);
@@ -607,6 +638,7 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         note(out, "%s: the tile schedule kept changing between iterations (last kept); ", D);
     *fmha_cta(c, dir) = *fmha_cta(&cur, dir);
     *fmha_eff(c, dir) = *fmha_eff(&cur, dir);
+    *fmha_narrow(c, dir) = *fmha_narrow(&cur, dir);
     out->param[P_EFF].fitted = out->param[P_CTA].fitted = 1;
 out:
     robust_free(&rf);

@@ -98,6 +98,8 @@ typedef enum {
     FIT_STEP_OVERHEAD_US,
     FIT_GEMM_NARROW,
     FIT_BW_NARROW,
+    FIT_ATTN_NARROW,
+    FIT_ATTN_BWD_NARROW,
     FIT_NPARAM
 } fit_param_id;
 

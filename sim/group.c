@@ -35,6 +35,8 @@ static double group_alone_us(const hw_spec *hw, const calib_coef *c, int heads, 
 /* W: every tile's time spread over all slots, plus one launch each way. */
 static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const int *d, int n)
 {
+    calib_coef tmp;
+    c = calib_fmha_heads(c, heads, &tmp);
     double slots[2] = {hw->sms * calib_fmha(c, 0).ctas_per_sm, hw->sms * calib_fmha(c, 1).ctas_per_sm};
     double sum = 0;
     for (int s = 0; s < n; s++) {

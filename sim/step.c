@@ -99,7 +99,8 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         sm->run_small[r] = sm->instances[i] * sm->small_m[i];
     }
     for (int dir = 0; dir < 2; dir++) { /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
-        calib_fmha_coef f = calib_fmha(c, dir);
+        calib_coef tmp;
+        calib_fmha_coef f = calib_fmha(calib_fmha_heads(c, m->heads, &tmp), dir);
         double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / f.ctas_per_sm;
         sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * f.eff);
         sm->cta_us[dir] = f.cta_us;

@@ -69,6 +69,39 @@ START_TEST(test_bw_eff_per_operator)
 }
 END_TEST
 
+START_TEST(test_fmha_width_term)
+{
+    /* attn_narrow and attn_bwd_narrow: a model of fewer heads of 64 (narrower than 1024) adds them
+     * x (1024 / (64 heads) - 1) to the tile's inverse efficiency; 16 heads are the reference */
+    calib_coef c, tmp;
+    calib_default(&h200, &c);
+    c.attn_eff = 0.25;
+    c.attn_bwd_eff = 0.26;
+    ck_assert_ptr_eq(calib_fmha_heads(&c, 12, &tmp), &c); /* no width terms: c itself */
+    c.attn_narrow = -1.5;
+    c.attn_bwd_narrow = -0.9;
+    const calib_coef *w = calib_fmha_heads(&c, 12, &tmp);
+    ck_assert_ptr_eq(w, &tmp);
+    ck_assert_double_eq_tol(calib_fmha(w, 0).eff, 1 / (4.0 - 1.5 / 3), 1e-12);
+    ck_assert_double_eq_tol(calib_fmha(w, 1).eff, 1 / (1 / 0.26 - 0.9 / 3), 1e-12);
+    ck_assert_double_eq(w->attn_narrow, 0); /* applied once */
+    ck_assert_double_eq_tol(calib_fmha(calib_fmha_heads(&c, 16, &tmp), 0).eff, 0.25, 1e-15);
+    /* the tile simulation takes it: 12 heads under the width term = 12 heads at that efficiency */
+    int len[5] = {512, 300, 128, 64, 7};
+    calib_coef direct = c;
+    direct.attn_narrow = direct.attn_bwd_narrow = 0;
+    direct.attn_eff = 1 / (4.0 - 1.5 / 3);
+    direct.attn_bwd_eff = 1 / (1 / 0.26 - 0.9 / 3);
+    for (int dir = 0; dir < 2; dir++) {
+        double a = cost_fmha_us(&h200, &c, 12, len, 5, dir), b = cost_fmha_us(&h200, &direct, 12, len, 5, dir);
+        ck_assert_double_eq_tol(a, b, 1e-9 * b);
+        calib_coef none = c;
+        none.attn_narrow = none.attn_bwd_narrow = 0;
+        ck_assert_double_lt(a, cost_fmha_us(&h200, &none, 12, len, 5, dir)); /* faster tiles */
+    }
+}
+END_TEST
+
 START_TEST(test_calib_file_with_and_without_operators)
 {
     char p[512], q[512];
@@ -135,6 +168,7 @@ Suite *cost_suite(void)
     tcase_add_test(tc, test_gemm_eff_class_and_operator);
     tcase_add_test(tc, test_bw_eff_per_operator);
     tcase_add_test(tc, test_calib_file_with_and_without_operators);
+    tcase_add_test(tc, test_fmha_width_term);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -143,15 +143,16 @@ static void check_coef(const fit_result *res, fit_param_id p, double truth, doub
     ck_assert_msg(q->se > 0 && q->se < 0.1 * truth, "%s standard error %.3g", fit_param_name(p), q->se);
 }
 
-START_TEST(test_recover_coefficients)
+/* Batches of 16..96 sequences of BERT-Base and 56 of BERT-Large, 1% noise, 2% of rows slowed 3x,
+ * under truth with the width terms given; the fit into res. */
+static void recover_two_widths(double attn_narrow, double attn_bwd_narrow, fit_result *res)
 {
-    /* Batches of 16..96 sequences on two model sizes, 1% noise, 2% of rows slowed 3x. A plain
-     * least-squares fit would move every efficiency by ~4% (2% of rows at +200%); the bisquare fit
-     * must set them aside. */
     calib_coef truth, init;
     synth_truth_default(&h200, &truth);
     truth.gemm_narrow = 0.2; /* BERT-Base's GEMMs and memory-bound kernels slower than BERT-Large's */
     truth.bw_narrow = 0.6;
+    truth.attn_narrow = attn_narrow;
+    truth.attn_bwd_narrow = attn_bwd_narrow;
     calib_default(&h200, &init);
     int batches[] = {16, 32, 56, 96};
     trace_set sets[5];
@@ -165,9 +166,18 @@ START_TEST(test_recover_coefficients)
                         .outlier_frac = 0.02, .outlier_scale = 3, .overhead_jitter = 0.05};
     synth_read(&large, &truth, &o, &sets[4]);
     model_cfg models[2] = {base, large};
-    fit_result res;
     unpad_err e = {0};
-    ck_assert_msg(fit_calibrate(sets, 5, models, 2, &h200, &init, &res, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_msg(fit_calibrate(sets, 5, models, 2, &h200, &init, res, &e) == UNPAD_OK, "%s", e.msg);
+    for (int i = 0; i < 5; i++)
+        trace_set_free(&sets[i]);
+}
+
+START_TEST(test_recover_coefficients)
+{
+    /* A plain least-squares fit would move every efficiency by ~4% (2% of rows at +200%); the
+     * bisquare fit must set them aside. */
+    fit_result res;
+    recover_two_widths(0, 0, &res);
     check_coef(&res, FIT_GEMM_EFF, 0.62, 0.01);
     check_coef(&res, FIT_GEMM_M_HALF, 400, 0.05);
     /* FMHA from rebuilt lengths (the rows carry counts, not lengths): each direction's
@@ -193,8 +203,25 @@ START_TEST(test_recover_coefficients)
     ck_assert_double_lt(res.resid[OPC_GEMM].median_abs_pct, 1.0);
     ck_assert_double_lt(res.resid[OPC_NORM].median_abs_pct, 1.0);
     ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
-    for (int i = 0; i < 5; i++)
-        trace_set_free(&sets[i]);
+    /* no FMHA width term in the truth: none worth the name in the fit */
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_NARROW].value, 0, 0.2);
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_NARROW].value, 0, 0.2);
+}
+END_TEST
+
+START_TEST(test_recover_fmha_width_term)
+{
+    /* BERT-Base's FMHA tiles faster than BERT-Large's (1/eff lower by 0.3 and 0.2 of about 2.6
+     * and 3.3): the width terms come back (their efficiencies trade a few % against the tile cost
+     * through the rebuilt lengths, as in test_recover_coefficients) and the FMHA rows of both
+     * widths are predicted as well as without them */
+    fit_result res;
+    recover_two_widths(-0.9, -0.6, &res);
+    ck_assert_msg(res.param[FIT_ATTN_NARROW].fitted && res.param[FIT_ATTN_BWD_NARROW].fitted, "not fitted");
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_NARROW].value, -0.9, 0.3);
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_NARROW].value, -0.6, 0.3);
+    ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
+    ck_assert_double_lt(fabs(res.resid[OPC_ATTN].bias_pct), 2.0);
 }
 END_TEST
 
@@ -361,6 +388,7 @@ Suite *fit_suite(void)
     tcase_add_test(tc, test_lengths_rebuilt);
     tcase_add_test(tc, test_row_cost_exact);
     tcase_add_test(tc, test_recover_coefficients);
+    tcase_add_test(tc, test_recover_fmha_width_term);
     tcase_add_test(tc, test_recover_exact_without_noise);
     tcase_add_test(tc, test_bad_traces);
     tcase_add_test(tc, test_one_measured_run);
