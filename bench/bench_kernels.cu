@@ -294,7 +294,7 @@ static void rows_token(const bench_batch *b, const bench_params *q, bench_acts *
     });
     row("layernorm_bwd", shape, 3.0 * TH * 2 + T * 8.0, reps, [&](int s) {
         layernorm_bwd(B(dx, s), dg, db, B(dout, s), B(x, s), F(mean, s), F(rstd, s), B(q->gam, 0), T, H,
-                      scratch, 0);
+                      scratch, 0, 0);
     });
     row("bias_dropout_residual_layernorm_fwd", shape, 4.0 * TH * 2 + T * 8.0, reps, [&](int s) {
         bias_dropout_residual_layernorm_fwd(B(out, s), B(lnin, s), F(mean, s), F(rstd, s), B(x, s),
@@ -304,7 +304,7 @@ static void rows_token(const bench_batch *b, const bench_params *q, bench_acts *
     row("bias_dropout_residual_layernorm_bwd", shape, 5.0 * TH * 2 + T * 8.0, reps, [&](int s) {
         bias_dropout_residual_layernorm_bwd(B(dx, s), B(res, s), q->dbias, dg, db, B(dout, s), B(dadd, s),
                                             B(lnin, s), F(mean, s), F(rstd, s), B(q->gam, 0), T, H, p,
-                                            1, 2, scratch, 0);
+                                            1, 2, scratch, 0, 0);
     });
     row("  same, p = 0 (no dropout)", shape, 4.0 * TH * 2 + T * 8.0, reps, [&](int s) {
         bias_dropout_residual_layernorm_fwd(B(out, s), B(lnin, s), F(mean, s), F(rstd, s), B(x, s),
@@ -328,18 +328,18 @@ static void rows_ffn(const bench_batch *b, const bench_params *q, bench_acts *a,
         bias_gelu_fwd(B(fo, s), B(fx, s), B(bias, 0), T, F, 0);
     });
     row("bias_gelu_bwd (+dbias)", shape, 3.0 * TF * 2, reps, [&](int s) {
-        bias_gelu_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), B(bias, 0), T, F, scratch, 0);
+        bias_gelu_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), B(bias, 0), T, F, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "T%d N%d", T, 3 * H);
     row("bias_bwd (QKV bias)", shape, (double)T * 3 * H * 2, reps, [&](int s) {
-        bias_bwd(dbias, B(fd, s), T, 3 * H, scratch, 0);
+        bias_bwd(dbias, B(fd, s), T, 3 * H, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "n%d N%d", n, H);
     row("bias_tanh_fwd (pooler)", shape, 2.0 * n * H * 2, reps, [&](int s) {
         bias_tanh_fwd(B(fo, s), B(fx, s), B(bias, 0), n, H, 0);
     });
     row("bias_tanh_bwd (pooler)", shape, 3.0 * n * H * 2, reps, [&](int s) {
-        bias_tanh_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), n, H, scratch, 0);
+        bias_tanh_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), n, H, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "P%d H%d", P, H);
     row("rows_gather", shape, 2.0 * P * H * 2, reps, [&](int s) {
@@ -368,7 +368,7 @@ static void rows_loss(const bench_batch *b, const bench_params *q, int reps)
         mlm_xent_bwd(B(dlog, s), B(logits, s), F(lse, s), b->d_labels, 1.0f / P, P, V, VP, 0);
     });
     row("bias_bwd (decoder bias)", shape, (double)PV * 2, reps, [&](int s) {
-        bias_bwd(dbias, B(dlog, s), P, VP, scratch, 0);
+        bias_bwd(dbias, B(dlog, s), P, VP, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "n%d", n);
     row("nsp_xent_fwd_bwd", shape, n * 12.0, reps, [&](int s) {

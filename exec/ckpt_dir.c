@@ -119,8 +119,31 @@ static int write_marker(const char *dir, int64_t step, unpad_err *err)
     return ok ? UNPAD_OK : unpad_fail(err, UNPAD_EIO, p, 0, "write failed: %s", strerror(e ? e : EIO));
 }
 
+/* The extra file x in dir, written, flushed and synced. */
+static int write_extra(const char *dir, const ckpt_extra *x, unpad_err *err)
+{
+    char p[PATH_MAX_LEN + 300];
+    snprintf(p, sizeof p, "%s/%s", dir, x->name);
+    FILE *f = fopen(p, "w");
+    if (!f)
+        return unpad_fail(err, UNPAD_EIO, p, 0, "cannot write: %s", strerror(errno));
+    int rc = x->write(x->ctx, f, err);
+    int ok = rc == UNPAD_OK && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int e = errno;
+    ok = (fclose(f) == 0) && ok;
+    if (rc)
+        return rc;
+    return ok ? UNPAD_OK : unpad_fail(err, UNPAD_EIO, p, 0, "write failed: %s", strerror(e ? e : EIO));
+}
+
 int ckpt_dir_save(const char *root, const ckpt_model *m, const ckpt_state *st, ckpt_chunk_fn get, void *ctx,
                   int keep_last, char *saved, size_t n, unpad_err *err)
+{
+    return ckpt_dir_save_with(root, m, st, get, ctx, NULL, keep_last, saved, n, err);
+}
+
+int ckpt_dir_save_with(const char *root, const ckpt_model *m, const ckpt_state *st, ckpt_chunk_fn get,
+                       void *ctx, const ckpt_extra *extra, int keep_last, char *saved, size_t n, unpad_err *err)
 {
     char final[PATH_MAX_LEN], tmp[PATH_MAX_LEN + 8], file[PATH_MAX_LEN + 32], old[PATH_MAX_LEN + 8];
     int rc;
@@ -134,7 +157,8 @@ int ckpt_dir_save(const char *root, const ckpt_model *m, const ckpt_state *st, c
     if (mkdir(tmp, 0755))
         return unpad_fail(err, UNPAD_EIO, tmp, 0, "cannot create: %s", strerror(errno));
     snprintf(file, sizeof file, "%s/" CKPT_FILE, tmp);
-    if ((rc = ckpt_file_write(file, m, st, get, ctx, err)) || (rc = write_marker(tmp, st->step, err))) {
+    if ((rc = ckpt_file_write(file, m, st, get, ctx, err)) || (extra && (rc = write_extra(tmp, extra, err))) ||
+        (rc = write_marker(tmp, st->step, err))) {
         remove_folder(tmp);
         return rc;
     }

@@ -13,6 +13,7 @@
 #define UNPAD_CKPT_DIR_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ckpt_format.h"
 
@@ -25,6 +26,19 @@ int ckpt_dir_step_path(const char *root, int64_t step, char *out, size_t n, unpa
  * keep_last newest complete checkpoints (0: all). saved (n bytes) receives the folder written. */
 int ckpt_dir_save(const char *root, const ckpt_model *m, const ckpt_state *st, ckpt_chunk_fn get, void *ctx,
                   int keep_last, char *saved, size_t n, unpad_err *err);
+
+/* A file of the run's beside the checkpoint file (the trainer's GEMM algorithms): `name` in the
+ * step folder, its contents written by write(ctx, f, err) (UNPAD_OK or a status with err filled). */
+typedef struct {
+    const char *name;
+    int (*write)(void *ctx, FILE *f, unpad_err *err);
+    void *ctx;
+} ckpt_extra;
+
+/* ckpt_dir_save with an extra file (NULL: none), written and synced before the completion marker,
+ * so a complete folder has it whole; a failed write leaves no folder, like a failed checkpoint. */
+int ckpt_dir_save_with(const char *root, const ckpt_model *m, const ckpt_state *st, ckpt_chunk_fn get,
+                       void *ctx, const ckpt_extra *extra, int keep_last, char *saved, size_t n, unpad_err *err);
 
 /* Removes all but the keep_last newest complete step folders (keep_last >= 1), and leftover .tmp
  * folders of failed writes. */

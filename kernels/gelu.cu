@@ -205,12 +205,16 @@ static void bias_act_fwd(floatX *out, const floatX *x, const floatX *bias, int T
  *     (GELU's derivative needs more registers: 4 rows per step halve the occupancy). */
 template <int ACT, int VEC>
 static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
-                         const floatX *bias, int T, int N, float *scratch, cudaStream_t stream)
+                         const floatX *bias, int T, int N, float *scratch, int accumulate,
+                         cudaStream_t stream)
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
     UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
-    if (T == 0)
+    if (T == 0) { /* no rows: a written bias gradient is zero */
+        if (dbias && !accumulate)
+            cudaCheck(cudaMemsetAsync(dbias, 0, (size_t)N * sizeof(float), stream));
         return;
+    }
     int cvn = N / VEC, tx, col_chunks, blocks;
     if (ACT == ACT_NONE) {
         tx = cvn < 32 ? cvn : 32; /* a warp reads 32 consecutive vectors of a row */
@@ -238,7 +242,7 @@ static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const flo
         dx, partials, dout, aux, bias, T, N, rows_per_block);
     cudaCheck(cudaGetLastError());
     if (dbias)
-        colsum_finalize(dbias, scratch, blocks, N, stream);
+        colsum_finalize(dbias, scratch, blocks, N, accumulate, stream);
 }
 
 void bias_gelu_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)
@@ -247,10 +251,10 @@ void bias_gelu_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int 
 }
 
 void bias_gelu_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *x, const floatX *bias,
-                   int T, int N, float *scratch, cudaStream_t stream)
+                   int T, int N, float *scratch, int accumulate, cudaStream_t stream)
 {
     UNPAD_REQUIRE(dx != NULL);
-    bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, stream);
+    bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, accumulate, stream);
 }
 
 void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)
@@ -259,19 +263,20 @@ void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int 
 }
 
 void bias_tanh_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *out, int T, int N,
-                   float *scratch, cudaStream_t stream)
+                   float *scratch, int accumulate, cudaStream_t stream)
 {
     UNPAD_REQUIRE(dx != NULL);
-    bias_act_bwd<ACT_TANH, 8>(dx, dbias, dout, out, NULL, T, N, scratch, stream);
+    bias_act_bwd<ACT_TANH, 8>(dx, dbias, dout, out, NULL, T, N, scratch, accumulate, stream);
 }
 
-void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, cudaStream_t stream)
+void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, int accumulate,
+              cudaStream_t stream)
 {
     UNPAD_REQUIRE(dbias != NULL);
     if (N % 8 == 0)
-        bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
+        bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream);
     else
-        bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, stream);
+        bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream);
 }
 
 void gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n, cudaStream_t stream)

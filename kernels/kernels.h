@@ -10,8 +10,10 @@
  * - All pointers are device pointers unless named *_host. floatX is the storage type of common.h
  *   (bf16; fp32 in the fp32 build).
  * - Statistics and accumulation in fp32. LayerNorm forward saves mean and rstd (T) fp32.
- * - Weight / bias / LayerNorm-parameter gradients are fp32 and ACCUMULATE (+=) into the caller's
- *   (flat) gradient buffer, so micro-batches and virtual ranks add up; zero it once per step.
+ * - Weight / bias / LayerNorm-parameter gradients are fp32 in the caller's (flat) gradient buffer.
+ *   Launchers with an `accumulate` argument ADD (+=) to them when it is 1 (the later micro-batches
+ *   and virtual ranks of a step) and WRITE them (=) when it is 0 (the first micro-batch of a step:
+ *   no zeroing pass over the buffer needed); embedding_bwd always adds (see there).
  *   Activation gradients are floatX and are OVERWRITTEN (unless a name says _add).
  * - Column reductions (dgamma, dbeta, dbias, token-type grads) are deterministic: each block writes
  *   fp32 partials into `scratch`, a fixed-order pass adds them up; the number of blocks depends only
@@ -71,7 +73,10 @@ void embedding_fwd(floatX *out,                 /* (T, H) */
  * dword += (scatter by ids; 16-byte fp32 atomicAdd, so dword must be 16-byte aligned;
  *   NOT bitwise deterministic run to run),
  * dpos += and dtype += (deterministic: fixed-order sums over sequences / row blocks),
- * dgamma += and dbeta += (deterministic). The sum is recomputed from the tables. */
+ * dgamma += and dbeta += (deterministic). The sum is recomputed from the tables.
+ * Always adds: it touches only the rows of the batch's ids and positions, so a caller that writes
+ * the step's first gradients zeroes these tables first (or, for dword, writes it another way: the
+ * tied MLM decoder's weight-gradient product). */
 UNPAD_EXTERN_C
 void embedding_bwd(float *dword,              /* (V, H) += */
                    float *dpos,               /* (max_position, H) += */
@@ -95,15 +100,16 @@ void layernorm_fwd(floatX *out,                 /* (T, H) */
                    const floatX *gamma, const floatX *beta, /* (H) */
                    int T, int H, float eps, cudaStream_t stream);
 
-/* dx = LayerNorm backward of dout (overwritten); dgamma += ; dbeta += . */
+/* dx = LayerNorm backward of dout (overwritten); dgamma (+)= ; dbeta (+)= (accumulate: 1 adds,
+ * 0 writes). */
 UNPAD_EXTERN_C
 void layernorm_bwd(floatX *dx,                  /* (T, H) */
-                   float *dgamma, float *dbeta, /* (H) += */
+                   float *dgamma, float *dbeta, /* (H) (+)= */
                    const floatX *dout,          /* (T, H) */
                    const floatX *x,             /* (T, H) the forward input */
                    const float *mean, const float *rstd, /* (T) */
                    const floatX *gamma,         /* (H) */
-                   int T, int H, float *scratch, cudaStream_t stream);
+                   int T, int H, float *scratch, int accumulate, cudaStream_t stream);
 
 /* r = dropout(x + bias) + residual;  out = LayerNorm(r) * gamma + beta.
  * ln_in receives r (floatX) for the backward. bias may be NULL (no bias). */
@@ -121,20 +127,21 @@ void bias_dropout_residual_layernorm_fwd(
 /* Backward: dy = dout (+ dout_add) is the gradient of `out` (e.g. dout from the next GEMM's input
  * gradient, dout_add the next residual branch's dresidual). dr = LayerNorm backward of dy;
  * dresidual = dr; dx = dr * keep / (1 - p) (the gradient of the GEMM output);
- * dbias += colsum(dx) (if dbias), dgamma += , dbeta += .  Any of dresidual / dx may be NULL. */
+ * dbias (+)= colsum(dx) (if dbias), dgamma (+)= , dbeta (+)= (accumulate: 1 adds, 0 writes).
+ * Any of dresidual / dx may be NULL. */
 UNPAD_EXTERN_C
 void bias_dropout_residual_layernorm_bwd(
     floatX *dx,                  /* (T, H) or NULL */
     floatX *dresidual,           /* (T, H) or NULL */
-    float *dbias,              /* (H) += or NULL */
-    float *dgamma, float *dbeta, /* (H) += */
+    float *dbias,              /* (H) (+)= or NULL */
+    float *dgamma, float *dbeta, /* (H) (+)= */
     const floatX *dout,          /* (T, H) */
     const floatX *dout_add,      /* (T, H) or NULL */
     const floatX *ln_in,         /* (T, H) from the forward */
     const float *mean, const float *rstd, /* (T) */
     const floatX *gamma,         /* (H) */
     int T, int H, float p_drop, uint64_t seed, uint64_t stream_id,
-    float *scratch, cudaStream_t stream);
+    float *scratch, int accumulate, cudaStream_t stream);
 
 /* ---- bias + activation (kernels/gelu.cu) ------------------------------------------------------- */
 /* GELU is the exact erf form used by BERT: gelu(z) = z * 0.5 * (1 + erf(z / sqrt 2)). */
@@ -143,27 +150,30 @@ void bias_gelu_fwd(floatX *out,                 /* (T, N) gelu(x + bias) */
                    const floatX *x,             /* (T, N) GEMM output without bias */
                    const floatX *bias,          /* (N) */
                    int T, int N, cudaStream_t stream);
-/* dx = dout * gelu'(x + bias) (dx may alias dout); dbias += colsum(dx) if dbias. */
+/* dx = dout * gelu'(x + bias) (dx may alias dout); dbias (+)= colsum(dx) if dbias (accumulate: 1
+ * adds, 0 writes). */
 UNPAD_EXTERN_C
 void bias_gelu_bwd(floatX *dx,                  /* (T, N) */
-                   float *dbias,              /* (N) += or NULL */
+                   float *dbias,              /* (N) (+)= or NULL */
                    const floatX *dout,          /* (T, N) */
                    const floatX *x, const floatX *bias, /* as given to bias_gelu_fwd */
-                   int T, int N, float *scratch, cudaStream_t stream);
+                   int T, int N, float *scratch, int accumulate, cudaStream_t stream);
 /* The NSP pooler: out = tanh(x + bias). */
 UNPAD_EXTERN_C
 void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, /* (T, N), (T, N), (N) */
                    int T, int N, cudaStream_t stream);
-/* dx = dout * (1 - out^2) (may alias dout); dbias += colsum(dx) if dbias. */
+/* dx = dout * (1 - out^2) (may alias dout); dbias (+)= colsum(dx) if dbias (accumulate: 1 adds,
+ * 0 writes). */
 UNPAD_EXTERN_C
-void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) += */
+void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) (+)= */
                    const floatX *dout, const floatX *out, /* (T, N) */
-                   int T, int N, float *scratch, cudaStream_t stream);
-/* dbias += colsum(dout), for biases whose GEMM epilogue did not produce it. Any N >= 1. */
+                   int T, int N, float *scratch, int accumulate, cudaStream_t stream);
+/* dbias (+)= colsum(dout), for biases whose GEMM epilogue did not produce it (accumulate: 1 adds,
+ * 0 writes). Any N >= 1. */
 UNPAD_EXTERN_C
-void bias_bwd(float *dbias,                   /* (N) += */
+void bias_bwd(float *dbias,                   /* (N) (+)= */
               const floatX *dout,               /* (T, N) */
-              int T, int N, float *scratch, cudaStream_t stream);
+              int T, int N, float *scratch, int accumulate, cudaStream_t stream);
 
 /* dx = dout * gelu_tanh'(x) element-wise, gelu_tanh(z) = z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)));
  * dx may alias dout. (The forward runs in the GEMM epilogue.) */
@@ -271,7 +281,7 @@ int lamb_tensors_chunk(lamb_tensor *t, int n);
  *   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *   u = (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps) + wd * w   (wd only if flagged)
  *   w -= lr * (||w|| > 0 && ||u|| > 0 ? ||w|| / ||u|| : 1) * u   (norms per tensor)
- *   work = floatX(w).  grad is left untouched (the caller zeroes it).
+ *   work = floatX(w).  grad is left untouched (the next step's first micro-batch overwrites it).
  * When the global norm or one of guard[0..n_guard) (device; e.g. the step's loss sums) is not
  * finite, the step is skipped: master, work, m and v stay as they were (grad_norm is still
  * written). All norms are fixed-order reductions (bitwise reproducible). */

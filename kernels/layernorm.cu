@@ -9,8 +9,9 @@
  * reductions and stores. The fused forward rounds r = dropout(x + bias) + residual to floatX before
  * normalizing, so the saved ln_in reproduces the forward's x-hat exactly in backward. Backward:
  * dgamma, dbeta, dbias accumulate in registers over all the rows a block takes, are added over the
- * block's groups in order, then over the blocks in a fixed order (colsum_finalize); the block count
- * is fixed (LN_BWD_BLOCKS), so the sums depend only on the inputs: deterministic. */
+ * block's groups in order, then over the blocks in a fixed order (colsum_finalize, which adds them
+ * to the gradients or writes them); the block count is fixed (LN_BWD_BLOCKS), so the sums depend
+ * only on the inputs: deterministic. */
 #include "kernels.h"
 #include "dropout.h"
 #include "rowops.cuh"
@@ -189,14 +190,19 @@ static void ln_fwd_launch(floatX *out, floatX *ln_in, float *mean, float *rstd, 
 static void ln_bwd_launch(floatX *dx, floatX *dresid, float *dbias, float *dgamma, float *dbeta,
                           const floatX *dout, const floatX *dout_add, const floatX *ln_in,
                           const float *mean, const float *rstd, const floatX *gamma, int T, int H,
-                          float p, uint64_t seed, uint64_t stream_id, float *scratch,
+                          float p, uint64_t seed, uint64_t stream_id, float *scratch, int accumulate,
                           cudaStream_t stream)
 {
     check_row_shape(T, H);
     UNPAD_REQUIRE(p >= 0.0f && p < 1.0f);
     UNPAD_REQUIRE(scratch != NULL);
-    if (T == 0)
+    if (T == 0) { /* no rows: the written gradients are zero */
+        float *d[3] = {dgamma, dbeta, dbias};
+        for (int k = 0; k < 3 && !accumulate; k++)
+            if (d[k])
+                cudaCheck(cudaMemsetAsync(d[k], 0, (size_t)H * sizeof(float), stream));
         return;
+    }
     int nparts = dbias ? 3 : 2;
     int grid = 0;
     UNPAD_ROW_GROUP_DISPATCH(H, {
@@ -209,7 +215,7 @@ static void ln_bwd_launch(floatX *dx, floatX *dresid, float *dbias, float *dgamm
                                                                T, H, p, seed, stream_id);
     });
     cudaCheck(cudaGetLastError());
-    colsum_finalize3(dgamma, dbeta, dbias, scratch, grid, (size_t)grid * H, H, stream);
+    colsum_finalize3(dgamma, dbeta, dbias, scratch, grid, (size_t)grid * H, H, accumulate, stream);
 }
 
 void layernorm_fwd(floatX *out, float *mean, float *rstd, const floatX *x, const floatX *gamma,
@@ -220,10 +226,10 @@ void layernorm_fwd(floatX *out, float *mean, float *rstd, const floatX *x, const
 
 void layernorm_bwd(floatX *dx, float *dgamma, float *dbeta, const floatX *dout, const floatX *x,
                    const float *mean, const float *rstd, const floatX *gamma, int T, int H,
-                   float *scratch, cudaStream_t stream)
+                   float *scratch, int accumulate, cudaStream_t stream)
 {
     ln_bwd_launch(NULL, dx, NULL, dgamma, dbeta, dout, NULL, x, mean, rstd, gamma, T, H, 0.0f, 0,
-                  0, scratch, stream);
+                  0, scratch, accumulate, stream);
 }
 
 void bias_dropout_residual_layernorm_fwd(floatX *out, floatX *ln_in, float *mean, float *rstd,
@@ -242,8 +248,8 @@ void bias_dropout_residual_layernorm_bwd(floatX *dx, floatX *dresidual, float *d
                                          const floatX *ln_in, const float *mean, const float *rstd,
                                          const floatX *gamma, int T, int H, float p_drop,
                                          uint64_t seed, uint64_t stream_id, float *scratch,
-                                         cudaStream_t stream)
+                                         int accumulate, cudaStream_t stream)
 {
     ln_bwd_launch(dx, dresidual, dbias, dgamma, dbeta, dout, dout_add, ln_in, mean, rstd, gamma, T,
-                  H, p_drop, seed, stream_id, scratch, stream);
+                  H, p_drop, seed, stream_id, scratch, accumulate, stream);
 }

@@ -420,14 +420,15 @@ __device__ __forceinline__ void group_acc_store(float acc[NA][KV][8], float *sh,
     __syncthreads();
 }
 
-/* dst[c] += sum over b < nblocks of partials[b * stride + c]: the second half of every
- * deterministic column reduction. A block (32 x 32) takes 32 columns; thread row y sums the
+/* dst[c] (+)= sum over b < nblocks of partials[b * stride + c]: the second half of every
+ * deterministic column reduction; accumulate 0 writes dst (the first micro-batch of a step), 1 adds
+ * to it. A block (32 x 32) takes 32 columns; thread row y sums the
  * partials b = y, y + 32, ... in order, then the 32 sums are added in a fixed tree. blockIdx.y
  * picks one of up to three (dst, partials + blockIdx.y * part_stride) pairs, so the parameter
  * gradients of one backward finish in one launch. */
 static __global__ void colsum_finalize_kernel(float *dst0, float *dst1, float *dst2,
                                               const float *partials, int nblocks, size_t stride,
-                                              size_t part_stride, int width)
+                                              size_t part_stride, int width, int accumulate)
 {
     __shared__ float sh[32][33];
     float *dst = blockIdx.y == 0 ? dst0 : blockIdx.y == 1 ? dst1 : dst2;
@@ -447,33 +448,36 @@ static __global__ void colsum_finalize_kernel(float *dst0, float *dst1, float *d
         __syncthreads();
     }
     if (threadIdx.y == 0 && c < width)
-        dst[c] += sh[0][threadIdx.x];
+        dst[c] = accumulate ? dst[c] + sh[0][threadIdx.x] : sh[0][threadIdx.x];
 }
 
 /* Launches colsum_finalize_kernel: partials of block b start at partials + b * stride. */
 static inline void colsum_finalize_strided(float *dst, const float *partials, int nblocks,
-                                           size_t stride, int width, cudaStream_t stream)
+                                           size_t stride, int width, int accumulate,
+                                           cudaStream_t stream)
 {
     colsum_finalize_kernel<<<(width + 31) / 32, dim3(32, 32), 0, stream>>>(
-        dst, NULL, NULL, partials, nblocks, stride, 0, width);
+        dst, NULL, NULL, partials, nblocks, stride, 0, width, accumulate);
     cudaCheck(cudaGetLastError());
 }
 
 /* The common case: partials (nblocks, width) contiguous. */
 static inline void colsum_finalize(float *dst, const float *partials, int nblocks, int width,
-                                   cudaStream_t stream)
+                                   int accumulate, cudaStream_t stream)
 {
-    colsum_finalize_strided(dst, partials, nblocks, (size_t)width, width, stream);
+    colsum_finalize_strided(dst, partials, nblocks, (size_t)width, width, accumulate, stream);
 }
 
 /* Two or three reductions in one launch: partials (nparts, nblocks, width) with part a at
  * partials + a * part_stride into d0, d1 and d2 (d2 NULL: two parts). */
 static inline void colsum_finalize3(float *d0, float *d1, float *d2, const float *partials,
-                                    int nblocks, size_t part_stride, int width, cudaStream_t stream)
+                                    int nblocks, size_t part_stride, int width, int accumulate,
+                                    cudaStream_t stream)
 {
     dim3 grid((width + 31) / 32, d2 ? 3 : 2);
     colsum_finalize_kernel<<<grid, dim3(32, 32), 0, stream>>>(d0, d1, d2, partials, nblocks,
-                                                              (size_t)width, part_stride, width);
+                                                              (size_t)width, part_stride, width,
+                                                              accumulate);
     cudaCheck(cudaGetLastError());
 }
 

@@ -255,6 +255,44 @@ START_TEST(test_ckpt_naming_rotation)
 }
 END_TEST
 
+static int write_extra_ok(void *ctx, FILE *f, unpad_err *err)
+{
+    fprintf(f, "%s\n", (const char *)ctx);
+    return UNPAD_OK;
+}
+
+static int write_extra_fail(void *ctx, FILE *f, unpad_err *err)
+{
+    return unpad_fail(err, UNPAD_EIO, "extra", 0, "simulated failure");
+}
+
+START_TEST(test_ckpt_extra_file)
+{
+    char root[64], p[4300], line[64];
+    tmp_dir(root, sizeof root);
+    ckpt_state st = {.step = 7, .data_pos = 112, .seed = 5, .batch = 16, .ranks = 1};
+    payload pl = {-1};
+    char saved[4200];
+    unpad_err e = {0};
+    ckpt_extra x = {"extra.txt", write_extra_ok, "algorithms"};
+    ck_assert_int_eq(ckpt_dir_save_with(root, &MODEL, &st, get_chunk, &pl, &x, 0, saved, sizeof saved, &e), UNPAD_OK);
+    ck_assert(exists(root, "step-000007/extra.txt") && exists(root, "step-000007/" CKPT_DIR_MARKER));
+    snprintf(p, sizeof p, "%s/extra.txt", saved);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    ck_assert_str_eq(line, "algorithms\n");
+    /* an extra file that cannot be written leaves no folder of that step, and the good one stays */
+    st.step = 8;
+    x.write = write_extra_fail;
+    ck_assert_int_eq(ckpt_dir_save_with(root, &MODEL, &st, get_chunk, &pl, &x, 0, saved, sizeof saved, &e), UNPAD_EIO);
+    ck_assert(!exists(root, "step-000008") && !exists(root, "step-000008.tmp"));
+    ck_assert(exists(root, "step-000007/extra.txt"));
+    rm_rf(root);
+}
+END_TEST
+
 START_TEST(test_ckpt_resume_selection)
 {
     char root[64], path[4200], notes[2048], dir[4200];
@@ -426,6 +464,7 @@ Suite *trainer_suite(void)
     tcase_add_test(tc, test_summary_json);
     tcase_add_test(tc, test_eta);
     tcase_add_test(tc, test_ckpt_naming_rotation);
+    tcase_add_test(tc, test_ckpt_extra_file);
     tcase_add_test(tc, test_ckpt_resume_selection);
     tcase_add_test(tc, test_ckpt_bad_files);
     tcase_add_test(tc, test_chrome_trace);

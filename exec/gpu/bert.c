@@ -469,12 +469,23 @@ size_t bert_device_bytes(const bert *b)
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
 floatX *bert_work(bert *b) { return b->work; }
+/* The model's feature sizes: the GEMM dimensions that do not vary with the batch. */
+#define GEMM_FIXED(b) {(b)->cfg.hidden, 3 * (b)->cfg.hidden, (b)->cfg.ffn, (b)->cfg.vocab, (b)->Vpad, 2}
+
 int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran, unpad_err *err)
 {
-    const model_cfg *c = &b->cfg;
-    const int fixed[] = {c->hidden, 3 * c->hidden, c->ffn, c->vocab, b->Vpad, 2};
+    const int fixed[] = GEMM_FIXED(b);
     return gemm_ctx_warm(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), s, made, ran, err);
 }
+
+int bert_gemm_tune(bert *b, int lo, int hi, const gemm_tune_opts *o, cudaStream_t s, gemm_tune_stats *st,
+                   unpad_err *err)
+{
+    const int fixed[] = GEMM_FIXED(b);
+    return gemm_ctx_tune(b->gemm, lo, hi, fixed, (int)(sizeof fixed / sizeof *fixed), o, s, st, err);
+}
+
+gemm_ctx *bert_gemm(bert *b) { return b->gemm; }
 
 void bert_gemm_counts(const bert *b, int *plans, int *fallbacks, int *late, int *evicted)
 {
@@ -547,11 +558,6 @@ int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err)
 }
 
 void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_floatX(b->work, b->master, b->nparams, s); }
-
-void bert_grad_zero(bert *b, cudaStream_t s)
-{
-    cudaCheck(cudaMemsetAsync(b->grad, 0, (size_t)b->nparams * 4, s));
-}
 
 void bert_stats_reset(bert *b, cudaStream_t s) { cudaCheck(cudaMemsetAsync(b->stats, 0, 16, s)); }
 
@@ -822,7 +828,16 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 
 /* ---- backward ---------------------------------------------------------------------------------- */
 
-void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
+/* The gradients the MLM head's backward writes when it has predictions: the word embedding (the
+ * tied decoder; the embedding's backward then adds its rows), and the decoder bias, transform
+ * dense and LayerNorm, which lie back to back in the table. */
+static void mlm_head_grads_zero(bert *b, cudaStream_t s)
+{
+    cudaCheck(cudaMemsetAsync(G(b->word), 0, (size_t)b->Vpad * b->cfg.hidden * sizeof(float), s));
+    cudaCheck(cudaMemsetAsync(G(b->dec_b), 0, (size_t)(b->mln_b + b->cfg.hidden - b->dec_b) * sizeof(float), s));
+}
+
+void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cudaStream_t s)
 {
     const model_cfg *c = &b->cfg;
     int T = b->T, H = c->hidden, F = c->ffn, L = c->layers, P = b->P, n = b->n;
@@ -831,6 +846,9 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
     float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
     uint64_t dseed = b->dseed;
     gemm_ctx *g = b->gemm;
+    /* the first micro-batch of a step writes the parameter gradients, later ones add to them */
+    const int acc = accumulate;
+    const float wb = accumulate ? 1.0f : 0.0f; /* beta of the weight-gradient products */
 
     BEGIN(OP_LOSS_BWD, -1);
     if (P > 0)
@@ -839,30 +857,34 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
     END(OP_LOSS_BWD, -1);
 
     BEGIN(OP_NSP_HEAD_BWD, -1);
-    gemm_linear_bwd_weight(g, GEMM_X, n, H, 2, b->nsp_dlogits, b->pooled, G(b->nsp_w), 1.0f, s);
-    bias_bwd(G(b->nsp_b), b->nsp_dlogits, n, 2, b->scratch, s);
+    gemm_linear_bwd_weight(g, GEMM_X, n, H, 2, b->nsp_dlogits, b->pooled, G(b->nsp_w), wb, s);
+    bias_bwd(G(b->nsp_b), b->nsp_dlogits, n, 2, b->scratch, acc, s);
     gemm_linear_bwd_data(g, GEMM_X, n, H, 2, b->nsp_dlogits, W(b->nsp_w), b->dc1, 0.0f, NULL, NULL, s);
-    bias_tanh_bwd(b->dc1, G(b->pool_b), b->dc1, b->pooled, n, H, b->scratch, s);
-    gemm_linear_bwd_weight(g, GEMM_X, n, H, H, b->dc1, b->c_in, G(b->pool_w), 1.0f, s);
+    bias_tanh_bwd(b->dc1, G(b->pool_b), b->dc1, b->pooled, n, H, b->scratch, acc, s);
+    gemm_linear_bwd_weight(g, GEMM_X, n, H, H, b->dc1, b->c_in, G(b->pool_w), wb, s);
     gemm_linear_bwd_data(g, GEMM_X, n, H, H, b->dc1, W(b->pool_w), b->dc2, 0.0f, NULL, NULL, s);
     END(OP_NSP_HEAD_BWD, -1);
 
     BEGIN(OP_MLM_HEAD_BWD, -1);
     if (P > 0) {
-        /* the decoder's weight is the word embedding: its gradient adds to the embedding's */
-        gemm_linear_bwd_weight(g, GEMM_X, P, H, V, b->logits, b->m_out, G(b->word), 1.0f, s);
-        bias_bwd(G(b->dec_b), b->logits, P, V, b->scratch, s);
+        /* the decoder's weight is the word embedding: this product writes (or adds to) the whole
+         * (Vpad, H) gradient, and the embedding's backward adds its rows to it */
+        gemm_linear_bwd_weight(g, GEMM_X, P, H, V, b->logits, b->m_out, G(b->word), wb, s);
+        bias_bwd(G(b->dec_b), b->logits, P, V, b->scratch, acc, s);
         gemm_linear_bwd_data(g, GEMM_X, P, H, V, b->logits, W(b->word), b->dm1, 0.0f, NULL, NULL, s);
         layernorm_bwd(b->dm2, G(b->mln_g), G(b->mln_b), b->dm1, b->m_h, b->m_mean, b->m_rstd, W(b->mln_g),
-                      P, H, b->scratch, s);
+                      P, H, b->scratch, acc, s);
         if (b->opt.gelu_erf) {
-            bias_gelu_bwd(b->dm2, G(b->t_b), b->dm2, b->m_pre, W(b->t_b), P, H, b->scratch, s);
+            bias_gelu_bwd(b->dm2, G(b->t_b), b->dm2, b->m_pre, W(b->t_b), P, H, b->scratch, acc, s);
         } else {
             gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
-            bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, s);
+            bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, acc, s);
         }
-        gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, b->m_in, G(b->t_w), 1.0f, s);
+        gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, b->m_in, G(b->t_w), wb, s);
         gemm_linear_bwd_data(g, GEMM_X, P, H, H, b->dm2, W(b->t_w), b->dm1, 0.0f, NULL, NULL, s);
+    } else if (!accumulate) {
+        /* no predictions: nothing wrote the MLM head's gradients (the word embedding's included) */
+        mlm_head_grads_zero(b, s);
     }
     cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * sizeof(floatX), s));
     if (P > 0)
@@ -878,41 +900,43 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s)
         BEGIN(OP_FFN_LN_BWD, l);
         bias_dropout_residual_layernorm_bwd(b->dA, b->dR, G(o->f2_b), G(o->ln2_g), G(o->ln2_b), b->dY, NULL,
                                             a->ln2_in, a->ln2_mean, a->ln2_rstd, W(o->ln2_g), T, H, pd,
-                                            dseed, drop_stream(l, 2), b->scratch, s);
+                                            dseed, drop_stream(l, 2), b->scratch, acc, s);
         END(OP_FFN_LN_BWD, l);
         BEGIN(OP_FFN2_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), 1.0f, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
         gemm_linear_bwd_data(g, GEMM_X, T, F, H, b->dA, W(o->f2_w), b->dF, 0.0f,
                              b->opt.gelu_erf ? NULL : a->pre, NULL, s);
         END(OP_FFN2_BWD, l);
         BEGIN(OP_FFN1_BWD, l);
         if (b->opt.gelu_erf)
-            bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, s);
+            bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
         else
-            bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, s);
-        gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), 1.0f, s);
+            bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), wb, s);
         gemm_linear_bwd_data(g, GEMM_X, T, H, F, b->dF, W(o->f1_w), b->dR, 1.0f, NULL, NULL, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
         BEGIN(OP_ATTN_LN_BWD, l);
         bias_dropout_residual_layernorm_bwd(b->dA, b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, NULL,
                                             a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->ln1_g), T, H, pd,
-                                            dseed, drop_stream(l, 1), b->scratch, s);
+                                            dseed, drop_stream(l, 1), b->scratch, acc, s);
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), 1.0f, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), wb, s);
         gemm_linear_bwd_data(g, GEMM_X, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), 1.0f, s);
-        bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, s);
+        gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
+        bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
         gemm_linear_bwd_data(g, GEMM_X, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
         grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);
     }
     BEGIN(OP_EMBED_BWD, -1);
+    if (!accumulate) /* the position and type tables, gamma and beta: embedding_bwd adds */
+        cudaCheck(cudaMemsetAsync(G(b->pos), 0, (size_t)(b->emb_b + c->hidden - b->pos) * sizeof(float), s));
     embedding_bwd(G(b->word), G(b->pos), G(b->type), G(b->emb_g), G(b->emb_b), b->dY, NULL, b->d_ids,
                   b->d_types, b->d_cu, n, b->max_len, W(b->word), W(b->pos), W(b->type), W(b->emb_g),
                   b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);

@@ -10,9 +10,9 @@
  * to vocab_pad rows that stay zero; the decoder bias is cls.predictions.bias (vocab_pad).
  *
  * A step over a global batch that may be split into micro-batches (virtual ranks, or one rank of
- * several GPUs): bert_grad_zero once, then per micro-batch bert_batch_upload, bert_forward,
- * bert_backward with the loss scales of the GLOBAL batch (1 / total predictions for MLM,
- * 1 / total sequences for NSP), then bert_lamb_step. */
+ * several GPUs): per micro-batch bert_batch_upload, bert_forward, bert_backward with the loss
+ * scales of the GLOBAL batch (1 / total predictions for MLM, 1 / total sequences for NSP), the
+ * first one writing the gradients and the others adding to them, then bert_lamb_step. */
 #ifndef UNPAD_BERT_H
 #define UNPAD_BERT_H
 
@@ -129,6 +129,14 @@ void bert_set_dropout(bert *b, int on);
  * gradients hold scratch afterwards. */
 int bert_gemm_warm(bert *b, int lo, int hi, cudaStream_t s, int *made, int *ran, unpad_err *err);
 
+/* Times the candidates of the cached GEMM plans whose token or prediction count lies in [lo, hi]
+ * and keeps the fastest (gemm.h gemm_ctx_tune; the model's feature sizes stay fixed): call it after
+ * bert_gemm_warm, on the step's stream. */
+int bert_gemm_tune(bert *b, int lo, int hi, const gemm_tune_opts *o, cudaStream_t s, gemm_tune_stats *st,
+                   unpad_err *err);
+/* The model's GEMM context (its presets are saved with checkpoints). */
+gemm_ctx *bert_gemm(bert *b);
+
 /* GEMM plans cached, products that needed an uncached plan of their exact shape (a stall of a
  * heuristic query each), shapes the warm-up missed (gemm_ctx_late) and plans evicted from the
  * table (gemm_ctx_evicted). */
@@ -145,9 +153,10 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
 
 /* Forward of the uploaded micro-batch up to the losses. step seeds the dropout masks. */
 void bert_forward(bert *b, uint64_t step, cudaStream_t s);
-/* Backward, accumulating into the gradient buffer. mlm_scale = 1 / predictions of the global
- * batch, nsp_scale = 1 / sequences of the global batch. */
-void bert_backward(bert *b, float mlm_scale, float nsp_scale, cudaStream_t s);
+/* Backward into the gradient buffer: accumulate 0 writes every parameter's gradient (the first
+ * micro-batch of a step; no zeroing pass needed), 1 adds to them (the later micro-batches).
+ * mlm_scale = 1 / predictions of the global batch, nsp_scale = 1 / sequences of the global batch. */
+void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cudaStream_t s);
 
 /* Sums over the micro-batches since the last bert_stats_reset, and the global gradient norm of the
  * last bert_lamb_step (before clipping). Read with one copy to pinned memory that synchronises
@@ -165,8 +174,6 @@ float *bert_stats_sums(bert *b);
 /* A test hook (unpad-train --debug-nonfinite-step): makes the step's loss sum and its gradient NaN,
  * as a diverged step would; enqueued after the backward, before bert_lamb_step. */
 void bert_force_nonfinite(bert *b, cudaStream_t s);
-
-void bert_grad_zero(bert *b, cudaStream_t s);
 
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, max_grad_norm;

@@ -52,13 +52,20 @@ static int put_chunk(void *ctx, int part, size_t off, float *buf, size_t cnt, un
     return UNPAD_OK;
 }
 
+static int write_algos(void *ctx, FILE *f, unpad_err *err)
+{
+    gemm_ctx_presets_write(bert_gemm(ctx), f);
+    return ferror(f) ? unpad_fail(err, UNPAD_EIO, CKPT_GEMM_FILE, 0, "write failed") : UNPAD_OK;
+}
+
 int ckpt_save(const char *root, bert *b, const ckpt_state *st, int keep_last, char *saved, size_t n,
               unpad_err *err)
 {
     ckpt_model m;
     ckpt_model_of(b, &m);
     cudaCheck(cudaDeviceSynchronize()); /* the step's update is done */
-    return ckpt_dir_save(root, &m, st, get_chunk, b, keep_last, saved, n, err);
+    ckpt_extra algos = {CKPT_GEMM_FILE, write_algos, b};
+    return ckpt_dir_save_with(root, &m, st, get_chunk, b, &algos, keep_last, saved, n, err);
 }
 
 int ckpt_load(const char *path, bert *b, ckpt_state *st, unpad_err *err)

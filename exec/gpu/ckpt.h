@@ -17,8 +17,12 @@ extern "C" {
 /* The model description a checkpoint of b must carry. */
 void ckpt_model_of(const bert *b, ckpt_model *m);
 
-/* Saves under root (ckpt_dir_save: root/step-NNNNNN), keeping the keep_last newest (0: all);
- * saved receives the folder. */
+/* The GEMM algorithms of the run (gemm.h: gemm_ctx_presets_write), beside ckpt.bin in every step
+ * folder, so that a resumed run computes with the algorithms the interrupted one had tuned. */
+#define CKPT_GEMM_FILE "gemm-algos.txt"
+
+/* Saves under root (ckpt_dir_save: root/step-NNNNNN, with CKPT_GEMM_FILE), keeping the keep_last
+ * newest (0: all); saved receives the folder. */
 int ckpt_save(const char *root, bert *b, const ckpt_state *st, int keep_last, char *saved, size_t n,
               unpad_err *err);
 /* Loads the checkpoint file `path` (from ckpt_dir_latest) into b (master, m, v; the working copy is

@@ -1,10 +1,13 @@
 /* gemm.c — the cuBLASLt wrapper of gemm.h: row-major products as swapped column-major ones, a plan
  * cache per shape and alignment, and the epilogues the BERT layers use. */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu/devmem.h"
 #include "gpu/gemm.h"
+#include "kernels.h"
 
 #define GEMM_CACHE_SIZE 4096 /* open addressing; shapes vary with the token count of each step */
 
@@ -28,7 +31,18 @@ typedef struct {
     /* per alignment class of the exact shape (align_class): 0 not run yet, 1 `algo` takes it, 2
      * `algo` refuses it (run `alt`), so a refusal is asked of cuBLASLt once per class, not every step */
     uint8_t takes[64];
+    /* where `algo` came from: 0 the heuristic's first choice, 1 timed by gemm_ctx_tune, 2 a preset
+     * (gemm_ctx_presets_read) */
+    uint8_t tuned;
+    float beta; /* of its last run (gemm_ctx_tune times the candidates with it) */
 } gemm_plan;
+
+/* An algorithm chosen for a bucket shape and alignment, from a file of gemm_ctx_presets_write. */
+typedef struct {
+    gemm_shape s;
+    uint8_t align[5];
+    cublasLtMatmulAlgo_t algo;
+} gemm_preset;
 
 struct gemm_ctx {
     cublasLtHandle_t lt;
@@ -42,6 +56,8 @@ struct gemm_ctx {
     int log;          /* UNPAD_GEMM_LOG set: each of those on stderr */
     int evicted;      /* plans replaced because their neighbourhood of the table was full */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
+    gemm_preset *presets; /* (npresets), sorted by nothing: a handful */
+    int npresets;
 };
 
 gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
@@ -74,6 +90,7 @@ static void plan_release(gemm_plan *p)
     cublasLtMatmulDescDestroy(p->desc);
     p->used = 0;
     p->alt_state = 0;
+    p->tuned = 0;
     memset(p->takes, 0, sizeof p->takes);
     p->A = p->B = p->D = NULL;
 }
@@ -87,6 +104,7 @@ void gemm_ctx_free(gemm_ctx *g)
     cudaCheck(cudaFree(g->workspace));
     cublasCheck(cublasLtDestroy(g->lt));
     free(g->plans);
+    free(g->presets);
     free(g);
 }
 
@@ -127,6 +145,17 @@ static int epi_has_bias(gemm_epilogue e) { return e != GEMM_EPI_NONE && e != GEM
 static int epi_has_aux(gemm_epilogue e)
 {
     return e == GEMM_EPI_GELU_BIAS || e == GEMM_EPI_DGELU || e == GEMM_EPI_DGELU_BGRAD;
+}
+
+/* log2 of the alignment of a product's pointers (those its epilogue does not use count as NULL). */
+static void operand_align(const gemm_shape *s, const void *A, const void *B, const void *D, const void *bias,
+                          const void *aux, uint8_t align[5])
+{
+    align[0] = (uint8_t)align_log2(A);
+    align[1] = (uint8_t)align_log2(B);
+    align[2] = (uint8_t)align_log2(D);
+    align[3] = (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL);
+    align[4] = (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL);
 }
 
 /* A product the wrapper was asked for and cuBLASLt cannot run: the caller's shapes are the model's,
@@ -179,9 +208,62 @@ static void set_pointers(gemm_plan *p, void *bias, void *aux)
                                                    &aux, sizeof aux));
 }
 
-/* Makes the plan of shape s; 0, or -1 with the reason in why when no algorithm supports it. */
-static int plan_make(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8_t align[5],
-                     void *bias, void *aux, char *why, size_t nwhy)
+/* The heuristic's first n algorithms for plan p's descriptors (at its alignment), best first. */
+static cublasStatus_t plan_heuristic(gemm_ctx *g, const gemm_plan *p, int n, cublasLtMatmulHeuristicResult_t *res,
+                                     int *found)
+{
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = GEMM_WORKSPACE_BYTES;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &ws, sizeof ws));
+    /* cuBLASLt's A is our B and its B our A */
+    uint32_t a_a = 1u << p->align[1], a_b = 1u << p->align[0], a_d = 1u << p->align[2];
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                     &a_a, sizeof a_a));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                     &a_b, sizeof a_b));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                     &a_d, sizeof a_d));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                     &a_d, sizeof a_d));
+    *found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, n, res,
+                                                       found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    return st;
+}
+
+static const gemm_preset *preset_find(const gemm_ctx *g, const gemm_shape *s, const uint8_t align[5])
+{
+    for (int i = 0; i < g->npresets; i++) {
+        const gemm_shape *q = &g->presets[i].s;
+        if (q->M == s->M && q->N == s->N && q->K == s->K && q->trans_a == s->trans_a &&
+            q->trans_b == s->trans_b && q->ab_type == s->ab_type && q->d_type == s->d_type && q->epi == s->epi &&
+            q->bias_type == s->bias_type && !memcmp(g->presets[i].align, align, 5))
+            return &g->presets[i];
+    }
+    return NULL;
+}
+
+/* Plan p takes the preset's algorithm when cuBLASLt accepts it for p's shape (1), else keeps its own. */
+static int plan_take_preset(gemm_ctx *g, gemm_plan *p, const gemm_preset *pr)
+{
+    cublasLtMatmulHeuristicResult_t chk;
+    if (cublasLtMatmulAlgoCheck(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, &pr->algo, &chk) !=
+            CUBLAS_STATUS_SUCCESS ||
+        chk.workspaceSize > GEMM_WORKSPACE_BYTES)
+        return 0;
+    p->algo = pr->algo;
+    p->tuned = 2;
+    memset(p->takes, 0, sizeof p->takes);
+    return 1;
+}
+
+/* Makes the plan of shape s; 0, or -1 with the reason in why when no algorithm supports it. With
+ * presets, a bucket plan (plan_lookup) takes its preset's algorithm where one is given. */
+static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8_t align[5],
+                          void *bias, void *aux, int presets, char *why, size_t nwhy)
 {
     p->s = *s;
     memcpy(p->align, align, 5);
@@ -220,26 +302,9 @@ static int plan_make(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8
         cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tab, s->K, s->M, s->K));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, td, s->N, s->M, s->N));
 
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = GEMM_WORKSPACE_BYTES;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &ws, sizeof ws));
-    /* cuBLASLt's A is our B and its B our A */
-    uint32_t a_a = 1u << align[1], a_b = 1u << align[0], a_d = 1u << align[2];
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                     &a_a, sizeof a_a));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                     &a_b, sizeof a_b));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                     &a_d, sizeof a_d));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                     &a_d, sizeof a_d));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref,
-                                                       1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublasStatus_t st = plan_heuristic(g, p, 1, &res, &found);
     p->used = 1;
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
         snprintf(why, nwhy, "no algorithm (heuristic status %d: %s)", (int)st, cublasGetStatusString(st));
@@ -247,16 +312,26 @@ static int plan_make(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8
         return -1;
     }
     p->algo = res.algo;
+    p->tuned = 0;
+    p->beta = 0.0f;
     g->nplans++;
+    const gemm_preset *pr = presets ? preset_find(g, s, align) : NULL;
+    if (pr)
+        plan_take_preset(g, p, pr);
     return 0;
+}
+
+static int plan_make(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8_t align[5], void *bias,
+                     void *aux, char *why, size_t nwhy)
+{
+    return plan_make_from(g, p, s, align, bias, aux, 0, why, nwhy);
 }
 
 int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, const void *D,
                    const void *bias, const void *aux)
 {
-    uint8_t align[5] = {(uint8_t)align_log2(A), (uint8_t)align_log2(B), (uint8_t)align_log2(D),
-                        (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL),
-                        (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL)};
+    uint8_t align[5];
+    operand_align(s, A, B, D, bias, aux, align);
     gemm_plan p = {0};
     char why[160];
     if (plan_make(g, &p, s, align, (void *)bias, (void *)aux, why, sizeof why))
@@ -281,6 +356,15 @@ static int bucket(int x)
         l++;
     int gran = 1 << (l - 3);
     return (x + gran - 1) / gran * gran;
+}
+
+static gemm_shape bucket_shape(const gemm_shape *s)
+{
+    gemm_shape sb = *s;
+    sb.M = bucket(s->M);
+    sb.N = bucket(s->N);
+    sb.K = bucket(s->K);
+    return sb;
 }
 
 static void layout_dims(cublasLtMatrixLayout_t lay, uint64_t rows, uint64_t cols, int64_t ldim)
@@ -345,7 +429,7 @@ static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t a
     }
     if (!p->used) {
         late_event(g, "plan made", sb, align);
-        return plan_make(g, p, sb, align, bias, aux, why, nwhy) ? NULL : p;
+        return plan_make_from(g, p, sb, align, bias, aux, 1, why, nwhy) ? NULL : p;
     }
     set_pointers(p, bias, aux);
     return p;
@@ -420,13 +504,9 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
         shape_fail(s, "epilogue needs a bias pointer");
     if (epi_has_aux(s->epi) && (!aux || s->N % 8))
         shape_fail(s, "epilogue needs an aux pointer and N a multiple of 8");
-    uint8_t align[5] = {(uint8_t)align_log2(A), (uint8_t)align_log2(B), (uint8_t)align_log2(D),
-                        (uint8_t)align_log2(epi_has_bias(s->epi) ? bias : NULL),
-                        (uint8_t)align_log2(epi_has_aux(s->epi) ? aux : NULL)};
-    gemm_shape sb = *s;
-    sb.M = bucket(s->M);
-    sb.N = bucket(s->N);
-    sb.K = bucket(s->K);
+    uint8_t align[5];
+    operand_align(s, A, B, D, bias, aux, align);
+    gemm_shape sb = bucket_shape(s);
     char why[160];
     gemm_plan *p = plan_lookup(g, &sb, align, bias, aux, why, sizeof why);
     if (!p)
@@ -452,6 +532,7 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     p->B = B;
     p->D = D;
     p->last = *s;
+    p->beta = beta;
 }
 
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
@@ -570,4 +651,405 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
     gemm_shape s = {.M = out, .N = in, .K = T, .trans_a = 1, .trans_b = 0, .ab_type = t,
                     .d_type = GEMM_F32, .epi = GEMM_EPI_NONE, .bias_type = GEMM_F32};
     gemm_run(g, &s, dY, X, dW, 1.0f, beta, NULL, NULL, stream);
+}
+
+/* ---- algorithm tuning ----------------------------------------------------------------------------
+ * The heuristic's first choice is not always the fastest kernel on the GPU at hand; gemm_ctx_tune
+ * times the heuristic's first candidates on a plan's bucket shape and keeps the fastest. */
+
+#define TUNE_MAX_CANDS 32
+#define TUNE_MAX_REPS 16
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times algos[0..n) on plan p, already set to its run's shape and pointers: one launch each (the
+ * kernel's load), then reps rounds of one launch of each, back to back between events; us[i] the
+ * median of candidate i in microseconds, or -1 when cuBLASLt refuses it. Returns the candidates
+ * that ran. */
+static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *algos, int n, const void *A,
+                      const void *B, void *D, float beta, int reps, cudaStream_t stream, float *us)
+{
+    float alpha = 1.0f;
+    int ok[TUNE_MAX_CANDS], nok = 0;
+    for (int i = 0; i < n; i++) {
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+                                           &algos[i], g->workspace, GEMM_WORKSPACE_BYTES, stream);
+        us[i] = -1.0f;
+        if (st == CUBLAS_STATUS_SUCCESS)
+            ok[nok++] = i;
+        else if (!refused(st))
+            cublasCheck(st);
+    }
+    if (nok == 0)
+        return 0;
+    int nev = nok * reps + 1;
+    cudaEvent_t *ev = malloc((size_t)nev * sizeof *ev);
+    float *t = malloc((size_t)nok * reps * sizeof *t);
+    if (!ev || !t) {
+        free(ev);
+        free(t);
+        return 0;
+    }
+    for (int e = 0; e < nev; e++)
+        cudaCheck(cudaEventCreate(&ev[e]));
+    cudaCheck(cudaEventRecord(ev[0], stream));
+    for (int r = 0, e = 1; r < reps; r++)
+        for (int j = 0; j < nok; j++, e++) {
+            cublasCheck(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+                                       &algos[ok[j]], g->workspace, GEMM_WORKSPACE_BYTES, stream));
+            cudaCheck(cudaEventRecord(ev[e], stream));
+        }
+    cudaCheck(cudaEventSynchronize(ev[nev - 1]));
+    for (int j = 0; j < nok; j++) {
+        for (int r = 0; r < reps; r++) {
+            int e = 1 + r * nok + j;
+            cudaCheck(cudaEventElapsedTime(&t[j * reps + r], ev[e - 1], ev[e]));
+        }
+        qsort(t + j * reps, (size_t)reps, sizeof *t, cmp_float);
+        us[ok[j]] = 1e3f * (reps % 2 ? t[j * reps + reps / 2] : 0.5f * (t[j * reps + reps / 2 - 1] + t[j * reps + reps / 2]));
+    }
+    for (int e = 0; e < nev; e++)
+        cudaCheck(cudaEventDestroy(ev[e]));
+    free(ev);
+    free(t);
+    return nok;
+}
+
+/* The heuristic's first n candidates of plan p (at most TUNE_MAX_CANDS); the count. */
+static int plan_candidates(gemm_ctx *g, const gemm_plan *p, int n, cublasLtMatmulAlgo_t *algos)
+{
+    cublasLtMatmulHeuristicResult_t res[TUNE_MAX_CANDS];
+    int found = 0;
+    n = n < 1 ? 1 : n > TUNE_MAX_CANDS ? TUNE_MAX_CANDS : n;
+    if (plan_heuristic(g, p, n, res, &found) != CUBLAS_STATUS_SUCCESS)
+        return 0;
+    for (int i = 0; i < found; i++)
+        algos[i] = res[i].algo;
+    return found;
+}
+
+int gemm_time_candidates(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float beta,
+                         void *bias, void *aux, int n, int reps, cudaStream_t stream, float *us)
+{
+    uint8_t align[5];
+    operand_align(s, A, B, D, bias, aux, align);
+    gemm_shape sb = bucket_shape(s);
+    gemm_plan p = {0};
+    char why[160];
+    if (plan_make(g, &p, &sb, align, bias, aux, why, sizeof why))
+        return 0;
+    g->nplans--;
+    cublasLtMatmulAlgo_t algos[TUNE_MAX_CANDS];
+    int found = plan_candidates(g, &p, n, algos);
+    plan_set_shape(&p, s);
+    reps = reps < 1 ? 1 : reps > TUNE_MAX_REPS ? TUNE_MAX_REPS : reps;
+    time_algos(g, &p, algos, found, A, B, D, beta, reps, stream, us);
+    plan_release(&p);
+    return found;
+}
+
+static size_t dtype_bytes(gemm_dtype t) { return t == GEMM_F32 ? 4 : 2; }
+
+/* Element counts of a product's operands at shape s: A, B, D, aux, bias. */
+static void operand_sizes(const gemm_shape *s, size_t n[5])
+{
+    n[0] = (size_t)s->M * s->K;
+    n[1] = (size_t)s->K * s->N;
+    n[2] = (size_t)s->M * s->N;
+    n[3] = epi_has_aux(s->epi) ? (size_t)s->M * s->N : 0;
+    n[4] = epi_has_bias(s->epi) ? (size_t)(s->epi == GEMM_EPI_BGRADB ? s->M : s->N) : 0;
+}
+
+/* Random values of type t (small normals: never zeros, which run faster) in n elements at p. */
+static void fill_random(void *p, size_t n, gemm_dtype t, float *tmp, size_t ntmp, uint64_t seed, cudaStream_t stream)
+{
+    for (size_t off = 0, k = 0; off < n; off += ntmp, k++) {
+        size_t c = n - off < ntmp ? n - off : ntmp;
+        if (t == GEMM_F32) {
+            init_trunc_normal((float *)p + off, (int64_t)c, 0.5f, seed, k, stream);
+        } else {
+            init_trunc_normal(tmp, (int64_t)c, 0.5f, seed, k, stream);
+            convert_f32_to_floatX((floatX *)p + off, tmp, (int64_t)c, stream);
+        }
+    }
+}
+
+typedef struct {
+    gemm_plan *p;
+    double flop;
+} tune_item;
+
+static int cmp_item(const void *a, const void *b)
+{
+    const tune_item *x = a, *y = b;
+    if (x->flop != y->flop)
+        return x->flop < y->flop ? 1 : -1;
+    return (x->p > y->p) - (x->p < y->p);
+}
+
+/* Whether one of plan p's dimensions that is not a model size has its bucket in [blo, bhi] (the
+ * rule of gemm_ctx_warm: all three looking like model sizes means the count fell into one). */
+static int plan_in_range(const gemm_plan *p, int blo, int bhi, const int *fixed, int nfixed)
+{
+    int looks[3], nlooks = 0;
+    for (int d = 0; d < 3; d++) {
+        gemm_shape v = p->s;
+        looks[d] = 0;
+        for (int f = 0; f < nfixed; f++)
+            looks[d] |= *shape_dim(&v, d) == bucket(fixed[f]);
+        nlooks += looks[d];
+    }
+    for (int d = 0; d < 3; d++) {
+        gemm_shape v = p->s;
+        int x = *shape_dim(&v, d);
+        if (x >= blo && x <= bhi && !(looks[d] && nlooks < 3))
+            return 1;
+    }
+    return 0;
+}
+
+/* Runs plan p once (beta 0, scratch operands) at its bucket shape with each dimension in turn cut
+ * to each alignment class, so that its `takes` (and `alt`) are known before a step meets them. */
+static void plan_probe_classes(gemm_ctx *g, gemm_plan *p, void *const ops[5], cudaStream_t stream)
+{
+    for (int d = 0; d < 3; d++)
+        for (int c = 0; c < 4; c++) {
+            gemm_shape v = p->s;
+            int *dim = shape_dim(&v, d), y = *dim;
+            while (y > 64 && align_of(y) != c)
+                y--;
+            if (y < 1 || (y > 64 && align_of(y) != c) || (y <= 64 && c > 0))
+                continue;
+            *dim = y;
+            plan_set_shape(p, &v);
+            plan_exec(g, p, &v, ops[0], ops[1], ops[2], 1.0f, 0.0f, stream);
+        }
+    plan_set_shape(p, &p->s);
+}
+
+int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, const gemm_tune_opts *o,
+                  cudaStream_t stream, gemm_tune_stats *st, unpad_err *err)
+{
+    memset(st, 0, sizeof *st);
+    double t0 = now_s();
+    if (lo < 1 || hi < lo)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "GEMM tuning range [%d, %d] is empty", lo, hi);
+    int blo = bucket(lo), bhi = bucket(hi);
+    tune_item *items = malloc((size_t)(g->nplans > 0 ? g->nplans : 1) * sizeof *items);
+    if (!items)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the GEMM tuning");
+    int n = 0;
+    size_t need[5] = {0};
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        gemm_plan *p = &g->plans[i];
+        /* tensor-core products only: fp32 operands are the exact build's, left to the heuristic */
+        if (!p->used || p->tuned || p->s.ab_type != GEMM_BF16 || !plan_in_range(p, blo, bhi, fixed, nfixed))
+            continue;
+        double flop = 2.0 * p->s.M * p->s.N * p->s.K;
+        if (flop < o->min_flop)
+            continue;
+        items[n].p = p;
+        items[n++].flop = flop;
+        size_t sz[5];
+        operand_sizes(&p->s, sz);
+        const gemm_dtype ty[5] = {p->s.ab_type, p->s.ab_type, p->s.d_type, p->s.ab_type, p->s.bias_type};
+        for (int k = 0; k < 5; k++)
+            need[k] = sz[k] * dtype_bytes(ty[k]) > need[k] ? sz[k] * dtype_bytes(ty[k]) : need[k];
+    }
+    st->considered = n;
+    if (n == 0) {
+        free(items);
+        st->seconds = now_s() - t0;
+        return UNPAD_OK;
+    }
+    qsort(items, (size_t)n, sizeof *items, cmp_item);
+    /* scratch operands: one allocation for the largest of each, freed at the end */
+    size_t off[6] = {0};
+    for (int k = 0; k < 5; k++)
+        off[k + 1] = off[k] + (need[k] + 255) / 256 * 256;
+    const size_t ntmp = (size_t)1 << 24;
+    char *buf = NULL;
+    float *tmp = NULL;
+    if (cudaMalloc((void **)&buf, off[5] + ntmp * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        st->no_memory = 1;
+        st->scratch_bytes = off[5] + ntmp * sizeof(float);
+        free(items);
+        st->seconds = now_s() - t0;
+        return UNPAD_OK;
+    }
+    tmp = (float *)(buf + off[5]);
+    void *ops[5];
+    for (int k = 0; k < 5; k++)
+        ops[k] = buf + off[k];
+    fill_random(ops[0], need[0] / 2, GEMM_BF16, tmp, ntmp, 11, stream);
+    fill_random(ops[1], need[1] / 2, GEMM_BF16, tmp, ntmp, 12, stream);
+    cudaCheck(cudaMemsetAsync(ops[2], 0, need[2], stream));
+    fill_random(ops[3], need[3] / 2, GEMM_BF16, tmp, ntmp, 13, stream);
+    /* bf16 values: read as fp32 (an fp32 bias), pairs of them are sane numbers too */
+    fill_random(ops[4], need[4] / 2, GEMM_BF16, tmp, ntmp, 14, stream);
+    g->warming = 1;
+    int reps = o->reps < 1 ? 1 : o->reps > TUNE_MAX_REPS ? TUNE_MAX_REPS : o->reps;
+    for (int i = 0; i < n; i++) {
+        gemm_plan *p = items[i].p;
+        if (now_s() - t0 > o->budget_s) {
+            st->over_budget = n - i;
+            break;
+        }
+        void *keep_bias = p->bias, *keep_aux = p->aux;
+        cublasLtMatmulAlgo_t algos[TUNE_MAX_CANDS];
+        float us[TUNE_MAX_CANDS];
+        int nc = plan_candidates(g, p, o->candidates, algos);
+        set_pointers(p, ops[4], ops[3]);
+        plan_set_shape(p, &p->s);
+        if (nc < 2 || time_algos(g, p, algos, nc, ops[0], ops[1], ops[2], p->beta, reps, stream, us) < 1 ||
+            us[0] < 0) {
+            set_pointers(p, keep_bias, keep_aux);
+            continue;
+        }
+        int best = 0;
+        for (int c = 1; c < nc; c++)
+            if (us[c] >= 0 && us[c] < us[best])
+                best = c;
+        /* a candidate replaces the first choice only when clearly faster (not by timing noise) */
+        if (us[best] > 0.99f * us[0])
+            best = 0;
+        st->tuned++;
+        st->top1_us += us[0];
+        st->best_us += us[best];
+        p->tuned = 1;
+        if (memcmp(&algos[best], &p->algo, sizeof p->algo)) {
+            p->algo = algos[best];
+            memset(p->takes, 0, sizeof p->takes);
+            st->changed++;
+            plan_probe_classes(g, p, ops, stream);
+        }
+        if (g->log)
+            fprintf(stderr, "gemm tune: M %d N %d K %d trans %d%d epi %s D %s beta %g: first %.1f us, best "
+                            "#%d of %d %.1f us\n", p->s.M, p->s.N, p->s.K, p->s.trans_a, p->s.trans_b,
+                    epi_name(p->s.epi), p->s.d_type == GEMM_F32 ? "fp32" : "bf16", p->beta, us[0], best, nc,
+                    us[best]);
+        set_pointers(p, keep_bias, keep_aux);
+    }
+    g->warming = 0;
+    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaFree(buf));
+    free(items);
+    st->seconds = now_s() - t0;
+    return UNPAD_OK;
+}
+
+/* ---- presets: the tuned choices, saved with a checkpoint and read back on resume ---------------- */
+
+#define PRESET_MAGIC "unpad-gemm-algos 1"
+
+int gemm_ctx_presets_write(const gemm_ctx *g, FILE *f)
+{
+    int n = 0;
+    fprintf(f, "%s cublasLt %zu\n", PRESET_MAGIC, cublasLtGetVersion());
+    fprintf(f, "# M N K trans_a trans_b ab_type d_type epilogue bias_type align(A B D bias aux) algorithm(8 words)\n");
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        const gemm_plan *p = &g->plans[i];
+        if (!p->used || !p->tuned)
+            continue;
+        const gemm_shape *s = &p->s;
+        fprintf(f, "%d %d %d %d %d %d %d %d %d %d %d %d %d %d", s->M, s->N, s->K, s->trans_a, s->trans_b,
+                (int)s->ab_type, (int)s->d_type, (int)s->epi, (int)s->bias_type, p->align[0], p->align[1],
+                p->align[2], p->align[3], p->align[4]);
+        for (int w = 0; w < 8; w++)
+            fprintf(f, " %llx", (unsigned long long)p->algo.data[w]);
+        fprintf(f, "\n");
+        n++;
+    }
+    return n;
+}
+
+int gemm_ctx_presets_read(gemm_ctx *g, const char *path, int *n, unpad_err *err)
+{
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot open: %s", strerror(errno));
+    char line[512];
+    size_t version = 0;
+    int lineno = 1, rc = UNPAD_OK;
+    if (!fgets(line, sizeof line, f) || sscanf(line, PRESET_MAGIC " cublasLt %zu", &version) != 1) {
+        fclose(f);
+        return unpad_fail(err, UNPAD_EINVAL, path, 1, "not a GEMM algorithm file (expected '%s cublasLt N')",
+                          PRESET_MAGIC);
+    }
+    if (version != cublasLtGetVersion()) { /* another library's algorithms: not used */
+        fclose(f);
+        *n = -1;
+        return UNPAD_OK;
+    }
+    free(g->presets);
+    g->presets = NULL;
+    g->npresets = 0;
+    int cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        gemm_preset pr;
+        memset(&pr, 0, sizeof pr);
+        int v[14];
+        unsigned long long w[8];
+        int k = sscanf(line, "%d %d %d %d %d %d %d %d %d %d %d %d %d %d %llx %llx %llx %llx %llx %llx %llx %llx",
+                       &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11],
+                       &v[12], &v[13], &w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], &w[7]);
+        int bad = k != 22 || v[0] < 1 || v[1] < 1 || v[2] < 1 || (unsigned)v[3] > 1 || (unsigned)v[4] > 1 ||
+                  (unsigned)v[5] > 1 || (unsigned)v[6] > 1 || (unsigned)v[7] > GEMM_EPI_BGRADB ||
+                  (unsigned)v[8] > 1;
+        for (int a = 9; a < 14 && !bad; a++)
+            bad = (unsigned)v[a] > 8;
+        if (bad) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected 14 integers and 8 hexadecimal words");
+            break;
+        }
+        pr.s = (gemm_shape){.M = v[0], .N = v[1], .K = v[2], .trans_a = v[3], .trans_b = v[4],
+                            .ab_type = (gemm_dtype)v[5], .d_type = (gemm_dtype)v[6], .epi = (gemm_epilogue)v[7],
+                            .bias_type = (gemm_dtype)v[8]};
+        for (int a = 0; a < 5; a++)
+            pr.align[a] = (uint8_t)v[9 + a];
+        for (int a = 0; a < 8; a++)
+            pr.algo.data[a] = (uint64_t)w[a];
+        if (g->npresets == cap) {
+            cap = cap ? 2 * cap : 64;
+            gemm_preset *q = realloc(g->presets, (size_t)cap * sizeof *q);
+            if (!q) {
+                rc = unpad_fail(err, UNPAD_ENOMEM, path, lineno, "out of host memory");
+                break;
+            }
+            g->presets = q;
+        }
+        g->presets[g->npresets++] = pr;
+    }
+    fclose(f);
+    if (rc) {
+        free(g->presets);
+        g->presets = NULL;
+        g->npresets = 0;
+        return rc;
+    }
+    /* plans made before (none in a resumed run, which reads these before its first step) */
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        gemm_plan *p = &g->plans[i];
+        const gemm_preset *pr = p->used ? preset_find(g, &p->s, p->align) : NULL;
+        if (pr)
+            plan_take_preset(g, p, pr);
+    }
+    *n = g->npresets;
+    return UNPAD_OK;
 }

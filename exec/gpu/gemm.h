@@ -13,9 +13,10 @@
  * (CUBLAS_COMPUTE_32F), C/D is floatX or fp32 (fp32 with beta = 1 to accumulate weight gradients
  * over micro-batches).
  *
- * Plans (descriptors, layouts, the heuristic's algorithm) are cached per shape bucket (8 per
- * octave: the token count changes every step) and pointer alignment; one 32 MiB workspace serves every call on the context's streams one at a time
- * (callers using several streams at once give each stream its own context). */
+ * Plans (descriptors, layouts, the heuristic's algorithm, or a timed or preset one: see
+ * gemm_ctx_tune) are cached per shape bucket (8 per octave: the token count changes every step)
+ * and pointer alignment; one 32 MiB workspace serves every call on the context's streams one at a
+ * time (callers using several streams at once give each stream its own context). */
 #ifndef UNPAD_GEMM_H
 #define UNPAD_GEMM_H
 
@@ -118,6 +119,58 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
  * stream (returns after the stream is idle); the launches accepted in *ran. */
 int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cudaStream_t stream, int *made,
                   int *ran, unpad_err *err);
+
+/* Algorithm tuning. cuBLASLt's heuristic ranks its algorithms by a model of the GPU; its first
+ * choice is not always the fastest. gemm_ctx_tune takes the cached plans whose varying dimension
+ * (as gemm_ctx_warm decides it: not one of the `fixed` model sizes) has its bucket in
+ * [bucket(lo), bucket(hi)] and that do at least min_flop (2 M N K at the bucket shape), largest
+ * first, and for each times the heuristic's first `candidates` algorithms at the bucket shape on
+ * scratch operands (random values, one device allocation for the session, freed before it
+ * returns; none taken when it cannot be had: no_memory), with the beta of the plan's last run,
+ * `reps` launches each (median), interleaved. The fastest replaces the first choice when it is
+ * at least 1% faster; the plan is then run once in each alignment class of each dimension so that
+ * later steps meet no refusal. Stops starting plans after budget_s seconds. Plans of fp32
+ * operands (the exact fp32 build) are left alone. The outputs of the plans' last runs are not
+ * touched. The choices depend on timings, so a run that must compute as an earlier one did reads
+ * that run's choices instead (presets below). */
+typedef struct {
+    int candidates;  /* the heuristic's first N algorithms timed per plan (2..32) */
+    int reps;        /* timed launches per candidate (1..16; the median counts) */
+    double budget_s; /* no plan is started after this many seconds */
+    double min_flop; /* smaller products keep the heuristic's choice */
+} gemm_tune_opts;
+
+typedef struct {
+    int considered;     /* plans in range and large enough */
+    int tuned;          /* of them, timed */
+    int changed;        /* of those, now on another algorithm than the heuristic's first */
+    int over_budget;    /* left untimed when the budget ran out */
+    double top1_us, best_us; /* the timed plans' bucket shapes: summed first-choice and chosen times */
+    double seconds;
+    int no_memory;      /* the scratch operands could not be allocated: nothing tuned */
+    size_t scratch_bytes;
+} gemm_tune_stats;
+
+int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, const gemm_tune_opts *o,
+                  cudaStream_t stream, gemm_tune_stats *st, unpad_err *err);
+
+/* The bench's view of the same: the heuristic's first n algorithms for the bucket of shape s (with
+ * the alignment of these pointers, as gemm_run would ask), each run `reps` times on these operands
+ * at the exact shape s; us[i] the median of candidate i in microseconds (-1: refused). Returns the
+ * candidates found (us[0] is the heuristic's first choice, the one gemm_run runs untuned). The
+ * products overwrite D (and with beta != 0 add to it, reps + 1 times each). */
+int gemm_time_candidates(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float beta,
+                         void *bias, void *aux, int n, int reps, cudaStream_t stream, float *us);
+
+/* Presets: the algorithms gemm_ctx_tune chose (and presets in use), one text line per bucket plan
+ * (shape, operand alignment, the 64 bytes of cublasLtMatmulAlgo_t), under a header naming the
+ * cuBLASLt version. gemm_ctx_presets_write returns the lines written. gemm_ctx_presets_read loads
+ * such a file: every bucket plan made afterwards (and any already cached) of a listed shape and
+ * alignment takes the listed algorithm when cuBLASLt accepts it for the shape; *n the presets
+ * read, or -1 when the file is of another cuBLASLt version (then none is used). EIO / EINVAL
+ * (naming the file and line) when it cannot be read. */
+int gemm_ctx_presets_write(const gemm_ctx *g, FILE *f);
+int gemm_ctx_presets_read(gemm_ctx *g, const char *path, int *n, unpad_err *err);
 
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);

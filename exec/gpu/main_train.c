@@ -30,6 +30,9 @@ static void usage(FILE *f)
             "  --no-dropout       no dropout (the peer comparison)\n"
             "  --attn-dropout P   attention-probability dropout instead of the model config's\n"
             "  --gelu tanh|erf    GELU form: tanh in the GEMM epilogue (default, faster) or erf\n"
+            "  --gemm-tune on|off after the first step, time cuBLASLt's first 16 algorithms for the GEMMs\n"
+            "                     of the token counts at hand and keep the fastest (on; the choices are\n"
+            "                     saved with checkpoints, and a resumed run uses them instead)\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
             "                     %s (default: no balancing, loader order)\n"
@@ -108,7 +111,7 @@ enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_W
        O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
-       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_HELP };
+       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_HELP };
 
 /* One option into a; 1 on a bad value (said on stderr). */
 static int parse_one(int c, const char *v, train_args *a)
@@ -134,6 +137,10 @@ static int parse_one(int c, const char *v, train_args *a)
     case O_GELU:
         bad = arg_name("--gelu", v, !strcmp(v, "erf") || !strcmp(v, "tanh"), "tanh or erf");
         a->gelu_erf = !strcmp(v, "erf");
+        break;
+    case O_TUNE:
+        bad = arg_name("--gemm-tune", v, !strcmp(v, "on") || !strcmp(v, "off"), "on or off");
+        a->gemm_tune = !strcmp(v, "on");
         break;
     case O_VR: return arg_int("--virtual-ranks", v, 1, 1024, &a->vranks);
     case O_LOG: return arg_int("--log-every", v, 1, 1000000000, &a->log_every);
@@ -217,6 +224,7 @@ static void args_default(train_args *a)
     a->attn_dropout = -1;
     a->bucket_mb = 32;
     a->online_window = 8;
+    a->gemm_tune = 1;
 }
 
 /* 0: parsed; 1: bad arguments (said); -1: --help printed. */
@@ -239,6 +247,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"log-file", 1, 0, O_LOGFILE}, {"summary-json", 1, 0, O_SUMMARY}, {"keep-last", 1, 0, O_KEEP},
         {"skip-nonfinite", 0, 0, O_SKIPNF}, {"debug-nonfinite-step", 1, 0, O_DEBUGNF},
         {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"attn-dropout", 1, 0, O_ADROP},
+        {"gemm-tune", 1, 0, O_TUNE},
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);

@@ -1,8 +1,30 @@
 /* train_ckpt.c — a run's checkpoints and resume (trainer.h; the folders: exec/ckpt_dir.h). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/trainer.h"
+
+/* The GEMM algorithms saved beside the checkpoint file `path`: the interrupted run's tuned choices,
+ * so that the resumed run computes as it would have (and tunes nothing itself). */
+static int resume_gemm_algos(trainer *t, const char *path, unpad_err *err)
+{
+    char algos[4300];
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) : 1;
+    snprintf(algos, sizeof algos, "%.*s/%s", dir, slash ? path : ".", CKPT_GEMM_FILE);
+    t->gemm_presets = 0;
+    if (access(algos, F_OK)) {
+        printf("  resume: no %s beside the checkpoint: the GEMMs run cuBLASLt's first choices, untuned\n",
+               CKPT_GEMM_FILE);
+        return UNPAD_OK;
+    }
+    int rc = gemm_ctx_presets_read(bert_gemm(t->b), algos, &t->gemm_presets, err);
+    if (rc == UNPAD_OK && t->gemm_presets < 0)
+        printf("  resume: %s is of another cuBLASLt version: the GEMMs run cuBLASLt's first choices, untuned\n",
+               algos);
+    return rc;
+}
 
 /* Takes the latest complete checkpoint under --resume that is of this model, seed, batch and rank
  * count; one that differs is refused, naming what differs. */
@@ -20,6 +42,8 @@ int trainer_resume(trainer *t, unpad_err *err)
     if ((rc = ckpt_file_check(path, &want, NULL, &got, err)))
         return rc;
     if ((rc = ckpt_load(path, t->b, &got, err)))
+        return rc;
+    if ((rc = resume_gemm_algos(t, path, err)))
         return rc;
     t->st = got;
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);

@@ -211,6 +211,7 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
             return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
                               strerror(errno));
     trainer_print_setup(t);
+    t->gemm_presets = -2;
     if (a->resume && (rc = trainer_resume(t, err)))
         return rc;
     t->first_step = (int)t->st.step + 1;

@@ -1,7 +1,13 @@
 /* train_warm.c — after the first step, the GEMM plans the rest of the run will need, each launched
  * once, so that no later step stalls on a cuBLASLt heuristic query or a kernel load when its token
- * count enters a new shape bucket (gemm.h). The range covers the micro-batches at hand with room on both sides: predictions from
- * half the fewest to tokens at 1.5x the most (capped at the buffers' size), and sequence counts. */
+ * count enters a new shape bucket (gemm.h). The range covers the micro-batches at hand with room on
+ * both sides: predictions from half the fewest to tokens at 1.5x the most (capped at the buffers'
+ * size), and sequence counts. Then, in a fresh run with --gemm-tune on, the plans of the token and
+ * prediction counts the run will mostly meet (those at hand, 15% either side) are tuned: the
+ * heuristic's first candidates timed, the fastest kept (gemm.h gemm_ctx_tune); a resumed run
+ * instead runs the algorithms its checkpoint lists. */
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpu/trainer.h"
@@ -13,14 +19,65 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The tuning's settings: UNPAD_GEMM_TUNE="candidates,reps,budget_s,min_gflop" overrides the
+ * defaults (for measuring the tuning itself). */
+static gemm_tune_opts tune_opts(void)
+{
+    gemm_tune_opts o = {.candidates = 16, .reps = 3, .budget_s = 2.0, .min_flop = 8e9};
+    const char *e = getenv("UNPAD_GEMM_TUNE");
+    double gf = o.min_flop / 1e9;
+    if (e && *e)
+        sscanf(e, "%d,%d,%lf,%lf", &o.candidates, &o.reps, &o.budget_s, &gf);
+    o.min_flop = gf * 1e9;
+    return o;
+}
+
+/* Tunes the plans of token counts [0.85 tmin, 1.15 tmax] and prediction counts [0.85 pmin,
+ * 1.15 pmax] (a fresh run with --gemm-tune on; a resumed one runs its checkpoint's algorithms). */
+static int trainer_tune(trainer *t, long tmin, long tmax, long pmin, long pmax, unpad_err *err)
+{
+    if (!t->a->gemm_tune || t->gemm_presets != -2) {
+        if (t->gemm_presets >= 0)
+            printf("  GEMM algorithms: %d tuned ones from the checkpoint (none tuned in this run)\n", t->gemm_presets);
+        return UNPAD_OK;
+    }
+    gemm_tune_opts o = tune_opts();
+    gemm_tune_stats a, b;
+    long cap = t->opt.max_tokens;
+    int rc = bert_gemm_tune(t->b, (int)(tmin * 0.85), (int)(tmax * 1.15 < cap ? tmax * 1.15 : cap), &o, t->s, &a, err);
+    if (rc)
+        return rc;
+    o.budget_s -= a.seconds;
+    memset(&b, 0, sizeof b);
+    if (pmax > 0 && o.budget_s > 0 && !a.no_memory &&
+        (rc = bert_gemm_tune(t->b, (int)(pmin * 0.85) > 1 ? (int)(pmin * 0.85) : 1, (int)(pmax * 1.15) + 1, &o,
+                             t->s, &b, err)))
+        return rc;
+    if (a.no_memory || b.no_memory) {
+        printf("  GEMM tuning: skipped, no device memory for its %.0f MiB of scratch operands\n",
+               (a.no_memory ? a.scratch_bytes : b.scratch_bytes) / 1048576.0);
+        return UNPAD_OK;
+    }
+    int tuned = a.tuned + b.tuned;
+    printf("  GEMM tuning: %d plans for %ld..%ld tokens and %ld..%ld predictions timed (%d candidates, %d runs "
+           "each), %d on a faster algorithm: %.2f -> %.2f ms summed at the bucket shapes, in %.2f s%s\n",
+           tuned, (long)(tmin * 0.85), (long)(tmax * 1.15), (long)(pmin * 0.85), (long)(pmax * 1.15) + 1,
+           o.candidates, o.reps, a.changed + b.changed, (a.top1_us + b.top1_us) / 1e3,
+           (a.best_us + b.best_us) / 1e3, a.seconds + b.seconds,
+           a.over_budget + b.over_budget ? " (budget spent: the rest untuned)" : "");
+    return UNPAD_OK;
+}
+
 int trainer_warm(trainer *t, unpad_err *err)
 {
-    long tmax = 0, pmin = -1;
+    long tmax = 0, tmin = -1, pmin = -1, pmax = 0;
     int nmin = -1, nmax = 0;
     int sets = t->have_next ? 2 : 1; /* this step's micro-batches and the prefetched ones */
     for (int i = 0; i < sets * t->K; i++) {
         const shard_batch *mb = &t->bufs[(size_t)((t->cur + i / t->K) % 2) * t->K + i % t->K];
         tmax = mb->T > tmax ? mb->T : tmax;
+        tmin = tmin < 0 || mb->T < tmin ? mb->T : tmin;
+        pmax = mb->P > pmax ? mb->P : pmax;
         pmin = pmin < 0 || mb->P < pmin ? mb->P : pmin;
         nmin = nmin < 0 || mb->n < nmin ? mb->n : nmin;
         nmax = mb->n > nmax ? mb->n : nmax;
@@ -38,5 +95,5 @@ int trainer_warm(trainer *t, unpad_err *err)
     printf("  warm-up: %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, "
            "%d of them launched once to load their kernels, in %.2f s\n",
            made, lo, hi, made_n, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, ran + ran_n, now_s() - t0);
-    return UNPAD_OK;
+    return trainer_tune(t, tmin, tmax, pmin, pmax, err);
 }

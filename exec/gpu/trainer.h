@@ -55,6 +55,7 @@ typedef struct {
     double bucket_mb;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every, keep_last;
     int no_dropout, gelu_erf, trace_a, trace_b, skip_nonfinite, debug_nonfinite_step;
+    int gemm_tune; /* --gemm-tune on (1, the default) | off (0) */
     double lr, wd, max_norm;
     double attn_dropout; /* --attn-dropout; < 0: the model config's */
     long seed;
@@ -79,7 +80,7 @@ typedef struct {
     double lr, grad_norm;
     double step_s;                  /* wall time */
     double gpu_s;                   /* the step's span on the compute stream: its first command
-                                       (the gradient reset) to the end of LAMB */
+                                       (the statistics reset) to the end of LAMB */
     double busy_s;                  /* traced steps: the summed operator times of rank 0 (else 0) */
     double meas_max, meas_mean, pred_max, pred_mean; /* per-rank compute, measured and predicted (us) */
     int nonfinite;                  /* the loss or the gradient norm is not finite */
@@ -139,6 +140,9 @@ typedef struct {
     /* the run */
     ckpt_state st;
     int first_step;
+    /* GEMM algorithms read on resume (CKPT_GEMM_FILE): -2 none asked for (a fresh run: it tunes),
+     * -1 of another cuBLASLt (not used), 0 or more: the presets read (the run does not tune) */
+    int gemm_presets;
     char last_ckpt[4200];
     FILE *tcsv;
     dump_file dumpb;             /* --dump-batches, open when dumpb.f */
@@ -176,7 +180,8 @@ int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
 int trainer_step(trainer *t, int step, step_result *r, unpad_err *err);
 int trainer_evaluate(trainer *t, double *acc, double *loss, unpad_err *err);
 
-/* train_warm.c: after the first step, the GEMM plans of every token count the run may meet */
+/* train_warm.c: after the first step, the GEMM plans of every token count the run may meet, and
+ * (a fresh run with --gemm-tune on) the fastest algorithms of those around the counts at hand */
 int trainer_warm(trainer *t, unpad_err *err);
 
 /* train_ckpt.c */

@@ -2,7 +2,8 @@
  * (kernels/ref/ref.h) on fresh random inputs. The token batch is unpadded and ragged: lengths
  * 1, 2, 63, 64, 65, 127, 128, 129, 511, 512 in one batch (T = 1602), described by cu_seqlens.
  * Outputs are poisoned (all bits set: NaN in bf16 and fp32) before each run, so an element the
- * kernel fails to write fails the check; accumulated (+=) gradients start from random values.
+ * kernel fails to write fails the check; accumulated (+=) gradients start from random values, and
+ * the same gradients written (accumulate 0, a step's first micro-batch) start poisoned.
  * Each output must satisfy |got - ref| <= atol + rtol |ref| element-wise, bounds stated per row.
  * Also checked: determinism (two runs bitwise equal) of the column reductions and of LAMB.
  * The accuracy, loss-total, tanh-GELU-backward and initialisation kernels are checked the same way.
@@ -352,20 +353,34 @@ static void test_layernorm(int T, int H, int fused, float p)
             cudaCheck(cudaMemcpy(devs[k], start[k], H * 4, cudaMemcpyHostToDevice));
         if (fused)
             bias_dropout_residual_layernorm_bwd(dx, dres, dbias, dg, db, dout, dadd, lnin, mean, rstd,
-                                                g, T, H, p, seed, sid, scratch, 0);
+                                                g, T, H, p, seed, sid, scratch, 1, 0);
         else
-            layernorm_bwd(dres, dg, db, dout, x, mean, rstd, g, T, H, scratch, 0);
+            layernorm_bwd(dres, dg, db, dout, x, mean, rstd, g, T, H, scratch, 1, 0);
         cudaCheck(cudaDeviceSynchronize());
         if (rep == 0)
             for (int k = 0; k < 3; k++)
                 get_f32(run1[k], devs[k], H);
     }
-    float *rdx = hmalloc(TH), *rdres = hmalloc(TH);
+    /* write mode (accumulate 0) into poisoned gradients: the column sums alone */
+    float *wg = (float *)dev_poisoned(H * 4), *wb = (float *)dev_poisoned(H * 4), *wbias = (float *)dev_poisoned(H * 4);
     if (fused)
+        bias_dropout_residual_layernorm_bwd(dx, dres, wbias, wg, wb, dout, dadd, lnin, mean, rstd, g, T, H, p,
+                                            seed, sid, scratch, 0, 0);
+    else
+        layernorm_bwd(dres, wg, wb, dout, x, mean, rstd, g, T, H, scratch, 0, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    float *zdg = hmalloc(H), *zdb = hmalloc(H), *zdbias = hmalloc(H);
+    memset(zdg, 0, H * 4), memset(zdb, 0, H * 4), memset(zdbias, 0, H * 4);
+    float *rdx = hmalloc(TH), *rdres = hmalloc(TH);
+    if (fused) {
+        bias_dropout_residual_layernorm_bwd_ref(rdx, rdres, zdbias, zdg, zdb, hdo, hda, gln, gmean,
+                                                grstd, hg, T, H, p, seed, sid);
         bias_dropout_residual_layernorm_bwd_ref(rdx, rdres, rdbias, rdg, rdb, hdo, hda, gln, gmean,
                                                 grstd, hg, T, H, p, seed, sid);
-    else
+    } else {
+        layernorm_bwd_ref(rdres, zdg, zdb, hdo, gln, gmean, grstd, hg, T, H);
         layernorm_bwd_ref(rdres, rdg, rdb, hdo, gln, gmean, grstd, hg, T, H);
+    }
     const char *pre = fused ? "bdr_layernorm_bwd" : "layernorm_bwd";
     get_floatX(got, dres, TH);
     snprintf(name, sizeof name, "%s T%d H%d: %s", pre, T, H, fused ? "dresidual" : "dx");
@@ -384,8 +399,14 @@ static void test_layernorm(int T, int H, int fused, float p)
         check(name, h, prefs[k], H, TOL(2e-3, 1e-3, 2e-4, 1e-5));
         snprintf(name, sizeof name, "%s T%d H%d: %s rerun", pre, T, H, pn[k]);
         check_same(name, h, run1[k], H);
+        float *wdev[3] = {wg, wb, wbias}, *wref[3] = {zdg, zdb, zdbias};
+        get_f32(h, wdev[k], H);
+        snprintf(name, sizeof name, "%s T%d H%d: %s written", pre, T, H, pn[k]);
+        check(name, h, wref[k], H, TOL(2e-3, 1e-3, 2e-4, 1e-5));
         free(h);
     }
+    dfree(wg), dfree(wb), dfree(wbias);
+    free(zdg), free(zdb), free(zdbias);
     dfree(x), dfree(bias), dfree(res), dfree(g);
     dfree(be), dfree(out), dfree(lnin), dfree(mean);
     dfree(rstd), dfree(dout), dfree(dadd), dfree(dx);
@@ -425,12 +446,19 @@ static void test_activation(int T, int N, int tanh_act)
     check(name, got, rout, TN, TOL(1e-3, 8e-3, 2e-6, 1e-5));
     float *hout = hmalloc(TN);
     memcpy(hout, got, TN * 4); /* tanh backward reads the GPU's floatX output */
+    /* accumulate into random values, then write into poisoned ones (dx alike both times) */
+    float *wdb = (float *)dev_poisoned(N * 4), *zdb = hmalloc(N);
+    memset(zdb, 0, N * 4);
     if (tanh_act) {
-        bias_tanh_bwd(dx, db, dout, out, T, N, scratch, 0);
+        bias_tanh_bwd(dx, db, dout, out, T, N, scratch, 1, 0);
+        bias_tanh_bwd(dx, wdb, dout, out, T, N, scratch, 0, 0);
         bias_tanh_bwd_ref(rdx, rdb, hdo, hout, T, N);
+        bias_tanh_bwd_ref(rdx, zdb, hdo, hout, T, N);
     } else {
-        bias_gelu_bwd(dx, db, dout, x, bias, T, N, scratch, 0);
+        bias_gelu_bwd(dx, db, dout, x, bias, T, N, scratch, 1, 0);
+        bias_gelu_bwd(dx, wdb, dout, x, bias, T, N, scratch, 0, 0);
         bias_gelu_bwd_ref(rdx, rdb, hdo, hx, hb, T, N);
+        bias_gelu_bwd_ref(rdx, zdb, hdo, hx, hb, T, N);
     }
     cudaCheck(cudaDeviceSynchronize());
     get_floatX(got, dx, TN);
@@ -439,6 +467,10 @@ static void test_activation(int T, int N, int tanh_act)
     get_f32(gdb, db, N);
     snprintf(name, sizeof name, "%s_bwd T%d N%d: dbias", kn, T, N);
     check(name, gdb, rdb, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+    get_f32(gdb, wdb, N);
+    snprintf(name, sizeof name, "%s_bwd T%d N%d: dbias written", kn, T, N);
+    check(name, gdb, zdb, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+    dfree(wdb), free(zdb);
     dfree(x), dfree(bias), dfree(dout), dfree(out);
     dfree(dx), dfree(db), dfree(scratch);
     free(hx), free(hb), free(hdo), free(rout), free(rdx), free(got), free(rdb), free(gdb), free(hout);
@@ -455,7 +487,7 @@ static void test_bias_bwd(int T, int N)
     cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes(N)));
     for (int rep = 0; rep < 2; rep++) {
         cudaCheck(cudaMemcpy(db, start, N * 4, cudaMemcpyHostToDevice));
-        bias_bwd(db, dout, T, N, scratch, 0);
+        bias_bwd(db, dout, T, N, scratch, 1, 0);
         cudaCheck(cudaDeviceSynchronize());
         get_f32(rep ? gdb : run1, db, N);
     }
@@ -465,6 +497,16 @@ static void test_bias_bwd(int T, int N)
     check(name, gdb, rdb, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
     snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias rerun", T, N);
     check_same(name, gdb, run1, N);
+    /* write mode into poisoned values: the column sums alone */
+    float *wdb = (float *)dev_poisoned(N * 4);
+    bias_bwd(wdb, dout, T, N, scratch, 0, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_f32(gdb, wdb, N);
+    memset(start, 0, N * 4);
+    bias_bwd_ref(start, hdo, T, N);
+    snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias written", T, N);
+    check(name, gdb, start, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+    dfree(wdb);
     dfree(dout), dfree(db), dfree(scratch);
     free(hdo), free(rdb), free(gdb), free(run1), free(start);
 }
