@@ -21,7 +21,8 @@
 #   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
 #            same attention dropout (HF padded; unpadded eager, per-layer and whole-model compiled;
 #            TORCH_VARIANTS overrides the list)
-# Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last.
+# Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
+# arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
 STAGES=${1:-gemm,peer,learn,resume,signal,nonfinite,steps,large,torch}
 OUT=${2:-out/bench}
@@ -34,7 +35,7 @@ SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
-T=bin/unpad-train
+T="bin/unpad-train ${TRAIN_ARGS:-}"
 cb="--master ${RESUME_MASTER_BOUND:-2e-5} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
 # same_losses A.log B.log K: the losses of the steps after K in two logs: identical, within 2e-4
 # (float atomics change the last printed digit), or DIFFERENT

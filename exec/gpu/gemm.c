@@ -56,8 +56,9 @@ struct gemm_ctx {
     int log;          /* UNPAD_GEMM_LOG set: each of those on stderr */
     int evicted;      /* plans replaced because their neighbourhood of the table was full */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
-    gemm_preset *presets; /* (npresets), sorted by nothing: a handful */
+    gemm_preset *presets; /* (npresets): tens of entries, searched in order */
     int npresets;
+    int presets_refused; /* plans whose preset cuBLASLt did not accept (they run the heuristic's) */
 };
 
 gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
@@ -260,6 +261,15 @@ static int plan_take_preset(gemm_ctx *g, gemm_plan *p, const gemm_preset *pr)
     return 1;
 }
 
+/* A preset cuBLASLt no longer accepts for its shape: the plan keeps the heuristic's choice. */
+static void preset_refused(gemm_ctx *g, const gemm_plan *p)
+{
+    g->presets_refused++;
+    if (g->log)
+        fprintf(stderr, "gemm: preset refused for M %d N %d K %d trans %d%d epi %s: the heuristic's choice runs\n",
+                p->s.M, p->s.N, p->s.K, p->s.trans_a, p->s.trans_b, epi_name(p->s.epi));
+}
+
 /* Makes the plan of shape s; 0, or -1 with the reason in why when no algorithm supports it. With
  * presets, a bucket plan (plan_lookup) takes its preset's algorithm where one is given. */
 static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const uint8_t align[5],
@@ -316,8 +326,8 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
     p->beta = 0.0f;
     g->nplans++;
     const gemm_preset *pr = presets ? preset_find(g, s, align) : NULL;
-    if (pr)
-        plan_take_preset(g, p, pr);
+    if (pr && !plan_take_preset(g, p, pr))
+        preset_refused(g, p);
     return 0;
 }
 
@@ -538,6 +548,7 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
 int gemm_ctx_late(const gemm_ctx *g) { return g->late; }
 int gemm_ctx_evicted(const gemm_ctx *g) { return g->evicted; }
+int gemm_ctx_presets_refused(const gemm_ctx *g) { return g->presets_refused; }
 
 static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &s->N : &s->K; }
 
@@ -613,6 +624,8 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
                 if (!p)
                     continue;
                 plan_alt(g, p);
+                if (g->nplans > had)
+                    p->beta = tpl[i].beta; /* the template's product: gemm_ctx_tune times with it */
                 if (g->nplans > had && tpl[i].A)
                     *ran += plan_run_once(g, p, &tpl[i], d, x, stream);
             }
@@ -685,11 +698,9 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
     for (int i = 0; i < n; i++) {
         cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
                                            &algos[i], g->workspace, GEMM_WORKSPACE_BYTES, stream);
-        us[i] = -1.0f;
+        us[i] = -1.0f; /* a candidate that does not run is left out, whatever the status */
         if (st == CUBLAS_STATUS_SUCCESS)
             ok[nok++] = i;
-        else if (!refused(st))
-            cublasCheck(st);
     }
     if (nok == 0)
         return 0;
@@ -853,8 +864,10 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
     size_t need[5] = {0};
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
         gemm_plan *p = &g->plans[i];
-        /* tensor-core products only: fp32 operands are the exact build's, left to the heuristic */
-        if (!p->used || p->tuned || p->s.ab_type != GEMM_BF16 || !plan_in_range(p, blo, bhi, fixed, nfixed))
+        /* tensor-core products only: fp32 operands are the exact build's, left to the heuristic
+         * (whose floatX is fp32: the scratch fill below writes bf16 through floatX) */
+        if (!p->used || p->tuned || p->s.ab_type != GEMM_BF16 || sizeof(floatX) != 2 ||
+            !plan_in_range(p, blo, bhi, fixed, nfixed))
             continue;
         double flop = 2.0 * p->s.M * p->s.N * p->s.K;
         if (flop < o->min_flop)
@@ -1047,8 +1060,8 @@ int gemm_ctx_presets_read(gemm_ctx *g, const char *path, int *n, unpad_err *err)
     for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
         gemm_plan *p = &g->plans[i];
         const gemm_preset *pr = p->used ? preset_find(g, &p->s, p->align) : NULL;
-        if (pr)
-            plan_take_preset(g, p, pr);
+        if (pr && !plan_take_preset(g, p, pr))
+            preset_refused(g, p);
     }
     *n = g->npresets;
     return UNPAD_OK;

@@ -171,6 +171,9 @@ int gemm_time_candidates(gemm_ctx *g, const gemm_shape *s, const void *A, const 
  * (naming the file and line) when it cannot be read. */
 int gemm_ctx_presets_write(const gemm_ctx *g, FILE *f);
 int gemm_ctx_presets_read(gemm_ctx *g, const char *path, int *n, unpad_err *err);
+/* Plans whose preset cuBLASLt refused for the shape (they run the heuristic's choice; 0 when the
+ * file comes from this build and GPU). */
+int gemm_ctx_presets_refused(const gemm_ctx *g);
 
 /* Plans made so far, and calls that needed an uncached plan of their exact shape (tests). */
 int gemm_ctx_plans(const gemm_ctx *g);

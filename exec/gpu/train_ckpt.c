@@ -5,8 +5,9 @@
 
 #include "gpu/trainer.h"
 
-/* The GEMM algorithms saved beside the checkpoint file `path`: the interrupted run's tuned choices,
- * so that the resumed run computes as it would have (and tunes nothing itself). */
+/* The GEMM algorithms saved beside the checkpoint file `path` (with --gemm-tune on): the
+ * interrupted run's tuned choices, so that the resumed run computes as it would have (and tunes
+ * nothing itself). */
 static int resume_gemm_algos(trainer *t, const char *path, unpad_err *err)
 {
     char algos[4300];
@@ -43,7 +44,7 @@ int trainer_resume(trainer *t, unpad_err *err)
         return rc;
     if ((rc = ckpt_load(path, t->b, &got, err)))
         return rc;
-    if ((rc = resume_gemm_algos(t, path, err)))
+    if (t->a->gemm_tune && (rc = resume_gemm_algos(t, path, err)))
         return rc;
     t->st = got;
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);

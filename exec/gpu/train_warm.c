@@ -33,38 +33,44 @@ static gemm_tune_opts tune_opts(void)
 }
 
 /* Tunes the plans of token counts [0.85 tmin, 1.15 tmax] and prediction counts [0.85 pmin,
- * 1.15 pmax] (a fresh run with --gemm-tune on; a resumed one runs its checkpoint's algorithms). */
-static int trainer_tune(trainer *t, long tmin, long tmax, long pmin, long pmax, unpad_err *err)
+ * 1.15 pmax] (a fresh run with --gemm-tune on; a resumed one runs its checkpoint's algorithms),
+ * saying what it did in `said` (n bytes; empty when tuning is off). */
+static int trainer_tune(trainer *t, long tmin, long tmax, long pmin, long pmax, char *said, size_t n, unpad_err *err)
 {
-    if (!t->a->gemm_tune || t->gemm_presets != -2) {
+    said[0] = 0;
+    if (!t->a->gemm_tune)
+        return UNPAD_OK;
+    if (t->gemm_presets != -2) {
         if (t->gemm_presets >= 0)
-            printf("  GEMM algorithms: %d tuned ones from the checkpoint (none tuned in this run)\n", t->gemm_presets);
+            snprintf(said, n, "; GEMM algorithms: %d tuned ones from the checkpoint (%d refused by cuBLASLt), "
+                     "none tuned in this run", t->gemm_presets, gemm_ctx_presets_refused(bert_gemm(t->b)));
         return UNPAD_OK;
     }
     gemm_tune_opts o = tune_opts();
     gemm_tune_stats a, b;
     long cap = t->opt.max_tokens;
-    int rc = bert_gemm_tune(t->b, (int)(tmin * 0.85), (int)(tmax * 1.15 < cap ? tmax * 1.15 : cap), &o, t->s, &a, err);
+    long t_lo = (long)(tmin * 0.85) > 1 ? (long)(tmin * 0.85) : 1, t_hi = (long)(tmax * 1.15) + 1;
+    long p_lo = (long)(pmin * 0.85) > 1 ? (long)(pmin * 0.85) : 1, p_hi = (long)(pmax * 1.15) + 1;
+    t_hi = t_hi < cap ? t_hi : cap;
+    t_lo = t_lo < t_hi ? t_lo : t_hi;
+    int rc = bert_gemm_tune(t->b, (int)t_lo, (int)t_hi, &o, t->s, &a, err);
     if (rc)
         return rc;
     o.budget_s -= a.seconds;
     memset(&b, 0, sizeof b);
     if (pmax > 0 && o.budget_s > 0 && !a.no_memory &&
-        (rc = bert_gemm_tune(t->b, (int)(pmin * 0.85) > 1 ? (int)(pmin * 0.85) : 1, (int)(pmax * 1.15) + 1, &o,
-                             t->s, &b, err)))
+        (rc = bert_gemm_tune(t->b, (int)p_lo, (int)p_hi, &o, t->s, &b, err)))
         return rc;
     if (a.no_memory || b.no_memory) {
-        printf("  GEMM tuning: skipped, no device memory for its %.0f MiB of scratch operands\n",
-               (a.no_memory ? a.scratch_bytes : b.scratch_bytes) / 1048576.0);
+        snprintf(said, n, "; GEMM tuning skipped: no device memory for its %.0f MiB of scratch operands",
+                 (a.no_memory ? a.scratch_bytes : b.scratch_bytes) / 1048576.0);
         return UNPAD_OK;
     }
-    int tuned = a.tuned + b.tuned;
-    printf("  GEMM tuning: %d plans for %ld..%ld tokens and %ld..%ld predictions timed (%d candidates, %d runs "
-           "each), %d on a faster algorithm: %.2f -> %.2f ms summed at the bucket shapes, in %.2f s%s\n",
-           tuned, (long)(tmin * 0.85), (long)(tmax * 1.15), (long)(pmin * 0.85), (long)(pmax * 1.15) + 1,
-           o.candidates, o.reps, a.changed + b.changed, (a.top1_us + b.top1_us) / 1e3,
-           (a.best_us + b.best_us) / 1e3, a.seconds + b.seconds,
-           a.over_budget + b.over_budget ? " (budget spent: the rest untuned)" : "");
+    snprintf(said, n, "; GEMM tuning: %d plans of %ld..%ld tokens and %ld..%ld predictions timed (%d candidates, "
+             "%d runs each), %d on a faster algorithm: %.2f -> %.2f ms summed at the bucket shapes, in %.2f s%s",
+             a.tuned + b.tuned, t_lo, t_hi, p_lo, p_hi, o.candidates, o.reps, a.changed + b.changed,
+             (a.top1_us + b.top1_us) / 1e3, (a.best_us + b.best_us) / 1e3, a.seconds + b.seconds,
+             a.over_budget + b.over_budget ? " (the budget ran out: the rest keep the heuristic's choice)" : "");
     return UNPAD_OK;
 }
 
@@ -92,8 +98,12 @@ int trainer_warm(trainer *t, unpad_err *err)
     if (nmin / 2 < lo &&
         (rc = bert_gemm_warm(t->b, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, t->s, &made_n, &ran_n, err)))
         return rc;
+    double warm_s = now_s() - t0;
+    char tuned[512];
+    if ((rc = trainer_tune(t, tmin, tmax, pmin, pmax, tuned, sizeof tuned, err)))
+        return rc;
     printf("  warm-up: %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, "
-           "%d of them launched once to load their kernels, in %.2f s\n",
-           made, lo, hi, made_n, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, ran + ran_n, now_s() - t0);
-    return trainer_tune(t, tmin, tmax, pmin, pmax, err);
+           "%d of them launched once to load their kernels, in %.2f s%s\n",
+           made, lo, hi, made_n, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, ran + ran_n, warm_s, tuned);
+    return UNPAD_OK;
 }

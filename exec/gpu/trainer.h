@@ -55,7 +55,7 @@ typedef struct {
     double bucket_mb;
     int synthetic, batch, steps, warmup, vranks, log_every, eval_every, eval_batches, save_every, keep_last;
     int no_dropout, gelu_erf, trace_a, trace_b, skip_nonfinite, debug_nonfinite_step;
-    int gemm_tune; /* --gemm-tune on (1, the default) | off (0) */
+    int gemm_tune; /* --gemm-tune on (1) | off (0, the default) */
     double lr, wd, max_norm;
     double attn_dropout; /* --attn-dropout; < 0: the model config's */
     long seed;

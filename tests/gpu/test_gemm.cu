@@ -5,12 +5,16 @@
  * The trainer's products take A, B and activation outputs in GEMM_X, the type of floatX: bf16 in
  * bin/test_gemm (whose context lets fp32 products use TF32), fp32 in bin/test_gemm-fp32, whose
  * context runs them in true fp32 as the fp32 trainer's does (gemm_ctx_create(1)), checked with
- * fp32 bounds tight enough to fail on TF32 or bf16 rounding.
+ * fp32 bounds tight enough to fail on TF32 or bf16 rounding. The bf16 build also tunes a fresh
+ * context (gemm_ctx_tune), checks the tuned plans against the reference and their presets read
+ * back by another context (the same bits).
  * Prints one line per case and exits nonzero on any failure. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/gemm.h"
 #include "ref/gemm_ref.h"
@@ -178,6 +182,81 @@ static void run_case(gemm_ctx *g, int M, int N, int K, int ta, int tb, gemm_dtyp
     run_case_bt(g, M, N, K, ta, tb, ab, dt, epi, beta, dt, 0);
 }
 
+static void check_case(int ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cases++;
+    failures += !ok;
+    printf("%-4s ", ok ? "ok" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+/* gemm_ctx_tune on a fresh context (every plan timed: no size floor), then: the tuned plans against
+ * the reference on fresh inputs, and their choices written as presets, read by a second context and
+ * run on the same inputs: bitwise the same outputs. */
+static void test_tuning(void)
+{
+    unpad_err err;
+    memset(&err, 0, sizeof err);
+    gemm_ctx *g = gemm_ctx_create(FP32_EXACT, &err), *g2 = gemm_ctx_create(FP32_EXACT, &err);
+    if (!g || !g2) {
+        check_case(0, "tuning: %s", err.msg);
+        return;
+    }
+    /* FFN1 forward (GELU + aux), a data gradient that adds (beta 1), a weight gradient (fp32) */
+    const int T = 2000, H = 512, F = 1024;
+    run_case(g, T, F, H, 0, 1, X, X, GEMM_EPI_GELU_BIAS, 0);
+    run_case(g, T, H, F, 0, 0, X, X, GEMM_EPI_NONE, 1);
+    run_case(g, F, H, T, 1, 0, X, GEMM_F32, GEMM_EPI_NONE, 0);
+    const int fixed[] = {H, F};
+    gemm_tune_opts o = {.candidates = 16, .reps = 3, .budget_s = 30, .min_flop = 0};
+    gemm_tune_stats st;
+    int rc = gemm_ctx_tune(g, 1, 4096, fixed, 2, &o, 0, &st, &err);
+    check_case(rc == UNPAD_OK && st.considered == 3 && st.tuned >= 1 && !st.no_memory,
+               "tuning: %d plans considered, %d timed, %d changed: %.1f -> %.1f us (%s)", st.considered, st.tuned,
+               st.changed, st.top1_us, st.best_us, rc ? err.msg : "ok");
+    /* the tuned plans (same buckets and alignment) against the reference, on fresh inputs */
+    run_case(g, T, F, H, 0, 1, X, X, GEMM_EPI_GELU_BIAS, 0);
+    run_case(g, T - 7, H, F, 0, 0, X, X, GEMM_EPI_NONE, 1);
+    run_case(g, F, H, T - 1, 1, 0, X, GEMM_F32, GEMM_EPI_NONE, 0);
+    /* presets: written, read by g2, the same algorithm and so the same bits */
+    char path[] = "/tmp/test_gemm_presetsXXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int written = f ? gemm_ctx_presets_write(g, f) : -1, nread = -9;
+    if (f)
+        fclose(f);
+    rc = gemm_ctx_presets_read(g2, path, &nread, &err);
+    check_case(rc == UNPAD_OK && written == st.tuned && nread == written,
+               "presets: %d written, %d read (%s)", written, nread, rc ? err.msg : "ok");
+    unlink(path);
+    size_t nd = (size_t)T * H;
+    float *h = (float *)malloc((size_t)T * F * 4), *d1 = (float *)malloc(nd * 4), *d2 = (float *)malloc(nd * 4);
+    void *A = dev_random((size_t)T * F, X, h, 1.0f), *B = dev_random((size_t)F * H, X, h, 1.0f);
+    void *D1 = dev_random(nd, X, h, 1.0f), *D2;
+    cudaCheck(cudaMalloc(&D2, nd * 2 + 256));
+    cudaCheck(cudaMemcpy(D2, D1, nd * 2, cudaMemcpyDeviceToDevice));
+    gemm_shape s = {T - 3, H, F, 0, 0, X, X, GEMM_EPI_NONE, X};
+    gemm_run(g, &s, A, B, D1, 1.0f, 1.0f, NULL, NULL, 0);
+    gemm_run(g2, &s, A, B, D2, 1.0f, 1.0f, NULL, NULL, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    to_host(d1, D1, nd, X);
+    to_host(d2, D2, nd, X);
+    check_case(!memcmp(d1, d2, (size_t)(T - 3) * H * 4) && gemm_ctx_presets_refused(g2) == 0,
+               "presets: a product on the read presets bitwise equal to the tuned context's (%d refused)",
+               gemm_ctx_presets_refused(g2));
+    cudaCheck(cudaFree(A));
+    cudaCheck(cudaFree(B));
+    cudaCheck(cudaFree(D1));
+    cudaCheck(cudaFree(D2));
+    free(h), free(d1), free(d2);
+    gemm_ctx_free(g);
+    gemm_ctx_free(g2);
+}
+
 int main(void)
 {
     unpad_err err;
@@ -258,6 +337,8 @@ int main(void)
         cudaCheck(cudaFree(Y));
         cudaCheck(cudaFree(dW));
     }
+    if (X == GEMM_BF16)
+        test_tuning();
     printf("test_gemm: %d/%d cases passed, %d plans cached, %d exact-shape fallbacks\n", cases - failures,
            cases, gemm_ctx_plans(g), gemm_ctx_fallbacks(g));
     gemm_ctx_free(g);
