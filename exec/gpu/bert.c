@@ -559,6 +559,11 @@ int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err)
 
 void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_floatX(b->work, b->master, b->nparams, s); }
 
+void bert_grad_zero(bert *b, cudaStream_t s)
+{
+    cudaCheck(cudaMemsetAsync(b->grad, 0, (size_t)b->nparams * 4, s));
+}
+
 void bert_stats_reset(bert *b, cudaStream_t s) { cudaCheck(cudaMemsetAsync(b->stats, 0, 16, s)); }
 
 float *bert_stats_sums(bert *b) { return b->stats; }

@@ -34,6 +34,9 @@ static void usage(FILE *f)
             "                     of the token counts at hand and keep the fastest (off: the heuristic's\n"
             "                     first choices; on: the choices are saved with checkpoints, and a run\n"
             "                     resumed with --gemm-tune on uses them instead of tuning)\n"
+            "  --grad-write on|off the first micro-batch of a step writes the parameter gradients (on)\n"
+            "                     instead of a memset of them at the step's start and every\n"
+            "                     micro-batch adding (off, the default)\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
             "                     %s (default: no balancing, loader order)\n"
@@ -112,7 +115,7 @@ enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_W
        O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
-       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_HELP };
+       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_GWRITE, O_HELP };
 
 /* One option into a; 1 on a bad value (said on stderr). */
 static int parse_one(int c, const char *v, train_args *a)
@@ -142,6 +145,10 @@ static int parse_one(int c, const char *v, train_args *a)
     case O_TUNE:
         bad = arg_name("--gemm-tune", v, !strcmp(v, "on") || !strcmp(v, "off"), "on or off");
         a->gemm_tune = !strcmp(v, "on");
+        break;
+    case O_GWRITE:
+        bad = arg_name("--grad-write", v, !strcmp(v, "on") || !strcmp(v, "off"), "on or off");
+        a->grad_write = !strcmp(v, "on");
         break;
     case O_VR: return arg_int("--virtual-ranks", v, 1, 1024, &a->vranks);
     case O_LOG: return arg_int("--log-every", v, 1, 1000000000, &a->log_every);
@@ -225,7 +232,8 @@ static void args_default(train_args *a)
     a->attn_dropout = -1;
     a->bucket_mb = 32;
     a->online_window = 8;
-    a->gemm_tune = 0; /* not yet measured on the GPU (docs/trainer.md, GEMMs) */
+    a->gemm_tune = 0;  /* not yet measured on the GPU (docs/trainer.md, GEMMs) */
+    a->grad_write = 0; /* not yet checked on the GPU (docs/trainer.md, GEMMs) */
 }
 
 /* 0: parsed; 1: bad arguments (said); -1: --help printed. */
@@ -248,7 +256,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"log-file", 1, 0, O_LOGFILE}, {"summary-json", 1, 0, O_SUMMARY}, {"keep-last", 1, 0, O_KEEP},
         {"skip-nonfinite", 0, 0, O_SKIPNF}, {"debug-nonfinite-step", 1, 0, O_DEBUGNF},
         {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"attn-dropout", 1, 0, O_ADROP},
-        {"gemm-tune", 1, 0, O_TUNE},
+        {"gemm-tune", 1, 0, O_TUNE}, {"grad-write", 1, 0, O_GWRITE},
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);

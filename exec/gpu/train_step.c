@@ -118,8 +118,10 @@ static int step_micro_batches(trainer *t, int step, int tracing, step_result *r,
                                mix64((uint64_t)step * 4096 + (uint64_t)(t->comm.rank * K + v)));
         cudaCheck(cudaEventRecord(t->evr[2 * v], t->s));
         bert_forward(t->b, dseed, t->s);
-        /* the first micro-batch writes the step's gradients, the others add to them */
-        bert_backward(t->b, 1.0f / (float)(r->preds > 0 ? r->preds : 1), 1.0f / (float)r->seqs, v > 0, t->s);
+        /* --grad-write on: the first micro-batch writes the step's gradients, the others add to
+         * them; off: all add to the gradients zeroed at the step's start */
+        bert_backward(t->b, 1.0f / (float)(r->preds > 0 ? r->preds : 1), 1.0f / (float)r->seqs,
+                      v > 0 || !t->a->grad_write, t->s);
         cudaCheck(cudaEventRecord(t->evr[2 * v + 1], t->s));
     }
     bert_set_grads_ready(t->b, NULL, NULL);
@@ -316,6 +318,8 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     if (t->gs)
         gradsync_begin(t->gs, tracing ? t->tr : NULL);
     cudaCheck(cudaEventRecord(t->ev_step[0], t->s));
+    if (!a->grad_write)
+        bert_grad_zero(t->b, t->s);
     bert_stats_reset(t->b, t->s);
     if ((rc = step_micro_batches(t, step, tracing, r, err)))
         return rc;
