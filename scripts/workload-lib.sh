@@ -4,7 +4,11 @@
 #   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
 # runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
-# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end.
+# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. Where
+# nvidia-smi is present, the GPU's SM clock, power draw and temperature are sampled every 100 ms
+# while the run lasts (OUTDIR/logs/NAME.clocks.csv): whether a workload's untraced steps run on
+# another clock than its traced ones is what the step overhead's spread between workloads needs
+# (docs/calibration.md, "What is left").
 workload_table() {
     echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$1"
 }
@@ -13,10 +17,17 @@ workload_run() {
     local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
     local extra=""
     [ "$k" -gt 1 ] && extra="--virtual-ranks $k --policy $p"
+    local smi=""
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+            --format=csv,noheader -lms 100 >"$out/logs/$name.clocks.csv" 2>/dev/null &
+        smi=$!
+    fi
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
         --steps "$STEPS" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
         >"$out/logs/$name.log" 2>&1
     local rc=$?
+    [ -n "$smi" ] && kill "$smi" 2>/dev/null && wait "$smi" 2>/dev/null
     local stats
     stats=$(awk '/^step/ { s = $2 + 0; for (i = 1; i <= NF; i++) if ($i == "ms/step") ms = $(i - 1);
                  if (s >= 9) print ms }' "$out/logs/$name.log" | sort -g |
