@@ -1,6 +1,7 @@
 /* calib.c — cost-model coefficients: defaults, and the models/calib/<hw>.cfg files. */
 #include "calib.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,12 @@ const cfg_field calib_schema[] = {
        "FMHA forward tile inverse efficiency added per unit of (1024 / (64 heads) - 1)"),
     CF("attn_bwd_narrow", CFG_DOUBLE, attn_bwd_narrow, -10, 10, CFG_OPTIONAL,
        "FMHA backward tile inverse efficiency added per unit of (1024 / (64 heads) - 1)"),
+    CF("attn_load", CFG_DOUBLE, attn_load, -10, 10, CFG_OPTIONAL,
+       "FMHA forward tile inverse efficiency added per unit of ln(waves / 10)"),
+    CF("attn_bwd_load", CFG_DOUBLE, attn_bwd_load, -10, 10, CFG_OPTIONAL,
+       "FMHA backward tile inverse efficiency added per unit of ln(waves / 10)"),
+    CF("attn_load_tiles_max", CFG_DOUBLE, attn_load_tiles_max, 0, 1e12, CFG_OPTIONAL,
+       "the largest FMHA launch (tiles) the load terms were fitted on; larger ones are held there"),
 #define OPE(name, id) CF("eff_" name, CFG_DOUBLE, op_eff[id], 0, 1, CFG_OPTIONAL, \
                          "per-operator efficiency (GEMM: of bf16 peak; else: of bandwidth), 0: class value")
     OPE("embed_fwd", OP_EMBED_FWD), OPE("qkv_fwd", OP_QKV_FWD), OPE("attn_out_fwd", OP_ATTN_OUT_FWD),
@@ -109,6 +116,28 @@ const calib_coef *calib_fmha_heads(const calib_coef *c, int heads, calib_coef *t
     if (c->attn_bwd_ctas_per_sm > 0)
         tmp->attn_bwd_eff = 1 / (1 / c->attn_bwd_eff + c->attn_bwd_narrow * w);
     tmp->attn_narrow = tmp->attn_bwd_narrow = 0;
+    return tmp;
+}
+
+double calib_fmha_load_x(double tiles, double slots)
+{
+    double w = slots > 0 ? tiles / slots : 1;
+    return log((w > 1 ? w : 1) / CALIB_FMHA_WAVES_REF);
+}
+
+const calib_coef *calib_fmha_tiles(const calib_coef *c, int sms, double tiles, calib_coef *tmp)
+{
+    if (c->attn_load == 0 && c->attn_bwd_load == 0)
+        return c;
+    if (c->attn_load_tiles_max > 0 && tiles > c->attn_load_tiles_max)
+        tiles = c->attn_load_tiles_max;
+    if (tmp != c)
+        *tmp = *c;
+    tmp->attn_eff = 1 / (1 / c->attn_eff + c->attn_load * calib_fmha_load_x(tiles, sms * c->attn_ctas_per_sm));
+    if (c->attn_bwd_ctas_per_sm > 0)
+        tmp->attn_bwd_eff = 1 / (1 / c->attn_bwd_eff +
+                                 c->attn_bwd_load * calib_fmha_load_x(tiles, sms * c->attn_bwd_ctas_per_sm));
+    tmp->attn_load = tmp->attn_bwd_load = 0;
     return tmp;
 }
 

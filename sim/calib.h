@@ -29,6 +29,13 @@ typedef struct {
     /* The FMHA's (forward, backward): its tile inverse efficiency added per unit of
      * (CALIB_WIDTH_REF / (64 heads) - 1); calib_fmha_heads applies it. */
     double attn_narrow, attn_bwd_narrow;
+    /* The FMHA's (forward, backward): its tile inverse efficiency added per unit of
+     * ln(waves / CALIB_FMHA_WAVES_REF), waves = the launch's tiles / (SMs x tiles per SM), at least
+     * 1; calib_fmha_tiles applies it. */
+    double attn_load, attn_bwd_load;
+    /* The largest launch (tiles) the load terms were fitted on: larger ones are held at its value
+     * (0: no bound). */
+    double attn_load_tiles_max;
     /* Per operator (index op_id), 0 where not fitted: the class value applies. A GEMM operator's
      * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
@@ -52,6 +59,13 @@ calib_fmha_coef calib_fmha(const calib_coef *c, int dir);
 /* c with the FMHA efficiencies of a model of `heads` heads of 64 (the width terms attn_narrow,
  * attn_bwd_narrow applied, then zeroed): c itself when they are 0, else *tmp. */
 const calib_coef *calib_fmha_heads(const calib_coef *c, int heads, calib_coef *tmp);
+#define CALIB_FMHA_WAVES_REF 10.0
+/* ln(waves / CALIB_FMHA_WAVES_REF) of a launch of `tiles` tiles on `slots` slots (waves at least 1). */
+double calib_fmha_load_x(double tiles, double slots);
+/* c with the FMHA efficiencies of a launch of `tiles` tiles (heads x 64-row tiles) on `sms`
+ * multiprocessors (the load terms applied, then zeroed): c itself when they are 0, else *tmp
+ * (which may be c's own copy). */
+const calib_coef *calib_fmha_tiles(const calib_coef *c, int sms, double tiles, calib_coef *tmp);
 
 /* Where a calibration came from: the uncalibrated defaults, a fit, or a transfer. */
 typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;

@@ -144,6 +144,12 @@ double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, co
 {
     calib_coef tmp;
     c = calib_fmha_heads(c, heads, &tmp);
+    if (c->attn_load != 0 || c->attn_bwd_load != 0) {
+        double tiles = 0;
+        for (int s = 0; s < n; s++)
+            tiles += (len[s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
+        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
+    }
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     double stack[2 * 1024];
     double *a = slots <= 1024 ? stack : calloc(2 * (size_t)slots, sizeof *a);
@@ -191,6 +197,13 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
         group_end[g] = 0;
     calib_coef tmp;
     c = calib_fmha_heads(c, heads, &tmp);
+    if (c->attn_load != 0 || c->attn_bwd_load != 0) { /* the groups' tiles share the GPU: their sum */
+        double tiles = 0;
+        for (int g = 0; g < G; g++)
+            for (int s = 0; s < n[g]; s++)
+                tiles += (len[g][s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
+        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
+    }
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     const int tile = COST_FMHA_TILE;
     double stack[1024];

@@ -3,6 +3,7 @@
 #include "fit.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@
 static const char *PARAM_NAMES[FIT_NPARAM] = {
     "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
     "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow",
-    "attn_narrow", "attn_bwd_narrow"};
+    "attn_narrow", "attn_bwd_narrow", "attn_load", "attn_bwd_load"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
 
@@ -63,6 +64,8 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_BW_NARROW: return &c->bw_narrow;
     case FIT_ATTN_NARROW: return &c->attn_narrow;
     case FIT_ATTN_BWD_NARROW: return &c->attn_bwd_narrow;
+    case FIT_ATTN_LOAD: return &c->attn_load;
+    case FIT_ATTN_BWD_LOAD: return &c->attn_bwd_load;
     default: return NULL;
     }
 }
@@ -426,6 +429,16 @@ static int fit_joint(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err
 static double *fmha_eff(calib_coef *c, int dir) { return dir ? &c->attn_bwd_eff : &c->attn_eff; }
 static double *fmha_cta(calib_coef *c, int dir) { return dir ? &c->attn_bwd_cta_us : &c->attn_cta_us; }
 static double *fmha_narrow(calib_coef *c, int dir) { return dir ? &c->attn_bwd_narrow : &c->attn_narrow; }
+static double *fmha_load(calib_coef *c, int dir) { return dir ? &c->attn_bwd_load : &c->attn_load; }
+
+/* A row's launch: its tiles (heads x 64-row tiles) and ln(waves / 10) on its direction's slots. */
+static double fmha_tiles(const row_ctx *x)
+{
+    double t = 0;
+    for (int s = 0; s < (int)x->r->seqs; s++)
+        t += (x->len[s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
+    return t * x->m->heads;
+}
 
 /* The simulated time is a sum of per-tile times d = attn_cta_us + flops / (slot rate x attn_eff)
  * along the slot that ends last: for a fixed schedule, T = A attn_cta_us + B / attn_eff exactly.
@@ -442,7 +455,8 @@ static void fmha_decompose(const hw_spec *hw, const calib_coef *c, const row_ctx
     if (a < 0)
         a = 0;
     calib_coef tmp;
-    double b = (t0 - a * cta) * *fmha_eff((calib_coef *)calib_fmha_heads(&c2, heads, &tmp), dir);
+    const calib_coef *cw = calib_fmha_tiles(calib_fmha_heads(c, heads, &tmp), hw->sms, fmha_tiles(x), &tmp);
+    double b = (t0 - a * cta) * calib_fmha(cw, dir).eff;
     *T = t0;
     *A = a;
     *B = b > 0 ? b : 0;
@@ -545,9 +559,18 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             wmax = w > wmax ? w : wmax;
         }
         int wcol = nn >= 3 && nn + 3 <= k;
-        if (rf.n != k || rf.p != (size_t)(2 + wcol)) {
+        /* the load term: launches of a spread of sizes (the largest at least 4x the smallest in
+         * waves; a narrower spread trades it against the tile cost and efficiency) */
+        double slots_dir = hw->sms * calib_fmha(&cur, dir).ctas_per_sm, llo = INFINITY, lhi = -INFINITY;
+        for (size_t j = 0; j < k; j++) {
+            double L = calib_fmha_load_x(fmha_tiles(&fc->rows[idx[j]]), slots_dir);
+            llo = L < llo ? L : llo;
+            lhi = L > lhi ? L : lhi;
+        }
+        int lcol = lhi - llo >= log(4.0), p = 2 + wcol + lcol;
+        if (rf.n != k || rf.p != (size_t)p) {
             robust_free(&rf);
-            if ((rc = robust_alloc(&rf, k, (size_t)(2 + wcol), err)))
+            if ((rc = robust_alloc(&rf, k, (size_t)p, err)))
                 goto out;
         }
         for (size_t j = 0; j < k; j++) {
@@ -557,6 +580,9 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             gsl_matrix_set(rf.X, j, 1, bt[3 * x->batch + 2] / d);
             if (wcol)
                 gsl_matrix_set(rf.X, j, 2, calib_narrow(64.0 * x->m->heads) * bt[3 * x->batch + 2] / d);
+            if (lcol)
+                gsl_matrix_set(rf.X, j, (size_t)(2 + wcol),
+                               calib_fmha_load_x(fmha_tiles(x), slots_dir) * bt[3 * x->batch + 2] / d);
             gsl_vector_set(rf.y, j, (d - x->oc.launches * cur.launch_us) / d);
         }
         int st = robust_solve(&rf);
@@ -568,17 +594,18 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         double cta = robust_coef(&rf, 0), inv = robust_coef(&rf, 1);
         double se_cta = robust_se(&rf, 0), se_inv = robust_se(&rf, 1);
         double nar = wcol ? robust_coef(&rf, 2) : *fmha_narrow(&cur, dir), se_nar = wcol ? robust_se(&rf, 2) : 0;
+        double ld = lcol ? robust_coef(&rf, (size_t)(2 + wcol)) : *fmha_load(&cur, dir);
+        double se_ld = lcol ? robust_se(&rf, (size_t)(2 + wcol)) : 0;
         robust_fit r1 = {0}, *used = &rf;
         /* No negative tile cost, and no efficiency above 1 bought with a large one (rows of one
          * batch shape cannot separate the two): the efficiency alone, the cost at 0. */
         if (cta < 0 || inv < 1) {
             clamped = 1;
-            if ((rc = robust_alloc(&r1, k, (size_t)(1 + wcol), err)))
+            if ((rc = robust_alloc(&r1, k, (size_t)(p - 1), err)))
                 goto out;
             for (size_t j = 0; j < k; j++) {
-                gsl_matrix_set(r1.X, j, 0, gsl_matrix_get(rf.X, j, 1));
-                if (wcol)
-                    gsl_matrix_set(r1.X, j, 1, gsl_matrix_get(rf.X, j, 2));
+                for (int q = 1; q < p; q++)
+                    gsl_matrix_set(r1.X, j, (size_t)(q - 1), gsl_matrix_get(rf.X, j, (size_t)q));
                 gsl_vector_set(r1.y, j, gsl_vector_get(rf.y, j));
             }
             st = robust_solve(&r1);
@@ -593,13 +620,21 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             se_inv = robust_se(&r1, 0);
             if (wcol)
                 nar = robust_coef(&r1, 1), se_nar = robust_se(&r1, 1);
+            if (lcol)
+                ld = robust_coef(&r1, (size_t)(1 + wcol)), se_ld = robust_se(&r1, (size_t)(1 + wcol));
             used = &r1;
         }
         if (nar < -10 || nar > 10) { /* the calibration file's range */
             note(out, "%s: the width term came out outside -10..10 and was clamped; ", D);
             nar = nar < -10 ? -10 : 10;
         }
-        if (inv < 1 || inv + nar * wmax < 1) { /* at the reference width and the narrowest */
+        if (ld < -10 || ld > 10) {
+            note(out, "%s: the load term came out outside -10..10 and was clamped; ", D);
+            ld = ld < -10 ? -10 : 10;
+        }
+        /* at the reference, and at the narrowest width and the smallest and largest launches */
+        double lmin = calib_fmha_load_x(0, 1), lext = ld * (ld < 0 ? (lhi > 0 ? lhi : 0) : lmin);
+        if (inv < 1 || inv + nar * wmax + lext < 1) {
             robust_free(&r1);
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                             "the %s rows imply an efficiency of %.3g, above 1 (are FMHA flops "
@@ -608,10 +643,15 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         }
         double change = fabs(cta - *fmha_cta(&cur, dir)) / (*fmha_cta(&cur, dir) + 1e-3) +
                         fabs(1 / inv - *fmha_eff(&cur, dir)) / *fmha_eff(&cur, dir) +
-                        fabs(nar - *fmha_narrow(&cur, dir));
+                        fabs(nar - *fmha_narrow(&cur, dir)) + fabs(ld - *fmha_load(&cur, dir));
         *fmha_cta(&cur, dir) = cta;
         *fmha_eff(&cur, dir) = 1 / inv;
         *fmha_narrow(&cur, dir) = nar;
+        *fmha_load(&cur, dir) = ld;
+        if (lcol) {
+            fit_param *q = &out->param[dir ? FIT_ATTN_BWD_LOAD : FIT_ATTN_LOAD];
+            *q = (fit_param){ld, se_ld, 1, (long)k};
+        }
         if (wcol) {
             fit_param *q = &out->param[dir ? FIT_ATTN_BWD_NARROW : FIT_ATTN_NARROW];
             *q = (fit_param){nar, se_nar, 1, (long)nn};
@@ -639,6 +679,7 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
     *fmha_cta(c, dir) = *fmha_cta(&cur, dir);
     *fmha_eff(c, dir) = *fmha_eff(&cur, dir);
     *fmha_narrow(c, dir) = *fmha_narrow(&cur, dir);
+    *fmha_load(c, dir) = *fmha_load(&cur, dir);
     out->param[P_EFF].fitted = out->param[P_CTA].fitted = 1;
 out:
     robust_free(&rf);
@@ -656,6 +697,14 @@ static int fit_fmha(fit_ctx *fc, calib_coef *c, fit_result *out, unpad_err *err)
         c->attn_bwd_cta_us = c->attn_cta_us;
         c->attn_bwd_ctas_per_sm = c->attn_ctas_per_sm;
     }
+    /* the load terms hold at the largest launch of the rows */
+    double tmax = 0;
+    for (size_t i = 0; i < fc->n; i++)
+        if (fc->rows[i].len && (fc->rows[i].r->op == OP_FMHA_FWD || fc->rows[i].r->op == OP_FMHA_BWD)) {
+            double t = fmha_tiles(&fc->rows[i]);
+            tmax = t > tmax ? t : tmax;
+        }
+    c->attn_load_tiles_max = tmax;
     int rc = fit_fmha_dir(fc, c, 0, out, err);
     return rc ? rc : fit_fmha_dir(fc, c, 1, out, err);
 }

@@ -100,6 +100,8 @@ typedef enum {
     FIT_BW_NARROW,
     FIT_ATTN_NARROW,
     FIT_ATTN_BWD_NARROW,
+    FIT_ATTN_LOAD,
+    FIT_ATTN_BWD_LOAD,
     FIT_NPARAM
 } fit_param_id;
 

@@ -37,6 +37,12 @@ static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const i
 {
     calib_coef tmp;
     c = calib_fmha_heads(c, heads, &tmp);
+    if (c->attn_load != 0 || c->attn_bwd_load != 0) {
+        double tiles = 0;
+        for (int s = 0; s < n; s++)
+            tiles += (d[s] + GROUP_FMHA_TILE - 1) / GROUP_FMHA_TILE;
+        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
+    }
     double slots[2] = {hw->sms * calib_fmha(c, 0).ctas_per_sm, hw->sms * calib_fmha(c, 1).ctas_per_sm};
     double sum = 0;
     for (int s = 0; s < n; s++) {

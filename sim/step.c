@@ -101,6 +101,8 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     for (int dir = 0; dir < 2; dir++) { /* cost_fmha_cta_us: 4 q k 64 FLOPs (x2.5 backward) */
         calib_coef tmp;
         calib_fmha_coef f = calib_fmha(calib_fmha_heads(c, m->heads, &tmp), dir);
+        sm->load_ge[dir] = (dir && c->attn_bwd_ctas_per_sm > 0 ? c->attn_bwd_load : c->attn_load) * f.eff;
+        sm->load_tiles_max = c->attn_load_tiles_max;
         double per_slot = hw->peak_bf16_tflops * 1e6 / hw->sms / f.ctas_per_sm;
         sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * f.eff);
         sm->cta_us[dir] = f.cta_us;
@@ -146,6 +148,10 @@ double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
     if (b->tiles <= 0)
         return 0;
     double a = sm->tile_a[dir], H = sm->heads, S = sm->slots[dir], cta = sm->cta_us[dir];
+    if (sm->load_ge[dir] != 0) {
+        double t = H * b->tiles;
+        a *= 1 + sm->load_ge[dir] * calib_fmha_load_x(sm->load_tiles_max > 0 && t > sm->load_tiles_max ? sm->load_tiles_max : t, S);
+    }
     int k = b->top_k64 * 64;
     double p = cta + a * COST_FMHA_TILE * k; /* the longest tile */
     if (H * b->tiles <= S)

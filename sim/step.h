@@ -65,6 +65,8 @@ typedef struct {
     int instances[OP_COUNT];
     /* FMHA (index 0 forward, 1 backward): tile time attn_cta_us + tile_a x rows64 x keys64 */
     double tile_a[2], cta_us[2], slots[2];
+    /* the launch's load term (calib attn_load): tile_a x (1 + load_ge[d] ln(waves / 10)) */
+    double load_ge[2], load_tiles_max;
     double lamb_us;           /* the optimizer step (LAMB over every parameter) */
     double overhead_us;       /* per step: host work, synchronisation (calibration) */
     double param_bytes;       /* fp32 gradients all-reduced */

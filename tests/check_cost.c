@@ -102,6 +102,41 @@ START_TEST(test_fmha_width_term)
 }
 END_TEST
 
+START_TEST(test_fmha_load_term)
+{
+    /* attn_load, attn_bwd_load: a launch of W waves (tiles / (SMs x tiles per SM), at least 1) adds
+     * them x ln(W / 10) to the tile's inverse efficiency, held at attn_load_tiles_max */
+    calib_coef c, tmp;
+    calib_default(&h200, &c);
+    c.attn_eff = 0.25;
+    c.attn_bwd_eff = 0.28;
+    ck_assert_ptr_eq(calib_fmha_tiles(&c, 132, 5000, &tmp), &c); /* none: c itself */
+    c.attn_load = 0.3;
+    c.attn_bwd_load = 0.4;
+    double slots = 132 * 3.0, slots_b = 132 * 2.0;
+    const calib_coef *w = calib_fmha_tiles(&c, 132, 40 * slots, &tmp); /* 40 waves forward */
+    ck_assert_double_eq_tol(calib_fmha(w, 0).eff, 1 / (4.0 + 0.3 * log(4.0)), 1e-12);
+    ck_assert_double_eq_tol(calib_fmha(w, 1).eff, 1 / (1 / 0.28 + 0.4 * log(40 * slots / slots_b / 10)), 1e-12);
+    ck_assert_double_eq(w->attn_load, 0); /* applied once */
+    /* below one wave: one wave */
+    ck_assert_double_eq_tol(calib_fmha(calib_fmha_tiles(&c, 132, 10, &tmp), 0).eff, 1 / (4.0 + 0.3 * log(0.1)), 1e-12);
+    /* beyond the largest launch fitted: held there */
+    c.attn_load_tiles_max = 20 * slots;
+    ck_assert_double_eq_tol(calib_fmha(calib_fmha_tiles(&c, 132, 80 * slots, &tmp), 0).eff,
+                            1 / (4.0 + 0.3 * log(2.0)), 1e-12);
+    /* the tile simulation takes it: a larger batch's tiles run slower than without the term */
+    int len[200];
+    for (int i = 0; i < 200; i++)
+        len[i] = 64 + (i * 37) % 449;
+    calib_coef none = c;
+    none.attn_load = none.attn_bwd_load = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        ck_assert_double_gt(cost_fmha_us(&h200, &c, 16, len, 200, dir), cost_fmha_us(&h200, &none, 16, len, 200, dir));
+        ck_assert_double_lt(cost_fmha_us(&h200, &c, 16, len, 8, dir), cost_fmha_us(&h200, &none, 16, len, 8, dir));
+    }
+}
+END_TEST
+
 START_TEST(test_calib_file_with_and_without_operators)
 {
     char p[512], q[512];
@@ -169,6 +204,7 @@ Suite *cost_suite(void)
     tcase_add_test(tc, test_bw_eff_per_operator);
     tcase_add_test(tc, test_calib_file_with_and_without_operators);
     tcase_add_test(tc, test_fmha_width_term);
+    tcase_add_test(tc, test_fmha_load_term);
     suite_add_tcase(s, tc);
     return s;
 }

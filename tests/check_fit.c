@@ -145,7 +145,8 @@ static void check_coef(const fit_result *res, fit_param_id p, double truth, doub
 
 /* Batches of 16..96 sequences of BERT-Base and 56 of BERT-Large, 1% noise, 2% of rows slowed 3x,
  * under truth with the width terms given; the fit into res. */
-static void recover_two_widths(double attn_narrow, double attn_bwd_narrow, fit_result *res)
+static void recover_two_widths(double attn_narrow, double attn_bwd_narrow, double attn_load, double attn_bwd_load,
+                               fit_result *res)
 {
     calib_coef truth, init;
     synth_truth_default(&h200, &truth);
@@ -153,6 +154,8 @@ static void recover_two_widths(double attn_narrow, double attn_bwd_narrow, fit_r
     truth.bw_narrow = 0.6;
     truth.attn_narrow = attn_narrow;
     truth.attn_bwd_narrow = attn_bwd_narrow;
+    truth.attn_load = attn_load;
+    truth.attn_bwd_load = attn_bwd_load;
     calib_default(&h200, &init);
     int batches[] = {16, 32, 56, 96};
     trace_set sets[5];
@@ -177,7 +180,7 @@ START_TEST(test_recover_coefficients)
     /* A plain least-squares fit would move every efficiency by ~4% (2% of rows at +200%); the
      * bisquare fit must set them aside. */
     fit_result res;
-    recover_two_widths(0, 0, &res);
+    recover_two_widths(0, 0, 0, 0, &res);
     check_coef(&res, FIT_GEMM_EFF, 0.62, 0.01);
     check_coef(&res, FIT_GEMM_M_HALF, 400, 0.05);
     /* FMHA from rebuilt lengths (the rows carry counts, not lengths): each direction's
@@ -203,9 +206,12 @@ START_TEST(test_recover_coefficients)
     ck_assert_double_lt(res.resid[OPC_GEMM].median_abs_pct, 1.0);
     ck_assert_double_lt(res.resid[OPC_NORM].median_abs_pct, 1.0);
     ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
-    /* no FMHA width term in the truth: none worth the name in the fit */
+    /* no FMHA width or load term in the truth: none worth the name in the fit */
     ck_assert_double_eq_tol(res.param[FIT_ATTN_NARROW].value, 0, 0.2);
     ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_NARROW].value, 0, 0.2);
+    ck_assert_msg(res.param[FIT_ATTN_LOAD].fitted && res.param[FIT_ATTN_BWD_LOAD].fitted, "attn_load");
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_LOAD].value, 0, 0.15);
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_LOAD].value, 0, 0.15);
 }
 END_TEST
 
@@ -216,8 +222,24 @@ START_TEST(test_recover_fmha_width_term)
      * through the rebuilt lengths, as in test_recover_coefficients) and the FMHA rows of both
      * widths are predicted as well as without them */
     fit_result res;
-    recover_two_widths(-0.9, -0.6, &res);
+    recover_two_widths(-0.9, -0.6, 0, 0, &res);
     ck_assert_msg(res.param[FIT_ATTN_NARROW].fitted && res.param[FIT_ATTN_BWD_NARROW].fitted, "not fitted");
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_NARROW].value, -0.9, 0.3);
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_NARROW].value, -0.6, 0.3);
+    ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
+    ck_assert_double_lt(fabs(res.resid[OPC_ATTN].bias_pct), 2.0);
+}
+END_TEST
+
+START_TEST(test_recover_fmha_load_term)
+{
+    /* The FMHA's tiles slower in larger launches (1/eff up by 0.3 and 0.4 per unit of
+     * ln(waves / 10), launches of 16 to 96 sequences) */
+    fit_result res;
+    recover_two_widths(-0.9, -0.6, 0.3, 0.4, &res);
+    ck_assert_msg(res.param[FIT_ATTN_LOAD].fitted && res.param[FIT_ATTN_BWD_LOAD].fitted, "not fitted");
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_LOAD].value, 0.3, 0.15);
+    ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_LOAD].value, 0.4, 0.15);
     ck_assert_double_eq_tol(res.param[FIT_ATTN_NARROW].value, -0.9, 0.3);
     ck_assert_double_eq_tol(res.param[FIT_ATTN_BWD_NARROW].value, -0.6, 0.3);
     ck_assert_double_lt(res.resid[OPC_ATTN].median_abs_pct, 3.0);
@@ -389,6 +411,7 @@ Suite *fit_suite(void)
     tcase_add_test(tc, test_row_cost_exact);
     tcase_add_test(tc, test_recover_coefficients);
     tcase_add_test(tc, test_recover_fmha_width_term);
+    tcase_add_test(tc, test_recover_fmha_load_term);
     tcase_add_test(tc, test_recover_exact_without_noise);
     tcase_add_test(tc, test_bad_traces);
     tcase_add_test(tc, test_one_measured_run);
