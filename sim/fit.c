@@ -431,7 +431,7 @@ static double *fmha_cta(calib_coef *c, int dir) { return dir ? &c->attn_bwd_cta_
 static double *fmha_narrow(calib_coef *c, int dir) { return dir ? &c->attn_bwd_narrow : &c->attn_narrow; }
 static double *fmha_load(calib_coef *c, int dir) { return dir ? &c->attn_bwd_load : &c->attn_load; }
 
-/* A row's launch: its tiles (heads x 64-row tiles) and ln(waves / 10) on its direction's slots. */
+/* A row's launch size: its tiles (heads x 64-row tiles of its lengths). */
 static double fmha_tiles(const row_ctx *x)
 {
     double t = 0;
