@@ -32,17 +32,27 @@ static double group_alone_us(const hw_spec *hw, const calib_coef *c, int heads, 
            2 * c->launch_us;
 }
 
+/* The FMHA coefficients of this batch: the width and load terms applied once, the load from every
+ * tile of the micro-batch whatever its grouping (the groups of a layer share the GPU, on streams or
+ * one after another), so splitting a batch into groups does not by itself make tiles faster. *tmp
+ * is c's copy when a term applies. */
+static const calib_coef *batch_calib(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
+                                     calib_coef *tmp)
+{
+    c = calib_fmha_heads(c, heads, tmp);
+    if (c->attn_load == 0 && c->attn_bwd_load == 0)
+        return c;
+    double tiles = 0;
+    for (int s = 0; s < n; s++)
+        tiles += (len[s] + GROUP_FMHA_TILE - 1) / GROUP_FMHA_TILE;
+    return calib_fmha_tiles(c, hw->sms, tiles * heads, tmp);
+}
+
 /* W: every tile's time spread over all slots, plus one launch each way. */
 static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const int *d, int n)
 {
     calib_coef tmp;
-    c = calib_fmha_heads(c, heads, &tmp);
-    if (c->attn_load != 0 || c->attn_bwd_load != 0) {
-        double tiles = 0;
-        for (int s = 0; s < n; s++)
-            tiles += (d[s] + GROUP_FMHA_TILE - 1) / GROUP_FMHA_TILE;
-        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
-    }
+    c = batch_calib(hw, c, heads, d, n, &tmp);
     double slots[2] = {hw->sms * calib_fmha(c, 0).ctas_per_sm, hw->sms * calib_fmha(c, 1).ctas_per_sm};
     double sum = 0;
     for (int s = 0; s < n; s++) {
@@ -58,7 +68,8 @@ static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const i
 
 double group_one_launch_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n)
 {
-    return group_alone_us(hw, c, heads, len, n);
+    calib_coef tmp;
+    return group_alone_us(hw, batch_calib(hw, c, heads, len, n, &tmp), heads, len, n);
 }
 
 /* Sorted copy (longest first) and candidate units: unit u spans d[p[u] .. p[u+1]). */
@@ -300,18 +311,22 @@ out:
 int group_plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                   const group_opts *o, group_plan *out, unpad_err *err)
 {
-    return plan_dp(hw, c, heads, len, n, o, 0, out, err);
+    calib_coef tmp;
+    return plan_dp(hw, batch_calib(hw, c, heads, len, n, &tmp), heads, len, n, o, 0, out, err);
 }
 
 int group_plan_auto(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                     const group_opts *o, group_plan *out, unpad_err *err)
 {
-    return plan_dp(hw, c, heads, len, n, o, 1, out, err);
+    calib_coef tmp;
+    return plan_dp(hw, batch_calib(hw, c, heads, len, n, &tmp), heads, len, n, o, 1, out, err);
 }
 
 int group_plan_brute(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                      const group_opts *o, group_plan *out, unpad_err *err)
 {
+    calib_coef tmp;
+    c = batch_calib(hw, c, heads, len, n, &tmp);
     units u;
     int rc = units_make(len, n, o, &u, err);
     if (rc)
@@ -378,6 +393,8 @@ int group_plan_bounds(const hw_spec *hw, const calib_coef *c, int heads, const i
                               bounds[j - 1]);
     int S = max_streams < 1 ? 1 : max_streams > GROUP_MAX_STREAMS ? GROUP_MAX_STREAMS : max_streams;
     group_opts o = {S, 1, GROUP_MAX};
+    calib_coef tmp;
+    c = batch_calib(hw, c, heads, len, n, &tmp);
     units u;
     int rc = units_make(len, n, &o, &u, err);
     if (rc)
