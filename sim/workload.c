@@ -424,6 +424,28 @@ int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_e
     return UNPAD_OK;
 }
 
+int workload_in_band(const workload_row *w) { return w->meas_ms >= w->band_lo_ms && w->meas_ms <= w->band_hi_ms; }
+
+void workload_summarize(const workload_row *rows, int n, workload_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->step_max_abs = NAN;
+    for (int i = 0; i < n; i++) {
+        const workload_row *w = &rows[i];
+        s->whatif_max_abs = fmax(s->whatif_max_abs, fabs(w->whatif_err));
+        s->predict_max_abs = fmax(s->predict_max_abs, fabs(w->predict_err));
+        s->mem_max_abs = fmax(s->mem_max_abs, fabs(w->mem_err));
+        s->within += fabs(w->whatif_err) <= 0.02;
+        s->in_band += workload_in_band(w);
+        if (!isnan(w->step_err)) {
+            s->step_max_abs = s->step_logs ? fmax(s->step_max_abs, fabs(w->step_err)) : fabs(w->step_err);
+            s->step_within += fabs(w->step_err) <= 0.02;
+            s->step_logs++;
+        }
+    }
+}
+
 void workload_print(FILE *f, const workload_row *rows, int n)
 {
     fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "workload", "measured",
@@ -431,32 +453,24 @@ void workload_print(FILE *f, const workload_row *rows, int n)
             "err %");
     fprintf(f, "%-44s %8s %9s %9s %7s %15s %7s %8s %6s | %7s %7s %6s\n", "", "ms", "same", "sampled",
             "whatif", "of whatif", "predict", "per step", "stalls", "meas", "", "");
-    double wmax = 0, pmax = 0, mmax = 0, smax = 0;
-    int within = 0, inband = 0, swithin = 0, slogs = 0;
     for (int i = 0; i < n; i++) {
         const workload_row *w = &rows[i];
         char band[32];
         snprintf(band, sizeof band, "%+.1f..%+.1f", 100 * (w->band_lo_ms / w->whatif_ms - 1),
                  100 * (w->band_hi_ms / w->whatif_ms - 1));
-        int in = w->meas_ms >= w->band_lo_ms && w->meas_ms <= w->band_hi_ms;
+        int in = workload_in_band(w);
         char se[16] = "-", sn[16] = "-";
         if (!isnan(w->step_err)) {
             snprintf(se, sizeof se, "%+.2f", 100 * w->step_err);
             snprintf(sn, sizeof sn, "%d", w->stalls);
-            smax = fabs(w->step_err) > smax ? fabs(w->step_err) : smax;
-            swithin += fabs(w->step_err) <= 0.02;
-            slogs++;
         }
         fprintf(f, "%-44s %8.2f %9.2f %9.2f %+7.2f %14s%c %+7.2f %8s %6s | %7.2f %7.2f %+6.1f\n",
                 w->name, w->meas_ms, w->predict_ms, w->whatif_ms, 100 * w->whatif_err, band,
                 in ? '*' : ' ', 100 * w->predict_err, se, sn, w->meas_gib, w->mem_gib,
                 100 * w->mem_err);
-        wmax = fabs(w->whatif_err) > wmax ? fabs(w->whatif_err) : wmax;
-        pmax = fabs(w->predict_err) > pmax ? fabs(w->predict_err) : pmax;
-        mmax = fabs(w->mem_err) > mmax ? fabs(w->mem_err) : mmax;
-        within += fabs(w->whatif_err) <= 0.02;
-        inband += in;
     }
+    workload_summary s;
+    workload_summarize(rows, n, &s);
     fprintf(f, "\n  measured: mean wall step of the trainer's untraced steps %d.. (steps column of the "
                "table); predict: the step model on those very batches (mean); whatif: mean over sampled "
                "steps\n", WORKLOAD_FIRST_STEP);
@@ -466,9 +480,9 @@ void workload_print(FILE *f, const workload_row *rows, int n)
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",
-            within, n, 100 * wmax, 100 * pmax, inband, n, 100 * mmax);
-    if (slogs)
+            s.within, n, 100 * s.whatif_max_abs, 100 * s.predict_max_abs, s.in_band, n, 100 * s.mem_max_abs);
+    if (s.step_logs)
         fprintf(f, "  per step (the trainer's log, each step against the model on its own batch; the "
                    "median over steps 9..): within 2%% on %d of %d workloads (max |error| %.2f%%); "
-                   "stalls: steps over 1.15 x predicted\n", swithin, slogs, 100 * smax);
+                   "stalls: steps over 1.15 x predicted\n", s.step_within, s.step_logs, 100 * s.step_max_abs);
 }

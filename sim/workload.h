@@ -81,6 +81,18 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, const
 int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
                        size_t *n, unpad_err *err);
 
+/* What the table says in all (workload_print's last lines, validate --json): within 2% counts the
+ * what-if error, |error| <= 0.02. */
+typedef struct {
+    int n, within, in_band;
+    double whatif_max_abs, predict_max_abs, mem_max_abs; /* fractions */
+    int step_logs, step_within;  /* workloads with a trainer log; their per-step median within 2% */
+    double step_max_abs;         /* NaN without logs */
+} workload_summary;
+
+/* Whether the measured mean lies inside the row's band. */
+int workload_in_band(const workload_row *w);
+void workload_summarize(const workload_row *rows, int n, workload_summary *s);
 void workload_print(FILE *f, const workload_row *rows, int n);
 
 #endif

@@ -180,12 +180,13 @@ static int check_object(const jr_node *obj, const doc_table *t, const char *pref
     return 0;
 }
 
-/* The document of `command` against the common table and the command's. */
-static void check_doc(const jr_node *doc, const char *command)
+/* The document of `command` against the common table and the table named `table` ("validate
+ * --workloads": a mode of validate with keys of its own). */
+static void check_doc_as(const jr_node *doc, const char *table, const char *command)
 {
     load_doc();
-    const doc_table *all = table_named("*", 0), *cmd = table_named(command, 0);
-    ck_assert_msg(all && cmd, "docs/json.md has no table for %s", command);
+    const doc_table *all = table_named("*", 0), *cmd = table_named(table, 0);
+    ck_assert_msg(all && cmd, "docs/json.md has no table for %s", table);
     doc_table merged = *all;
     snprintf(merged.name, sizeof merged.name, "%s", command);
     for (int i = 0; i < cmd->n; i++) {
@@ -196,6 +197,8 @@ static void check_doc(const jr_node *doc, const char *command)
     ck_assert_int_eq(jr_get(doc, "unpad_json")->num, 1);
     ck_assert_str_eq(jr_get(doc, "command")->str, command);
 }
+
+static void check_doc(const jr_node *doc, const char *command) { check_doc_as(doc, command, command); }
 
 /* ---- running unpad ----------------------------------------------------------------------------- */
 
@@ -394,6 +397,48 @@ START_TEST(test_plan_validate)
     ck_assert_int_gt(at(v, "summary.rows.n")->num, 100);
     ck_assert_str_eq(at(v, "provenance.model")->str, "bert-base");
     jr_free(v);
+    /* --json -: standard output holds the document and nothing else */
+    snprintf(args, sizeof args, "validate --traces '%s' --json -", traces);
+    ck_assert_int_eq(run(args), 0);
+    v = load_json("stdout.txt");
+    check_doc(v, "validate");
+    jr_free(v);
+}
+END_TEST
+
+/* validate --workloads --json: the table's rows and summary; without trainer logs the per-step
+ * keys are null; flags of the other mode are refused. */
+START_TEST(test_validate_workloads_json)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/w.csv", OUTDIR);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace\n"
+               "w-a,bert-base,16,1,none,wiki512,30,9.0,9.1,5.0,w-a.csv\n"
+               "w-b,bert-large,8,2,kk,wiki128,30,9.0,9.3,7.0,w-b.csv\n");
+    fclose(f);
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --steps 100 --quiet --json -"), 0);
+    jr_node *v = load_json("stdout.txt");
+    check_doc_as(v, "validate --workloads", "validate");
+    ck_assert_int_eq(at(v, "summary.workloads")->num, 2);
+    ck_assert_int_eq(at(v, "summary.step_logs")->num, 0);
+    ck_assert_int_eq(at(v, "summary.per_step_max_abs_pct")->t, JR_NULL);
+    const jr_node *w = at(v, "workloads");
+    ck_assert_int_eq(w->n, 2);
+    ck_assert_str_eq(jr_get(w->kids[1], "policy")->str, "kk");
+    ck_assert_int_eq(jr_get(w->kids[1], "virtual_ranks")->num, 2);
+    ck_assert_double_eq(jr_get(w->kids[0], "measured_step_ms")->num, 9.1);
+    ck_assert_int_eq(jr_get(w->kids[0], "stalls")->t, JR_NULL);
+    double m = jr_get(w->kids[0], "measured_step_ms")->num, p = jr_get(w->kids[0], "whatif_step_ms")->num;
+    ck_assert_double_eq_tol(jr_get(w->kids[0], "whatif_error_pct")->num, 100 * (p - m) / m, 1e-9);
+    ck_assert_int_eq(at(v, "provenance.seed")->num, 21);
+    ck_assert_int_eq(at(v, "provenance.model")->t, JR_NULL);
+    jr_free(v);
+    /* the other mode's flags, and both modes at once, are refused before any work */
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --csv %D/x.csv 2>/dev/null"), 2);
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --traces %D/w.csv 2>/dev/null"), 2);
+    ck_assert(!exists("x.csv"));
 }
 END_TEST
 
@@ -477,6 +522,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);
+    tcase_add_test(tc, test_validate_workloads_json);
     tcase_add_test(tc, test_doc_checker_catches_drift);
     suite_add_tcase(s, tc);
     return s;

@@ -29,7 +29,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
             "                      [--plot OUT.png] [--json F] [--quiet]\n"
-            "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F]\n"
+            "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F] [--json F]\n"
+            "                      [--quiet]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -38,8 +39,8 @@ static void usage(FILE *f)
             "  --model F    model config (default: models/<name>.cfg for each model the traces name)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
             "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
-            "  --json F     also write the error tables as JSON (docs/json.md); F '-': only the JSON,\n"
-            "               on standard output\n"
+            "  --json F     also write the error tables (--workloads: the table) as JSON\n"
+            "               (docs/json.md); F '-': only the JSON, on standard output\n"
             "  --quiet      no progress line on stderr (it appears only on a terminal)\n"
             "  --workloads F  a table of measured workloads (traces/heldout-workloads.csv): per\n"
             "               workload the measured wall step time, predict on the trainer's own\n"
@@ -167,8 +168,63 @@ static int have_gnuplot(void)
     return system("command -v gnuplot >/dev/null 2>&1") == 0;
 }
 
+/* A fraction as a percentage (null where not known). */
+static void pct_json(json_w *w, const char *key, double frac) { json_num(w, key, 100 * frac); }
+
+/* The workloads table (docs/json.md, validate --workloads). */
+static void workloads_json(json_w *w, const char *path, const workload_row *rows, int n)
+{
+    workload_summary s;
+    workload_summarize(rows, n, &s);
+    json_str(w, "workloads_table", path);
+    json_obj(w, "summary");
+    json_int(w, "workloads", s.n);
+    json_int(w, "whatif_within_2pct", s.within);
+    pct_json(w, "whatif_max_abs_pct", s.whatif_max_abs);
+    pct_json(w, "predict_max_abs_pct", s.predict_max_abs);
+    json_int(w, "measured_in_band", s.in_band);
+    pct_json(w, "memory_max_abs_pct", s.mem_max_abs);
+    json_int(w, "step_logs", s.step_logs);
+    json_int(w, "per_step_within_2pct", s.step_within);
+    pct_json(w, "per_step_max_abs_pct", s.step_max_abs);
+    json_end(w);
+    json_arr(w, "workloads");
+    for (int i = 0; i < n; i++) {
+        const workload_row *r = &rows[i];
+        int log = !isnan(r->step_err);
+        json_obj(w, NULL);
+        json_str(w, "name", r->name);
+        json_str(w, "model", r->model);
+        json_int(w, "batch", r->batch);
+        json_int(w, "virtual_ranks", r->vranks);
+        json_str(w, "policy", r->policy);
+        json_str(w, "dist", r->dist);
+        json_int(w, "steps", r->steps);
+        json_num(w, "measured_step_ms", r->meas_ms);
+        json_num(w, "measured_median_step_ms", r->meas_median_ms);
+        json_num(w, "predict_step_ms", r->predict_ms);
+        json_num(w, "whatif_step_ms", r->whatif_ms);
+        pct_json(w, "predict_error_pct", r->predict_err);
+        pct_json(w, "whatif_error_pct", r->whatif_err);
+        json_num(w, "band_lo_ms", r->band_lo_ms);
+        json_num(w, "band_hi_ms", r->band_hi_ms);
+        json_bool(w, "measured_in_band", workload_in_band(r));
+        pct_json(w, "per_step_median_error_pct", r->step_err);
+        if (log)
+            json_int(w, "stalls", r->stalls);
+        else
+            json_null(w, "stalls");
+        json_num(w, "measured_memory_gib", r->meas_gib);
+        json_num(w, "predicted_memory_gib", r->mem_gib);
+        pct_json(w, "memory_error_pct", r->mem_err);
+        json_end(w);
+    }
+    json_end(w);
+}
+
 /* --workloads: measured wall step times against predict and whatif (workload.h). */
-static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet)
+static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet,
+                              const char *json, int argc, char **argv)
 {
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -178,10 +234,21 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     workload_row *rows = NULL;
     int n = 0, rc = 1;
     char home[4096], label[4400];
+    cli_json j = {0};
     if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
         cli_error("validate", &err);
         goto out;
     }
+    const char *outs[1] = {json && strcmp(json, "-") ? json : NULL}, *ins[1] = {path};
+    if (cli_check_outputs("validate", &in, ins, 1, outs, 1))
+        goto out;
+    cli_prov prov;
+    cli_prov_init(&prov, argc, argv);
+    cli_prov_inputs(&prov, &in, 0);
+    prov.model = prov.model_path = NULL; /* the table names a model per workload */
+    cli_prov_seed(&prov, (long long)seed);
+    if (json && cli_json_open("validate", json, &prov, &j)) /* before any text: "-" keeps stdout */
+        goto out;
     char logs[4200];
     const char *slash = strrchr(path, '/');
     snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
@@ -200,8 +267,16 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
         goto out;
     }
     workload_print(stdout, rows, n);
+    if (json) {
+        workloads_json(&j.w, path, rows, n);
+        if (cli_json_close("validate", &j))
+            goto out;
+        if (!j.to_stdout)
+            printf("\nwrote %s\n", json);
+    }
     rc = 0;
 out:
+    cli_json_abandon(&j);
     free(rows);
     resolve_inputs_free(&in);
     return rc;
@@ -346,17 +421,21 @@ static int validate_traces(const validate_opts *o, validate_data *d, int argc, c
     cli_prov_inputs(prov, &d->in, 0);
     prov->model = d->nmodels == 1 ? d->models[0].name : NULL; /* the traces name their models */
     prov->model_path = o->models.n == 1 ? o->models.v[0] : NULL;
+    cli_json j = {0};
+    if (o->json && cli_json_open("validate", o->json, prov, &j)) /* before any text: "-" keeps stdout */
+        return 1;
     printf("unpad validate: %d trace%s on %s\n", n, n > 1 ? "s" : "", d->in.hw.name);
     cli_prov_print(stdout, prov);
-    if (validate_runs(o, d))
+    if (validate_runs(o, d)) {
+        cli_json_abandon(&j);
         return 1;
+    }
     validate_print(stdout, &d->rep);
     if (o->json) {
-        cli_json j;
-        if (cli_json_open("validate", o->json, prov, &j))
-            return 1;
         report_json(&j.w, &d->rep, o->traces.v, n);
-        if (cli_json_close("validate", &j))
+        int jrc = cli_json_close("validate", &j);
+        cli_json_abandon(&j); /* what a failed close left open */
+        if (jrc)
             return 1;
         if (!j.to_stdout)
             printf("\nwrote %s\n", o->json);
@@ -370,8 +449,18 @@ int cmd_validate(int argc, char **argv)
     int rc = validate_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if (o.workloads && !o.traces.n)
-        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet);
+    if (o.workloads && o.traces.n) {
+        fprintf(stderr, "unpad validate: --traces and --workloads are two modes (traced operators, "
+                        "untraced wall step times): give one\n");
+        return 2;
+    }
+    if (o.workloads && (o.csv || o.plot || o.models.n)) {
+        fprintf(stderr, "unpad validate: --%s applies to --traces, not to --workloads (which takes "
+                        "--json)\n", o.csv ? "csv" : o.plot ? "plot" : "model");
+        return 2;
+    }
+    if (o.workloads)
+        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, argc, argv);
     if (!o.traces.n) {
         fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
