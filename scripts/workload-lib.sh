@@ -5,8 +5,9 @@
 # runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
 # wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. Where
-# nvidia-smi is present, the GPU's SM clock, power draw and temperature are sampled every 100 ms
-# while the run lasts (OUTDIR/logs/NAME.clocks.csv): whether a workload's untraced steps run on
+# nvidia-smi is present, the GPU's SM clock, power draw, temperature and (where the driver names
+# the field) the clock's limiting reasons are sampled every 100 ms while the run lasts
+# (OUTDIR/logs/NAME.clocks.csv, its first line the fields): whether a workload's untraced steps run on
 # another clock than its traced ones is what the step overhead's spread between workloads needs
 # (docs/calibration.md, "What is left").
 workload_table() {
@@ -17,10 +18,14 @@ workload_run() {
     local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
     local extra=""
     [ "$k" -gt 1 ] && extra="--virtual-ranks $k --policy $p"
-    local smi=""
+    local smi="" q=timestamp,clocks.sm,power.draw,temperature.gpu
     if command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-            --format=csv,noheader -lms 100 >"$out/logs/$name.clocks.csv" 2>/dev/null &
+        # the reasons field's name changed across drivers: the first one this nvidia-smi knows
+        for r in clocks_event_reasons.active clocks_throttle_reasons.active; do
+            nvidia-smi --query-gpu="$q,$r" --format=csv,noheader -c 1 >/dev/null 2>&1 && { q="$q,$r"; break; }
+        done
+        echo "# $q" >"$out/logs/$name.clocks.csv"
+        nvidia-smi --query-gpu="$q" --format=csv,noheader -lms 100 >>"$out/logs/$name.clocks.csv" 2>/dev/null &
         smi=$!
     fi
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \

@@ -139,17 +139,31 @@ static double run_equal(double *a, double *q, int S, long r, double d)
     return last;
 }
 
+double cost_fmha_tiles(const int *len, int n)
+{
+    double t = 0;
+    for (int s = 0; s < n; s++)
+        t += (len[s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
+    return t;
+}
+
+const calib_coef *cost_fmha_coef(const hw_spec *hw, const calib_coef *c, int heads, const int *const *len,
+                                 const int *n, int G, calib_coef *tmp)
+{
+    c = calib_fmha_heads(c, heads, tmp);
+    if (c->attn_load == 0 && c->attn_bwd_load == 0)
+        return c;
+    double tiles = 0;
+    for (int g = 0; g < G; g++)
+        tiles += cost_fmha_tiles(len[g], n[g]);
+    return calib_fmha_tiles(c, hw->sms, tiles * heads, tmp);
+}
+
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after)
 {
     calib_coef tmp;
-    c = calib_fmha_heads(c, heads, &tmp);
-    if (c->attn_load != 0 || c->attn_bwd_load != 0) {
-        double tiles = 0;
-        for (int s = 0; s < n; s++)
-            tiles += (len[s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
-        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
-    }
+    c = cost_fmha_coef(hw, c, heads, &len, &n, 1, &tmp);
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     double stack[2 * 1024];
     double *a = slots <= 1024 ? stack : calloc(2 * (size_t)slots, sizeof *a);
@@ -196,14 +210,7 @@ double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, c
     for (int g = 0; g < G && group_end; g++)
         group_end[g] = 0;
     calib_coef tmp;
-    c = calib_fmha_heads(c, heads, &tmp);
-    if (c->attn_load != 0 || c->attn_bwd_load != 0) { /* the groups' tiles share the GPU: their sum */
-        double tiles = 0;
-        for (int g = 0; g < G; g++)
-            for (int s = 0; s < n[g]; s++)
-                tiles += (len[g][s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
-        c = calib_fmha_tiles(c, hw->sms, tiles * heads, &tmp);
-    }
+    c = cost_fmha_coef(hw, c, heads, len, n, G, &tmp);
     int slots = (int)(hw->sms * calib_fmha(c, dir).ctas_per_sm);
     const int tile = COST_FMHA_TILE;
     double stack[1024];

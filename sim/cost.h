@@ -37,12 +37,21 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
  * CTA against every query ("bwd k64 q32 w4"); either is 64 x the sequence's length of work. */
 #define COST_FMHA_TILE 64
 
+/* The 64-row tiles of sequences len[0..n) (one head). */
+double cost_fmha_tiles(const int *len, int n);
+/* c with the FMHA's width terms (calib_fmha_heads) and load terms (calib_fmha_tiles) applied for
+ * one layer's launches of a model of `heads` heads: G groups, group g's sequences len[g][0..n[g]),
+ * their tiles together (a layer's groups share the GPU). c itself when it has neither, else *tmp. */
+const calib_coef *cost_fmha_coef(const hw_spec *hw, const calib_coef *c, int heads, const int *const *len,
+                                 const int *n, int G, calib_coef *tmp);
+
 /* FMHA time over sequences len[0..n) launched together, by tile simulation (dir 0 fwd, 1 bwd):
  * tiles go in launch order to the multiprocessor slot that frees first. */
 double cost_fmha_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n, int dir);
 /* The same simulation, also giving the end time of every prefix: end_after[i] is the time of
  * len[0..i] launched alone (the launch order is sequence-major, so a prefix's run is the run's
- * start). One pass serves every group that starts at len[0]. */
+ * start), its tiles under the load term of all n. One pass serves every group that starts at
+ * len[0]. */
 double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                            int dir, double *end_after);
 

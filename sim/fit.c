@@ -432,13 +432,7 @@ static double *fmha_narrow(calib_coef *c, int dir) { return dir ? &c->attn_bwd_n
 static double *fmha_load(calib_coef *c, int dir) { return dir ? &c->attn_bwd_load : &c->attn_load; }
 
 /* A row's launch size: its tiles (heads x 64-row tiles of its lengths). */
-static double fmha_tiles(const row_ctx *x)
-{
-    double t = 0;
-    for (int s = 0; s < (int)x->r->seqs; s++)
-        t += (x->len[s] + COST_FMHA_TILE - 1) / COST_FMHA_TILE;
-    return t * x->m->heads;
-}
+static double fmha_tiles(const row_ctx *x) { return cost_fmha_tiles(x->len, (int)x->r->seqs) * x->m->heads; }
 
 /* The simulated time is a sum of per-tile times d = attn_cta_us + flops / (slot rate x attn_eff)
  * along the slot that ends last: for a fixed schedule, T = A attn_cta_us + B / attn_eff exactly.
@@ -455,8 +449,8 @@ static void fmha_decompose(const hw_spec *hw, const calib_coef *c, const row_ctx
     if (a < 0)
         a = 0;
     calib_coef tmp;
-    const calib_coef *cw = calib_fmha_tiles(calib_fmha_heads(c, heads, &tmp), hw->sms, fmha_tiles(x), &tmp);
-    double b = (t0 - a * cta) * calib_fmha(cw, dir).eff;
+    const int *len = x->len;
+    double b = (t0 - a * cta) * calib_fmha(cost_fmha_coef(hw, c, heads, &len, &n, 1, &tmp), dir).eff;
     *T = t0;
     *A = a;
     *B = b > 0 ? b : 0;

@@ -34,18 +34,11 @@ static double group_alone_us(const hw_spec *hw, const calib_coef *c, int heads, 
 
 /* The FMHA coefficients of this batch: the width and load terms applied once, the load from every
  * tile of the micro-batch whatever its grouping (the groups of a layer share the GPU, on streams or
- * one after another), so splitting a batch into groups does not by itself make tiles faster. *tmp
- * is c's copy when a term applies. */
+ * one after another), so splitting a batch into groups does not by itself make tiles faster. */
 static const calib_coef *batch_calib(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n,
                                      calib_coef *tmp)
 {
-    c = calib_fmha_heads(c, heads, tmp);
-    if (c->attn_load == 0 && c->attn_bwd_load == 0)
-        return c;
-    double tiles = 0;
-    for (int s = 0; s < n; s++)
-        tiles += (len[s] + GROUP_FMHA_TILE - 1) / GROUP_FMHA_TILE;
-    return calib_fmha_tiles(c, hw->sms, tiles * heads, tmp);
+    return cost_fmha_coef(hw, c, heads, &len, &n, 1, tmp);
 }
 
 /* W: every tile's time spread over all slots, plus one launch each way. */

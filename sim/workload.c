@@ -439,7 +439,7 @@ void workload_summarize(const workload_row *rows, int n, workload_summary *s)
         s->within += fabs(w->whatif_err) <= 0.02;
         s->in_band += workload_in_band(w);
         if (!isnan(w->step_err)) {
-            s->step_max_abs = s->step_logs ? fmax(s->step_max_abs, fabs(w->step_err)) : fabs(w->step_err);
+            s->step_max_abs = fmax(s->step_max_abs, fabs(w->step_err)); /* fmax drops the NaN start */
             s->step_within += fabs(w->step_err) <= 0.02;
             s->step_logs++;
         }
