@@ -13,6 +13,7 @@
 #include "dist.h"
 #include "outfile.h"
 #include "pretrain.h"
+#include "resolve.h"
 #include "shard.h"
 #include "wordpiece.h"
 
@@ -34,7 +35,8 @@ static void usage(FILE *f)
             "  --shuffle-buffer N   samples held to shuffle the output (default 10000; 0 = none)\n"
             "synthetic:\n"
             "  --synthetic          random ordinary tokens, lengths drawn from --dist\n"
-            "  --dist F             length,count CSV or one length per line (e.g. models/dists/wiki512.csv)\n"
+            "  --dist F             length,count CSV or one length per line, or a name in models/dists/\n"
+            "                       (wiki512, short, ...)\n"
             "  --samples N          how many samples\n"
             "  --vocab-size N       ids in BERT's layout when no --vocab is given (default 30522)\n"
             "both:\n"
@@ -571,8 +573,10 @@ int main(int argc, char **argv)
     if (rc < 0 && !(rc = data_check(&d))) {
         unpad_err err = {0};
         sink k = {0};
-        char outbuf[4096];
-        if (data_sink(&d, &k, outbuf, sizeof outbuf, &err) || data_make(&d, &k, &err))
+        char outbuf[4096], distbuf[RESOLVE_PATH_LEN];
+        if (d.dist_path && !resolve_named(d.dist_path, "--dist", "models/dists", ".csv", distbuf, sizeof distbuf, &err))
+            d.dist_path = distbuf;
+        if (err.msg[0] || data_sink(&d, &k, outbuf, sizeof outbuf, &err) || data_make(&d, &k, &err))
             rc = fail(&err);
     }
     free(d.inputs);

@@ -2,6 +2,7 @@
  * the flags merged (the rules are in resolve.h). */
 #include "resolve.h"
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,11 @@
 #include "balance.h"
 #include "cost.h"
 #include "group.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 int resolve_home(char *buf, size_t n, unpad_err *err)
 {
@@ -61,18 +67,74 @@ int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err)
     return UNPAD_OK;
 }
 
-/* The path as given, or the default under the project home. */
-static int input_path(const char *given, const char *flag, const char *def_rel, char *out,
-                      unpad_err *err)
+/* The names of dir's files that end in ext, without it, comma-separated into buf ("" when none). */
+static void list_names(const char *dir, const char *ext, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    const char *names[64];
+    char store[64][256];
+    int k = 0;
+    size_t le = strlen(ext);
+    for (struct dirent *e; (e = readdir(d)) && k < 64;) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.' || l <= le || l - le >= sizeof store[0] || strcmp(e->d_name + l - le, ext))
+            continue;
+        memcpy(store[k], e->d_name, l - le);
+        store[k][l - le] = '\0';
+        names[k] = store[k];
+        k++;
+    }
+    closedir(d);
+    qsort(names, (size_t)k, sizeof names[0], cmp_str);
+    size_t w = 0;
+    for (int i = 0; i < k && w < n; i++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%s", i ? ", " : "", names[i]);
+}
+
+int resolve_named(const char *given, const char *flag, const char *dir, const char *ext, char *out, size_t n,
+                  unpad_err *err)
+{
+    if (!*given)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: empty file name", flag);
+    if (strlen(given) >= n)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
+    strcpy(out, given);
+    if (!dir || strchr(given, '/') || access(given, F_OK) == 0)
+        return UNPAD_OK;
+    /* a bare name: the project's file of that name */
+    size_t lg = strlen(given), le = strlen(ext);
+    int has_ext = lg > le && !strcmp(given + lg - le, ext);
+    char rel[RESOLVE_PATH_LEN], folder[RESOLVE_PATH_LEN], path[RESOLVE_PATH_LEN];
+    if (snprintf(rel, sizeof rel, "%s/%s%s", dir, given, has_ext ? "" : ext) >= (int)sizeof rel)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
+    int rc = resolve_project_path(rel, path, sizeof path, err);
+    if (rc)
+        return rc;
+    if (access(path, F_OK) == 0) {
+        if (strlen(path) >= n)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
+        strcpy(out, path);
+        return UNPAD_OK;
+    }
+    if ((rc = resolve_project_path(dir, folder, sizeof folder, err)))
+        return rc;
+    char names[1024];
+    list_names(folder, ext, names, sizeof names);
+    return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s %s: no such file here, and no %s; the project's own: %s", flag,
+                      given, path, names[0] ? names : "none");
+}
+
+/* The path as given (or the project's file of that name, resolve_named), or the default under the
+ * project home. */
+static int input_path(const char *given, const char *flag, const char *def_rel, const char *dir,
+                      const char *ext, char *out, unpad_err *err)
 {
     if (!given)
         return resolve_project_path(def_rel, out, RESOLVE_PATH_LEN, err);
-    if (!*given)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: empty file name", flag);
-    if (strlen(given) >= RESOLVE_PATH_LEN)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
-    strcpy(out, given);
-    return UNPAD_OK;
+    return resolve_named(given, flag, dir, ext, out, RESOLVE_PATH_LEN, err);
 }
 
 static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
@@ -81,7 +143,7 @@ static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--calib and --no-calib exclude each other");
     in->calib_path[0] = '\0';
     if (rq->calib) {
-        int rc = input_path(rq->calib, "--calib", NULL, in->calib_path, err);
+        int rc = input_path(rq->calib, "--calib", NULL, "models/calib", ".cfg", in->calib_path, err);
         if (rc)
             return rc;
     } else if (!rq->no_calib) {
@@ -111,7 +173,7 @@ static int merge_plan(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
     in->plan_path[0] = '\0';
     in->have_plan = 0;
     if (rq->plan) {
-        int rc = input_path(rq->plan, "--plan", NULL, in->plan_path, err);
+        int rc = input_path(rq->plan, "--plan", NULL, NULL, NULL, in->plan_path, err);
         if (!rc)
             rc = plan_load(in->plan_path, p, err);
         if (rc)
@@ -153,13 +215,14 @@ int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *er
 {
     memset(in, 0, sizeof *in);
     int rc;
-    if ((rc = input_path(rq->model, "--model", "models/bert-large.cfg", in->model_path, err)) ||
+    if ((rc = input_path(rq->model, "--model", "models/bert-large.cfg", "models", ".cfg", in->model_path, err)) ||
         (rc = model_load(in->model_path, &in->model, err)) ||
-        (rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", in->hw_path, err)) ||
+        (rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", "models/hw", ".cfg", in->hw_path, err)) ||
         (rc = hw_load(in->hw_path, &in->hw, err)) || (rc = load_calib(rq, in, err)))
         return rc;
     if (rq->need_dist) {
-        if ((rc = input_path(rq->dist, "--dist", "models/dists/wiki512.csv", in->dist_path, err)) ||
+        if ((rc = input_path(rq->dist, "--dist", "models/dists/wiki512.csv", "models/dists", ".csv",
+                               in->dist_path, err)) ||
             (rc = dist_load(in->dist_path, &in->dist, err)))
             return rc;
         if (in->dist.max_len > in->model.max_len)

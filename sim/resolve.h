@@ -3,7 +3,9 @@
  * Project home: $UNPAD_HOME when set (and not empty), else the folder above the executable's
  * `bin/` (found from /proc/self/exe), else (an executable elsewhere) the current folder. The
  * defaults live under the home; a path the user gives is taken as given (relative to the current
- * folder).
+ * folder), except a bare name that is no file here: `--model bert-base` is the project's
+ * models/bert-base.cfg, `--hw a100-sxm4-40g` models/hw/a100-sxm4-40g.cfg, `--dist short`
+ * models/dists/short.csv, `--calib h200-sxm` models/calib/h200-sxm.cfg (resolve_named).
  *
  *   model        --model F, default models/bert-large.cfg
  *   hardware     --hw F, default models/hw/h200-sxm.cfg
@@ -66,6 +68,12 @@ int resolve_home(char *buf, size_t n, unpad_err *err);
 
 /* rel (e.g. "models/hw/h200-sxm.cfg") under the project home, into buf. */
 int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err);
+
+/* given as a path: itself when it names a file here or holds a '/' (or dir is NULL); else, a bare
+ * name, <home>/dir/given (with ext appended unless given ends in it) when that exists. A bare name
+ * found in neither place is an error naming the flag, both places and the names dir holds. */
+int resolve_named(const char *given, const char *flag, const char *dir, const char *ext, char *out, size_t n,
+                  unpad_err *err);
 
 /* Resolves and loads everything rq asks for into in (which resolve_inputs_free releases, also
  * after a failure). */

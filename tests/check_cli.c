@@ -333,6 +333,30 @@ START_TEST(test_predict)
 }
 END_TEST
 
+START_TEST(test_names)
+{
+    /* the project's files by name: --model, --hw, --dist */
+    ck_assert_int_eq(run("predict --model bert-base --hw a100-sxm4-40g --dist short --batch 8 --steps 2 "
+                         "--json %D/n.json"), 0);
+    jr_node *v = load_json("n.json");
+    check_doc(v, "predict");
+    const char *mp = at(v, "provenance.model_path")->str, *dp = at(v, "provenance.distribution_path")->str;
+    const char *me = "/models/bert-base.cfg", *de = "/models/dists/short.csv";
+    ck_assert_msg(strlen(mp) > strlen(me) && !strcmp(mp + strlen(mp) - strlen(me), me), "%s", mp);
+    ck_assert_msg(strlen(dp) > strlen(de) && !strcmp(dp + strlen(dp) - strlen(de), de), "%s", dp);
+    ck_assert_str_eq(at(v, "provenance.hw")->str, "a100-sxm4-40g");
+    jr_free(v);
+    /* a name that is none of them: refused, nothing written */
+    ck_assert_int_eq(run("predict --model bert-huge --json %D/m.json 2> %D/err.txt"), 1);
+    ck_assert(!exists("m.json"));
+    /* a name resolves before the outputs are checked against the inputs: no overwrite by name */
+    ck_assert_int_eq(run("calibrate --transfer h200-sxm --hw a100-sxm4-40g --out %D/t.cfg"), 0);
+    ck_assert(exists("t.cfg"));
+    ck_assert_int_eq(run("calibrate --transfer %D/t.cfg --hw h200-sxm --out %D/t.cfg 2> %D/err.txt"), 1);
+    ck_assert_int_eq(run("validate --traces %D/t.csv --model bert-bse 2> %D/err.txt"), 2);
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -524,6 +548,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_calibrate_workloads);
     tcase_add_test(tc, test_validate_workloads_json);
     tcase_add_test(tc, test_doc_checker_catches_drift);
+    tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -279,6 +279,43 @@ START_TEST(test_errors)
 }
 END_TEST
 
+START_TEST(test_names)
+{
+    char p[RESOLVE_PATH_LEN], q[RESOLVE_PATH_LEN];
+    unpad_err e = {0};
+    resolve_inputs in;
+    /* bare names are the project's files, with or without their extension */
+    resolve_req rq = {.model = "bert-base", .hw = "h200-sxm.cfg", .dist = "short.csv", .calib = "h200-sxm",
+                      .need_dist = 1};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.model_path, under_home(p, sizeof p, "models/bert-base.cfg"));
+    ck_assert_str_eq(in.model.name, "bert-base");
+    ck_assert_str_eq(in.hw_path, under_home(p, sizeof p, "models/hw/h200-sxm.cfg"));
+    ck_assert_str_eq(in.dist_path, under_home(p, sizeof p, "models/dists/short.csv"));
+    ck_assert_str_eq(in.calib_path, under_home(p, sizeof p, "models/calib/h200-sxm.cfg"));
+    resolve_inputs_free(&in);
+    /* a name that is no project file: the flag, both places looked in, and what there is */
+    rq = (resolve_req){.model = "bert-larg"};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "--model bert-larg"));
+    ck_assert_ptr_nonnull(strstr(e.msg, under_home(p, sizeof p, "models/bert-larg.cfg")));
+    ck_assert_ptr_nonnull(strstr(e.msg, "bert-base, bert-large, bert-tiny"));
+    resolve_inputs_free(&in);
+    /* a path with a folder is never looked up by name; a file here wins over the project's */
+    rq = (resolve_req){.dist = "./short", .need_dist = 1};
+    ck_assert_int_ne(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_ptr_nonnull(strstr(e.msg, "./short"));
+    resolve_inputs_free(&in);
+    ck_assert_int_eq(resolve_named(under_home(q, sizeof q, "models/bert-tiny.cfg"), "--model", "models", ".cfg", p,
+                                   sizeof p, &e), UNPAD_OK);
+    ck_assert_str_eq(p, q);
+    ck_assert_int_eq(resolve_named("x", "--plan", NULL, NULL, p, sizeof p, &e), UNPAD_OK);
+    ck_assert_str_eq(p, "x");
+    ck_assert_int_eq(resolve_named("bert-base", "--model", "models", ".cfg", p, 8, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "too long"));
+}
+END_TEST
+
 Suite *resolve_suite(void)
 {
     Suite *s = suite_create("resolve");
@@ -289,6 +326,7 @@ Suite *resolve_suite(void)
     tcase_add_test(tc, test_calib_source);
     tcase_add_test(tc, test_plan_merge);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_names);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,10 +16,10 @@ static void usage(FILE *f)
     char policies[256];
     fprintf(f,
             "usage: unpad-train --model F (--data F | --synthetic) --batch B --steps N [options]\n"
-            "  --model F          model config (models/bert-large.cfg, ...)\n"
+            "  --model F          model config, or a name in models/ (bert-large, bert-base, ...)\n"
             "  --data F           shard file or folder made by unpad-data\n"
             "  --synthetic        random tokens, lengths drawn from --dist\n"
-            "  --dist F           length distribution for --synthetic (default models/dists/wiki512.csv)\n"
+            "  --dist F           length distribution for --synthetic, or a name in models/dists/ (default wiki512)\n"
             "  --batch B          sequences per (virtual) rank and step\n"
             "  --steps N          total steps of the schedule\n"
             "  --lr X             peak learning rate (4.25e-4)\n"

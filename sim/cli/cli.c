@@ -102,6 +102,22 @@ int cli_inputs_load(const char *cmd, resolve_req *rq, resolve_inputs *in, int ne
     return resolve_inputs_load(rq, in, &err) ? cli_error(cmd, &err) : 0;
 }
 
+int cli_resolve_names(const char *cmd, const char *flag, const char **v, int n, const char *dir, const char *ext,
+                      cli_path *store)
+{
+    unpad_err err = {0};
+    for (int i = 0; i < n; i++) {
+        if (!v[i])
+            continue;
+        if (resolve_named(v[i], flag, dir, ext, store[i].s, sizeof store[i].s, &err)) {
+            fprintf(stderr, "unpad %s: %s\n", cmd, err.msg);
+            return 2;
+        }
+        v[i] = store[i].s;
+    }
+    return -1;
+}
+
 int cli_error(const char *cmd, const unpad_err *err)
 {
     fprintf(stderr, "unpad %s: %s\n", cmd, err->msg);

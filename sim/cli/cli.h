@@ -42,6 +42,16 @@ int cli_error(const char *cmd, const unpad_err *err);
  * name that were not given found under models/ (at most max in all; *nmodels counts them). sets
  * (n) and models (max) are the caller's, zeroed. Prints "unpad CMD: reason" and returns 1 on
  * failure. */
+/* A path, for cli_resolve_names. */
+typedef struct {
+    char s[RESOLVE_PATH_LEN];
+} cli_path;
+
+/* Each non-NULL v[i] (a path or a bare name of the project's, resolve_named: dir, ext) resolved
+ * into store[i], v[i] then pointing there. Returns -1 when all resolve, else 2 (said why). */
+int cli_resolve_names(const char *cmd, const char *flag, const char **v, int n, const char *dir, const char *ext,
+                      cli_path *store);
+
 int cli_traces_load(const char *cmd, const char *const *traces, int n, const char *const *model_paths, int nm,
                     const char *hw, trace_set *sets, model_cfg *models, int *nmodels, int max);
 

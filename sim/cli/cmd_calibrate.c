@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "  --traces F     measured trace CSV (traces/*.csv); more files may follow it\n"
             "  --hw F         hardware spec the traces were measured on (default models/hw/h200-sxm.cfg);\n"
             "                 a trace from other hardware is refused\n"
-            "  --model F      model config (default: models/<name>.cfg for each model the traces name)\n"
+            "  --model F      model config, or a name in models/ (default: the model each trace names)\n"
             "  --init F       starting coefficients (default: the uncalibrated defaults)\n"
             "  --out F        write the fitted coefficients (models/calib/<hw>.cfg), atomically\n"
             "  --residuals F  write every row's measured and predicted time and %% error as CSV\n"
@@ -136,6 +136,7 @@ typedef struct {
     const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth, *workloads;
     synth_opts so;
     int seed;
+    cli_path model_at[MAX_MODELS], calib_at[3], hw_at[1]; /* the names resolved */
 } calibrate_opts;
 
 static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
@@ -187,6 +188,15 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
         return 2;
     }
+    const char *calibs[3] = {o->init, o->transfer, o->truth};
+    if ((rc = cli_resolve_names("calibrate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at)) >= 0 ||
+        (rc = cli_resolve_names("calibrate", "--init, --transfer or --truth", calibs, 3, "models/calib", ".cfg",
+                                o->calib_at)) >= 0 ||
+        (rc = cli_resolve_names("calibrate", "--from-hw", &o->from_hw, 1, "models/hw", ".cfg", o->hw_at)) >= 0)
+        return rc;
+    o->init = calibs[0];
+    o->transfer = calibs[1];
+    o->truth = calibs[2];
     return -1;
 }
 

@@ -16,9 +16,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: unpad datamove [--model F] [--hw F] [--calib F | --no-calib] [--batch B] [--seq S]\n"
                "                      [--json F]\n"
-               "  --model F   model config (default models/bert-large.cfg)\n"
-               "  --hw F      hardware spec for predicted times (default models/hw/h200-sxm.cfg)\n"
-               "  --calib F   fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+               "  --model F   model config, or a name in models/ (default bert-large)\n"
+               "  --hw F      hardware spec, or a name in models/hw/ (default h200-sxm)\n"
+               "  --calib F   fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
                "  --no-calib  the uncalibrated default coefficients instead\n"
                "  --batch B   sequences (default 56)\n"
                "  --seq S     length of every sequence (default 512)\n"

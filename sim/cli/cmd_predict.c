@@ -29,10 +29,11 @@ static void usage(FILE *f)
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
             "                     [--steps K] [--csv OUT] [--json OUT] [--quiet]\n"
-            "  --dist F       sequence lengths: length,count CSV or one per line (default models/dists/wiki512.csv)\n"
-            "  --model F      model config (default models/bert-large.cfg)\n"
-            "  --hw F         hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F      fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --dist F       sequence lengths: length,count CSV or one per line, or a name in\n"
+            "                 models/dists/ (default wiki512)\n"
+            "  --model F      model config, or a name in models/ (default bert-large)\n"
+            "  --hw F         hardware spec, or a name in models/hw/ (default h200-sxm)\n"
+            "  --calib F      fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib     the uncalibrated default coefficients instead\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (default 56)\n"
@@ -355,14 +356,12 @@ static void predict_print_ops(const predict_run *r)
     const predict_opts *o = &r->o;
     const column *col = r->col;
     int nlay = r->nlay;
-    char label[4400];
     const cost_step *s0 = &col[0].st;
     printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", r->in.model.name, r->in.hw.name, o->gpus,
            o->gpus > 1 ? "s" : "", o->batch, r->in.dist_path);
     if (o->cap)
         printf(", truncated to %d", o->cap);
-    printf("\n  coefficients: %s; %s kernels\n", cli_calib_label(&r->in, label, sizeof label),
-           o->unfused ? "unfused" : "fused");
+    printf("; %s kernels\n", o->unfused ? "unfused" : "fused");
     cli_prov_print(stdout, &r->prov);
     printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", o->seed,
            col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / o->batch, col[0].sb.shape.max_len);

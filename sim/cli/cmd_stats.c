@@ -10,7 +10,8 @@ const char cmd_stats_what[] = "statistics of a length distribution";
 static void usage(FILE *f)
 {
     fprintf(f, "usage: unpad stats [--dist F] [--pad L] [--json F]\n"
-               "  --dist F   length,count CSV or one length per line (default models/dists/wiki512.csv)\n"
+               "  --dist F   length,count CSV or one length per line, or a name in models/dists/\n"
+               "             (default wiki512)\n"
                "  --pad L    report the padding fraction when padded to L (default: the longest length)\n"
                "  --json F   also write the statistics as JSON (docs/json.md); F '-': only the JSON,\n"
                "             on standard output\n");
@@ -29,8 +30,12 @@ int cmd_stats(int argc, char **argv)
     if (!dist_path) {
         if (cli_project_path("stats", "models/dists/wiki512.csv", dbuf, sizeof dbuf))
             return 1;
-        dist_path = dbuf;
+    } else {
+        unpad_err ne = {0};
+        if (resolve_named(dist_path, "--dist", "models/dists", ".csv", dbuf, sizeof dbuf, &ne))
+            return cli_error("stats", &ne);
     }
+    dist_path = dbuf;
     const char *outs[1] = {json && strcmp(json, "-") ? json : NULL};
     if (cli_check_outputs("stats", NULL, &dist_path, 1, outs, 1))
         return 1;

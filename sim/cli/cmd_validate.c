@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg); other hardware is refused\n"
-            "  --model F    model config (default: models/<name>.cfg for each model the traces name)\n"
+            "  --model F    model config, or a name in models/ (default: the model each trace names)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
             "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
@@ -289,6 +289,7 @@ typedef struct {
     cli_strs traces, models;
     const char *csv, *plot, *json, *workloads;
     int quiet, wseed, wsteps;
+    cli_path model_at[MAX_MODELS]; /* the --model names resolved */
 } validate_opts;
 
 static int validate_parse(int argc, char **argv, validate_opts *o)
@@ -312,7 +313,8 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
         CLI_OPT_INT("steps", &o->wsteps, 1, 10000000),
     };
     /* files after the options are more traces (so `--traces traces/heldout-*.csv` works) */
-    return cli_opts_parse("validate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
+    int rc = cli_opts_parse("validate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
+    return rc >= 0 ? rc : cli_resolve_names("validate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at);
 }
 
 /* What the traces were measured on and what predicted them. */

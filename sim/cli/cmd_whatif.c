@@ -27,10 +27,10 @@ static void usage(FILE *f)
             "  --policy LIST    of %s (default all; below)\n"
             "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal);\n"
             "                   none and sort-deal always give equal counts: one row each\n"
-            "  --dist F         sequence lengths (default models/dists/wiki512.csv)\n"
-            "  --model F        model config (default models/bert-large.cfg)\n"
-            "  --hw F           hardware spec (default models/hw/h200-sxm.cfg)\n"
-            "  --calib F        fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
+            "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
+            "  --model F        model config, or a name in models/ (default bert-large)\n"
+            "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
+            "  --calib F        fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
             "  --seed S         seed of the sampled steps (default 1)\n"
@@ -199,11 +199,9 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
                                int merged)
 {
     const whatif_setup *s = &o->w.s;
-    char label[4400];
-    printf("unpad whatif: %s on %s, %d configurations x %d sampled steps, balancing %s\n",
-           in->model.name, in->hw.name, n, s->steps,
-           s->weights_tokens ? "tokens" : "the predicted per-sequence cost");
-    printf("  coefficients: %s%s", cli_calib_label(in, label, sizeof label),
+    printf("unpad whatif: %s on %s, %d configuration%s x %d sampled steps, balancing %s%s",
+           in->model.name, in->hw.name, n, n == 1 ? "" : "s", s->steps,
+           s->weights_tokens ? "tokens" : "the predicted per-sequence cost",
            s->serial_ranks ? "; the GPUs are virtual ranks run one after another on one GPU" : "");
     if (s->max_len)
         printf("; lengths truncated to %d", s->max_len);
