@@ -6,15 +6,15 @@
 # uniform, bimodal).
 #   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 # For each workload: a per-operator trace of steps 5-8 (OUTDIR/calib-w-*.csv, what `unpad calibrate`
-# fits the operators on) and the trainer's log of every step; then OUTDIR/calib-workloads.csv, the
+# fits the operators on) and the trainer's log of every step; then OUTDIR/workloads-calib.csv, the
 # untraced steady-state steps 9..STEPS as one row per workload (the format of
-# traces/heldout-workloads.csv), what `unpad calibrate --workloads` fits the step overhead on.
+# traces/workloads-heldout.csv), what `unpad calibrate --workloads` fits the step overhead on.
 set -u
 OUT=${1:-out/gpu-calib}
 STEPS=${STEPS:-100}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-W=$OUT/calib-workloads.csv
+W=$OUT/workloads-calib.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
 run() { workload_run "$W" "$OUT" calib-w 5:8 "$1" "$2" 1 none "$3"; } # model batch dist

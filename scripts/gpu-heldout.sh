@@ -4,7 +4,7 @@
 # batch size and length distribution (none of them Wikipedia lengths), steady-state steps.
 #   scripts/gpu-heldout.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
-# per-operator trace of steps 5-7; then OUTDIR/heldout-workloads.csv: one row per workload with the
+# per-operator trace of steps 5-7; then OUTDIR/workloads-heldout.csv: one row per workload with the
 # median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what
 # `unpad validate --workloads` compares) and the device memory in use.
 set -u
@@ -12,7 +12,7 @@ OUT=${1:-out/gpu-heldout}
 STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-W=$OUT/heldout-workloads.csv
+W=$OUT/workloads-heldout.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
 run() { workload_run "$W" "$OUT" heldout-w 5:7 "$@"; } # model batch vranks policy dist

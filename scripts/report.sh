@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # report.sh — the calibration report in one command:
 #   1. calibrate on traces/calib-*.csv   -> models/calib/h200-sxm.cfg (coefficients +- s.e., residuals),
-#      the step overhead on the untraced steps of traces/calib-workloads.csv
+#      the step overhead on the untraced steps of traces/workloads-calib.csv
 #   2. validate on traces/heldout-*.csv  -> per-operator / per-rank / per-step error tables, CSV, plot
 #   3. cross-hardware: the H200 calibration carried to the A100 spec, 8 x A100 BERT-Large
 #      (batch 56 per GPU, unpadded, Wikipedia lengths) beside the MLPerf Training v2.0 runs
@@ -32,15 +32,9 @@ if [ "$synthetic" = 1 ]; then
     cfg=$out/h200-sxm.synthetic.cfg
     label="SYNTHETIC traces from tests/data (known coefficients): a demonstration, not a measurement"
 else
-    calib=()
-    for f in traces/calib-*.csv; do # calib-workloads.csv is the untraced runs' table, not a trace
-        [ "$f" = traces/calib-workloads.csv ] || calib+=("$f")
-    done
-    workloads=(--workloads traces/calib-workloads.csv)
-    held=()
-    for f in traces/heldout-*.csv; do # heldout-workloads.csv is the workload table, not a trace
-        [ "$f" = traces/heldout-workloads.csv ] || held+=("$f")
-    done
+    calib=(traces/calib-*.csv)
+    workloads=(--workloads traces/workloads-calib.csv)
+    held=(traces/heldout-*.csv)
     cfg=models/calib/h200-sxm.cfg
     label="measured traces from traces/"
 fi

@@ -1,5 +1,5 @@
 /* workload.h — measured workloads against the step model: for each row of a workload table
- * (traces/heldout-workloads.csv, written by scripts/gpu-heldout.sh), the measured steady-state wall
+ * (traces/workloads-heldout.csv, written by scripts/gpu-heldout.sh), the measured steady-state wall
  * step time, what `predict` gives for the very batches the trainer ran, and what `whatif` gives as
  * the mean over sampled steps, with the errors; and the predicted device memory against the
  * measured.

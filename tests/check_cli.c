@@ -357,6 +357,31 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The README's first example shows figures of `unpad predict --max-len 256`: they must be what the
+ * command prints with the committed calibration. */
+START_TEST(test_readme_example)
+{
+    char path[512], *text;
+    unpad_err e = {0};
+    ck_assert_int_eq(unpad_read_file(tu_path(path, sizeof path, "README.md"), &text, NULL, &e), UNPAD_OK);
+    const char *key = "#   throughput (samples/s: samples / total time)";
+    const char *at_line = strstr(text, key);
+    ck_assert_msg(at_line != NULL, "README.md has no line '%s'", key);
+    double capped = 0, full = 0;
+    ck_assert_int_eq(sscanf(at_line + strlen(key), " %lf capped %lf no cap", &capped, &full), 2);
+    free(text);
+    ck_assert_int_eq(run("predict --max-len 256 --json %D/r.json"), 0);
+    jr_node *v = load_json("r.json");
+    const jr_node *lay = at(v, "layouts");
+    ck_assert_int_eq(lay->n, 2);
+    double c = jr_get(lay->kids[0], "samples_per_s")->num, f = jr_get(lay->kids[1], "samples_per_s")->num;
+    ck_assert_msg(fabs(c - capped) < 0.051 && fabs(f - full) < 0.051,
+                  "README.md says %.1f capped, %.1f no cap; unpad predict --max-len 256 says %.1f, %.1f: "
+                  "update the README's examples", capped, full, c, f);
+    jr_free(v);
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -549,6 +574,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_validate_workloads_json);
     tcase_add_test(tc, test_doc_checker_catches_drift);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_readme_example);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -37,7 +37,7 @@ static void usage(FILE *f)
             "  --workloads F  fit the step overhead on the untraced steps of these runs instead of\n"
             "                 the gaps between traced operators, and the FMHA on the traced batches'\n"
             "                 own lengths (reproduced from the seed) instead of lengths rebuilt from\n"
-            "                 the rows' counts: a workload table (traces/calib-workloads.csv,\n"
+            "                 the rows' counts: a workload table (traces/workloads-calib.csv,\n"
             "                 scripts/gpu-calib.sh: --seed 21; its trace column names the trace)\n"
             "                 with the trainer's logs in logs/ beside it\n"
             "  --transfer C   carry calibration C (fitted on --from-hw, default models/hw/<its hw>.cfg)\n"

@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
             "               (docs/json.md); F '-': only the JSON, on standard output\n"
             "  --quiet      no progress line on stderr (it appears only on a terminal)\n"
-            "  --workloads F  a table of measured workloads (traces/heldout-workloads.csv): per\n"
+            "  --workloads F  a table of measured workloads (traces/workloads-heldout.csv): per\n"
             "               workload the measured wall step time, predict on the trainer's own\n"
             "               batches, the what-if's mean step time, their errors, and the memory\n"
             "  --seed S     the trainer's --seed of those runs (default 21, scripts/gpu-heldout.sh)\n"
