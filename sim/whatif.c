@@ -460,6 +460,17 @@ static void row_results(sweep *sw, int i)
     memory_use mu;
     memory_predict(s->model, s->hw, &ms, &mu);
     w->mem_budget_gib = mu.total_gib;
+    whatif_train(s->train_samples, w->samples_per_s, s->serial_ranks ? 1 : w->gpus, s->gpu_hour_price,
+                 &w->train_hours, &w->gpu_hours, &w->cost);
+}
+
+void whatif_train(double samples, double samples_per_s, int gpus, double price, double *hours,
+                  double *gpu_hours, double *cost)
+{
+    int asked = samples > 0 && samples_per_s > 0;
+    *hours = asked ? samples / samples_per_s / 3600.0 : NAN;
+    *gpu_hours = asked ? *hours * gpus : NAN;
+    *cost = asked && price > 0 ? *gpu_hours * price : NAN;
 }
 
 static void sweep_free(sweep *sw)
@@ -631,7 +642,7 @@ const char whatif_csv_header[] =
     "gpus,batch,policy,count,steps,step_us,samples_per_s,imbalance_mean,imbalance_p99,"
     "imbalance_max,idle_mean,idle_p99,token_imbalance_mean,fixed_us,attn_us,attn_grouped_us,"
     "groups,streams,bounds,layout,tokens_per_gpu,padding,allreduce_us,net,nodes,exchange_us,"
-    "mem_gib,mem_budget_gib,mem_fits";
+    "mem_gib,mem_budget_gib,mem_fits,train_hours,gpu_hours,cost";
 
 void whatif_csv_row(FILE *f, const whatif_row *r)
 {
@@ -642,14 +653,19 @@ void whatif_csv_row(FILE *f, const whatif_row *r)
             *p = '/'; /* one CSV column */
     if (!isnan(r->attn_us))
         snprintf(attn, sizeof attn, "%.3f,%.3f", r->attn_us, r->attn_grouped_us);
+    char train[96] = ",,";
+    if (!isnan(r->train_hours))
+        snprintf(train, sizeof train, "%.4f,%.4f,%s", r->train_hours, r->gpu_hours, "");
+    if (!isnan(r->cost))
+        snprintf(train + strlen(train), sizeof train - strlen(train), "%.2f", r->cost);
     fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%s,%d,%d,%s,%s,%.1f,%.6f,"
-               "%.3f,%s,%d,%.3f,%.3f,%.3f,%d\n",
+               "%.3f,%s,%d,%.3f,%.3f,%.3f,%d,%s\n",
             r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
             r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
             r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us, attn,
             r->groups, r->streams, b, r->layout_name, r->tokens_per_gpu, r->padding,
             r->allreduce_us, net_algo_name(r->net), r->nodes, r->exchange_us, r->mem_gib,
-            r->mem_budget_gib, r->mem_fits);
+            r->mem_budget_gib, r->mem_fits, train);
 }
 
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err)
@@ -665,31 +681,41 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
     return outfile_commit(o, err);
 }
 
-void whatif_print_header(FILE *f)
+void whatif_print_header(FILE *f, int train)
 {
-    fprintf(f, "%5s %5s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s  %s\n",
+    fprintf(f, "%5s %5s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s ",
             "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
             "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
-            "grouped", "fmha groups (streams)");
+            "grouped");
+    if (train)
+        fprintf(f, "%9s %11s ", "train h", "cost");
+    fprintf(f, " fmha groups (streams)\n");
 }
 
-void whatif_print_row(FILE *f, const whatif_row *r)
+void whatif_print_row(FILE *f, const whatif_row *r, int train)
 {
-    char mem[32], attn[32] = "        -         -";
+    char mem[32], attn[32] = "        -         -", hours[32] = "-", cost[32] = "-";
     snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
     if (!isnan(r->attn_us))
         snprintf(attn, sizeof attn, "%9.2f %9.2f", r->attn_us / 1e3, r->attn_grouped_us / 1e3);
-    fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s %10s "
-               "%s  %s (%d)\n",
+    fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s %10s %s ",
             r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
             r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,
             r->imbalance_p99, 100 * r->idle_mean, r->tokens_per_gpu, 100 * r->padding,
-            r->allreduce_us / 1e3, net_algo_name(r->net), mem, attn, r->bounds, r->streams);
+            r->allreduce_us / 1e3, net_algo_name(r->net), mem, attn);
+    if (train) {
+        if (!isnan(r->train_hours))
+            snprintf(hours, sizeof hours, "%.2f", r->train_hours);
+        if (!isnan(r->cost))
+            snprintf(cost, sizeof cost, r->cost < 100 ? "%.2f" : "%.0f", r->cost);
+        fprintf(f, "%9s %11s ", hours, cost);
+    }
+    fprintf(f, " %s (%d)\n", r->bounds, r->streams);
 }
 
-void whatif_print_table(FILE *f, const whatif_row *rows, int n)
+void whatif_print_table(FILE *f, const whatif_row *rows, int n, int train)
 {
-    whatif_print_header(f);
+    whatif_print_header(f, train);
     for (int i = 0; i < n; i++)
-        whatif_print_row(f, &rows[i]);
+        whatif_print_row(f, &rows[i], train);
 }

@@ -59,6 +59,8 @@ typedef struct {
     const layout *layouts; /* the rows' layouts (row.layout indexes them); NULL: unpadded only */
     int nlayouts;
     int serial_ranks;    /* 1: a row's GPUs are virtual ranks on one GPU, run one after another */
+    double train_samples; /* > 0: the rows' time to train this many samples (whatif_train) */
+    double gpu_hour_price; /* > 0 (with train_samples): its cost, this much per GPU-hour */
     /* Optional: progress (items = rows, work = sampled steps x sequences x rows) and a call as
      * each row is done (when the last chunk of its steps is), from the worker thread that
      * finished it (the callee locks). */
@@ -101,12 +103,21 @@ typedef struct whatif_row {
     int groups, streams;       /* the grouping used */
     char bounds[128];          /* its boundaries ("128,384"; "none": a single group) */
     char layout_name[64];
+    double train_hours;        /* wall hours to train train_samples at samples_per_s (NaN: not asked) */
+    double gpu_hours;          /* train_hours x the GPUs held (one with serial_ranks; NaN: not asked) */
+    double cost;               /* gpu_hours x gpu_hour_price (NaN: not asked) */
 } whatif_row;
 
 /* Fixed per-step time of one GPU: optimizer + step overhead + all-reduce over `gpus`, plus the
  * sample exchange of a batch of mean_len sequences when `policy` moves samples (all but none). */
 int whatif_fixed_us(const model_cfg *m, const hw_spec *hw, const calib_coef *c, double mean_len,
                     int gpus, int batch, balance_policy policy, double *out, unpad_err *err);
+
+/* Time and cost of training `samples` samples at `samples_per_s` on `gpus` GPUs held for the
+ * whole run, at `price` per GPU-hour: hours of wall time, GPU-hours and cost (NaN where samples or
+ * price is not positive). */
+void whatif_train(double samples, double samples_per_s, int gpus, double price, double *hours,
+                  double *gpu_hours, double *cost);
 
 /* A typical GPU batch: b lengths at the distribution's quantiles (i + 0.5) / b. */
 void whatif_typical_batch(const unpad_dist *d, int b, int *len);
@@ -119,9 +130,10 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err);
 extern const char whatif_csv_header[];
 void whatif_csv_row(FILE *f, const whatif_row *r);
 int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err *err);
-/* The table: its header line, then a line per row ("-" for what was not computed). */
-void whatif_print_header(FILE *f);
-void whatif_print_row(FILE *f, const whatif_row *r);
-void whatif_print_table(FILE *f, const whatif_row *rows, int n);
+/* The table: its header line, then a line per row ("-" for what was not computed); with train,
+ * the time-to-train columns (train_hours, cost) too. */
+void whatif_print_header(FILE *f, int train);
+void whatif_print_row(FILE *f, const whatif_row *r, int train);
+void whatif_print_table(FILE *f, const whatif_row *rows, int n, int train);
 
 #endif

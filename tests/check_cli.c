@@ -382,6 +382,58 @@ START_TEST(test_readme_example)
 }
 END_TEST
 
+START_TEST(test_time_to_train)
+{
+    ck_assert_int_eq(run("whatif --gpus 8,64 --batch 8 --policy kk --steps 5 --attn-steps 0 --train-samples 2.5M "
+                         "--price 2 --json %D/t.json --csv %D/t.csv"), 0);
+    jr_node *v = load_json("t.json");
+    check_doc(v, "whatif");
+    ck_assert_double_eq(at(v, "config.train_samples")->num, 2.5e6);
+    ck_assert_double_eq(at(v, "config.price_per_gpu_hour")->num, 2);
+    const jr_node *rows = at(v, "rows");
+    ck_assert_int_eq(rows->n, 2);
+    for (int i = 0; i < rows->n; i++) {
+        const jr_node *r = rows->kids[i];
+        double sps = jr_get(r, "samples_per_s")->num, h = jr_get(r, "train_hours")->num;
+        ck_assert_double_eq_tol(h, 2.5e6 / sps / 3600, 1e-9 * h);
+        ck_assert_double_eq_tol(jr_get(r, "gpu_hours")->num, jr_get(r, "gpus")->num * h, 1e-9 * h * 64);
+        ck_assert_double_eq_tol(jr_get(r, "cost")->num, 2 * jr_get(r, "gpu_hours")->num, 1e-6);
+    }
+    jr_free(v);
+    ck_assert_int_eq(run("plan --gpus 8 --batch 8 --steps 5 --train-samples 400k --json %D/p.json"), 0);
+    v = load_json("p.json");
+    check_doc(v, "plan");
+    const jr_node *p0 = at(v, "plans")->kids[0];
+    ck_assert_double_eq_tol(jr_get(p0, "pred_train_hours")->num,
+                            4e5 / jr_get(p0, "pred_samples_per_s")->num / 3600, 1e-9);
+    ck_assert_int_eq(jr_get(p0, "pred_cost")->t, JR_NULL); /* no price */
+    jr_free(v);
+    ck_assert_int_eq(run("predict --batch 8 --steps 3 --layout unpadded,padded --train-samples 1e6 --price 1.5 "
+                         "--json %D/q.json"), 0);
+    v = load_json("q.json");
+    check_doc(v, "predict");
+    const jr_node *lay = at(v, "layouts");
+    for (int i = 0; i < lay->n; i++) {
+        const jr_node *l = lay->kids[i];
+        ck_assert_double_eq_tol(jr_get(l, "train_hours")->num, 1e6 / jr_get(l, "samples_per_s")->num / 3600, 1e-9);
+        ck_assert_double_eq_tol(jr_get(l, "cost")->num, 1.5 * jr_get(l, "gpu_hours")->num, 1e-9);
+    }
+    jr_free(v);
+    /* without the flags: null */
+    ck_assert_int_eq(run("predict --batch 8 --steps 2 --json %D/n.json"), 0);
+    v = load_json("n.json");
+    ck_assert_int_eq(at(v, "config.train_samples")->t, JR_NULL);
+    ck_assert_int_eq(jr_get(at(v, "layouts")->kids[0], "train_hours")->t, JR_NULL);
+    jr_free(v);
+    /* a price without samples, or a count that is none, is refused before any work */
+    ck_assert_int_eq(run("whatif --price 2 --json %D/x.json 2> %D/err.txt"), 2);
+    ck_assert(!exists("x.json"));
+    ck_assert_int_eq(run("plan --train-samples 2.5Q --out %D/x.cfg 2> %D/err.txt"), 2);
+    ck_assert_int_eq(run("predict --train-samples -3 2> %D/err.txt"), 2);
+    ck_assert(!exists("x.cfg"));
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -575,6 +627,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_doc_checker_catches_drift);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_readme_example);
+    tcase_add_test(tc, test_time_to_train);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -111,6 +111,9 @@ static void some_rows(whatif_row *r, int n)
         r[i].mem_gib = b + 150;
         r[i].mem_budget_gib = b + 160;
         r[i].mem_fits = i % 2;
+        r[i].train_hours = b + 170;
+        r[i].gpu_hours = b + 180;
+        r[i].cost = b + 190;
     }
 }
 
@@ -389,7 +392,7 @@ START_TEST(test_whatif_csv_fields_by_name)
     int nc = 0;
     for (char *s2 = NULL, *t = strtok_r(line, ",", &s2); t; t = strtok_r(NULL, ",", &s2))
         names[nc++] = t;
-    ck_assert_int_eq(nc, 29);
+    ck_assert_int_eq(nc, 32);
     int r = 0;
     for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), r++) {
         ck_assert_int_lt(r, N);
@@ -422,7 +425,8 @@ START_TEST(test_whatif_csv_fields_by_name)
             NUM("padding", w->padding, 5e-7) NUM("allreduce_us", w->allreduce_us, 5e-4)
             NUM("nodes", w->nodes, 0) NUM("exchange_us", w->exchange_us, 5e-4)
             NUM("mem_gib", w->mem_gib, 5e-4) NUM("mem_budget_gib", w->mem_budget_gib, 5e-4)
-            NUM("mem_fits", w->mem_fits, 0)
+            NUM("mem_fits", w->mem_fits, 0) NUM("train_hours", w->train_hours, 5e-5)
+            NUM("gpu_hours", w->gpu_hours, 5e-5) NUM("cost", w->cost, 5e-3)
 #undef NUM
             if (!strcmp(n, "policy")) {
                 ck_assert_str_eq(v, balance_policy_name(w->policy));
@@ -443,10 +447,19 @@ START_TEST(test_whatif_csv_fields_by_name)
             }
             seen++;
         }
-        ck_assert_int_eq(seen, 29);
+        ck_assert_int_eq(seen, 32);
     }
     ck_assert_int_eq(r, N);
     free(text);
+    /* time to train not asked: empty cells, not numbers */
+    rows[0].train_hours = rows[0].gpu_hours = rows[0].cost = NAN;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    whatif_csv_row(f, &rows[0]);
+    fclose(f);
+    ck_assert_msg(len > 4 && !strcmp(buf + len - 4, ",,,\n"), "%s", buf);
+    free(buf);
 }
 END_TEST
 

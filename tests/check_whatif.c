@@ -233,6 +233,36 @@ START_TEST(test_layouts_network_memory)
 }
 END_TEST
 
+START_TEST(test_time_to_train)
+{
+    double h, gh, cost;
+    /* 3.6M samples at 1000/s on 8 GPUs: 1 hour, 8 GPU-hours, 20 at 2.5 */
+    whatif_train(3.6e6, 1000, 8, 2.5, &h, &gh, &cost);
+    ck_assert_double_eq_tol(h, 1, 1e-12);
+    ck_assert_double_eq_tol(gh, 8, 1e-12);
+    ck_assert_double_eq_tol(cost, 20, 1e-12);
+    whatif_train(3.6e6, 1000, 8, 0, &h, &gh, &cost); /* no price: no cost */
+    ck_assert(!isnan(h) && isnan(cost));
+    whatif_train(0, 1000, 8, 2.5, &h, &gh, &cost); /* not asked */
+    ck_assert(isnan(h) && isnan(gh) && isnan(cost));
+    /* in a sweep: from the row's own throughput; virtual ranks hold one GPU */
+    unpad_err e = {0};
+    whatif_setup s = setup_of(100, 0);
+    whatif_row r = {.gpus = 8, .batch = 32, .policy = BAL_KK, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&s, &r, 1, &e), UNPAD_OK);
+    ck_assert(isnan(r.train_hours) && isnan(r.cost));
+    s.train_samples = 1e8;
+    s.gpu_hour_price = 3;
+    ck_assert_int_eq(whatif_run(&s, &r, 1, &e), UNPAD_OK);
+    ck_assert_double_eq_tol(r.train_hours, 1e8 / r.samples_per_s / 3600, 1e-9);
+    ck_assert_double_eq_tol(r.gpu_hours, 8 * r.train_hours, 1e-9);
+    ck_assert_double_eq_tol(r.cost, 3 * r.gpu_hours, 1e-9);
+    s.serial_ranks = 1;
+    ck_assert_int_eq(whatif_run(&s, &r, 1, &e), UNPAD_OK);
+    ck_assert_double_eq_tol(r.gpu_hours, r.train_hours, 1e-12);
+}
+END_TEST
+
 Suite *whatif_suite(void)
 {
     Suite *s = suite_create("whatif");
@@ -244,6 +274,7 @@ Suite *whatif_suite(void)
     tcase_add_test(tc, test_fixed_and_typical);
     tcase_add_test(tc, test_csv_and_errors);
     tcase_add_test(tc, test_layouts_network_memory);
+    tcase_add_test(tc, test_time_to_train);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -167,9 +167,62 @@ void cli_sweep_init(cli_sweep *w)
     w->seed = 1;
 }
 
+int cli_opt_count(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    char num[64];
+    size_t n = strlen(val);
+    double scale = 1;
+    if (n && n < sizeof num) {
+        const char last = val[n - 1];
+        scale = last == 'k' || last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'G' ? 1e9 : 1;
+        if (scale > 1)
+            n--;
+    }
+    double v;
+    if (!n || n >= sizeof num || (memcpy(num, val, n), num[n] = '\0', unpad_parse_double(num, &v)) ||
+        !(v * scale >= 1 && v * scale <= 1e15)) {
+        fprintf(stderr, "unpad %s: %s: '%s' is not a count in [1, 1e15] (e.g. 3000000, 3e6, 3M, 400k)\n", cmd,
+                flag, val);
+        return 1;
+    }
+    *(double *)dst = v * scale;
+    return 0;
+}
+
+const char *cli_count_format(double v, char *buf, size_t n)
+{
+    char digits[48];
+    int len = snprintf(digits, sizeof digits, "%.0f", v);
+    size_t o = 0;
+    for (int i = 0; i < len && o + 2 < n; i++) {
+        if (i && digits[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+int cli_check_train(const char *cmd, double samples, double price)
+{
+    if (price > 0 && !(samples > 0)) {
+        fprintf(stderr, "unpad %s: --price needs --train-samples (the cost is that of training them)\n", cmd);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_train_usage(FILE *f, int col)
+{
+    fprintf(f, "  --train-samples N%*stime to train N samples (3e6, 2.5M, 400k): hours and GPU-hours\n"
+               "  --price P%*swith --train-samples: its cost at P per GPU-hour\n",
+            col - 19 > 1 ? col - 19 : 1, "", col - 11 > 1 ? col - 11 : 1, "");
+}
+
 int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
 {
-    return (!w->gpus.v && cli_int_list(cmd, "--gpus", "8", 1, 65536, &w->gpus.v, &w->gpus.n)) ||
+    return cli_check_train(cmd, w->s.train_samples, w->s.gpu_hour_price) ||
+           (!w->gpus.v && cli_int_list(cmd, "--gpus", "8", 1, 65536, &w->gpus.v, &w->gpus.n)) ||
            (!w->batch.v && cli_int_list(cmd, "--batch", "56", 1, 65536, &w->batch.v, &w->batch.n)) ||
            cli_check_configs(cmd, w->gpus.v, w->gpus.n, w->batch.v, w->batch.n, unique);
 }

@@ -74,7 +74,21 @@ typedef struct {
         CLI_OPT_INT("streams", &(w)->s.max_streams, 1, GROUP_MAX_STREAMS),                      \
         CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
         CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_STR("json", &(w)->json),   \
-        CLI_OPT_FLAG("quiet", &(w)->quiet)
+        CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->s.gpu_hour_price)
+
+/* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P (per GPU-hour): the time and cost of
+ * training N samples. */
+#define CLI_OPTS_TRAIN(samples, price)                                                          \
+    CLI_OPT_CALL("train-samples", cli_opt_count, (samples)), CLI_OPT_DOUBLE("price", (price), 0, 1e9)
+/* A count with an optional k, M or G suffix (x 1e3, 1e6, 1e9) into the double dst, 1..1e15
+ * (CLI_CALL). */
+int cli_opt_count(const char *cmd, const char *flag, const char *val, void *dst);
+/* v (a whole count) with thousands separators: 256,000,000. */
+const char *cli_count_format(double v, char *buf, size_t n);
+/* Refuses (prints why, returns 1) a --price without --train-samples. */
+int cli_check_train(const char *cmd, double samples, double price);
+/* The usage lines of --train-samples and --price, their descriptions at column col. */
+void cli_train_usage(FILE *f, int col);
 
 /* The defaults (whatif_setup_default, seed 1). */
 void cli_sweep_init(cli_sweep *w);

@@ -23,7 +23,8 @@ static void usage(FILE *f)
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus LIST] [--batch LIST]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
-            "                  [--max-len N] [--layout LIST] [--json F] [--quiet]\n"
+            "                  [--max-len N] [--layout LIST] [--train-samples N [--price P]]\n"
+            "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
@@ -49,10 +50,11 @@ static void usage(FILE *f)
             "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "  --max-len N      predict with sequences truncated to N (at most the model's max_len)\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
-            "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n"
-            "A batch whose trainer memory does not fit the hardware's is refused, with what it needs\n"
-            "and the largest batch that fits. The balancing policies:\n",
+            "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    cli_train_usage(f, 19);
+    fprintf(f, "A batch whose trainer memory does not fit the hardware's is refused, with what it needs\n"
+               "and the largest batch that fits. The balancing policies:\n");
     balance_policy_help_print(f, "  ");
 }
 
@@ -108,7 +110,7 @@ static void plan_file_name(const char *out, int gpus, int batch, char *buf, size
 }
 
 static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
-                      const whatif_row *rows, int n)
+                      const double train[3], const whatif_row *rows, int n)
 {
     json_obj(w, NULL);
     json_int(w, "gpus", p->gpus);
@@ -137,6 +139,9 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
     json_num(w, "speedup_over_none", p->pred_step_us > 0 ? p->none_step_us / p->pred_step_us : NAN);
     json_num(w, "pred_attn_us", p->pred_attn_us);
     json_num(w, "pred_attn_grouped_us", p->pred_attn_grouped_us);
+    json_num(w, "pred_train_hours", train[0]);
+    json_num(w, "pred_gpu_hours", train[1]);
+    json_num(w, "pred_cost", train[2]);
     json_obj(w, "typical_batch_fmha");
     json_num(w, "one_launch_shortest_first_us", t->one_up_us);
     json_num(w, "one_launch_longest_first_us", t->one_down_us);
@@ -167,7 +172,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     char label[4400];
     snprintf(p.calib, sizeof p.calib, "%.255s", cli_calib_label(in, label, sizeof label));
     printf("\n%d GPUs x %d sequences per GPU:\n", gpus, batch);
-    whatif_print_table(stdout, rows, n);
+    int with_train = s->train_samples > 0;
+    whatif_print_table(stdout, rows, n, with_train);
     if (nlay > 0) { /* the chosen policy in the other layouts, beside the trainer's */
         layout all[16];
         whatif_row lrows[16];
@@ -185,7 +191,7 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
             return cli_error("plan", &err);
         printf("\nthe policy %s in other length layouts (the plan is for the trainer's, unpadded):\n",
                balance_policy_name(p.policy));
-        whatif_print_table(stdout, lrows, nlay + 1);
+        whatif_print_table(stdout, lrows, nlay + 1, with_train);
     }
     char groups[CFG_STR_LEN];
     group_bounds_format(p.fmha_bounds, p.fmha_nb, groups, sizeof groups);
@@ -203,6 +209,18 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
            p.pred_attn_us / 1e3, p.pred_attn_grouped_us / 1e3, groups, p.streams,
            p.streams > 1 ? "s" : "",
            p.pred_attn_us > 0 ? 100 * (1 - p.pred_attn_grouped_us / p.pred_attn_us) : 0);
+    double train[3];
+    whatif_train(s->train_samples, p.pred_samples_per_s, s->serial_ranks ? 1 : gpus, s->gpu_hour_price, &train[0],
+                 &train[1], &train[2]);
+    if (with_train) {
+        char nsamples[64];
+        printf("  to train %s samples: %.2f hours on %d GPU%s, %.1f GPU-hours",
+               cli_count_format(s->train_samples, nsamples, sizeof nsamples), train[0], gpus, gpus > 1 ? "s" : "", train[1]);
+        if (!isnan(train[2]))
+            printf(train[2] < 100 ? ", cost %.2f at %g per GPU-hour" : ", cost %.0f at %g per GPU-hour", train[2],
+                   s->gpu_hour_price);
+        printf("\n");
+    }
     typical_fmha t = {0};
     if (fmha_typical(in, s, &p, &t, &err))
         return cli_error("plan", &err);
@@ -218,7 +236,7 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         printf("  wrote %s\n", file);
     }
     if (w)
-        plan_json(w, &p, file, &t, rows, n);
+        plan_json(w, &p, file, &t, train, rows, n);
     return 0;
 }
 
@@ -325,6 +343,8 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_str(w, "weights", s->weights_tokens ? "tokens" : "cost");
     json_int(w, "max_streams", s->max_streams);
     json_int(w, "granularity", s->granularity);
+    json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
+    json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
     json_arr(w, "plans");
 }

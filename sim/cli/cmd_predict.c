@@ -28,7 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
-            "                     [--steps K] [--csv OUT] [--json OUT] [--quiet]\n"
+            "                     [--steps K] [--train-samples N [--price P]] [--csv OUT] [--json OUT]\n"
+            "                     [--quiet]\n"
             "  --dist F       sequence lengths: length,count CSV or one per line, or a name in\n"
             "                 models/dists/ (default wiki512)\n"
             "  --model F      model config, or a name in models/ (default bert-large)\n"
@@ -49,12 +50,14 @@ static void usage(FILE *f)
             "                 predict.csv, predict-padded.csv)\n"
             "  --json OUT     write the prediction as JSON (docs/json.md); OUT '-': only the JSON, on\n"
             "                 standard output\n"
-            "  --quiet        no progress line on stderr (it appears only on a terminal)\n"
+            "  --quiet        no progress line on stderr (it appears only on a terminal)\n",
+            MAX_LAYOUTS);
+    cli_train_usage(f, 17);
+    fprintf(f,
             "The throughput is the expected one: total samples / total predicted time over K sampled\n"
             "steps. The operator table is the first sampled batch, to show where the time goes.\n"
             "With --gpus N every GPU is taken to run a batch like this one (`unpad whatif` for the\n"
-            "balance between GPUs).\n",
-            MAX_LAYOUTS);
+            "balance between GPUs).\n");
 }
 
 /* path with -tag before its extension: predict.csv, padded -> predict-padded.csv. */
@@ -111,6 +114,7 @@ typedef struct {
 typedef struct {
     resolve_req rq;
     int gpus, batch, unfused, seed, steps, cap, quiet;
+    double train_samples, price; /* --train-samples, --price (0: not asked) */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
     const char *csv, *json;
 } predict_opts;
@@ -161,6 +165,8 @@ static void predict_json(json_w *w, const predict_run *r)
         json_int(w, "max_len", cap);
     else
         json_null(w, "max_len");
+    json_num(w, "train_samples", r->o.train_samples > 0 ? r->o.train_samples : NAN);
+    json_num(w, "price_per_gpu_hour", r->o.price > 0 ? r->o.price : NAN);
     json_end(w);
     json_obj(w, "sampled_batch");
     json_int(w, "tokens", (long long)c0->sb.shape.real_tokens);
@@ -216,7 +222,12 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "sampled_step_us", k->st.step_us);
         json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
         json_num(w, "step_us", k->sum_us / steps);
-        json_num(w, "samples_per_s", (double)gpus * batch * steps / (k->sum_us / 1e6));
+        double sps = (double)gpus * batch * steps / (k->sum_us / 1e6), train[3];
+        json_num(w, "samples_per_s", sps);
+        whatif_train(r->o.train_samples, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
+        json_num(w, "train_hours", train[0]);
+        json_num(w, "gpu_hours", train[1]);
+        json_num(w, "cost", train[2]);
         json_end(w);
     }
     json_end(w);
@@ -259,8 +270,10 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_LAYOUTS("layout", &o->lays, MAX_LAYOUTS),
         CLI_OPT_STR("json", &o->json),
         CLI_OPT_FLAG("quiet", &o->quiet),
+        CLI_OPTS_TRAIN(&o->train_samples, &o->price),
     };
-    return cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
+    int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
+    return rc >= 0 ? rc : cli_check_train("predict", o->train_samples, o->price) ? 2 : -1;
 }
 
 /* The step model, the capped distribution and a column per layout (with --max-len, the uncapped
@@ -428,6 +441,27 @@ static void predict_print_layouts(const predict_run *r)
         printf("\n%-46s", "  time against the first layout");
         for (int l = 0; l < nlay; l++)
             printf(" %22.3fx", col[l].sum_us / col[0].sum_us);
+    }
+    if (r->o.train_samples > 0) {
+        char count[64], label[128];
+        double t[MAX_LAYOUTS + 1][3];
+        for (int l = 0; l < nlay; l++)
+            whatif_train(r->o.train_samples, (double)r->o.gpus * r->o.batch * steps / (col[l].sum_us / 1e6),
+                         r->o.gpus, r->o.price, &t[l][0], &t[l][1], &t[l][2]);
+        snprintf(label, sizeof label, "  hours to train %s samples",
+                 cli_count_format(r->o.train_samples, count, sizeof count));
+        printf("\n%-46s", label);
+        for (int l = 0; l < nlay; l++)
+            printf(" %23.2f", t[l][0]);
+        printf("\n%-46s", "  GPU-hours");
+        for (int l = 0; l < nlay; l++)
+            printf(" %23.1f", t[l][1]);
+        if (r->o.price > 0) {
+            snprintf(label, sizeof label, "  cost at %g per GPU-hour", r->o.price);
+            printf("\n%-46s", label);
+            for (int l = 0; l < nlay; l++)
+                printf(t[l][2] < 100 ? " %23.2f" : " %23.0f", t[l][2]);
+        }
     }
     printf("\n\n");
 }

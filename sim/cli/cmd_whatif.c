@@ -1,5 +1,6 @@
 /* cmd_whatif.c — `unpad whatif`: Monte Carlo sweep over GPU counts, batch sizes, policies, count
  * constraints and length layouts; prints the table and writes one CSV row per configuration. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static void usage(FILE *f)
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
             "                    [--granularity G] [--max-len N] [--layout LIST] [--virtual-ranks]\n"
-            "                    [--csv OUT] [--json OUT] [--quiet]\n"
+            "                    [--train-samples N [--price P]] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
             "  --policy LIST    of %s (default all; below)\n"
@@ -47,14 +48,17 @@ static void usage(FILE *f)
             "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
             "                   a row per line); OUT '-': only the JSON, on standard output\n"
-            "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
+            "  --quiet          no progress line on stderr (it appears only on a terminal)\n",
+            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+    cli_train_usage(f, 19);
+    fprintf(f,
             "Step time = the slowest GPU's batch timed per operator by the step model (as unpad\n"
             "predict) + optimizer, overhead, all-reduce (a ring in a node, hierarchical across nodes)\n"
             "and, for a balancing policy, the sample exchange. Memory: the trainer's device memory per\n"
             "GPU (NO: more than the hardware's). Rows with the same GPUs and batch share their\n"
             "sampled steps. Rows are printed as they are done (the largest configurations first);\n"
-            "the CSV and JSON list them in the order of the lists. The policies:\n",
-            balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
+            "the CSV and JSON list them in the order of the lists. Time to train: the samples at\n"
+            "the row's samples/s, all its GPUs held (one with --virtual-ranks). The policies:\n");
     balance_policy_help_print(f, "  ");
 }
 
@@ -210,7 +214,7 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
     if (merged)
         printf("  (none and sort-deal always give equal counts: one row each, count equal)\n");
     printf("\n");
-    whatif_print_header(stdout);
+    whatif_print_header(stdout, s->train_samples > 0);
     fflush(stdout);
 }
 
@@ -268,6 +272,8 @@ static void whatif_json(json_w *w, const whatif_setup *s, const resolve_inputs *
     json_int(w, "granularity", s->granularity);
     json_int(w, "max_len", s->max_len ? s->max_len : in->model.max_len);
     json_bool(w, "virtual_ranks", s->serial_ranks);
+    json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
+    json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
     cli_rows_json(w, rows, n);
 }
@@ -303,7 +309,7 @@ static int whatif_sweep(whatif_opts *o, const resolve_inputs *in, int argc, char
         goto out;
     }
     ro = (cli_rows){.cmd = "whatif", .text = stdout, .progress = prog, .csv = csv, .json = json,
-                    .prov_comment = pc};
+                    .prov_comment = pc, .train = s->train_samples > 0};
     if (cli_rows_open(&ro))
         goto out;
     s->progress = prog;

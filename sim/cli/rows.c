@@ -51,6 +51,9 @@ void cli_row_json(json_w *w, const char *key, const whatif_row *r)
     json_num(w, "memory_gib", r->mem_gib);
     json_num(w, "memory_budget_gib", r->mem_budget_gib);
     json_bool(w, "memory_fits", r->mem_fits);
+    json_num(w, "train_hours", r->train_hours);
+    json_num(w, "gpu_hours", r->gpu_hours);
+    json_num(w, "cost", r->cost);
     json_end(w);
 }
 
@@ -108,7 +111,7 @@ void cli_rows_done(void *ctx, const struct whatif_row *r)
     o->done++;
     if (o->text) {
         progress_hold(o->progress);
-        whatif_print_row(o->text, r);
+        whatif_print_row(o->text, r, o->train);
         fflush(o->text);
         progress_release(o->progress);
     }

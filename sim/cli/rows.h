@@ -25,6 +25,7 @@ typedef struct {
     progress *progress;         /* held while a line is printed */
     const char *csv, *json;     /* the final files, NULL: not asked ("-": JSON to stdout) */
     const char *prov_comment;   /* "# key: value" lines for the CSVs */
+    int train;                  /* the table has the time-to-train columns */
     char csv_partial[4200], json_partial[4200];
     FILE *csv_f, *json_f;
     int done, failed;
