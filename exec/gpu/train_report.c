@@ -134,7 +134,7 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
     char eta[32];
     train_format_eta(m.eta_s, eta, sizeof eta);
     printf("step %6d/%d | loss %.4f (mlm %.4f nsp %.4f) | mlm acc %.4f | lr %.3e | %8.1f samples/s | "
-           "%6.1f TFLOP/s | %.1f ms/step",
+           "%6.1f TFLOP/s | %.2f ms/step",
            m.step, m.steps, m.loss, m.mlm_loss, m.nsp_loss, m.mlm_acc, m.lr, m.samples_per_s, m.tflops, m.ms_per_step);
     int tracing = t->tr && r->step >= a->trace_a && r->step <= a->trace_b;
     if (t->dpp && t->K > 1) {
