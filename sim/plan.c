@@ -238,7 +238,7 @@ int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
     return cfg_write(path, head, plan_schema, plan_schema_len, &f, err);
 }
 
-int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,
+int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
               unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err)
 {
     if (policy >= BAL_POLICY_COUNT || (unsigned)count >= BAL_COUNT_COUNT)
@@ -250,7 +250,9 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_co
     ws.nlayouts = 0;
     if (ws.attn_steps < 1)
         ws.attn_steps = 32;
-    int seq_cap = count == BAL_FREE ? (4 * batch < gpus * batch ? 4 * batch : gpus * batch) : batch;
+    accum = accum < 1 ? 1 : accum;
+    long ranks = (long)gpus * accum;
+    int seq_cap = count == BAL_FREE ? (4 < ranks ? 4 * batch : (int)ranks * batch) : batch;
     memory_setup ms;
     memory_use mu;
     char why[256];
@@ -260,8 +262,7 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_co
     if (!memory_fits(&mu, s->hw, why, sizeof why)) {
         int lo = 0, hi = batch; /* the largest batch that fits: memory grows with it */
         while (hi - lo > 1) {
-            int mid = lo + (hi - lo) / 2, cap = count == BAL_FREE ? (4 * mid < gpus * mid ? 4 * mid
-                                                                                       : gpus * mid)
+            int mid = lo + (hi - lo) / 2, cap = count == BAL_FREE ? (4 < ranks ? 4 * mid : (int)ranks * mid)
                                                                   : mid;
             memory_setup m2;
             memory_use u2;
@@ -269,16 +270,27 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_co
             memory_predict(s->model, s->hw, &m2, &u2);
             *(memory_fits(&u2, s->hw, NULL, 0) ? &lo : &hi) = mid;
         }
+        char hint[160] = "";
+        if (lo >= 1) { /* as many sequences a step in micro-batches that fit */
+            long total = (long)batch * accum;
+            int k = (int)((total + lo - 1) / lo);
+            if (k <= WHATIF_ACCUM_MAX && total % k == 0)
+                snprintf(hint, sizeof hint, "; --batch %ld --accum %d trains %ld a GPU per step in micro-batches "
+                         "that fit", total / k, k, total);
+            else if (k <= WHATIF_ACCUM_MAX)
+                snprintf(hint, sizeof hint, "; --batch %ld --accum %d trains about as many (%ld) in micro-batches "
+                         "that fit", (total + k - 1) / k, k, (total + k - 1) / k * k);
+        }
         return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                          "%d sequences per GPU do not fit: the trainer (%s, an arena for %ld tokens) "
-                          "%s; at most %d sequences per GPU fit", batch, s->model->name, ms.tokens,
-                          why, lo);
+                          "%d sequences per GPU%s do not fit: the trainer (%s, an arena for %ld tokens) "
+                          "%s; at most %d sequences per GPU fit%s", batch, accum > 1 ? " and micro-batch" : "",
+                          s->model->name, ms.tokens, why, lo, hint);
     }
     int n = 0;
-    rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = BAL_NONE, .count = count};
+    rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = BAL_NONE, .count = count};
     for (int p = BAL_SORT_DEAL; p < BAL_POLICY_COUNT; p++)
         if (policy < 0 || policy == p)
-            rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .policy = p, .count = count};
+            rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = p, .count = count};
     int rc = whatif_run(&ws, rows, n, err);
     if (rc)
         return rc;

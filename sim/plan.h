@@ -63,8 +63,11 @@ const seq_cost *plan_seq_cost(const unpad_plan *p);
 /* Makes a plan: runs the what-if for `policy` (or every policy when policy < 0: "auto", choosing
  * the lowest predicted step time, ties to the simpler policy) under `count`, with the `none`
  * baseline, and plans the FMHA grouping on the distribution's typical batch. rows (>= 6) receive
- * the what-if rows run (*nrows of them, the baseline first). */
-int plan_make(const whatif_setup *s, int gpus, int batch, int policy, balance_count count,
+ * the what-if rows run (*nrows of them, the baseline first). accum > 1: each GPU accumulates
+ * that many micro-batches of `batch` a step (unpad-train --virtual-ranks accum); the memory is
+ * one micro-batch's. A batch that does not fit is refused (UNPAD_ERANGE) with the largest that
+ * fits and the accumulation that would train as many sequences. */
+int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
               unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err);
 
 #endif

@@ -79,7 +79,7 @@ void whatif_typical_batch(const unpad_dist *d, int b, int *len)
 /* ---- the sweep --------------------------------------------------------------------------------- */
 
 typedef struct {
-    int gpus, batch;
+    int gpus, batch, accum;
     int sampling;       /* -1: the capped distribution; else a buckets layout's index */
     int *rows, nrows;   /* indices into the row array */
     double work;        /* for scheduling */
@@ -126,7 +126,7 @@ typedef struct {
     balance_result r;
     int *len, *glen, *scratch;
     int64_t *w;
-    double *t;          /* (max_gpus) per-GPU batch time */
+    double *t;          /* (max_gpus) per-GPU time: the sum of its micro-batches */
 } worker;
 
 static uint64_t splitmix(uint64_t x)
@@ -145,51 +145,59 @@ static const batch_groups *groups_for(const sweep *sw, int batch)
     return NULL;
 }
 
-/* The sampler of one chunk: seeded by (seed, gpus, batch, sampling, chunk). */
+/* The sampler of one chunk: seeded by (seed, gpus, batch, sampling, chunk) and, for accumulation,
+ * the micro-batch count. */
 static int chunk_sampler(const sweep *sw, const cell *c, int chunk, layout_sampler **out,
                          unpad_err *err)
 {
     uint64_t seed = splitmix(sw->s->seed ^ splitmix(((uint64_t)c->gpus << 32) | (uint32_t)c->batch));
     seed = splitmix(seed ^ ((uint64_t)(c->sampling + 1) << 40) ^ (uint64_t)chunk);
+    if (c->accum > 1)
+        seed = splitmix(seed ^ ((uint64_t)c->accum << 48));
     static const layout plain = {.kind = LAYOUT_UNPADDED};
     return layout_sampler_alloc(c->sampling < 0 ? &plain : &sw->lay[c->sampling], &sw->dist, seed,
                                 out, err);
 }
 
-/* One row on one sampled step: the assignment, every GPU's time, the metrics. */
+/* One row on one sampled step: the assignment over the virtual ranks (gpus x accum), every GPU's
+ * time (the sum of its micro-batches), the metrics. */
 static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, partial *pa,
                         unpad_err *err)
 {
     const whatif_setup *s = sw->s;
-    int ri = c->rows[j], n = c->gpus * c->batch, k = c->gpus, rc;
+    int ri = c->rows[j], K = c->accum, k = c->gpus, R = k * K, n = R * c->batch, rc;
     whatif_row *row = &sw->rows[ri];
     const layout *lay = &sw->lay[row->layout];
-    balance_input in = {wk->len, s->weights_tokens ? NULL : wk->w, n, k, row->policy, row->count};
+    balance_input in = {wk->len, s->weights_tokens ? NULL : wk->w, n, R, row->policy, row->count};
     if ((rc = balance_assign(wk->ws, &in, &wk->r, err)))
         return rc;
     const balance_result *r = &wk->r;
     double tmax = -1, tsum = 0, tok = 0, real = 0, preds = 0;
     int strag = 0;
-    int64_t kmax = 0, ksum = 0;
-    for (int g = 0; g < k; g++) {
-        int m = r->start[g + 1] - r->start[g];
+    int64_t kmax = 0, ksum = 0, kg = 0;
+    for (int v = 0; v < R; v++) { /* virtual rank v runs on GPU v / K */
+        int m = r->start[v + 1] - r->start[v];
         step_batch sb;
-        layout_batch(lay, &sw->sm, wk->len, r->seq + r->start[g], m, wk->scratch, &sb);
-        double tg = m > 0 ? step_batch_us(&sw->sm, &sb) : 0;
-        wk->t[g] = tg;
-        tsum += tg;
-        if (tg > tmax) {
-            tmax = tg;
-            strag = g;
-        }
+        layout_batch(lay, &sw->sm, wk->len, r->seq + r->start[v], m, wk->scratch, &sb);
+        double tv = m > 0 ? step_batch_us(&sw->sm, &sb) : 0;
+        wk->t[v / K] = (v % K ? wk->t[v / K] : 0) + tv;
+        kg = (v % K ? kg : 0) + r->tokens[v];
         tok += sb.shape.tokens;
         real += sb.shape.real_tokens;
         preds += sb.shape.preds;
         pa->max_tokens = sb.shape.tokens > pa->max_tokens ? sb.shape.tokens : pa->max_tokens;
         pa->max_seqs = m > pa->max_seqs ? m : pa->max_seqs;
         pa->max_preds = sb.shape.preds > pa->max_preds ? sb.shape.preds : pa->max_preds;
-        kmax = r->tokens[g] > kmax ? r->tokens[g] : kmax;
-        ksum += r->tokens[g];
+        if (v % K == K - 1) { /* GPU v / K is complete */
+            double tg = wk->t[v / K];
+            tsum += tg;
+            if (tg > tmax) {
+                tmax = tg;
+                strag = v / K;
+            }
+            kmax = kg > kmax ? kg : kmax;
+            ksum += kg;
+        }
     }
     double fixed = sw->sm.lamb_us + sw->sm.overhead_us, ex = 0, step;
     if (s->serial_ranks) { /* one optimizer step and one step overhead after all the passes */
@@ -214,10 +222,13 @@ static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, part
     pa->token_imb += ksum > 0 ? (double)kmax * k / ksum : 1;
     const batch_groups *bg = groups_for(sw, c->batch);
     if (t < s->attn_steps && bg && lay->kind == LAYOUT_UNPADDED) {
-        int q = 0, heads = s->model->heads, layers = s->model->layers;
-        for (int p = r->start[strag]; p < r->start[strag + 1]; p++)
-            wk->glen[q++] = wk->len[r->seq[p]];
-        if (q > 0) {
+        int heads = s->model->heads, layers = s->model->layers;
+        for (int v = strag * K; v < (strag + 1) * K; v++) { /* the slowest GPU's micro-batches */
+            int q = 0;
+            for (int p = r->start[v]; p < r->start[v + 1]; p++)
+                wk->glen[q++] = wk->len[r->seq[p]];
+            if (q == 0)
+                continue;
             group_plan gp;
             if ((rc = group_plan_bounds(s->hw, s->calib, heads, wk->glen, q, bg->bounds, bg->nb,
                                         bg->streams, &gp, err)))
@@ -235,7 +246,7 @@ static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
 {
     const whatif_setup *s = sw->s;
     const cell *c = &sw->cells[sw->job_cell[job]];
-    int chunk = job % sw->chunks, n = c->gpus * c->batch, rc;
+    int chunk = job % sw->chunks, n = c->gpus * c->accum * c->batch, rc;
     int t0 = chunk * WHATIF_CHUNK, t1 = t0 + WHATIF_CHUNK < s->steps ? t0 + WHATIF_CHUNK : s->steps;
     layout_sampler *smp;
     if ((rc = chunk_sampler(sw, c, chunk, &smp, err)))
@@ -389,6 +400,8 @@ static int cmp_cell_work(const void *a, const void *b)
         return x->gpus - y->gpus;
     if (x->batch != y->batch)
         return x->batch - y->batch;
+    if (x->accum != y->accum)
+        return x->accum - y->accum;
     return x->sampling - y->sampling;
 }
 
@@ -436,7 +449,7 @@ static void row_results(sweep *sw, int i)
     }
     w->steps = steps;
     w->step_us = sum.step_us / steps;
-    w->samples_per_s = (double)w->gpus * w->batch * steps / (sum.step_us * 1e-6);
+    w->samples_per_s = (double)w->gpus * w->accum * w->batch * steps / (sum.step_us * 1e-6);
     w->fixed_us = sum.fixed_us / steps;
     w->token_imbalance_mean = sum.token_imb / steps;
     w->tokens_per_gpu = sum.tokens / steps;
@@ -541,13 +554,16 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     int nc = 0, nbg = 0;
     for (int i = 0; i < n; i++) {
         whatif_row *w = &rows[i];
-        if (w->gpus < 1 || w->batch < 1 || (long)w->gpus * w->batch > (1L << 24) ||
+        w->accum = w->accum < 1 ? 1 : w->accum;
+        if (w->gpus < 1 || w->batch < 1 || w->accum > WHATIF_ACCUM_MAX ||
+            (long)w->gpus * w->accum * w->batch > (1L << 24) ||
             (unsigned)w->policy >= BAL_POLICY_COUNT || (unsigned)w->count >= BAL_COUNT_COUNT ||
-            w->layout < 0 || w->layout >= sw.nlay) {
+            w->layout < 0 || w->layout >= sw.nlay || (w->accum > 1 && s->serial_ranks)) {
             rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                            "what-if row %d: %d GPUs x %d sequences, policy %d, count %d, layout %d "
-                            "is out of range", i, w->gpus, w->batch, (int)w->policy, (int)w->count,
-                            w->layout);
+                            "what-if row %d: %d GPUs x %d micro-batches x %d sequences, policy %d, count %d, "
+                            "layout %d is out of range%s", i, w->gpus, w->accum, w->batch, (int)w->policy,
+                            (int)w->count, w->layout,
+                            w->accum > 1 && s->serial_ranks ? " (accumulation with virtual ranks)" : "");
             goto out;
         }
         layout_name(&sw.lay[w->layout], w->layout_name, sizeof w->layout_name);
@@ -557,9 +573,8 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         w->net = ar.algo;
         w->nodes = ar.nodes;
         /* the trainer's arena: B x max_len tokens; free counts let a rank take up to 4B sequences */
-        int seq_cap = w->count == BAL_FREE ? (4 * w->batch < w->gpus * w->batch ? 4 * w->batch
-                                                                                  : w->gpus * w->batch)
-                                           : w->batch;
+        long ranks = (long)w->gpus * w->accum;
+        int seq_cap = w->count == BAL_FREE ? (4 < ranks ? 4 * w->batch : (int)ranks * w->batch) : w->batch;
         memory_setup ms;
         memory_trainer_setup(s->model, w->batch, sw.lay[w->layout].len, seq_cap,
                              w->gpus > 1 && !s->serial_ranks, &ms);
@@ -573,10 +588,10 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         int sampling = sw.lay[w->layout].kind == LAYOUT_BUCKETS ? w->layout : -1, c;
         for (c = 0; c < nc; c++)
             if (sw.cells[c].gpus == w->gpus && sw.cells[c].batch == w->batch &&
-                sw.cells[c].sampling == sampling)
+                sw.cells[c].accum == w->accum && sw.cells[c].sampling == sampling)
                 break;
         if (c == nc) {
-            sw.cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch, .sampling = sampling};
+            sw.cells[nc++] = (cell){.gpus = w->gpus, .batch = w->batch, .accum = w->accum, .sampling = sampling};
             int b;
             for (b = 0; b < nbg; b++)
                 if (bg[b].batch == w->batch)
@@ -585,8 +600,8 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
                 bg[nbg++].batch = w->batch;
         }
         sw.cells[c].nrows++;
-        sw.cells[c].work += (double)w->gpus * w->batch * (w->policy == BAL_KK && w->count == BAL_FREE
-                                                              ? 4 : 1);
+        sw.cells[c].work += (double)w->gpus * w->accum * w->batch *
+                            (w->policy == BAL_KK && w->count == BAL_FREE ? 4 : 1);
     }
     /* Row index lists, then heaviest cells first. */
     for (int c = 0, o = 0; c < nc; c++) {
@@ -598,7 +613,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         int sampling = sw.lay[rows[i].layout].kind == LAYOUT_BUCKETS ? rows[i].layout : -1;
         for (int c = 0; c < nc; c++)
             if (sw.cells[c].gpus == rows[i].gpus && sw.cells[c].batch == rows[i].batch &&
-                sw.cells[c].sampling == sampling) {
+                sw.cells[c].accum == rows[i].accum && sw.cells[c].sampling == sampling) {
                 sw.cells[c].rows[sw.cells[c].nrows++] = i;
                 break;
             }
@@ -607,9 +622,9 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     sw.ncells = nc;
     sw.nbg = nbg;
     for (int c = 0; c < nc; c++) {
-        int cn = sw.cells[c].gpus * sw.cells[c].batch;
+        int cr = sw.cells[c].gpus * sw.cells[c].accum, cn = cr * sw.cells[c].batch;
         sw.max_n = cn > sw.max_n ? cn : sw.max_n;
-        sw.max_gpus = sw.cells[c].gpus > sw.max_gpus ? sw.cells[c].gpus : sw.max_gpus;
+        sw.max_gpus = cr > sw.max_gpus ? cr : sw.max_gpus; /* the balancer's ranks: virtual ones */
     }
     /* Jobs: every chunk of the heaviest cell first, then the next cell's. */
     if (!(sw.job_cell = malloc((size_t)nc * sw.chunks * sizeof *sw.job_cell))) {
@@ -639,7 +654,7 @@ out:
 }
 
 const char whatif_csv_header[] =
-    "gpus,batch,policy,count,steps,step_us,samples_per_s,imbalance_mean,imbalance_p99,"
+    "gpus,batch,accum,policy,count,steps,step_us,samples_per_s,imbalance_mean,imbalance_p99,"
     "imbalance_max,idle_mean,idle_p99,token_imbalance_mean,fixed_us,attn_us,attn_grouped_us,"
     "groups,streams,bounds,layout,tokens_per_gpu,padding,allreduce_us,net,nodes,exchange_us,"
     "mem_gib,mem_budget_gib,mem_fits,train_hours,gpu_hours,cost";
@@ -658,10 +673,10 @@ void whatif_csv_row(FILE *f, const whatif_row *r)
         snprintf(train, sizeof train, "%.4f,%.4f,%s", r->train_hours, r->gpu_hours, "");
     if (!isnan(r->cost))
         snprintf(train + strlen(train), sizeof train - strlen(train), "%.2f", r->cost);
-    fprintf(f, "%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%s,%d,%d,%s,%s,%.1f,%.6f,"
+    fprintf(f, "%d,%d,%d,%s,%s,%d,%.3f,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%s,%d,%d,%s,%s,%.1f,%.6f,"
                "%.3f,%s,%d,%.3f,%.3f,%.3f,%d,%s\n",
-            r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
-            r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
+            r->gpus, r->batch, r->accum < 1 ? 1 : r->accum, balance_policy_name(r->policy),
+            balance_count_name(r->count), r->steps, r->step_us, r->samples_per_s, r->imbalance_mean, r->imbalance_p99,
             r->imbalance_max, r->idle_mean, r->idle_p99, r->token_imbalance_mean, r->fixed_us, attn,
             r->groups, r->streams, b, r->layout_name, r->tokens_per_gpu, r->padding,
             r->allreduce_us, net_algo_name(r->net), r->nodes, r->exchange_us, r->mem_gib,
@@ -683,7 +698,7 @@ int whatif_write_csv(const char *path, const whatif_row *rows, int n, unpad_err 
 
 void whatif_print_header(FILE *f, int train)
 {
-    fprintf(f, "%5s %5s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s ",
+    fprintf(f, "%5s %7s %-10s %-5s %-23s %9s %10s %8s %8s %7s %9s %6s %9s %-5s %10s %9s %9s ",
             "gpus", "batch", "policy", "count", "layout", "step ms", "samples/s", "imb mean",
             "imb p99", "idle %", "tokens", "pad %", "allred ms", "net", "memory GiB", "attn ms",
             "grouped");
@@ -694,12 +709,16 @@ void whatif_print_header(FILE *f, int train)
 
 void whatif_print_row(FILE *f, const whatif_row *r, int train)
 {
-    char mem[32], attn[32] = "        -         -", hours[32] = "-", cost[32] = "-";
+    char mem[32], attn[32] = "        -         -", hours[32] = "-", cost[32] = "-", batch[32];
     snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
+    if (r->accum > 1) /* micro-batches: sequences x micro-batches */
+        snprintf(batch, sizeof batch, "%dx%d", r->batch, r->accum);
+    else
+        snprintf(batch, sizeof batch, "%d", r->batch);
     if (!isnan(r->attn_us))
         snprintf(attn, sizeof attn, "%9.2f %9.2f", r->attn_us / 1e3, r->attn_grouped_us / 1e3);
-    fprintf(f, "%5d %5d %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s %10s %s ",
-            r->gpus, r->batch, balance_policy_name(r->policy), balance_count_name(r->count),
+    fprintf(f, "%5d %7s %-10s %-5s %-23s %9.2f %10.1f %8.4f %8.4f %7.2f %9.0f %6.1f %9.3f %-5s %10s %s ",
+            r->gpus, batch, balance_policy_name(r->policy), balance_count_name(r->count),
             r->layout_name, r->step_us / 1e3, r->samples_per_s, r->imbalance_mean,
             r->imbalance_p99, 100 * r->idle_mean, r->tokens_per_gpu, 100 * r->padding,
             r->allreduce_us / 1e3, net_algo_name(r->net), mem, attn);

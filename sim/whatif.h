@@ -10,6 +10,10 @@
  * policy, the sample exchange of the step's samples. The step ends with the slowest GPU. With
  * serial_ranks (unpad-train --virtual-ranks on one GPU) the row's GPUs are virtual ranks run one
  * after another: the step is the sum of their batches plus one optimizer step and the overhead.
+ * With accum = K > 1 (gradient accumulation: unpad-train --virtual-ranks K on each GPU) a step's
+ * global batch of gpus x K x batch sequences is balanced over gpus x K virtual ranks, GPU g runs
+ * virtual ranks gK..gK+K-1 one after another (its time is the sum of their batches), and the
+ * optimizer, the all-reduce and the exchange come once a step.
  *
  * Sampling: lengths from the distribution capped at max_len (layout_truncate); a buckets layout
  * draws each step's batch from one bucket. Configurations with the same GPUs, batch and sampling
@@ -42,6 +46,7 @@
 struct whatif_row;
 
 #define WHATIF_CHUNK 250 /* sampled steps a job; part of the definition of the sampled steps */
+#define WHATIF_ACCUM_MAX 1024 /* most micro-batches per GPU and step */
 
 typedef struct {
     const unpad_dist *dist;
@@ -77,25 +82,27 @@ void whatif_setup_inputs(whatif_setup *s, const unpad_dist *d, const model_cfg *
 typedef struct whatif_row {
     /* configuration */
     int gpus, batch;
+    int accum;                 /* micro-batches of `batch` per GPU and step (0 or 1: one) */
     balance_policy policy;
     balance_count count;
     int layout;                /* index into whatif_setup.layouts (0 without layouts) */
     /* results */
     int steps;
     double step_us;            /* mean predicted step time */
-    double samples_per_s;      /* gpus x batch x steps / total time of the steps */
+    double samples_per_s;      /* gpus x accum x batch x steps / total time of the steps */
     double imbalance_mean, imbalance_p99, imbalance_max;
     double idle_mean, idle_p99; /* straggler idle fraction 1 - mean/max */
     double token_imbalance_mean;
     double fixed_us;           /* per-step part every GPU pays, mean over the steps */
-    double tokens_per_gpu;     /* GEMM tokens computed per GPU and step, padding included */
+    double tokens_per_gpu;     /* GEMM tokens computed per GPU and step (all its micro-batches),
+                                * padding included */
     double padding;            /* fraction of them that is padding */
     double allreduce_us;       /* the gradient all-reduce (0 on one GPU) */
     double exchange_us;        /* the sample exchange, mean over the steps */
     net_algo net;              /* how the all-reduce runs */
     int nodes;
     double mem_gib;            /* the trainer's device memory per GPU (memory.h: B x max_len arena) */
-    double mem_budget_gib;     /* the same with an arena sized for the most tokens a GPU got */
+    double mem_budget_gib;     /* the same with an arena sized for the most tokens a micro-batch got */
     int mem_fits;              /* mem_gib within the hardware's memory */
     double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps);
                                 * NaN when not timed (attn_steps 0, or a padded layout) */

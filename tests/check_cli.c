@@ -425,6 +425,28 @@ START_TEST(test_time_to_train)
     ck_assert_int_eq(at(v, "config.train_samples")->t, JR_NULL);
     ck_assert_int_eq(jr_get(at(v, "layouts")->kids[0], "train_hours")->t, JR_NULL);
     jr_free(v);
+    /* accumulation: the rows' accum, sequences a step gpus x accum x batch */
+    ck_assert_int_eq(run("whatif --gpus 2 --batch 4 --accum 1,3 --policy kk --steps 5 --attn-steps 0 "
+                         "--json %D/a.json"), 0);
+    v = load_json("a.json");
+    check_doc(v, "whatif");
+    rows = at(v, "rows");
+    ck_assert_int_eq(rows->n, 2);
+    ck_assert_int_eq(jr_get(rows->kids[0], "accum")->num, 1);
+    ck_assert_int_eq(jr_get(rows->kids[1], "accum")->num, 3);
+    const jr_node *r1 = rows->kids[1];
+    ck_assert_double_eq_tol(jr_get(r1, "samples_per_s")->num, 2.0 * 3 * 4 / (jr_get(r1, "step_us")->num * 1e-6),
+                            1e-6 * jr_get(r1, "samples_per_s")->num);
+    jr_free(v);
+    ck_assert_int_eq(run("plan --gpus 2 --batch 4 --accum 3 --steps 5 --json %D/pa.json"), 0);
+    v = load_json("pa.json");
+    check_doc(v, "plan");
+    ck_assert_int_eq(at(v, "config.accum")->num, 3);
+    const jr_node *cand = jr_get(at(v, "plans")->kids[0], "candidates");
+    ck_assert_int_eq(jr_get(cand->kids[0], "accum")->num, 3);
+    jr_free(v);
+    ck_assert_int_eq(run("whatif --accum 2 --virtual-ranks 2> %D/err.txt"), 2);
+    ck_assert_int_eq(run("whatif --accum 0 2> %D/err.txt"), 2);
     /* a price without samples, or a count that is none, is refused before any work */
     ck_assert_int_eq(run("whatif --price 2 --json %D/x.json 2> %D/err.txt"), 2);
     ck_assert(!exists("x.json"));

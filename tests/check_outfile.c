@@ -92,7 +92,7 @@ static void some_rows(whatif_row *r, int n)
     for (int i = 0; i < n; i++) {
         /* every number distinct, so that any two columns swapped differ */
         const double b = 1000.0 * (i + 1) + 0.25; /* exact in every format */
-        r[i] = (whatif_row){.gpus = 8 << (i % 3), .batch = 16 + i, .policy = i % BAL_POLICY_COUNT,
+        r[i] = (whatif_row){.gpus = 8 << (i % 3), .batch = 16 + i, .accum = 1 + 2 * i, .policy = i % BAL_POLICY_COUNT,
                             .count = i % BAL_COUNT_COUNT, .steps = 100 + i, .step_us = b + 10,
                             .samples_per_s = b + 20, .imbalance_mean = b + 30,
                             .imbalance_p99 = b + 40, .imbalance_max = b + 50, .idle_mean = b + 60,
@@ -388,16 +388,16 @@ START_TEST(test_whatif_csv_fields_by_name)
     ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
     unlink(path);
     char *save = NULL, *line = strtok_r(text, "\n", &save);
-    char *names[32];
+    char *names[40];
     int nc = 0;
     for (char *s2 = NULL, *t = strtok_r(line, ",", &s2); t; t = strtok_r(NULL, ",", &s2))
         names[nc++] = t;
-    ck_assert_int_eq(nc, 32);
+    ck_assert_int_eq(nc, 33);
     int r = 0;
     for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), r++) {
         ck_assert_int_lt(r, N);
         const whatif_row *w = &rows[r];
-        char *vals[32];
+        char *vals[40];
         int nv = 0;
         for (char *s2 = NULL, *t = strtok_r(line, ",", &s2); t; t = strtok_r(NULL, ",", &s2))
             vals[nv++] = t;
@@ -413,7 +413,8 @@ START_TEST(test_whatif_csv_fields_by_name)
         seen++;                                                                                    \
         continue;                                                                                  \
     }
-            NUM("gpus", w->gpus, 0) NUM("batch", w->batch, 0) NUM("steps", w->steps, 0)
+            NUM("gpus", w->gpus, 0) NUM("batch", w->batch, 0) NUM("accum", w->accum, 0)
+            NUM("steps", w->steps, 0)
             NUM("step_us", w->step_us, 5e-4) NUM("samples_per_s", w->samples_per_s, 5e-3)
             NUM("imbalance_mean", w->imbalance_mean, 5e-7) NUM("imbalance_p99", w->imbalance_p99, 5e-7)
             NUM("imbalance_max", w->imbalance_max, 5e-7) NUM("idle_mean", w->idle_mean, 5e-7)
@@ -447,7 +448,7 @@ START_TEST(test_whatif_csv_fields_by_name)
             }
             seen++;
         }
-        ck_assert_int_eq(seen, 32);
+        ck_assert_int_eq(seen, 33);
     }
     ck_assert_int_eq(r, N);
     free(text);

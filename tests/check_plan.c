@@ -176,7 +176,7 @@ START_TEST(test_make)
     unpad_plan p;
     whatif_row rows[BAL_POLICY_COUNT + 1];
     int n;
-    ck_assert_int_eq(plan_make(&s, 8, 32, -1, BAL_EQUAL, &p, rows, &n, &e), UNPAD_OK);
+    ck_assert_int_eq(plan_make(&s, 8, 32, 1, -1, BAL_EQUAL, &p, rows, &n, &e), UNPAD_OK);
     ck_assert_int_eq(n, BAL_POLICY_COUNT);
     ck_assert_int_eq(rows[0].policy, BAL_NONE);
     /* auto picks the row with the lowest predicted step time */
@@ -193,7 +193,7 @@ START_TEST(test_make)
     ck_assert_int_eq(cost_seq_model(&m, &hw, &c, &sc, &e), UNPAD_OK);
     ck_assert_double_eq(p.cost.c1, sc.c1);
     /* a given policy: the baseline and that one */
-    ck_assert_int_eq(plan_make(&s, 4, 16, BAL_SORT_DEAL, BAL_FREE, &p, rows, &n, &e), UNPAD_OK);
+    ck_assert_int_eq(plan_make(&s, 4, 16, 1, BAL_SORT_DEAL, BAL_FREE, &p, rows, &n, &e), UNPAD_OK);
     ck_assert_int_eq(n, 2);
     ck_assert_int_eq(p.policy, BAL_SORT_DEAL);
     ck_assert_int_eq(p.count, BAL_FREE);
@@ -207,10 +207,16 @@ START_TEST(test_make)
     sa.hw = &a100;
     sa.calib = &ca;
     unpad_plan pa;
-    ck_assert_int_eq(plan_make(&sa, 8, 256, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_ERANGE);
+    ck_assert_int_eq(plan_make(&sa, 8, 256, 1, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_ERANGE);
     ck_assert_msg(strstr(e.msg, "256 sequences per GPU do not fit") && strstr(e.msg, "needs 107.") &&
                   strstr(e.msg, "of 39.6 GiB (a100-sxm4-40g)") && strstr(e.msg, "at most 83"),
                   "%s", e.msg);
+    /* ... with the accumulation that trains as many: 4 micro-batches of 64, which fit */
+    ck_assert_msg(strstr(e.msg, "--batch 64 --accum 4 trains 256"), "%s", e.msg);
+    sa.steps = 40;
+    ck_assert_int_eq(plan_make(&sa, 8, 64, 4, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_OK);
+    ck_assert_int_eq(rows[1].accum, 4);
+    ck_assert_double_eq_tol(rows[1].samples_per_s, 8.0 * 4 * 64 / (rows[1].step_us * 1e-6), 1e-6 * rows[1].samples_per_s);
     /* written and read back, it loads */
     p.calib[0] = '\0';
     snprintf(p.calib, sizeof p.calib, "estimate (transferred from h200-sxm: a100.cfg)");

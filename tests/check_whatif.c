@@ -149,8 +149,8 @@ START_TEST(test_csv_and_errors)
     char *text;
     ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
     ck_assert(!strncmp(text, whatif_csv_header, strlen(whatif_csv_header)));
-    ck_assert_ptr_nonnull(strstr(text, "\n2,4,sort-deal,equal,20,"));
-    ck_assert_ptr_nonnull(strstr(text, "\n2,4,ffd-tokens,free,20,"));
+    ck_assert_ptr_nonnull(strstr(text, "\n2,4,1,sort-deal,equal,20,"));
+    ck_assert_ptr_nonnull(strstr(text, "\n2,4,1,ffd-tokens,free,20,"));
     int lines = 0;
     for (char *p = text; *p; p++)
         lines += *p == '\n';
@@ -263,6 +263,49 @@ START_TEST(test_time_to_train)
 }
 END_TEST
 
+START_TEST(test_accumulation)
+{
+    unpad_err e = {0};
+    whatif_setup s = setup_of(200, 0);
+    /* 8 GPUs x 4 micro-batches of 16 against 8 GPUs x 16: four times the sequences a step, the
+     * optimizer and the all-reduce once, so more than 3x the time and more samples/s */
+    whatif_row r[3] = {{.gpus = 8, .batch = 16, .policy = BAL_KK, .count = BAL_EQUAL},
+                       {.gpus = 8, .batch = 16, .accum = 4, .policy = BAL_KK, .count = BAL_EQUAL},
+                       {.gpus = 8, .batch = 16, .accum = 4, .policy = BAL_NONE, .count = BAL_EQUAL}};
+    ck_assert_int_eq(whatif_run(&s, r, 3, &e), UNPAD_OK);
+    ck_assert_int_eq(r[0].accum, 1); /* 0 reads as 1 */
+    ck_assert_double_eq_tol(r[1].samples_per_s, 8.0 * 4 * 16 / (r[1].step_us * 1e-6), 1e-9 * r[1].samples_per_s);
+    double f0 = r[0].fixed_us, f1 = r[1].fixed_us;
+    ck_assert_double_eq(r[0].allreduce_us, r[1].allreduce_us);
+    ck_assert_double_eq_tol((r[1].step_us - f1) / (r[0].step_us - f0), 4, 0.15);
+    ck_assert(r[1].samples_per_s > r[0].samples_per_s);
+    ck_assert_double_eq_tol(r[1].tokens_per_gpu / r[0].tokens_per_gpu, 4, 0.15); /* a GPU's step: 4 micro-batches */
+    /* the memory is one micro-batch's: the same arena */
+    ck_assert_double_eq(r[1].mem_gib, r[0].mem_gib);
+    ck_assert(r[1].mem_budget_gib <= r[0].mem_gib);
+    /* loader order over 32 virtual ranks: a GPU sums 4 slices, so less imbalance than one slice, more
+     * than the balanced */
+    whatif_row one = {.gpus = 8, .batch = 16, .policy = BAL_NONE, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&s, &one, 1, &e), UNPAD_OK);
+    ck_assert(r[2].imbalance_mean < one.imbalance_mean && r[2].imbalance_mean > r[1].imbalance_mean);
+    /* one GPU, K micro-batches: the sum of K batches, as --virtual-ranks K */
+    whatif_row a = {.gpus = 1, .batch = 16, .accum = 4, .policy = BAL_NONE, .count = BAL_EQUAL};
+    whatif_row v = {.gpus = 4, .batch = 16, .policy = BAL_NONE, .count = BAL_EQUAL};
+    ck_assert_int_eq(whatif_run(&s, &a, 1, &e), UNPAD_OK);
+    whatif_setup sv = s;
+    sv.serial_ranks = 1;
+    ck_assert_int_eq(whatif_run(&sv, &v, 1, &e), UNPAD_OK);
+    ck_assert_double_eq_tol(a.step_us / v.step_us, 1, 0.03); /* other sampled steps, the same model */
+    ck_assert_double_eq_tol(a.samples_per_s / v.samples_per_s, 1, 0.03);
+    /* accumulation with virtual ranks, and more than the maximum, are refused */
+    a.accum = 2;
+    ck_assert_int_eq(whatif_run(&sv, &a, 1, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "accumulation with virtual ranks"));
+    a.accum = WHATIF_ACCUM_MAX + 1;
+    ck_assert_int_eq(whatif_run(&s, &a, 1, &e), UNPAD_EINVAL);
+}
+END_TEST
+
 Suite *whatif_suite(void)
 {
     Suite *s = suite_create("whatif");
@@ -275,6 +318,7 @@ Suite *whatif_suite(void)
     tcase_add_test(tc, test_csv_and_errors);
     tcase_add_test(tc, test_layouts_network_memory);
     tcase_add_test(tc, test_time_to_train);
+    tcase_add_test(tc, test_accumulation);
     suite_add_tcase(s, tc);
     return s;
 }

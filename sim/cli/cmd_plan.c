@@ -23,7 +23,7 @@ static void usage(FILE *f)
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus LIST] [--batch LIST]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
-            "                  [--max-len N] [--layout LIST] [--train-samples N [--price P]]\n"
+            "                  [--max-len N] [--layout LIST] [--accum K] [--train-samples N [--price P]]\n"
             "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  --gpus LIST      data-parallel GPUs, 1..65536, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, 1..65536, comma-separated (default 56): one plan\n"
             "                   per GPU count and batch size\n"
+            "  --accum K        gradient accumulation: each GPU runs K micro-batches of --batch a\n"
+            "                   step (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
@@ -158,7 +160,7 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
 }
 
 /* One configuration: the plan, its table and summary, its file. */
-static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int policy,
+static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int accum, int policy,
                     balance_count count, const char *file, const char *prov_comment, json_w *w,
                     const layout *lay, int nlay)
 {
@@ -166,12 +168,16 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     whatif_row rows[BAL_POLICY_COUNT + 1];
     int n = 0;
     unpad_err err = {0};
-    if (plan_make(s, gpus, batch, policy, count, &p, rows, &n, &err))
+    if (plan_make(s, gpus, batch, accum, policy, count, &p, rows, &n, &err))
         return cli_error("plan", &err);
     snprintf(p.provenance, sizeof p.provenance, "%s", prov_comment);
     char label[4400];
     snprintf(p.calib, sizeof p.calib, "%.255s", cli_calib_label(in, label, sizeof label));
-    printf("\n%d GPUs x %d sequences per GPU:\n", gpus, batch);
+    if (accum > 1)
+        printf("\n%d GPUs x %d micro-batches x %d sequences (%d sequences per GPU and step):\n", gpus, accum, batch,
+               accum * batch);
+    else
+        printf("\n%d GPUs x %d sequences per GPU:\n", gpus, batch);
     int with_train = s->train_samples > 0;
     whatif_print_table(stdout, rows, n, with_train);
     if (nlay > 0) { /* the chosen policy in the other layouts, beside the trainer's */
@@ -185,8 +191,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         ls.nlayouts = nlay + 1;
         ls.progress = NULL;
         for (int l = 0; l <= nlay; l++)
-            lrows[l] = (whatif_row){.gpus = gpus, .batch = batch, .policy = p.policy, .count = count,
-                                    .layout = l};
+            lrows[l] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = p.policy,
+                                    .count = count, .layout = l};
         if (whatif_run(&ls, lrows, nlay + 1, &err))
             return cli_error("plan", &err);
         printf("\nthe policy %s in other length layouts (the plan is for the trainer's, unpadded):\n",
@@ -198,6 +204,9 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     printf("\nplan: policy %s (%s), %s counts\n", balance_policy_name(p.policy),
            policy < 0 ? "auto: lowest predicted step time" : "as asked",
            balance_count_name(p.count));
+    if (accum > 1)
+        printf("  train it with unpad-train --batch %d --virtual-ranks %d --plan FILE on each of the %d GPUs\n", batch,
+               accum, gpus);
     printf("  predicted step %.2f ms, %.0f samples/s, imbalance %.4f (p99 %.4f), idle %.2f%%\n",
            p.pred_step_us / 1e3, p.pred_samples_per_s, p.pred_imbalance, p.pred_imbalance_p99,
            100 * p.pred_idle);
@@ -264,6 +273,7 @@ typedef struct {
     balance_count count;
     cli_layouts lays;     /* the other layouts the chosen policy is predicted in */
     const char *out;
+    int accum;            /* micro-batches per GPU and step */
 } plan_opts;
 
 static int plan_opts_parse(int argc, char **argv, plan_opts *o)
@@ -272,8 +282,10 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     cli_sweep_init(&o->w);
     o->policy = -1;
     o->count = BAL_EQUAL;
+    o->accum = 1;
     const cli_opt opts[] = {
         CLI_OPTS_SWEEP(&o->w),
+        CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
         CLI_OPT_CALL("policy", opt_policy, &o->policy),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),
         CLI_OPT_STR("out", &o->out),
@@ -343,6 +355,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_str(w, "weights", s->weights_tokens ? "tokens" : "cost");
     json_int(w, "max_streams", s->max_streams);
     json_int(w, "granularity", s->granularity);
+    json_int(w, "accum", o->accum);
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
@@ -372,7 +385,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     long long work = 0;
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++)
-            work += (long long)per * s->steps * o->w.gpus.v[i] * o->w.batch.v[b];
+            work += (long long)per * s->steps * o->w.gpus.v[i] * o->accum * o->w.batch.v[b];
     if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work, progress_wanted(o->w.quiet),
                        &prog, &err)) {
         cli_error("plan", &err);
@@ -387,7 +400,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
             char file[4200];
             if (o->out)
                 plan_file_of(o, o->w.gpus.v[i], o->w.batch.v[b], file, sizeof file);
-            if (plan_one(in, s, o->w.gpus.v[i], o->w.batch.v[b], o->policy, o->count, o->out ? file : NULL, pc,
+            if (plan_one(in, s, o->w.gpus.v[i], o->w.batch.v[b], o->accum, o->policy, o->count, o->out ? file : NULL, pc,
                          o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n))
                 goto out;
         }

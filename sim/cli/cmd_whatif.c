@@ -21,10 +21,14 @@ static void usage(FILE *f)
             "usage: unpad whatif [--gpus LIST] [--batch LIST] [--policy LIST] [--count LIST]\n"
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
-            "                    [--granularity G] [--max-len N] [--layout LIST] [--virtual-ranks]\n"
+            "                    [--granularity G] [--max-len N] [--layout LIST] [--accum LIST]\n"
+            "                    [--virtual-ranks]\n"
             "                    [--train-samples N [--price P]] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
-            "  --batch LIST     sequences per GPU, comma-separated (default 56)\n"
+            "  --batch LIST     sequences per GPU (per micro-batch with --accum), comma-separated\n"
+            "                   (default 56)\n"
+            "  --accum LIST     gradient accumulation: micro-batches per GPU and step, 1..1024,\n"
+            "                   comma-separated (default 1; unpad-train --virtual-ranks K on each GPU)\n"
             "  --policy LIST    of %s (default all; below)\n"
             "  --count LIST     of equal, free: sequences per GPU equal (+-1) or free (default equal);\n"
             "                   none and sort-deal always give equal counts: one row each\n"
@@ -122,6 +126,7 @@ typedef struct {
     cli_sweep w;
     name_list pol, cnt;
     cli_layouts lays;
+    cli_ints accum;   /* micro-batches per GPU (NULL: 1) */
     const char *csv;
 } whatif_opts;
 
@@ -144,13 +149,32 @@ static int whatif_parse(int argc, char **argv, whatif_opts *o)
         CLI_OPT_STR("csv", &o->csv),
         CLI_OPT_LAYOUTS("layout", &o->lays, CLI_MAX_LAYOUTS),
         CLI_OPT_FLAG("virtual-ranks", &s->serial_ranks),
+        CLI_OPT_INTS("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
     };
     int rc = cli_opts_parse("whatif", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;
     if (cli_sweep_check("whatif", &o->w, 0))
         return 2;
-    long total = (long)o->w.gpus.n * o->w.batch.n * o->pol.n * o->cnt.n * o->lays.n;
+    if (!o->accum.v && cli_int_list("whatif", "--accum", "1", 1, WHATIF_ACCUM_MAX, &o->accum.v, &o->accum.n))
+        return 2;
+    int accumulates = 0;
+    for (int i = 0; i < o->accum.n; i++)
+        accumulates |= o->accum.v[i] > 1;
+    if (accumulates && s->serial_ranks) {
+        fprintf(stderr, "unpad whatif: --accum and --virtual-ranks exclude each other (--virtual-ranks K on one GPU "
+                        "is --gpus 1 --accum K)\n");
+        return 2;
+    }
+    for (int i = 0; i < o->w.gpus.n; i++)
+        for (int b = 0; b < o->w.batch.n; b++)
+            for (int a = 0; a < o->accum.n; a++)
+                if ((long)o->w.gpus.v[i] * o->w.batch.v[b] * o->accum.v[a] > (1L << 24)) {
+                    fprintf(stderr, "unpad whatif: %d GPUs x %d micro-batches x %d sequences is more than "
+                                    "16,777,216 sequences a step\n", o->w.gpus.v[i], o->accum.v[a], o->w.batch.v[b]);
+                    return 2;
+                }
+    long total = (long)o->w.gpus.n * o->w.batch.n * o->accum.n * o->pol.n * o->cnt.n * o->lays.n;
     if (total > 100000) {
         fprintf(stderr, "unpad whatif: %ld configurations (at most 100,000)\n", total);
         return 2;
@@ -162,30 +186,32 @@ static int whatif_parse(int argc, char **argv, whatif_opts *o)
  * (count equal): *merged counts the rows left out so. */
 static whatif_row *whatif_rows_make(const whatif_opts *o, int *n, int *merged)
 {
-    long total = (long)o->w.gpus.n * o->w.batch.n * o->pol.n * o->cnt.n * o->lays.n;
+    long total = (long)o->w.gpus.n * o->w.batch.n * o->accum.n * o->pol.n * o->cnt.n * o->lays.n;
     whatif_row *rows = calloc((size_t)total, sizeof *rows);
     if (!rows)
         return NULL;
     *n = *merged = 0;
     for (int i = 0; i < o->w.gpus.n; i++)
         for (int b = 0; b < o->w.batch.n; b++)
-            for (int l = 0; l < o->lays.n; l++)
-                for (int p = 0; p < o->pol.n; p++)
-                    for (int q = 0; q < o->cnt.n; q++) {
-                        int pol = o->pol.v[p];
-                        whatif_row r = {.gpus = o->w.gpus.v[i], .batch = o->w.batch.v[b], .policy = pol,
-                                        .count = cli_count_matters(pol) ? o->cnt.v[q] : BAL_EQUAL,
-                                        .layout = l};
-                        int dup = 0;
-                        for (int k = 0; k < *n && !dup; k++)
-                            dup = rows[k].gpus == r.gpus && rows[k].batch == r.batch &&
-                                  rows[k].policy == r.policy && rows[k].count == r.count &&
-                                  rows[k].layout == r.layout;
-                        if (dup)
-                            ++*merged;
-                        else
-                            rows[(*n)++] = r;
-                    }
+            for (int a = 0; a < o->accum.n; a++)
+                for (int l = 0; l < o->lays.n; l++)
+                    for (int p = 0; p < o->pol.n; p++)
+                        for (int q = 0; q < o->cnt.n; q++) {
+                            int pol = o->pol.v[p];
+                            whatif_row r = {.gpus = o->w.gpus.v[i], .batch = o->w.batch.v[b],
+                                            .accum = o->accum.v[a], .policy = pol,
+                                            .count = cli_count_matters(pol) ? o->cnt.v[q] : BAL_EQUAL,
+                                            .layout = l};
+                            int dup = 0;
+                            for (int k = 0; k < *n && !dup; k++)
+                                dup = rows[k].gpus == r.gpus && rows[k].batch == r.batch &&
+                                      rows[k].accum == r.accum && rows[k].policy == r.policy &&
+                                      rows[k].count == r.count && rows[k].layout == r.layout;
+                            if (dup)
+                                ++*merged;
+                            else
+                                rows[(*n)++] = r;
+                        }
     return rows;
 }
 
@@ -194,7 +220,7 @@ static long long whatif_work(const whatif_setup *s, const whatif_row *rows, int 
 {
     long long work = 0;
     for (int k = 0; k < n; k++)
-        work += (long long)s->steps * rows[k].gpus * rows[k].batch *
+        work += (long long)s->steps * rows[k].gpus * rows[k].accum * rows[k].batch *
                 (rows[k].policy == BAL_KK && rows[k].count == BAL_FREE ? 4 : 1);
     return work;
 }
@@ -357,5 +383,6 @@ int cmd_whatif(int argc, char **argv)
         resolve_inputs_free(&in);
     }
     cli_sweep_free(&o.w);
+    cli_ints_free(&o.accum);
     return rc;
 }

@@ -18,6 +18,7 @@ void cli_row_json(json_w *w, const char *key, const whatif_row *r)
     json_obj(w, key);
     json_int(w, "gpus", r->gpus);
     json_int(w, "batch", r->batch);
+    json_int(w, "accum", r->accum < 1 ? 1 : r->accum);
     json_str(w, "policy", balance_policy_name(r->policy));
     json_str(w, "count", balance_count_name(r->count));
     json_int(w, "steps", r->steps);
