@@ -179,6 +179,10 @@ bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
 	@mkdir -p bin
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
+$(BUILD)/bin/unpad-data: $(BUILD)/exec/main_data.o $(EXECLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 # ---- GPU ----------------------------------------------------------------------------------------
 $(GBUILD)/cu/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -263,13 +267,13 @@ test: deps
 
 test-run: probe cpu $(BUILD)/tests/check_all
 	@$(if $(HAVE_CHECK),,echo "Check missing: run 'make deps' or 'apt-get install check'"; exit 1)
-	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/bin/unpad CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/bin/unpad UNPAD_DATA_BIN=$(CURDIR)/bin/unpad-data CK_DEFAULT_TIMEOUT=120 $(BUILD)/tests/check_all
 
 test-asan: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build/asan OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  build/asan/tests/check_all build/asan/bin/unpad
-	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/build/asan/bin/unpad CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
+	  build/asan/tests/check_all build/asan/bin/unpad build/asan/bin/unpad-data
+	UNPAD_HOME=$(CURDIR) UNPAD_BIN=$(CURDIR)/build/asan/bin/unpad UNPAD_DATA_BIN=$(CURDIR)/build/asan/bin/unpad-data CK_FORK=no ASAN_OPTIONS=detect_leaks=1 build/asan/tests/check_all
 
 demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu

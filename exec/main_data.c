@@ -357,6 +357,11 @@ static int inspect(const char *path, const char *vocab_path, long show, const ch
 
 /* ---- main ------------------------------------------------------------------------------------- */
 
+enum { O_VOCAB = 1000, O_INPUT, O_OUT, O_MAXLEN, O_MAXPRED, O_SEED, O_PER_SHARD, O_SYNTH,
+       O_DIST, O_SAMPLES, O_INSPECT, O_SHOW, O_HIST, O_PROB, O_SHORT, O_DUPE, O_SHUFFLE,
+       O_FORMAT, O_VOCAB_SIZE, O_FORCE, O_HELP };
+#define SEEN(o) (1u << ((o) - O_VOCAB))
+
 /* The flags. */
 typedef struct {
     const char *vocab_path, *out, *dist_path, *inspect_path, *hist;
@@ -364,6 +369,7 @@ typedef struct {
     int n_inputs, synthetic, force, format;
     long samples, per_shard, show, vocab_size;
     pretrain_opts po;
+    unsigned seen; /* SEEN(flag) for each flag given */
 } data_opts;
 
 /* --format auto|wikitext|lines. */
@@ -383,9 +389,6 @@ static int flag_format(const char *val, int *format)
 /* Returns -1 when the run goes on, else the exit code (0 after --help). */
 static int data_parse(int argc, char **argv, data_opts *d)
 {
-    enum { O_VOCAB = 1000, O_INPUT, O_OUT, O_MAXLEN, O_MAXPRED, O_SEED, O_PER_SHARD, O_SYNTH,
-           O_DIST, O_SAMPLES, O_INSPECT, O_SHOW, O_HIST, O_PROB, O_SHORT, O_DUPE, O_SHUFFLE,
-           O_FORMAT, O_VOCAB_SIZE, O_FORCE, O_HELP };
     static const struct option opts[] = {
         {"vocab", required_argument, 0, O_VOCAB}, {"input", required_argument, 0, O_INPUT},
         {"out", required_argument, 0, O_OUT}, {"max-len", required_argument, 0, O_MAXLEN},
@@ -410,6 +413,8 @@ static int data_parse(int argc, char **argv, data_opts *d)
         dst = v;                                                                                   \
     } while (0)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c >= O_VOCAB && c < O_HELP)
+            d->seen |= SEEN(c);
         switch (c) {
         case O_VOCAB: d->vocab_path = optarg; break;
         case O_INPUT: d->inputs[d->n_inputs++] = optarg; break;
@@ -447,6 +452,45 @@ static int data_parse(int argc, char **argv, data_opts *d)
 #undef TAKE_LONG
     for (int i = optind; i < argc; i++) /* --input a.txt b.txt: the rest are inputs too */
         d->inputs[d->n_inputs++] = argv[i];
+    return -1;
+}
+
+/* Each flag belongs to some of the three runs (text, synthetic, inspect); one given to another is
+ * refused rather than ignored. Returns 2 (said why) when refused, else -1. */
+static int data_modes(const data_opts *d)
+{
+    enum { TEXT = 1, SYNTH = 2, INSPECT = 4 };
+    static const struct {
+        int opt, modes;
+        const char *flag;
+    } flags[] = {{O_OUT, TEXT | SYNTH, "--out"}, {O_PER_SHARD, TEXT | SYNTH, "--samples-per-shard"},
+                 {O_FORCE, TEXT | SYNTH, "--force"}, {O_MAXLEN, TEXT | SYNTH, "--max-len"},
+                 {O_MAXPRED, TEXT | SYNTH, "--max-pred"}, {O_PROB, TEXT | SYNTH, "--masked-prob"},
+                 {O_SEED, TEXT | SYNTH, "--seed"}, {O_INPUT, TEXT, "--input"}, {O_DUPE, TEXT, "--dupe"},
+                 {O_SHORT, TEXT, "--short-seq-prob"}, {O_SHUFFLE, TEXT, "--shuffle-buffer"},
+                 {O_FORMAT, TEXT, "--format"}, {O_DIST, SYNTH, "--dist"}, {O_SAMPLES, SYNTH, "--samples"},
+                 {O_VOCAB_SIZE, SYNTH, "--vocab-size"}, {O_SHOW, INSPECT, "--show"},
+                 {O_HIST, INSPECT, "--hist"}};
+    static const char *const run_name[] = {"", "text input (--vocab, --input)", "--synthetic", "",
+                                           "--inspect"};
+    const int mode = d->inspect_path ? INSPECT : d->synthetic ? SYNTH : TEXT;
+    if (mode == INSPECT && d->synthetic) {
+        fprintf(stderr, "%s: --synthetic makes shards and does not go with --inspect\n", prog);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if ((d->seen & SEEN(flags[i].opt)) && !(flags[i].modes & mode)) {
+            fprintf(stderr, "%s: %s does not go with %s (see --help)\n", prog, flags[i].flag, run_name[mode]);
+            return 2;
+        }
+    if (mode == INSPECT && d->n_inputs) {
+        fprintf(stderr, "%s: --inspect reads one shard or folder; drop '%s'\n", prog, d->inputs[0]);
+        return 2;
+    }
+    if (d->vocab_path && (d->seen & SEEN(O_VOCAB_SIZE))) {
+        fprintf(stderr, "%s: --vocab-size is for ids without a --vocab; the vocabulary sets the size\n", prog);
+        return 2;
+    }
     return -1;
 }
 
@@ -568,6 +612,8 @@ int main(int argc, char **argv)
     if (!(d.inputs = calloc((size_t)argc + 3, sizeof *d.inputs)))
         return 1;
     int rc = data_parse(argc, argv, &d);
+    if (rc < 0)
+        rc = data_modes(&d);
     if (rc < 0 && d.inspect_path)
         rc = data_inspect(&d);
     if (rc < 0 && !(rc = data_check(&d))) {

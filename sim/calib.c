@@ -8,7 +8,7 @@
 
 #define CF(k, t, f, lo, hi, req, h) {k, t, offsetof(calib_coef, f), lo, hi, req, h}
 const cfg_field calib_schema[] = {
-    CF("hw", CFG_STRING, hw, 0, 0, CFG_REQUIRED, "hardware the coefficients were fitted on"),
+    CF("hw", CFG_NAME, hw, 0, 0, CFG_REQUIRED, "hardware the coefficients were fitted on"),
     CF("transferred", CFG_BOOL, transferred, 0, 1, CFG_OPTIONAL,
        "true: carried from other hardware by `unpad calibrate --transfer`, not measured"),
     CF("gemm_eff", CFG_DOUBLE, gemm_eff, 0.01, 1, CFG_OPTIONAL, "large-GEMM fraction of bf16 peak"),

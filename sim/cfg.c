@@ -27,6 +27,7 @@ static const char *type_word(cfg_type t)
     case CFG_DOUBLE: return "a number";
     case CFG_STRING: return "a word";
     case CFG_BOOL: return "true or false";
+    case CFG_NAME: return "a name";
     }
     return "?";
 }
@@ -83,6 +84,18 @@ static int set_field(const char *name, int lineno, const char *line, const cfg_f
         }
         strcpy(p, val);
         return UNPAD_OK;
+    case CFG_NAME: {
+        size_t n = strspn(val, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+");
+        if (val[n] != '\0' || n == 0 || n > CFG_NAME_MAX) {
+            unpad_fail(err, UNPAD_EINVAL, name, lineno,
+                       "bad name '%s' for key '%s' (expected 1 to %d letters, digits and - _ . +: %s)",
+                       val, f->key, CFG_NAME_MAX, f->help);
+            unpad_err_show_line(err, lineno, line);
+            return UNPAD_EINVAL;
+        }
+        strcpy(p, val);
+        return UNPAD_OK;
+    }
     case CFG_BOOL:
         if (!strcmp(val, "true") || !strcmp(val, "1") || !strcmp(val, "yes"))
             *(int *)p = 1;
@@ -201,7 +214,8 @@ int cfg_write(const char *path, const char *header_comment, const cfg_field *sch
         switch (schema[i].type) {
         case CFG_INT: fprintf(f, "%s = %d", schema[i].key, *(const int *)p); break;
         case CFG_DOUBLE: fprintf(f, "%s = %.10g", schema[i].key, *(const double *)p); break;
-        case CFG_STRING: fprintf(f, "%s = %s", schema[i].key, p); break;
+        case CFG_STRING:
+        case CFG_NAME: fprintf(f, "%s = %s", schema[i].key, p); break;
         case CFG_BOOL: fprintf(f, "%s = %s", schema[i].key, *(const int *)p ? "true" : "false"); break;
         }
         fprintf(f, "%*s# %s\n", 4, "", schema[i].help);

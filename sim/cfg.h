@@ -10,14 +10,18 @@
 
 #include "unpad.h"
 
-typedef enum { CFG_INT, CFG_DOUBLE, CFG_STRING, CFG_BOOL } cfg_type;
+/* CFG_NAME: a string of 1..CFG_NAME_MAX letters, digits and - _ . + (a model or GPU name, as
+ * trace rows and file names under models/ carry it); CFG_STRING: any text of 1..255 characters. */
+typedef enum { CFG_INT, CFG_DOUBLE, CFG_STRING, CFG_BOOL, CFG_NAME } cfg_type;
 
 #define CFG_STR_LEN 256
+#define CFG_NAME_MAX 63
 
 typedef struct {
     const char *key;
     cfg_type type;
-    size_t offset;     /* offsetof(struct, field): int, double, char[CFG_STR_LEN] or int (bool) */
+    size_t offset;     /* offsetof(struct, field): int, double, char[CFG_STR_LEN] (string, name)
+                        * or int (bool) */
     double min, max;   /* inclusive range for numbers */
     int required;
     const char *help;  /* what the key means, shown in errors */

@@ -6,7 +6,7 @@
 
 #define MF(k, t, f, lo, hi, req, h) {k, t, offsetof(model_cfg, f), lo, hi, req, h}
 const cfg_field model_schema[] = {
-    MF("name", CFG_STRING, name, 0, 0, CFG_REQUIRED, "model name"),
+    MF("name", CFG_NAME, name, 0, 0, CFG_REQUIRED, "model name"),
     MF("layers", CFG_INT, layers, 1, 256, CFG_REQUIRED, "encoder layers"),
     MF("hidden", CFG_INT, hidden, 64, 16384, CFG_REQUIRED, "hidden size, a multiple of 64"),
     MF("heads", CFG_INT, heads, 1, 256, CFG_REQUIRED, "attention heads (hidden / heads = 64)"),
@@ -25,7 +25,7 @@ const size_t model_schema_len = sizeof model_schema / sizeof model_schema[0];
 
 #define HF(k, t, f, lo, hi, req, h) {k, t, offsetof(hw_spec, f), lo, hi, req, h}
 const cfg_field hw_schema[] = {
-    HF("name", CFG_STRING, name, 0, 0, CFG_REQUIRED, "GPU name"),
+    HF("name", CFG_NAME, name, 0, 0, CFG_REQUIRED, "GPU name"),
     HF("peak_bf16_tflops", CFG_DOUBLE, peak_bf16_tflops, 1, 100000, CFG_REQUIRED, "dense bf16 tensor TFLOP/s"),
     HF("peak_tf32_tflops", CFG_DOUBLE, peak_tf32_tflops, 1, 100000, CFG_REQUIRED, "dense tf32 tensor TFLOP/s"),
     HF("peak_fp32_tflops", CFG_DOUBLE, peak_fp32_tflops, 0.1, 100000, CFG_REQUIRED, "fp32 FMA TFLOP/s"),

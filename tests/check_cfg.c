@@ -76,6 +76,34 @@ START_TEST(test_cfg_errors_name_file_line_reason)
 }
 END_TEST
 
+/* Model and GPU names go into trace rows (CSV) and name files under models/: a comma, a space or a
+ * name longer than a trace row's column once went into `predict --csv` rows no reader took back. */
+START_TEST(test_names_are_words)
+{
+    int code;
+    char buf[1024];
+    static const char *bad[] = {"a,b", "bert large", "\"bert\"", "../x", "a;b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(buf, sizeof buf, "%s", GOOD);
+        char text[1200];
+        snprintf(text, sizeof text, "name = %s\n%s", bad[i], strchr(buf, '\n') + 1);
+        const char *msg = model_error(text, &code);
+        ck_assert_int_eq(code, UNPAD_EINVAL);
+        ck_assert_msg(strstr(msg, "m.cfg:1: bad name"), "%s: %s", bad[i], msg);
+    }
+    snprintf(buf, sizeof buf, "name = %064d\n%s", 0, strchr(GOOD, '\n') + 1);
+    ck_assert_msg(strstr(model_error(buf, &code), "m.cfg:1: bad name"), "64 characters");
+    snprintf(buf, sizeof buf, "name = %063d\n%s", 0, strchr(GOOD, '\n') + 1);
+    ck_assert_str_eq(model_error(buf, &code), "");
+    ck_assert_str_eq(model_error("name = Bert_v2.1+x\nlayers = 2\nhidden = 128\nheads = 2\nffn = 512\n"
+                                 "vocab = 100\nmax_position = 512\n", &code), "");
+    hw_spec hw;
+    unpad_err e = {0};
+    ck_assert_int_eq(cfg_parse("h.cfg", "name = a b\n", 11, hw_schema, hw_schema_len, &hw, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "h.cfg:1: bad name 'a b' for key 'name'"), "%s", e.msg);
+}
+END_TEST
+
 START_TEST(test_model_cross_checks_and_missing_file)
 {
     char p[512];
@@ -193,6 +221,7 @@ Suite *cfg_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_model_files_load);
     tcase_add_test(tc, test_cfg_errors_name_file_line_reason);
+    tcase_add_test(tc, test_names_are_words);
     tcase_add_test(tc, test_model_cross_checks_and_missing_file);
     tcase_add_test(tc, test_cfg_write_roundtrip);
     tcase_add_test(tc, test_nul_byte_refused);

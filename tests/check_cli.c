@@ -298,6 +298,11 @@ START_TEST(test_stats_datamove)
     check_doc(v, "stats");
     jr_free(v);
 
+    /* a pad length shorter than the longest sequence is refused, not reported as 0% padding */
+    ck_assert_int_eq(run("stats --dist short --pad 10 --json %D/s10.json"), 2);
+    ck_assert(!exists("s10.json"));
+    ck_assert_int_eq(run("stats --dist short --pad 600"), 0);
+
     ck_assert_int_eq(run("datamove --batch 2 --seq 64 --json %D/d.json"), 0);
     v = load_json("d.json");
     check_doc(v, "datamove");
@@ -496,6 +501,25 @@ START_TEST(test_whatif)
 }
 END_TEST
 
+/* A sweep's .partial files are checked like its outputs: never an input, never another output. */
+START_TEST(test_whatif_partial_names)
+{
+    char dist[512], cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/q.csv.partial'", tu_path(dist, sizeof dist, "models/dists/short.csv"),
+             OUTDIR);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_ne(run("whatif --gpus 2 --batch 4 --steps 2 --policy kk --attn-steps 0 --quiet "
+                         "--dist %D/q.csv.partial --csv %D/q.csv"), 0);
+    ck_assert(exists("q.csv.partial") && !exists("q.csv"));
+    ck_assert_int_ne(run("whatif --gpus 2 --batch 4 --steps 2 --policy kk --attn-steps 0 --quiet "
+                         "--csv %D/b --json %D/b.partial"), 0);
+    ck_assert(!exists("b") && !exists("b.partial"));
+    ck_assert_int_ne(run("whatif --gpus 2 --batch 4 --steps 2 --policy kk --attn-steps 0 --quiet "
+                         "--csv %D/c.partial --json %D/c"), 0);
+    ck_assert(!exists("c") && !exists("c.partial"));
+}
+END_TEST
+
 START_TEST(test_plan_validate)
 {
     ck_assert_int_eq(run("plan --gpus 2,3 --batch 4 --steps 10 --quiet --out %D/plan.cfg "
@@ -643,6 +667,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_stats_datamove);
     tcase_add_test(tc, test_predict);
     tcase_add_test(tc, test_whatif);
+    tcase_add_test(tc, test_whatif_partial_names);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);
     tcase_add_test(tc, test_validate_workloads_json);

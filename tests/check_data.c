@@ -5,7 +5,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pretrain.h"
 #include "shard.h"
@@ -1111,6 +1114,54 @@ START_TEST(test_tokenizer_counts)
 }
 END_TEST
 
+/* `unpad-data` with the flags of one run given to another: refused (exit 2, the flag named), never
+ * ignored (an --out beside --inspect once wrote nothing and exited 0). */
+static int data_run(const char *args, const char *out_dir)
+{
+    char bin[512], home[512], cmd[2048];
+    const char *b = getenv("UNPAD_DATA_BIN");
+    if (!b || !*b)
+        b = tu_path(bin, sizeof bin, "bin/unpad-data");
+    snprintf(cmd, sizeof cmd, "cd '%s' && UNPAD_HOME='%s' '%s' %s > /dev/null 2> err.txt", out_dir,
+             tu_path(home, sizeof home, "."), b, args);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_cli_flags_of_another_run)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[600], *text;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 4 --max-len 512 --out a.bin", dir), 0);
+    static const struct {
+        const char *args, *flag;
+    } bad[] = {
+        {"--inspect a.bin --out b.bin", "--out"},
+        {"--inspect a.bin --synthetic --dist short --samples 4", "--synthetic"},
+        {"--inspect a.bin --seed 3", "--seed"},
+        {"--inspect a.bin a.bin", "drop 'a.bin'"},
+        {"--synthetic --dist short --samples 4 --out b.bin --show 2", "--show"},
+        {"--synthetic --dist short --samples 4 --out b.bin --hist h.csv", "--hist"},
+        {"--synthetic --dist short --samples 4 --out b.bin --dupe 2", "--dupe"},
+        {"--vocab a.bin --input a.bin --out b.bin --dist short", "--dist"},
+        {"--vocab a.bin --input a.bin --out b.bin --samples 9", "--samples"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(data_run(bad[i].args, dir) == 2, "%s", bad[i].args);
+        unpad_err e = {0};
+        snprintf(path, sizeof path, "%s/err.txt", dir);
+        ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+        ck_assert_msg(strstr(text, bad[i].flag), "%s: %s", bad[i].args, text);
+        free(text);
+        snprintf(path, sizeof path, "%s/b.bin", dir);
+        ck_assert_msg(access(path, F_OK) != 0, "%s", bad[i].args);
+    }
+    ck_assert_int_eq(data_run("--inspect a.bin --show 1 --hist h.csv", dir), 0);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -1132,6 +1183,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_text_refusals);
     tcase_add_test(tc, test_long_line_becomes_many_samples);
     tcase_add_test(tc, test_tokenizer_counts);
+    tcase_add_test(tc, test_cli_flags_of_another_run);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -274,10 +274,17 @@ const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)
     return buf;
 }
 
+/* The files cli_check_outputs accepted last: files[0..ni) the inputs, then no outputs (kept, so
+ * that files a command writes beside its outputs are checked against the same run). */
+static struct {
+    const char **files;
+    int ni, no;
+} run_files;
+
 int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
                       const char *const *outs, int no)
 {
-    const char **all = calloc((size_t)nm + 5, sizeof *all);
+    const char **all = calloc((size_t)nm + 5 + (size_t)no, sizeof *all);
     if (!all) {
         fprintf(stderr, "unpad %s: out of memory\n", cmd);
         return 1;
@@ -294,8 +301,32 @@ int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *con
         all[n++] = more[i];
     unpad_err err = {0};
     int rc = outfile_check_all(outs, no, all, n, &err);
+    if (rc) {
+        free(all);
+        return cli_error(cmd, &err);
+    }
+    for (int i = 0; i < no; i++)
+        all[n + i] = outs[i];
+    free(run_files.files);
+    run_files.files = all;
+    run_files.ni = n;
+    run_files.no = no;
+    return 0;
+}
+
+int cli_check_more_outputs(const char *const *outs, int no, unpad_err *err)
+{
+    const int ni = run_files.ni, np = run_files.no;
+    const char **all = calloc((size_t)np + (size_t)no + 1, sizeof *all);
+    if (!all)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    for (int i = 0; i < np; i++)
+        all[i] = run_files.files[ni + i];
+    for (int i = 0; i < no; i++)
+        all[np + i] = outs[i];
+    int rc = outfile_check_all(all, np + no, run_files.files, ni, err);
     free(all);
-    return rc ? cli_error(cmd, &err) : 0;
+    return rc;
 }
 
 /* ---- --json ------------------------------------------------------------------------------------ */

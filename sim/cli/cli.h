@@ -33,6 +33,9 @@ const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n);
  * distribution, plan — or one of more[0..nm), or another output. NULL entries are skipped. */
 int cli_check_outputs(const char *cmd, const resolve_inputs *in, const char *const *more, int nm,
                       const char *const *outs, int no);
+/* The same for files written beside those outputs (a sweep's .partial files): outs[0..no) against
+ * the inputs and outputs the last cli_check_outputs accepted, and each other; fills err. */
+int cli_check_more_outputs(const char *const *outs, int no, unpad_err *err);
 
 /* Prints err's message as "unpad CMD: message" and returns the exit code 1. */
 int cli_error(const char *cmd, const unpad_err *err);

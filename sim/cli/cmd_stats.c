@@ -47,6 +47,12 @@ int cmd_stats(int argc, char **argv)
     dist_compute_stats(&d, &s);
     if (!pad)
         pad = s.max;
+    if (pad < s.max) {
+        fprintf(stderr, "unpad stats: --pad %d is shorter than the longest length %d of %s (padding "
+                        "does not cut sequences)\n", pad, s.max, dist_path);
+        dist_free(&d);
+        return 2;
+    }
     double padding = dist_padding_fraction(&d, pad);
     cli_prov prov;
     cli_prov_init(&prov, argc, argv);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "group.h"
 #include "outfile.h"
 
@@ -82,11 +83,30 @@ static int wants_partial(const char *path)
     return stat(path, &st) != 0 || S_ISREG(st.st_mode);
 }
 
+/* Refuses a .partial that is one of the run's inputs or outputs (it is truncated now and removed
+ * at the end); 1 after printing why. */
+static int check_partials(cli_rows *o)
+{
+    const int csv = o->csv && wants_partial(o->csv);
+    const int json = o->json && strcmp(o->json, "-") && wants_partial(o->json);
+    char cp[sizeof o->csv_partial], jp[sizeof o->json_partial];
+    snprintf(cp, sizeof cp, "%s.partial", csv ? o->csv : "");
+    snprintf(jp, sizeof jp, "%s.partial", json ? o->json : "");
+    const char *partials[2] = {csv ? cp : NULL, json ? jp : NULL};
+    unpad_err err = {0};
+    if (!cli_check_more_outputs(partials, 2, &err))
+        return 0;
+    fprintf(stderr, "unpad %s: %s (the sweep writes its rows there while it runs)\n", o->cmd, err.msg);
+    return 1;
+}
+
 int cli_rows_open(cli_rows *o)
 {
     pthread_mutex_init(&o->lock, NULL);
     o->done = o->failed = 0;
     o->csv_f = o->json_f = NULL;
+    if (check_partials(o))
+        return 1;
     if (o->csv && wants_partial(o->csv)) {
         if (!(o->csv_f = open_partial(o->cmd, o->csv, o->csv_partial, sizeof o->csv_partial)))
             return 1;

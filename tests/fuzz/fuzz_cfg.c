@@ -27,7 +27,7 @@ static void parse(const char *text, size_t size, const cfg_field *schema, size_t
         } else if (schema[i].type == CFG_DOUBLE) {
             double v = *(const double *)p;
             FUZZ_CHECK(v >= schema[i].min && v <= schema[i].max, "%s = %g", schema[i].key, v);
-        } else if (schema[i].type == CFG_STRING) {
+        } else if (schema[i].type == CFG_STRING || schema[i].type == CFG_NAME) {
             FUZZ_CHECK(memchr(p, '\0', CFG_STR_LEN) != NULL, "%s unterminated", schema[i].key);
         }
     }
