@@ -520,6 +520,15 @@ START_TEST(test_whatif_partial_names)
 }
 END_TEST
 
+/* --out names a prefix: a folder ("dir/") once got the hidden files dir/.png, .svg and .csv. */
+START_TEST(test_plot_out_is_a_prefix)
+{
+    ck_assert_int_ne(run("plot hist --dist short --out %D/"), 0);
+    ck_assert(!exists(".png") && !exists(".svg") && !exists(".csv"));
+    ck_assert_int_ne(run("plot hist --dist short --out ''"), 0);
+}
+END_TEST
+
 START_TEST(test_plan_validate)
 {
     ck_assert_int_eq(run("plan --gpus 2,3 --batch 4 --steps 10 --quiet --out %D/plan.cfg "
@@ -668,6 +677,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_predict);
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_whatif_partial_names);
+    tcase_add_test(tc, test_plot_out_is_a_prefix);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);
     tcase_add_test(tc, test_validate_workloads_json);

@@ -182,6 +182,12 @@ static int plot_prepare(plot_opts *o, resolve_inputs *in, char *obuf, size_t on,
         snprintf(obuf, on, "unpad-%s", o->kind);
         o->out = obuf;
     }
+    size_t ol = strlen(o->out);
+    if (!ol || o->out[ol - 1] == '/') { /* "dir/": files named .png, .svg, .csv in it */
+        fprintf(stderr, "unpad plot: --out '%s': a prefix of file names is needed (e.g. %sunpad-%s)\n",
+                o->out, o->out, o->kind);
+        return 2;
+    }
     if (!o->plots) {
         if (cli_project_path("plot", "plots", pbuf, pn))
             return 1;
