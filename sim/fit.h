@@ -82,6 +82,10 @@ int fit_models_resolve(const trace_set *sets, int nsets, const char *dir, model_
 /* Refuses a trace with no rows, rows of mixed hardware, or hardware other than `hw` (NULL: any). */
 int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpad_err *err);
 
+/* Refuses a trace whose rows name more than one model, or a layer the model (among
+ * models[0..n)) does not have; the row is named by its position, step, rank and operator. */
+int fit_check_trace_model(const trace_set *set, const char *path, const model_cfg *models, int n, unpad_err *err);
+
 /* ---- calibration ------------------------------------------------------------------------------ */
 
 typedef enum {

@@ -271,6 +271,28 @@ int fit_models_resolve(const trace_set *sets, int nsets, const char *dir, model_
     return UNPAD_OK;
 }
 
+int fit_check_trace_model(const trace_set *set, const char *path, const model_cfg *models, int n, unpad_err *err)
+{
+    if (set->n == 0)
+        return UNPAD_OK;
+    const char *name = set->rows[0].model;
+    const model_cfg *m = fit_model_find(models, n, name);
+    for (size_t i = 0; i < set->n; i++) {
+        const trace_row *r = &set->rows[i];
+        if (strcmp(r->model, name))
+            return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                              "mixed models in one trace: row %zu (step %d, rank %d, %s) is of '%s', the first "
+                              "of '%s' (one trace file per run)", i + 1, r->step, r->rank, op_name((op_id)r->op),
+                              r->model, name);
+        if (m && r->layer >= m->layers)
+            return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                              "row %zu (step %d, rank %d, %s): layer %d, but %s has %d layers (0..%d)", i + 1,
+                              r->step, r->rank, op_name((op_id)r->op), r->layer, name, m->layers,
+                              m->layers - 1);
+    }
+    return UNPAD_OK;
+}
+
 int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpad_err *err)
 {
     if (set->n == 0)

@@ -71,6 +71,8 @@ int layout_parse_list(const char *flag, const char *text, layout *out, int *n, i
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: list too long", flag);
     snprintf(buf, sizeof buf, "%s", text);
     *n = 0;
+    if (unpad_list_has_empty(text))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: an empty item in '%s'", flag, text);
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (*n == max)
@@ -78,6 +80,10 @@ int layout_parse_list(const char *flag, const char *text, layout *out, int *n, i
         int rc = layout_parse(flag, t, &out[*n], err);
         if (rc)
             return rc;
+        char a[64], b[64];
+        for (int j = 0; j < *n; j++)
+            if (!strcmp(layout_name(&out[j], a, sizeof a), layout_name(&out[*n], b, sizeof b)))
+                return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: %s is asked twice", flag, b);
         ++*n;
     }
     if (!*n)

@@ -239,11 +239,32 @@ int outfile_check_inputs(const char *output, const char *const *inputs, int n, u
     return UNPAD_OK;
 }
 
+/* An output that cannot be written where it is asked: a folder, or in a folder that is not there. */
+static int check_place(const char *path, unpad_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: a folder, not a file (refused before any work)");
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return UNPAD_OK;
+    char dir[PATH_MAX];
+    if ((size_t)(slash - path) >= sizeof dir)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0, "path too long");
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: no folder %s (refused before any work)", dir);
+    return UNPAD_OK;
+}
+
 int outfile_check_all(const char *const *outputs, int no, const char *const *inputs, int ni,
                       unpad_err *err)
 {
     for (int i = 0; i < no; i++) {
         int rc = outfile_check_inputs(outputs[i], inputs, ni, err);
+        if (!rc && outputs[i])
+            rc = check_place(outputs[i], err);
         if (rc)
             return rc;
         for (int j = 0; j < i; j++)

@@ -40,8 +40,8 @@ void outfile_abort(unpad_outfile *o);
  * of its folder joined with its name. */
 int outfile_check_inputs(const char *output, const char *const *inputs, int n, unpad_err *err);
 
-/* Refuses any output among outputs[0..no) that is one of inputs[0..ni) or another of the outputs
- * (NULL entries skipped). */
+/* Refuses any output among outputs[0..no) that is one of inputs[0..ni) or another of the outputs,
+ * a folder, or in a folder that is not there (NULL entries skipped). */
 int outfile_check_all(const char *const *outputs, int no, const char *const *inputs, int ni,
                       unpad_err *err);
 

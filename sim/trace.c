@@ -2,10 +2,12 @@
 #include "trace.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cost.h"
+#include "group.h"
 
 void trace_write_header(FILE *f) { fprintf(f, "%s\n", TRACE_HEADER); }
 
@@ -129,8 +131,8 @@ int trace_parse(const char *path, const char *text, size_t len, trace_set *set, 
         long v[NCOL];
         /* Integer columns stored in an int never exceed INT_MAX. */
         static const long LO[NCOL] = {0, 0, 1, 0, 0, 0, -1, -1, -1, 0, 0, 0, 0};
-        static const long HI[NCOL] = {0, 0, 1 << 20, 1 << 20, INT_MAX, 0, 4096, 1 << 20, 1024,
-                                      1L << 40, 1L << 50, 0, 1 << 20};
+        static const long HI[NCOL] = {0, 0, 1 << 20, 1 << 20, INT_MAX, 0, 4096, GROUP_MAX - 1,
+                                      GROUP_MAX_STREAMS - 1, 1L << 40, 1L << 50, 0, 1 << 20};
         for (int c = 2; c <= 12; c++) {
             if (c == 5) {
                 int op = op_from_name(f[5]);
@@ -163,6 +165,18 @@ int trace_parse(const char *path, const char *text, size_t len, trace_set *set, 
         if (r.rank >= r.gpus) {
             rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "rank %d is not below gpus %d", r.rank,
                             r.gpus);
+            unpad_err_show_line(err, lineno, line);
+            goto fail;
+        }
+        /* a batch's sum of squared lengths lies between tokens^2 / seqs (all equal) and tokens x
+         * its longest (written rounded to a whole number) */
+        if (r.seqs > 0 && r.tokens > 0 &&
+            (r.sum_len2 < (double)r.tokens * r.tokens / r.seqs - 0.5 ||
+             r.sum_len2 > (double)r.tokens * r.max_len + 0.5)) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                            "sum_len2 %.0f cannot come from %ld sequences of %ld tokens, the longest %d "
+                            "(expected %.0f..%.0f)", r.sum_len2, r.seqs, r.tokens, r.max_len,
+                            ceil((double)r.tokens * r.tokens / r.seqs - 0.5), (double)r.tokens * r.max_len);
             unpad_err_show_line(err, lineno, line);
             goto fail;
         }

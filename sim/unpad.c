@@ -86,11 +86,19 @@ int unpad_parse_double(const char *s, double *out)
 {
     char *end;
     errno = 0;
+    if (strpbrk(s, "xX")) /* strtod's hexadecimal form: not a number of these files and flags */
+        return UNPAD_EINVAL;
     double v = strtod(s, &end);
     if (end == s || errno == ERANGE || !only_blanks(end) || !isfinite(v))
         return UNPAD_EINVAL;
     *out = v;
     return UNPAD_OK;
+}
+
+int unpad_list_has_empty(const char *s)
+{
+    size_t n = strlen(s);
+    return n == 0 || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
 }
 
 int unpad_parse_int(const char *s, long lo, long hi, int *out)

@@ -54,6 +54,8 @@ void unpad_invariant_failed(const char *file, int line, const char *cond) __attr
 /* Strict number parsing: the whole string must be one number (surrounding blanks allowed). */
 int unpad_parse_long(const char *s, long *out);
 int unpad_parse_double(const char *s, double *out);
+/* 1 when the comma-separated list s has an empty item ("8,,16", ",8", "8,"). */
+int unpad_list_has_empty(const char *s);
 
 /* Strict integer parsing into an int: the number must lie in [lo, hi] (lo and hi within int). */
 int unpad_parse_int(const char *s, long lo, long hi, int *out);

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "jsonread.h"
+#include "trace.h"
 #include "testutil.h"
 #include "unpad.h"
 
@@ -461,6 +462,72 @@ START_TEST(test_time_to_train)
 }
 END_TEST
 
+/* `unpad ARGS` exits 1 and its standard error says `says`. */
+static void refused_saying(const char *args, const char *says)
+{
+    char cmd[1024], path[256], *text;
+    unpad_err e = {0};
+    snprintf(cmd, sizeof cmd, "%s 2> %%D/err.txt", args);
+    ck_assert_int_eq(run(cmd), 1);
+    snprintf(path, sizeof path, "%s/err.txt", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_msg(strstr(text, says), "%s: %s", args, text);
+    free(text);
+}
+
+/* Lists, flags and traces that were once taken silently. */
+START_TEST(test_refused_before_any_work)
+{
+    static const char *const refused[] = {
+        "whatif --gpus 8,8 --json %D/r.json",          /* a configuration asked twice */
+        "whatif --gpus 8,,16 --json %D/r.json",        /* an empty item */
+        "whatif --policy kk,kk --json %D/r.json",
+        "whatif --layout padded,padded --json %D/r.json",
+        "whatif --accum 2,2 --json %D/r.json",
+        "predict --padded --layout packed --json %D/r.json", /* --padded is a --layout list */
+        "predict --hw %D/hex.cfg --json %D/r.json",    /* a hexadecimal number in a config */
+        "whatif --csv %D/no/such/folder.csv --json %D/r.json",
+    };
+    FILE *f;
+    char path[256];
+    snprintf(path, sizeof path, "%s/hex.cfg", OUTDIR);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    char hw[512], *text;
+    unpad_err e = {0};
+    ck_assert_int_eq(unpad_read_file(tu_path(hw, sizeof hw, "models/hw/h200-sxm.cfg"), &text, NULL, &e), UNPAD_OK);
+    char *bw = strstr(text, "\nmem_bw_gbs");
+    ck_assert_ptr_nonnull(bw);
+    *bw = '\0';
+    fprintf(f, "%s\nmem_bw_gbs = 0x10\n%s\n", text, strchr(bw + 1, '\n') ? strchr(bw + 1, '\n') + 1 : "");
+    fclose(f);
+    free(text);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s 2> %%D/err.txt", refused[i]);
+        int rc = run(cmd);
+        ck_assert_msg(rc == 1 || rc == 2, "%s: exit %d", refused[i], rc);
+        ck_assert_msg(!exists("r.json"), "%s wrote its output", refused[i]);
+    }
+    /* a plan that cannot write its second file writes neither */
+    snprintf(path, sizeof path, "%s/z-16x8.cfg", OUTDIR);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    ck_assert_int_eq(run("plan --gpus 8,16 --batch 8 --steps 5 --out %D/z.cfg 2> %D/err.txt"), 1);
+    ck_assert(!exists("z-8x8.cfg"));
+    /* a layer the model does not have, a trace given twice, two models in one trace */
+    snprintf(path, sizeof path, "%s/t.csv", OUTDIR);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fprintf(f, "%s\nh200-sxm,bert-base,1,0,5,qkv_fwd,12,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n", TRACE_HEADER);
+    fclose(f);
+    refused_saying("validate --traces %D/t.csv", "layer 12, but bert-base has 12 layers");
+    refused_saying("validate --traces %D/t.csv %D/../$(basename %D)/t.csv", "given twice");
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fprintf(f, "%s\nh200-sxm,bert-base,1,0,5,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n"
+               "h200-sxm,bert-large,1,0,5,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n", TRACE_HEADER);
+    fclose(f);
+    refused_saying("validate --traces %D/t.csv", "mixed models in one trace: row 2");
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -685,6 +752,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_readme_example);
     tcase_add_test(tc, test_time_to_train);
+    tcase_add_test(tc, test_refused_before_any_work);
     suite_add_tcase(s, tc);
     return s;
 }

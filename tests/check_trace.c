@@ -113,6 +113,17 @@ START_TEST(test_bad_rows)
     ck_assert_msg(strstr(m, ":2: rank 2 is not below gpus 2"), "%s", m);
     m = read_error("h200,bert,1,0,zero,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n");
     ck_assert_msg(strstr(m, ":2: bad value 'zero' in column 'step'"), "%s", m);
+    /* sum_len2 between tokens^2 / seqs (80,000) and tokens x longest (120,000) */
+    m = read_error("h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,70000,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: sum_len2 70000 cannot come from 2 sequences of 400 tokens, the longest 300 "
+                            "(expected 80000..120000)"), "%s", m);
+    m = read_error("h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,120001,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: sum_len2 120001"), "%s", m);
+    /* FMHA groups and streams within the trainer's */
+    m = read_error("h200,bert,1,0,0,fmha_fwd,0,64,0,2,400,100000,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: bad value '64' in column 'group'"), "%s", m);
+    m = read_error("h200,bert,1,0,0,fmha_fwd,0,0,8,2,400,100000,300,1e9,1e6,0,3\n");
+    ck_assert_msg(strstr(m, ":2: bad value '8' in column 'stream'"), "%s", m);
     char p[512];
     tu_write_tmp(p, sizeof p, ".csv", "a,b,c\n1,2,3\n");
     trace_set set = {0};

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fit.h"
@@ -57,6 +58,10 @@ int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, lo
 {
     if (!val) {
         fprintf(stderr, "unpad %s: %s needs a value\n", cmd, flag);
+        return 1;
+    }
+    if (unpad_list_has_empty(val)) {
+        fprintf(stderr, "unpad %s: %s: an empty item in '%s'\n", cmd, flag, val);
         return 1;
     }
     int cap = 1;
@@ -132,13 +137,26 @@ int cli_traces_load(const char *cmd, const char *const *traces, int n, const cha
     for (int i = 0; i < nm; i++)
         if (model_load(model_paths[i], &models[(*nmodels)++], &err))
             return cli_error(cmd, &err);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        struct stat a, b;
+        for (int j = 0; j < i; j++)
+            if (stat(traces[i], &a) == 0 && stat(traces[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                fprintf(stderr, "unpad %s: %s: given twice (also as %s): its rows would count twice\n", cmd,
+                        traces[i], traces[j]);
+                return 1;
+            }
         if (trace_read(traces[i], &sets[i], &err) || fit_check_trace(&sets[i], traces[i], hw, &err))
             return cli_error(cmd, &err);
+    }
     char mdir[RESOLVE_PATH_LEN];
     if (cli_project_path(cmd, "models", mdir, sizeof mdir))
         return 1;
-    return fit_models_resolve(sets, n, mdir, models, nmodels, max, &err) ? cli_error(cmd, &err) : 0;
+    if (fit_models_resolve(sets, n, mdir, models, nmodels, max, &err))
+        return cli_error(cmd, &err);
+    for (int i = 0; i < n; i++)
+        if (fit_check_trace_model(&sets[i], traces[i], models, *nmodels, &err))
+            return cli_error(cmd, &err);
+    return 0;
 }
 
 int cli_check_configs(const char *cmd, const int *gpus, int ng, const int *batch, int nb, int unique)

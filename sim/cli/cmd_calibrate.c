@@ -23,7 +23,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad calibrate --traces F [F...] [--hw F] [--model F]... [--init F] [--out F]\n"
             "                       [--residuals CSV]\n"
-            "       unpad calibrate --transfer CALIB --hw F [--from-hw F] --out F\n"
+            "       unpad calibrate --transfer CALIB --hw F [--from-hw F] [--out F]\n"
             "       unpad calibrate --synthesize OUT [--truth CALIB] [--hw F] [--model F] [--dist F]\n"
             "                       [--gpus N] [--steps K] [--batch B] [--seed S] [--noise X]\n"
             "                       [--outliers X] [--outlier-scale X]\n"
@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "                 a trace from other hardware is refused\n"
             "  --model F      model config, or a name in models/ (default: the model each trace names)\n"
             "  --init F       starting coefficients (default: the uncalibrated defaults)\n"
-            "  --out F        write the fitted coefficients (models/calib/<hw>.cfg), atomically\n"
+            "  --out F        write the fitted (or transferred) coefficients (models/calib/<hw>.cfg),\n"
+            "                 atomically; without it the coefficients are printed, not written\n"
             "  --residuals F  write every row's measured and predicted time and %% error as CSV\n"
             "  --workloads F  fit the step overhead on the untraced steps of these runs instead of\n"
             "                 the gaps between traced operators, and the FMHA on the traced batches'\n"

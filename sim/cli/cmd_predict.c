@@ -113,7 +113,7 @@ typedef struct {
 /* The flags. */
 typedef struct {
     resolve_req rq;
-    int gpus, batch, unfused, seed, steps, cap, quiet;
+    int gpus, batch, unfused, seed, steps, cap, quiet, padded;
     double train_samples, price; /* --train-samples, --price (0: not asked) */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
     const char *csv, *json;
@@ -244,24 +244,14 @@ static void predict_json(json_w *w, const predict_run *r)
     json_end(w);
 }
 
-/* --padded: the same as --layout unpadded,padded (the first layout kept, as given). */
-static int opt_padded(const char *cmd, const char *flag, const char *val, void *dst)
-{
-    cli_layouts *l = dst;
-    l->n = 2;
-    l->v[1] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
-    return 0;
-}
-
 static int predict_parse(int argc, char **argv, predict_opts *o)
 {
-    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100, .lays.n = 1};
-    o->lays.v[0] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100};
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
         CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
         CLI_OPT_INT("batch", &o->batch, 1, 4096),
-        CLI_OPT_SWITCH("padded", opt_padded, &o->lays),
+        CLI_OPT_FLAG("padded", &o->padded),
         CLI_OPT_FLAG("unfused", &o->unfused),
         CLI_OPT_SEED(&o->seed),
         CLI_OPT_INT("steps", &o->steps, 1, 1000000),
@@ -273,7 +263,19 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPTS_TRAIN(&o->train_samples, &o->price),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
-    return rc >= 0 ? rc : cli_check_train("predict", o->train_samples, o->price) ? 2 : -1;
+    if (rc >= 0)
+        return rc;
+    if (o->padded && o->lays.n) {
+        fprintf(stderr, "unpad predict: --padded is --layout unpadded,padded: give one of them (add padded to "
+                        "the --layout list)\n");
+        return 2;
+    }
+    if (!o->lays.n) { /* the default: unpadded, and padded beside it with --padded */
+        o->lays.v[o->lays.n++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
+        if (o->padded)
+            o->lays.v[o->lays.n++] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
+    }
+    return cli_check_train("predict", o->train_samples, o->price) ? 2 : -1;
 }
 
 /* The step model, the capped distribution and a column per layout (with --max-len, the uncapped

@@ -100,6 +100,10 @@ static int opt_names(const char *cmd, const char *flag, const char *val, void *d
     }
     strcpy(buf, val);
     l->n = 0;
+    if (unpad_list_has_empty(val)) {
+        fprintf(stderr, "unpad %s: %s: an empty item in '%s'\n", cmd, flag, val);
+        return 1;
+    }
     char *save = NULL;
     unpad_err err = {0};
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -112,6 +116,11 @@ static int opt_names(const char *cmd, const char *flag, const char *val, void *d
             fprintf(stderr, "unpad %s: %s: more than %d entries\n", cmd, flag, l->max);
             return 1;
         }
+        for (int k = 0; k < l->n; k++)
+            if (l->v[k] == v) {
+                fprintf(stderr, "unpad %s: %s: %s is asked twice\n", cmd, flag, t);
+                return 1;
+            }
         l->v[l->n++] = v;
     }
     if (!l->n) {
@@ -154,10 +163,16 @@ static int whatif_parse(int argc, char **argv, whatif_opts *o)
     int rc = cli_opts_parse("whatif", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;
-    if (cli_sweep_check("whatif", &o->w, 0))
+    if (cli_sweep_check("whatif", &o->w, 1))
         return 2;
     if (!o->accum.v && cli_int_list("whatif", "--accum", "1", 1, WHATIF_ACCUM_MAX, &o->accum.v, &o->accum.n))
         return 2;
+    for (int i = 0; i < o->accum.n; i++)
+        for (int k = 0; k < i; k++)
+            if (o->accum.v[k] == o->accum.v[i]) {
+                fprintf(stderr, "unpad whatif: --accum %d is asked twice\n", o->accum.v[i]);
+                return 2;
+            }
     int accumulates = 0;
     for (int i = 0; i < o->accum.n; i++)
         accumulates |= o->accum.v[i] > 1;
