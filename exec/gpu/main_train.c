@@ -38,6 +38,7 @@ static void usage(FILE *f)
             "                     instead of a memset of them at the step's start and every\n"
             "                     micro-batch adding (off, the default)\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
+            "  --accum K          the same: gradient accumulation over K micro-batches of --batch\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
             "                     %s (default: no balancing, loader order)\n"
             "  --count C          equal | free sequence counts per rank (equal)\n"
@@ -244,7 +245,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
         {"warmup-steps", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"max-grad-norm", 1, 0, O_NORM},
         {"seed", 1, 0, O_SEED}, {"no-dropout", 0, 0, O_NODROP}, {"gelu", 1, 0, O_GELU},
-        {"virtual-ranks", 1, 0, O_VR}, {"log-every", 1, 0, O_LOG}, {"eval", 1, 0, O_EVAL},
+        {"virtual-ranks", 1, 0, O_VR}, {"accum", 1, 0, O_VR}, {"log-every", 1, 0, O_LOG}, {"eval", 1, 0, O_EVAL},
         {"eval-every", 1, 0, O_EVERY}, {"eval-batches", 1, 0, O_EBATCH}, {"save", 1, 0, O_SAVE},
         {"save-every", 1, 0, O_SEVERY}, {"resume", 1, 0, O_RESUME}, {"trace", 1, 0, O_TRACE},
         {"trace-json", 1, 0, O_TJSON}, {"trace-steps", 1, 0, O_TSTEPS}, {"hw", 1, 0, O_HW},
