@@ -238,6 +238,74 @@ int plan_write(const char *path, const unpad_plan *p, unpad_err *err)
     return cfg_write(path, head, plan_schema, plan_schema_len, &f, err);
 }
 
+/* The trainer's memory per GPU for micro-batches of b sequences (free counts: up to 4 b a rank). */
+static int batch_fits(const whatif_setup *s, int gpus, int accum, balance_count count, int b, long *tokens, char *why,
+                      size_t n)
+{
+    long ranks = (long)gpus * accum;
+    int seq_cap = count == BAL_FREE ? (4 < ranks ? 4 * b : (int)ranks * b) : b;
+    memory_setup ms;
+    memory_use mu;
+    memory_trainer_setup(s->model, b, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap, gpus > 1, &ms);
+    memory_predict(s->model, s->hw, &ms, &mu);
+    if (tokens)
+        *tokens = ms.tokens;
+    return memory_fits(&mu, s->hw, why, n);
+}
+
+int plan_batch_fits(const whatif_setup *s, int gpus, int accum, balance_count count, int batch, long *tokens,
+                    char *why, size_t n)
+{
+    if (why && n)
+        why[0] = '\0';
+    if (batch_fits(s, gpus, accum, count, batch, tokens, why, n))
+        return batch;
+    int lo = 0, hi = batch; /* the largest that fits: memory grows with the batch */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        *(batch_fits(s, gpus, accum, count, mid, NULL, NULL, 0) ? &lo : &hi) = mid;
+    }
+    return lo;
+}
+
+int plan_split(const whatif_setup *s, int gpus, int per_gpu, int policy, balance_count count, whatif_row *rows,
+               int max, int *n, unpad_err *err)
+{
+    *n = 0;
+    if (gpus < 1 || per_gpu < 1 || max < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "plan: %d GPUs x %d sequences", gpus, per_gpu);
+    int fit = plan_batch_fits(s, gpus, 1, count, per_gpu, NULL, NULL, 0);
+    if (fit < 1)
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                          "not even one sequence per GPU fits %s's memory with %s", s->hw->name, s->model->name);
+    /* the fewest micro-batches first: every way of cutting per_gpu into equal micro-batches that fit */
+    for (int k = (per_gpu + fit - 1) / fit; k <= per_gpu && k <= WHATIF_ACCUM_MAX && *n < max; k++)
+        if (per_gpu % k == 0 && plan_batch_fits(s, gpus, k, count, per_gpu / k, NULL, NULL, 0) == per_gpu / k)
+            rows[(*n)++] = (whatif_row){.gpus = gpus, .batch = per_gpu / k, .accum = k,
+                                        .policy = policy < 0 ? BAL_KK : policy, .count = count};
+    if (*n == 0)
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                          "%d sequences per GPU cannot be cut into at most %d equal micro-batches of at most %d", per_gpu,
+                          WHATIF_ACCUM_MAX, fit);
+    whatif_setup ws = *s;
+    ws.layouts = NULL;
+    ws.nlayouts = 0;
+    ws.attn_steps = 0;
+    int rc = whatif_run(&ws, rows, *n, err);
+    if (rc)
+        return rc;
+    int best = 0;
+    for (int i = 1; i < *n; i++)
+        if (rows[i].samples_per_s > rows[best].samples_per_s)
+            best = i;
+    if (best) { /* the fastest first */
+        whatif_row t = rows[0];
+        rows[0] = rows[best];
+        rows[best] = t;
+    }
+    return UNPAD_OK;
+}
+
 int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
               unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err)
 {
@@ -251,25 +319,10 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy,
     if (ws.attn_steps < 1)
         ws.attn_steps = 32;
     accum = accum < 1 ? 1 : accum;
-    long ranks = (long)gpus * accum;
-    int seq_cap = count == BAL_FREE ? (4 < ranks ? 4 * batch : (int)ranks * batch) : batch;
-    memory_setup ms;
-    memory_use mu;
     char why[256];
-    memory_trainer_setup(s->model, batch, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap,
-                         gpus > 1, &ms);
-    memory_predict(s->model, s->hw, &ms, &mu);
-    if (!memory_fits(&mu, s->hw, why, sizeof why)) {
-        int lo = 0, hi = batch; /* the largest batch that fits: memory grows with it */
-        while (hi - lo > 1) {
-            int mid = lo + (hi - lo) / 2, cap = count == BAL_FREE ? (4 < ranks ? 4 * mid : (int)ranks * mid)
-                                                                  : mid;
-            memory_setup m2;
-            memory_use u2;
-            memory_trainer_setup(s->model, mid, (int)(ms.tokens / batch), cap, gpus > 1, &m2);
-            memory_predict(s->model, s->hw, &m2, &u2);
-            *(memory_fits(&u2, s->hw, NULL, 0) ? &lo : &hi) = mid;
-        }
+    long tokens;
+    int lo = plan_batch_fits(s, gpus, accum, count, batch, &tokens, why, sizeof why);
+    if (lo < batch) {
         char hint[160] = "";
         if (lo >= 1) { /* as many sequences a step in micro-batches that fit */
             long total = (long)batch * accum;
@@ -284,7 +337,7 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy,
         return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                           "%d sequences per GPU%s do not fit: the trainer (%s, an arena for %ld tokens) "
                           "%s; at most %d sequences per GPU fit%s", batch, accum > 1 ? " and micro-batch" : "",
-                          s->model->name, ms.tokens, why, lo, hint);
+                          s->model->name, tokens, why, lo, hint);
     }
     int n = 0;
     rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = BAL_NONE, .count = count};

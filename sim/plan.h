@@ -70,4 +70,17 @@ const seq_cost *plan_seq_cost(const unpad_plan *p);
 int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
               unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err);
 
+/* batch when micro-batches of `batch` sequences fit the trainer's memory on s->hw (accum of them
+ * a GPU, counts `count`), else the largest that fits (0: none); tokens (may be NULL): the arena's
+ * tokens for `batch`; why (n bytes): the memory's account for `batch`. */
+int plan_batch_fits(const whatif_setup *s, int gpus, int accum, balance_count count, int batch, long *tokens,
+                    char *why, size_t n);
+
+/* The ways to train per_gpu sequences per GPU a step as K equal micro-batches that fit the memory
+ * (K = 1, 2, ... from the fewest that fit; at most max of them, K <= WHATIF_ACCUM_MAX), each run
+ * as a what-if under `policy` (kk when < 0) and `count` into rows[0..*n), the highest samples/s
+ * first. Refused (UNPAD_ERANGE) when there is none. */
+int plan_split(const whatif_setup *s, int gpus, int per_gpu, int policy, balance_count count, whatif_row *rows,
+               int max, int *n, unpad_err *err);
+
 #endif

@@ -452,6 +452,24 @@ START_TEST(test_time_to_train)
     ck_assert_int_eq(jr_get(cand->kids[0], "accum")->num, 3);
     jr_free(v);
     ck_assert_int_eq(run("whatif --accum 2 --virtual-ranks 2> %D/err.txt"), 2);
+    /* a global batch: each GPU count's fastest micro-batch x accumulation that fits */
+    ck_assert_int_eq(run("plan --hw a100-sxm4-40g --gpus 2,4 --global-batch 512 --steps 5 --policy kk "
+                         "--out %D/g.cfg --json %D/g.json"), 0);
+    v = load_json("g.json");
+    check_doc(v, "plan");
+    ck_assert_int_eq(at(v, "config.global_batch")->num, 512);
+    const jr_node *plans = at(v, "plans");
+    ck_assert_int_eq(plans->n, 2);
+    for (int i = 0; i < plans->n; i++) {
+        const jr_node *p = plans->kids[i];
+        double g = jr_get(p, "gpus")->num, b = jr_get(p, "batch")->num, k = jr_get(p, "accum")->num;
+        ck_assert_double_eq(g * b * k, 512);
+        ck_assert(b <= 83); /* fits 40 GB */
+    }
+    jr_free(v);
+    ck_assert(exists("g-2x256.cfg") && exists("g-4x128.cfg"));
+    ck_assert_int_eq(run("plan --gpus 3 --global-batch 512 2> %D/err.txt"), 2);  /* not a multiple */
+    ck_assert_int_eq(run("plan --batch 8 --global-batch 512 2> %D/err.txt"), 2); /* chooses --batch */
     ck_assert_int_eq(run("whatif --accum 0 2> %D/err.txt"), 2);
     /* a price without samples, or a count that is none, is refused before any work */
     ck_assert_int_eq(run("whatif --price 2 --json %D/x.json 2> %D/err.txt"), 2);

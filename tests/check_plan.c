@@ -217,6 +217,30 @@ START_TEST(test_make)
     ck_assert_int_eq(plan_make(&sa, 8, 64, 4, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_OK);
     ck_assert_int_eq(rows[1].accum, 4);
     ck_assert_double_eq_tol(rows[1].samples_per_s, 8.0 * 4 * 64 / (rows[1].step_us * 1e-6), 1e-6 * rows[1].samples_per_s);
+    /* the largest micro-batch that fits, and the ways to cut 512 a GPU into micro-batches that fit */
+    ck_assert_int_eq(plan_batch_fits(&sa, 8, 1, BAL_EQUAL, 256, NULL, NULL, 0), 83);
+    ck_assert_int_eq(plan_batch_fits(&sa, 8, 1, BAL_EQUAL, 64, NULL, NULL, 0), 64);
+    whatif_row ways[4];
+    int nw = 0;
+    sa.steps = 20;
+    ck_assert_int_eq(plan_split(&sa, 8, 512, -1, BAL_EQUAL, ways, 4, &nw, &e), UNPAD_OK);
+    ck_assert_int_eq(nw, 4); /* 64 x 8, 32 x 16, 16 x 32, 8 x 64: 512 / 7 is no whole micro-batch */
+    int seen = 0;
+    for (int i = 0; i < nw; i++) {
+        ck_assert_int_eq(ways[i].batch * ways[i].accum, 512);
+        ck_assert_int_le(ways[i].batch, 83);
+        ck_assert_int_eq(ways[i].policy, BAL_KK);
+        ck_assert(ways[0].samples_per_s >= ways[i].samples_per_s); /* the fastest first */
+        seen |= ways[i].accum == 8;
+    }
+    ck_assert(seen);
+    /* nothing fits: one sequence is already too much for a spec with 1 GiB */
+    hw_spec tiny = a100;
+    tiny.memory_gib = 1;
+    sa.hw = &tiny;
+    ck_assert_int_eq(plan_split(&sa, 8, 64, -1, BAL_EQUAL, ways, 4, &nw, &e), UNPAD_ERANGE);
+    ck_assert_msg(strstr(e.msg, "not even one sequence per GPU fits"), "%s", e.msg);
+    sa.hw = &a100;
     /* written and read back, it loads */
     p.calib[0] = '\0';
     snprintf(p.calib, sizeof p.calib, "estimate (transferred from h200-sxm: a100.cfg)");

@@ -23,7 +23,8 @@ static void usage(FILE *f)
             "usage: unpad plan [--dist F] [--model F] [--hw F] [--calib F] [--gpus LIST] [--batch LIST]\n"
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
-            "                  [--max-len N] [--layout LIST] [--accum K] [--train-samples N [--price P]]\n"
+            "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
+            "                  [--train-samples N [--price P]]\n"
             "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
@@ -35,6 +36,8 @@ static void usage(FILE *f)
             "                   per GPU count and batch size\n"
             "  --accum K        gradient accumulation: each GPU runs K micro-batches of --batch a\n"
             "                   step (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
+            "  --global-batch G sequences a step over all GPUs: for each --gpus count, the fastest\n"
+            "                   --batch x --accum that fits the memory and trains G / gpus a GPU\n"
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
@@ -117,6 +120,7 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
     json_obj(w, NULL);
     json_int(w, "gpus", p->gpus);
     json_int(w, "batch", p->batch);
+    json_int(w, "accum", n > 0 && rows[0].accum > 1 ? rows[0].accum : 1);
     json_str(w, "file", file);
     json_str(w, "policy", balance_policy_name(p->policy));
     json_str(w, "count", balance_count_name(p->count));
@@ -274,6 +278,7 @@ typedef struct {
     cli_layouts lays;     /* the other layouts the chosen policy is predicted in */
     const char *out;
     int accum;            /* micro-batches per GPU and step */
+    int global;           /* --global-batch: sequences a step over all GPUs (0: --batch, --accum) */
 } plan_opts;
 
 static int plan_opts_parse(int argc, char **argv, plan_opts *o)
@@ -286,6 +291,7 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     const cli_opt opts[] = {
         CLI_OPTS_SWEEP(&o->w),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
+        CLI_OPT_INT("global-batch", &o->global, 1, 1 << 24),
         CLI_OPT_CALL("policy", opt_policy, &o->policy),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),
         CLI_OPT_STR("out", &o->out),
@@ -294,14 +300,26 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     int rc = cli_opts_parse("plan", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;
-    return cli_sweep_check("plan", &o->w, 1) ? 2 : -1;
+    if (o->global && (o->w.batch.v || o->accum > 1)) {
+        fprintf(stderr, "unpad plan: --global-batch chooses --batch and --accum: give it or them\n");
+        return 2;
+    }
+    if (cli_sweep_check("plan", &o->w, 1))
+        return 2;
+    for (int i = 0; o->global && i < o->w.gpus.n; i++)
+        if (o->global % o->w.gpus.v[i]) {
+            fprintf(stderr, "unpad plan: --global-batch %d is not a multiple of %d GPUs (the trainer gives every GPU "
+                            "the same number of sequences a step)\n", o->global, o->w.gpus.v[i]);
+            return 2;
+        }
+    return -1;
 }
 
 /* The plan file of configuration (gpus, batch): --out itself for one configuration, else with
  * -<gpus>x<batch> before its extension. */
 static void plan_file_of(const plan_opts *o, int gpus, int batch, char *buf, size_t n)
 {
-    if (o->w.gpus.n * o->w.batch.n > 1)
+    if (o->w.gpus.n * (o->global ? 1 : o->w.batch.n) > 1)
         plan_file_name(o->out, gpus, batch, buf, n);
     else
         snprintf(buf, n, "%s", o->out);
@@ -310,7 +328,7 @@ static void plan_file_of(const plan_opts *o, int gpus, int batch, char *buf, siz
 /* Before any work: no plan file or --json over an input or over each other. */
 static int plan_check_outputs(const plan_opts *o, const resolve_inputs *in)
 {
-    int ng = o->w.gpus.n, nb = o->w.batch.n, no = 0;
+    int ng = o->w.gpus.n, nb = o->global ? 1 : o->w.batch.n, no = 0;
     char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
     const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
     if (!names || !outs) {
@@ -321,7 +339,8 @@ static int plan_check_outputs(const plan_opts *o, const resolve_inputs *in)
     }
     for (int i = 0; o->out && i < ng; i++)
         for (int b = 0; b < nb; b++) {
-            plan_file_of(o, o->w.gpus.v[i], o->w.batch.v[b], names[no], sizeof names[no]);
+            int g = o->w.gpus.v[i];
+            plan_file_of(o, g, o->global ? o->global / g : o->w.batch.v[b], names[no], sizeof names[no]);
             outs[no] = names[no];
             no++;
         }
@@ -356,10 +375,35 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_int(w, "max_streams", s->max_streams);
     json_int(w, "granularity", s->granularity);
     json_int(w, "accum", o->accum);
+    if (o->global)
+        json_int(w, "global_batch", o->global);
+    else
+        json_null(w, "global_batch");
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
     json_arr(w, "plans");
+}
+
+/* --global-batch: the micro-batch and accumulation of the fastest way to train global / gpus
+ * sequences per GPU that fits, with the table of the ways tried. */
+static int plan_choose_split(const whatif_setup *s, int gpus, const plan_opts *o, int *batch, int *accum)
+{
+    enum { MAX_WAYS = 6 };
+    whatif_row rows[MAX_WAYS];
+    int n = 0, per = o->global / gpus;
+    unpad_err err = {0};
+    whatif_setup ws = *s;
+    ws.progress = NULL;
+    if (plan_split(&ws, gpus, per, o->policy, o->count, rows, MAX_WAYS, &n, &err))
+        return cli_error("plan", &err);
+    printf("\n%d GPUs x %d sequences (global batch %d): the ways that fit, as micro-batches x accumulation (%s):\n",
+           gpus, per, o->global, balance_policy_name(rows[0].policy));
+    whatif_print_table(stdout, rows, n, s->train_samples > 0);
+    printf("  chosen: --batch %d --accum %d, the highest samples/s\n", rows[0].batch, rows[0].accum);
+    *batch = rows[0].batch;
+    *accum = rows[0].accum;
+    return 0;
 }
 
 /* Every configuration's plan and its outputs, after the flags and the inputs. */
@@ -383,9 +427,12 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
      * policy asked or every other). */
     int per = o->policy < 0 ? BAL_POLICY_COUNT : o->policy == BAL_NONE ? 1 : 2;
     long long work = 0;
+    if (o->global) /* the ways to split, then the plan of the fastest: about twice the plan's work */
+        nb = 1;
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++)
-            work += (long long)per * s->steps * o->w.gpus.v[i] * o->accum * o->w.batch.v[b];
+            work += (long long)per * s->steps *
+                    (o->global ? 2LL * o->global : (long long)o->w.gpus.v[i] * o->accum * o->w.batch.v[b]);
     if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work, progress_wanted(o->w.quiet),
                        &prog, &err)) {
         cli_error("plan", &err);
@@ -398,9 +445,12 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++) {
             char file[4200];
+            int g = o->w.gpus.v[i], batch = o->global ? o->global / g : o->w.batch.v[b], accum = o->accum;
+            if (o->global && plan_choose_split(s, g, o, &batch, &accum))
+                goto out;
             if (o->out)
-                plan_file_of(o, o->w.gpus.v[i], o->w.batch.v[b], file, sizeof file);
-            if (plan_one(in, s, o->w.gpus.v[i], o->w.batch.v[b], o->accum, o->policy, o->count, o->out ? file : NULL, pc,
+                plan_file_of(o, g, o->global ? o->global / g : batch, file, sizeof file);
+            if (plan_one(in, s, g, batch, accum, o->policy, o->count, o->out ? file : NULL, pc,
                          o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n))
                 goto out;
         }
