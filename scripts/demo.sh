@@ -5,7 +5,8 @@
 #      unpadded against padded;
 #   2. what-if: the five balancing policies side by side on 8 GPUs x 56, equal and free counts;
 #   3. what-if sweep over GPU counts and batch sizes (for the imbalance plot);
-#   4. a plan file for 8 x 56;
+#   4. a plan file for 8 x 56, and for a global batch of 4,096 sequences on 8, 16 and 32 GPUs (the
+#      fastest micro-batch x gradient accumulation that fits), with the hours to train 256M samples;
 #   5. the pictures (PNG + SVG, gnuplot): length histogram, per-GPU load per policy, imbalance
 #      against GPUs and batch, FMHA grouping timeline;
 #   6. the cost model against the measured held-out BERT-Large traces (traces/heldout-bert-large-*.csv),
@@ -57,6 +58,11 @@ grep -E '^ +(8|512) +56 ' "$out/whatif-sweep.txt" | sort -n -k1,1 -s
 
 step "4. plan: the best policy and FMHA grouping for 8 x 56"
 run plan "$U" plan --gpus 8 --batch 56 --out "$out/plan.cfg" --json "$out/plan.json"
+
+step "4b. plan: a global batch of 4,096 on 8, 16 and 32 GPUs, and the time to train 256M samples"
+run plan-global "$U" plan --gpus 8,16,32 --global-batch 4096 --steps 200 --train-samples 256M \
+    --out "$out/plan-global.cfg" --json "$out/plan-global.json" >/dev/null
+grep -E '^[0-9]+ GPUs x .*global batch|chosen:|to train' "$out/plan-global.txt"
 
 step "5. plots"
 if command -v gnuplot >/dev/null 2>&1 || [ -n "${UNPAD_GNUPLOT:-}" ]; then
