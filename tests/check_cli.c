@@ -452,6 +452,18 @@ START_TEST(test_time_to_train)
     ck_assert_int_eq(jr_get(cand->kids[0], "accum")->num, 3);
     jr_free(v);
     ck_assert_int_eq(run("whatif --accum 2 --virtual-ranks 2> %D/err.txt"), 2);
+    /* predict: K micro-batches a step, LAMB once: more samples/s than one micro-batch a step */
+    ck_assert_int_eq(run("predict --batch 8 --steps 4 --json %D/p1.json"), 0);
+    ck_assert_int_eq(run("predict --batch 8 --steps 4 --accum 4 --json %D/p4.json"), 0);
+    jr_node *p1 = load_json("p1.json"), *p4 = load_json("p4.json");
+    check_doc(p4, "predict");
+    ck_assert_int_eq(at(p4, "config.accum")->num, 4);
+    double s1 = at(p1, "expected.samples_per_s")->num, s4 = at(p4, "expected.samples_per_s")->num;
+    double t1 = at(p1, "expected.step_us")->num, t4 = at(p4, "expected.step_us")->num;
+    ck_assert_msg(s4 > s1 && t4 < 4 * t1 && t4 > 3 * t1, "1: %g/s %g us, 4: %g/s %g us", s1, t1, s4, t4);
+    ck_assert_double_eq_tol(s4, 4.0 * 8 * 1e6 / t4, 1e-6 * s4);
+    jr_free(p1);
+    jr_free(p4);
     /* a global batch: each GPU count's fastest micro-batch x accumulation that fits */
     ck_assert_int_eq(run("plan --hw a100-sxm4-40g --gpus 2,4 --global-batch 512 --steps 5 --policy kk "
                          "--out %D/g.cfg --json %D/g.json"), 0);

@@ -28,7 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
-            "                     [--steps K] [--train-samples N [--price P]] [--csv OUT] [--json OUT]\n"
+            "                     [--steps K] [--accum K] [--train-samples N [--price P]] [--csv OUT]\n"
+            "                     [--json OUT]\n"
             "                     [--quiet]\n"
             "  --dist F       sequence lengths: length,count CSV or one per line, or a name in\n"
             "                 models/dists/ (default wiki512)\n"
@@ -37,7 +38,9 @@ static void usage(FILE *f)
             "  --calib F      fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib     the uncalibrated default coefficients instead\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
-            "  --batch B      sequences per GPU per step (default 56)\n"
+            "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
+            "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
+            "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
             "  --layout LIST  up to %d of unpadded (default), padded, pad-longest, buckets=B1/B2/...,\n"
             "                 packed[:K], side by side (docs/planning.md defines them)\n"
@@ -114,6 +117,7 @@ typedef struct {
 typedef struct {
     resolve_req rq;
     int gpus, batch, unfused, seed, steps, cap, quiet, padded;
+    int accum;                   /* micro-batches per GPU and step */
     double train_samples, price; /* --train-samples, --price (0: not asked) */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
     const char *csv, *json;
@@ -161,6 +165,7 @@ static void predict_json(json_w *w, const predict_run *r)
     else
         json_null(w, "pad_len");
     json_int(w, "steps", steps);
+    json_int(w, "accum", r->o.accum);
     if (cap)
         json_int(w, "max_len", cap);
     else
@@ -201,10 +206,10 @@ static void predict_json(json_w *w, const predict_run *r)
     json_obj(w, "expected");
     json_int(w, "steps", steps);
     json_num(w, "step_us", st0);
-    json_num(w, "samples_per_s", (double)gpus * batch * steps / (c0->sum_us / 1e6));
+    json_num(w, "samples_per_s", (double)gpus * r->o.accum * batch * steps / (c0->sum_us / 1e6));
     json_num(w, "model_tflops_per_gpu", c0->sum_flops / c0->sum_us / 1e6);
     json_num(w, "padded_step_us", stp);
-    json_num(w, "padded_samples_per_s", cp ? (double)gpus * batch * steps / (cp->sum_us / 1e6) : NAN);
+    json_num(w, "padded_samples_per_s", cp ? (double)gpus * r->o.accum * batch * steps / (cp->sum_us / 1e6) : NAN);
     json_num(w, "padded_model_tflops_per_gpu", cp ? c0->sum_flops / cp->sum_us / 1e6 : NAN);
     json_num(w, "speedup", cp ? stp / st0 : NAN);
     json_end(w);
@@ -222,7 +227,7 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "sampled_step_us", k->st.step_us);
         json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
         json_num(w, "step_us", k->sum_us / steps);
-        double sps = (double)gpus * batch * steps / (k->sum_us / 1e6), train[3];
+        double sps = (double)gpus * r->o.accum * batch * steps / (k->sum_us / 1e6), train[3];
         json_num(w, "samples_per_s", sps);
         whatif_train(r->o.train_samples, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
         json_num(w, "train_hours", train[0]);
@@ -246,7 +251,7 @@ static void predict_json(json_w *w, const predict_run *r)
 
 static int predict_parse(int argc, char **argv, predict_opts *o)
 {
-    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100};
+    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100, .accum = 1};
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
         CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
@@ -261,6 +266,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_STR("json", &o->json),
         CLI_OPT_FLAG("quiet", &o->quiet),
         CLI_OPTS_TRAIN(&o->train_samples, &o->price),
+        CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
@@ -344,21 +350,30 @@ static int predict_sample(predict_run *r)
             progress_add(prog, 1024, 1024);
         for (int l = 0; l < r->nlay; l++) {
             column *k = &r->col[l];
-            cost_step st;
-            layout_sample(k->smp, r->len, o->batch);
-            for (int i = 0; k->cap && i < o->batch; i++)
-                r->len[i] = r->len[i] > k->cap ? k->cap : r->len[i];
-            layout_batch(&k->lay, &r->sm, r->len, NULL, o->batch, r->scratch, &k->sb);
-            if (step_model_predict(&r->sm, &r->in.model, &r->in.hw, &r->in.calib, &k->sb, o->gpus, &st, &err)) {
-                progress_end(prog);
-                return cli_error("predict", &err);
+            for (int a = 0; a < o->accum; a++) { /* the step's micro-batches; the fixed part once */
+                cost_step st;
+                layout_sample(k->smp, r->len, o->batch);
+                for (int i = 0; k->cap && i < o->batch; i++)
+                    r->len[i] = r->len[i] > k->cap ? k->cap : r->len[i];
+                step_batch sb;
+                layout_batch(&k->lay, &r->sm, r->len, NULL, o->batch, r->scratch, &sb);
+                if (step_model_predict(&r->sm, &r->in.model, &r->in.hw, &r->in.calib, &sb, o->gpus, &st, &err)) {
+                    progress_end(prog);
+                    return cli_error("predict", &err);
+                }
+                if (t == 0 && a == 0) {
+                    k->st = st;
+                    k->sb = sb;
+                }
+                /* each micro-batch's forward, backward and sample exchange; LAMB, the overhead and
+                 * the all-reduce once, with the last */
+                k->sum_us += a == o->accum - 1 ? st.step_us
+                                               : step_batch_us(&r->sm, &sb) +
+                                                     st.ops[OP_EXCHANGE].instances * st.time_us[OP_EXCHANGE];
+                k->sum_tokens += sb.shape.tokens;
+                k->sum_real += sb.shape.real_tokens;
+                k->sum_flops += st.model_flops;
             }
-            if (t == 0)
-                k->st = st;
-            k->sum_us += st.step_us;
-            k->sum_tokens += k->sb.shape.tokens;
-            k->sum_real += k->sb.shape.real_tokens;
-            k->sum_flops += st.model_flops;
         }
     }
     progress_end(prog);
@@ -372,8 +387,11 @@ static void predict_print_ops(const predict_run *r)
     const column *col = r->col;
     int nlay = r->nlay;
     const cost_step *s0 = &col[0].st;
-    printf("unpad predict: %s on %s, %d GPU%s x %d sequences from %s", r->in.model.name, r->in.hw.name, o->gpus,
-           o->gpus > 1 ? "s" : "", o->batch, r->in.dist_path);
+    printf("unpad predict: %s on %s, %d GPU%s x %d sequences", r->in.model.name, r->in.hw.name, o->gpus,
+           o->gpus > 1 ? "s" : "", o->batch);
+    if (o->accum > 1)
+        printf(" x %d micro-batches (the table: one micro-batch)", o->accum);
+    printf(" from %s", r->in.dist_path);
     if (o->cap)
         printf(", truncated to %d", o->cap);
     printf("; %s kernels\n", o->unfused ? "unfused" : "fused");
@@ -426,7 +444,10 @@ static void predict_print_layouts(const predict_run *r)
     printf("\n%-46s", "step time, the sampled batch (ms)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.2f", col[l].st.step_us / 1e3);
-    printf("\n\nexpected over %d sampled batches (seed %d):", steps, r->o.seed);
+    if (r->o.accum > 1)
+        printf("\n\nexpected over %d sampled steps of %d micro-batches (seed %d):", steps, r->o.accum, r->o.seed);
+    else
+        printf("\n\nexpected over %d sampled batches (seed %d):", steps, r->o.seed);
     printf("\n%-46s", "  padding fraction");
     for (int l = 0; l < nlay; l++)
         printf(" %22.1f%%", 100 * (1 - col[l].sum_real / col[l].sum_tokens));
@@ -435,7 +456,7 @@ static void predict_print_layouts(const predict_run *r)
         printf(" %23.2f", col[l].sum_us / steps / 1e3);
     printf("\n%-46s", "  throughput (samples/s: samples / total time)");
     for (int l = 0; l < nlay; l++)
-        printf(" %23.1f", (double)r->o.gpus * r->o.batch * steps / (col[l].sum_us / 1e6));
+        printf(" %23.1f", (double)r->o.gpus * r->o.accum * r->o.batch * steps / (col[l].sum_us / 1e6));
     printf("\n%-46s", "  model TFLOP/s per GPU (useful work)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.1f", col[l].sum_flops / col[l].sum_us / 1e6);
@@ -448,7 +469,8 @@ static void predict_print_layouts(const predict_run *r)
         char count[64], label[128];
         double t[MAX_LAYOUTS + 1][3];
         for (int l = 0; l < nlay; l++)
-            whatif_train(r->o.train_samples, (double)r->o.gpus * r->o.batch * steps / (col[l].sum_us / 1e6),
+            whatif_train(r->o.train_samples,
+                         (double)r->o.gpus * r->o.accum * r->o.batch * steps / (col[l].sum_us / 1e6),
                          r->o.gpus, r->o.price, &t[l][0], &t[l][1], &t[l][2]);
         snprintf(label, sizeof label, "  hours to train %s samples",
                  cli_count_format(r->o.train_samples, count, sizeof count));
