@@ -53,6 +53,104 @@ const cfg_field calib_schema[] = {
 };
 const size_t calib_schema_len = sizeof calib_schema / sizeof calib_schema[0];
 
+/* The backward FMHA on its own coefficients (a copy of the forward's where it had none), so that
+ * one direction can change without the other. */
+static void fmha_split(calib_coef *c)
+{
+    if (c->attn_bwd_ctas_per_sm > 0)
+        return;
+    c->attn_bwd_eff = c->attn_eff;
+    c->attn_bwd_cta_us = c->attn_cta_us;
+    c->attn_bwd_ctas_per_sm = c->attn_ctas_per_sm;
+    c->attn_bwd_narrow = c->attn_narrow;
+    c->attn_bwd_load = c->attn_load;
+}
+
+static int faster_eff(double *e, double f, const char *what, unpad_err *err)
+{
+    if (*e * f > 1)
+        return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                          "--faster %s=%g: an efficiency of %.2f would exceed the hardware's peak (at most x%.3g)",
+                          what, f, *e * f, 1 / *e);
+    *e *= f;
+    return UNPAD_OK;
+}
+
+/* Operator i F times as fast. */
+static int faster_op(calib_coef *c, int i, double f, const char *what, unpad_err *err)
+{
+    op_class k = op_class_of((op_id)i);
+    if (i == OP_FMHA_FWD || i == OP_FMHA_BWD) {
+        fmha_split(c);
+        int b = i == OP_FMHA_BWD;
+        double *e = b ? &c->attn_bwd_eff : &c->attn_eff;
+        int rc = faster_eff(e, f, what, err);
+        if (rc)
+            return rc;
+        *(b ? &c->attn_bwd_cta_us : &c->attn_cta_us) /= f;
+        *(b ? &c->attn_bwd_narrow : &c->attn_narrow) /= f;
+        *(b ? &c->attn_bwd_load : &c->attn_load) /= f;
+        return UNPAD_OK;
+    }
+    if (k == OPC_OPTIM)
+        return faster_eff(&c->optim_bw_eff, f, what, err);
+    if (k == OPC_COMM)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster %s: the collectives go by class (communication)",
+                          what);
+    if (c->op_eff[i] <= 0)
+        c->op_eff[i] = k == OPC_GEMM ? c->gemm_eff : c->bw_eff;
+    return faster_eff(&c->op_eff[i], f, what, err);
+}
+
+int calib_faster(calib_coef *c, const char *list, unpad_err *err)
+{
+    char buf[256];
+    if (!list || !*list)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster: empty list (NAME=F,...)");
+    if (strlen(list) >= sizeof buf || strlen(list) >= sizeof c->faster)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster: list too long");
+    if (unpad_list_has_empty(list))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster: an empty item in '%s'", list);
+    snprintf(buf, sizeof buf, "%s", list);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        double f;
+        if (!eq || eq == t || unpad_parse_double(eq + 1, &f) || !(f > 0 && f <= 100))
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "--faster: '%s' is not NAME=F with F in (0, 100] (e.g. fmha_bwd=1.3, gemm=1.05, "
+                              "overhead=2)", t);
+        *eq = '\0'; /* t: the name alone */
+        int op = op_from_name(t), cls = -1, rc = UNPAD_OK;
+        for (int k = 0; k < OPC_COUNT && op < 0; k++)
+            if (!strcmp(t, op_class_name((op_class)k)))
+                cls = k;
+        if (op >= 0) {
+            rc = faster_op(c, op, f, t, err);
+        } else if (cls == OPC_COMM) {
+            rc = faster_eff(&c->comm_eff, f, t, err);
+        } else if (cls >= 0) {
+            for (int i = 0; i < OP_COUNT && !rc; i++)
+                if (op_class_of((op_id)i) == (op_class)cls)
+                    rc = faster_op(c, i, f, t, err);
+            if (!rc && cls == OPC_GEMM) { /* the shared terms: the whole inverse efficiency / F */
+                rc = faster_eff(&c->gemm_eff, f, t, err);
+                c->gemm_narrow /= f;
+            }
+        } else if (!strcmp(t, "overhead")) {
+            c->step_overhead_us /= f;
+        } else {
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "--faster: unknown '%s' (an operator such as fmha_bwd, a class: gemm, attention, "
+                              "normalization, elementwise, optimizer, communication; or overhead)", t);
+        }
+        if (rc)
+            return rc;
+    }
+    snprintf(c->faster, sizeof c->faster, "%s", list);
+    return UNPAD_OK;
+}
+
 void calib_default(const hw_spec *hw, calib_coef *c)
 {
     memset(c, 0, sizeof *c);

@@ -40,6 +40,7 @@ typedef struct {
      * large-M fraction of bf16 peak (its shape N, K and epilogue set it; the small-M penalty
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
     double op_eff[OP_COUNT];
+    char faster[256];       /* the what-if speed-ups applied (calib_faster), "" for none */
     int transferred;        /* 1: carried from other hardware by `unpad calibrate --transfer`
                              * (an estimate: nothing was measured on this hardware) */
     int fitted;             /* 1 when read from a calibration file or fitted from traces */
@@ -72,6 +73,19 @@ typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;
 
 calib_source calib_source_of(const calib_coef *c);
 const char *calib_source_name(calib_source s);   /* "default", "fitted", "transferred" */
+
+/* What-if speed-ups: list is NAME=F[,NAME=F...], each making NAME F times as fast (F in (0, 100]:
+ * above 1 faster, below 1 slower), where NAME is
+ *   an operator (qkv_fwd, fmha_bwd, lamb, ...): its large-batch efficiency x F (a GEMM's small-M
+ *     penalty and the width term are shared by every GEMM and stay; the FMHA's tile efficiency x F
+ *     with its fixed per-tile cost, width and launch-size terms / F: the kernel F times as fast);
+ *   a class (gemm, attention, normalization, elementwise, optimizer, communication): every
+ *     operator of it, and the class's shared terms (gemm: the small-M penalty and the width term;
+ *     communication: the collectives' bus efficiency);
+ *   overhead: the step overhead / F.
+ * An efficiency pushed above 1 (faster than the hardware's peak) is refused, naming the item.
+ * c->faster records the list. */
+int calib_faster(calib_coef *c, const char *list, unpad_err *err);
 
 /* Uncalibrated defaults (typical values for a modern GPU; launch from the hardware spec). */
 void calib_default(const hw_spec *hw, calib_coef *c);

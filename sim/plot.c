@@ -340,6 +340,8 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
              "sequences per GPU (%s counts), lengths from %s",
              (unsigned long long)s->seed, s->model->name, k, s->hw->name, s->batch,
              balance_count_name(s->count), base_name(s->dist->source));
+    if (s->calib->faster[0]) /* a what-if picture says so */
+        snprintf(title + strlen(title), sizeof title - strlen(title), "\nWHAT-IF: --faster %s", s->calib->faster);
     plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(cg.path, qgpus, sizeof qgpus);
     plot_quote(title, qtitle, sizeof qtitle);
@@ -365,6 +367,7 @@ typedef struct {
 /* What the what-if CSV's comment lines say (cmd_whatif writes them). */
 typedef struct {
     char model[128], hw[128], dist[256];
+    char faster[256]; /* a what-if's --faster list ("# what-if: --faster LIST ...") */
     int has_prov;   /* written by unpad (a "# unpad:" line) */
     int complete;   /* ... and finished (a "# complete" line) */
 } imb_source;
@@ -433,6 +436,8 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
             comment_value(line, "model", src->model, sizeof src->model);
             comment_value(line, "hw", src->hw, sizeof src->hw);
             comment_value(line, "distribution", src->dist, sizeof src->dist);
+            if (!strncmp(line, "# what-if: --faster ", 20))
+                snprintf(src->faster, sizeof src->faster, "%.*s", (int)strcspn(line + 20, " "), line + 20);
             src->has_prov |= !strncmp(line, "# unpad:", 8);
             src->complete |= !strncmp(line, "# complete", 10);
             continue;
@@ -651,15 +656,16 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
              "GPU's%s%s%s%s, %s%s",
              src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw, steps,
              src.has_prov && !src.complete ? " (PARTIAL: an interrupted what-if)" : "");
-    if (src.dist[0]) {
-        size_t o = strlen(title);
-        snprintf(title + o, sizeof title - o, "\nlengths from %s; imbalance 1.25 = 25%%; points "
-                 "on the bottom edge are below 0.001%% (near-perfect balance)", base_name(src.dist));
-    } else {
-        size_t o = strlen(title);
-        snprintf(title + o, sizeof title - o, "\nimbalance 1.25 = 25%%; points on the bottom edge "
-                 "are below 0.001%% (near-perfect balance)");
-    }
+    size_t o = strlen(title);
+    if (src.faster[0]) /* a what-if picture says so */
+        o += (size_t)snprintf(title + o, sizeof title - o, "\nWHAT-IF: --faster %s; ", src.faster);
+    else
+        o += (size_t)snprintf(title + o, sizeof title - o, "\n");
+    if (src.dist[0] && o < sizeof title)
+        o += (size_t)snprintf(title + o, sizeof title - o, "lengths from %s; ", base_name(src.dist));
+    if (o < sizeof title)
+        snprintf(title + o, sizeof title - o, "imbalance 1.25 = 25%%; points on the bottom edge are below "
+                 "0.001%% (near-perfect balance)");
     snprintf(pg, sizeof pg, "%s-gpus.csv", out);
     snprintf(pb, sizeof pb, "%s-batch.csv", out);
     plot_quote(titles, qt, sizeof qt);
@@ -722,6 +728,8 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
              "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s, per layer, "
              "forward + backward",
              s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name);
+    if (s->calib->faster[0])
+        snprintf(title + strlen(title), sizeof title - strlen(title), "\nWHAT-IF: --faster %s", s->calib->faster);
     if (dp.ngroups == 1)
         snprintf(dpwhat, sizeof dpwhat, "one launch, longest first");
     else

@@ -12,7 +12,8 @@
  *   calibration  --calib F; else models/calib/<hw name>.cfg when it exists; else the uncalibrated
  *                defaults (calib_default); --no-calib: the defaults even where that file exists.
  *                The source is recorded: default, fitted, or transferred (a file written by
- *                `unpad calibrate --transfer`, which says `transferred = true`)
+ *                `unpad calibrate --transfer`, which says `transferred = true`); --faster
+ *                then scales them (calib_faster: a what-if, recorded in calib.faster)
  *   distribution --dist F, default models/dists/wiki512.csv (loaded only when asked for)
  *   plan         --plan F (optional), then the flags on top of it:
  *                --policy, --count, --fmha-groups, --streams and --tokens override the plan;
@@ -37,6 +38,7 @@
 typedef struct {
     const char *model, *hw, *calib, *dist, *plan; /* paths as given */
     int no_calib;          /* 1: the uncalibrated defaults even where models/calib/<hw>.cfg exists */
+    const char *faster;    /* what-if speed-ups applied to the coefficients (calib_faster), NULL: none */
     int need_dist;         /* 1: load the distribution (dist, else the default) */
     /* flags over the plan */
     const char *policy;    /* a balancing policy name (balance_policy_parse) */

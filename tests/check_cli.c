@@ -425,6 +425,19 @@ START_TEST(test_time_to_train)
         ck_assert_double_eq_tol(jr_get(l, "cost")->num, 1.5 * jr_get(l, "gpu_hours")->num, 1e-9);
     }
     jr_free(v);
+    /* a what-if speed-up: said in the provenance and the plan's calibration label */
+    ck_assert_int_eq(run("predict --batch 8 --steps 3 --faster attention=1.3 --json %D/f.json"), 0);
+    v = load_json("f.json");
+    check_doc(v, "predict");
+    ck_assert_str_eq(at(v, "provenance.faster")->str, "attention=1.3");
+    jr_free(v);
+    ck_assert_int_eq(run("plan --gpus 2 --batch 8 --steps 3 --faster gemm=1.1 --out %D/f.cfg"), 0);
+    char fp[256], *ft;
+    unpad_err fe = {0};
+    snprintf(fp, sizeof fp, "%s/f.cfg", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(fp, &ft, NULL, &fe), UNPAD_OK);
+    ck_assert_msg(strstr(ft, "what-if --faster gemm=1.1"), "%s", ft);
+    free(ft);
     /* without the flags: null */
     ck_assert_int_eq(run("predict --batch 8 --steps 2 --json %D/n.json"), 0);
     v = load_json("n.json");

@@ -137,6 +137,62 @@ START_TEST(test_fmha_load_term)
 }
 END_TEST
 
+/* --faster: each item makes its operators F times as fast, and nothing else. */
+START_TEST(test_faster)
+{
+    char p[512];
+    calib_coef c, f;
+    unpad_err e = {0};
+    ck_assert_msg(calib_load(tu_path(p, sizeof p, "models/calib/h200-sxm.cfg"), &h200, &c, &e) == UNPAD_OK, "%s", e.msg);
+    int len[100];
+    for (int i = 0; i < 100; i++)
+        len[i] = 1 + (i * 97) % 512;
+    /* the backward FMHA 1.5x, at both widths (the width and launch-size terms scale with it); the
+     * forward unchanged */
+    f = c;
+    ck_assert_msg(calib_faster(&f, "fmha_bwd=1.5", &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_str_eq(f.faster, "fmha_bwd=1.5");
+    for (int heads = 12; heads <= 16; heads += 4) {
+        double launch = c.launch_us;
+        double b0 = cost_fmha_us(&h200, &c, heads, len, 100, 1), b1 = cost_fmha_us(&h200, &f, heads, len, 100, 1);
+        ck_assert_double_eq_tol((b1 - launch) / (b0 - launch), 1 / 1.5, 0.02);
+        ck_assert_double_eq_tol(cost_fmha_us(&h200, &f, heads, len, 100, 0), cost_fmha_us(&h200, &c, heads, len, 100, 0),
+                                1e-9);
+    }
+    /* the GEMM class 1.25x: every GEMM's efficiency, at any row count and width */
+    f = c;
+    ck_assert_msg(calib_faster(&f, "gemm=1.25", &e) == UNPAD_OK, "%s", e.msg);
+    for (int op = 0; op < OP_COUNT; op++)
+        if (op_class_of((op_id)op) == OPC_GEMM)
+            for (double rows = 100; rows < 1e5; rows *= 7)
+                for (double w = 768; w <= 1024; w += 256)
+                    ck_assert_double_eq_tol(cost_gemm_eff(&f, (op_id)op, rows, w) / cost_gemm_eff(&c, (op_id)op, rows, w),
+                                            1.25, 1e-9);
+    /* one operator: its own large-batch efficiency; the others untouched */
+    f = c;
+    ck_assert_msg(calib_faster(&f, "attn_ln_bwd=1.4,lamb=1.1,overhead=2", &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(cost_bw_eff(&f, OP_ATTN_LN_BWD, 1024) / cost_bw_eff(&c, OP_ATTN_LN_BWD, 1024), 1.4, 1e-9);
+    ck_assert_double_eq(cost_bw_eff(&f, OP_FFN_LN_BWD, 1024), cost_bw_eff(&c, OP_FFN_LN_BWD, 1024));
+    ck_assert_double_eq_tol(f.optim_bw_eff, 1.1 * c.optim_bw_eff, 1e-12);
+    ck_assert_double_eq_tol(f.step_overhead_us, c.step_overhead_us / 2, 1e-9);
+    /* refused: past the peak, an unknown name, a factor out of range, a collective by name */
+    static const struct { const char *list, *says; } bad[] = {
+        {"gemm=3", "would exceed the hardware's peak"},
+        {"fmha=2", "unknown 'fmha'"},
+        {"gemm=0", "not NAME=F"},
+        {"gemm=101", "not NAME=F"},
+        {"gemm", "not NAME=F"},
+        {"gemm=1.1,", "an empty item"},
+        {"allreduce=2", "go by class"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = c;
+        ck_assert_int_ne(calib_faster(&f, bad[i].list, &e), UNPAD_OK);
+        ck_assert_msg(strstr(e.msg, bad[i].says), "%s: %s", bad[i].list, e.msg);
+    }
+}
+END_TEST
+
 START_TEST(test_calib_file_with_and_without_operators)
 {
     char p[512], q[512];
@@ -205,6 +261,7 @@ Suite *cost_suite(void)
     tcase_add_test(tc, test_calib_file_with_and_without_operators);
     tcase_add_test(tc, test_fmha_width_term);
     tcase_add_test(tc, test_fmha_load_term);
+    tcase_add_test(tc, test_faster);
     suite_add_tcase(s, tc);
     return s;
 }

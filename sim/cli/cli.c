@@ -270,7 +270,18 @@ int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, co
     return 0;
 }
 
+static const char *calib_label(const resolve_inputs *in, char *buf, size_t n);
+
 const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)
+{
+    calib_label(in, buf, n);
+    size_t l = strlen(buf);
+    if (in->calib.faster[0] && l < n) /* a what-if on top: never to be taken for the calibration */
+        snprintf(buf + l, n - l, ", what-if --faster %s", in->calib.faster);
+    return buf;
+}
+
+static const char *calib_label(const resolve_inputs *in, char *buf, size_t n)
 {
     if (in->calib_from == CALIB_DEFAULT) {
         snprintf(buf, n, "uncalibrated defaults");

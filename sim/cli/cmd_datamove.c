@@ -20,6 +20,8 @@ static void usage(FILE *f)
                "  --hw F      hardware spec, or a name in models/hw/ (default h200-sxm)\n"
                "  --calib F   fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
                "  --no-calib  the uncalibrated default coefficients instead\n"
+               "  --faster L  what-if: make operators or classes F times as fast, L = NAME=F,...\n"
+               "              (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
                "  --batch B   sequences (default 56)\n"
                "  --seq S     length of every sequence (default 512)\n"
                "  --json F    also write the tables as JSON (docs/json.md); F '-': only the JSON, on\n"

@@ -31,6 +31,8 @@ static void usage(FILE *f)
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
             "  --calib F        fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib       the uncalibrated default coefficients instead\n"
+            "  --faster L       what-if: make operators or classes F times as fast, L = NAME=F,...\n"
+            "                   (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --gpus LIST      data-parallel GPUs, 1..65536, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, 1..65536, comma-separated (default 56): one plan\n"
             "                   per GPU count and batch size\n"

@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "  --hw F         hardware spec, or a name in models/hw/ (default h200-sxm)\n"
             "  --calib F      fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib     the uncalibrated default coefficients instead\n"
+            "  --faster L     what-if: make operators or classes F times as fast, L = NAME=F,...\n"
+            "                 (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"

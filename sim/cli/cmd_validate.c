@@ -314,6 +314,11 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
     };
     /* files after the options are more traces (so `--traces traces/heldout-*.csv` works) */
     int rc = cli_opts_parse("validate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
+    if (rc < 0 && o->rq.faster) {
+        fprintf(stderr, "unpad validate: --faster is a what-if; validate compares the calibration itself with "
+                        "measurements\n");
+        return 2;
+    }
     return rc >= 0 ? rc : cli_resolve_names("validate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at);
 }
 

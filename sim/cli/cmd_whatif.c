@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
             "  --calib F        fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
             "  --no-calib       the uncalibrated default coefficients instead\n"
+            "  --faster L       what-if: make operators or classes F times as fast, L = NAME=F,...\n"
+            "                   (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
             "  --seed S         seed of the sampled steps (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"

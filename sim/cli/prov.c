@@ -38,6 +38,7 @@ void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist)
     p->calibration_path = in->calib_from != CALIB_DEFAULT ? in->calib_path : NULL;
     cli_calib_label(in, p->calibration_label, sizeof p->calibration_label);
     p->dist_path = with_dist && in->dist_path[0] ? in->dist_path : NULL;
+    p->faster = in->calib.faster[0] ? in->calib.faster : NULL;
 }
 
 void cli_prov_seed(cli_prov *p, long long seed)
@@ -67,6 +68,7 @@ void cli_prov_json(json_w *w, const cli_prov *p)
     json_str(w, "hw_path", p->hw_path);
     json_str(w, "calibration", p->calibration);
     json_str(w, "calibration_path", p->calibration_path);
+    json_str(w, "faster", p->faster);
     json_str(w, "distribution_path", p->dist_path);
     if (p->has_seed)
         json_int(w, "seed", p->seed);
@@ -92,6 +94,8 @@ void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
         ADD("# calibration: %s%s%s%s\n", p->calibration, p->calibration_path ? " (" : "",
             p->calibration_path ? p->calibration_path : "", p->calibration_path ? ")" : "");
     }
+    if (p->faster)
+        ADD("# what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n", p->faster);
     if (p->dist_path)
         ADD("# distribution: %s\n", p->dist_path);
     if (p->has_seed)
@@ -116,6 +120,9 @@ void cli_prov_print(FILE *f, const cli_prov *p)
         fprintf(f, "  calibration %s%s%s%s\n", p->calibration,
                 p->calibration_path ? " (" : " (uncalibrated coefficients", 
                 p->calibration_path ? p->calibration_path : "", ")");
+    if (p->faster)
+        fprintf(f, "  what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n",
+                p->faster);
     fprintf(f, "  ");
     if (p->dist_path)
         fprintf(f, "lengths %s, ", p->dist_path);
