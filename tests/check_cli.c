@@ -493,6 +493,20 @@ START_TEST(test_time_to_train)
     }
     jr_free(v);
     ck_assert(exists("g-2x256.cfg") && exists("g-4x128.cfg"));
+    /* a deadline: each plan says whether it trains the samples in time */
+    ck_assert_int_eq(run("plan --gpus 2,8 --global-batch 64 --steps 5 --train-samples 1e6 --deadline 2 "
+                         "--json %D/d.json"), 0);
+    v = load_json("d.json");
+    check_doc(v, "plan");
+    ck_assert_double_eq(at(v, "config.deadline_hours")->num, 2);
+    plans = at(v, "plans");
+    for (int i = 0; i < plans->n; i++) {
+        const jr_node *p = plans->kids[i];
+        ck_assert_int_eq(jr_get(p, "meets_deadline")->t, JR_BOOL);
+        ck_assert_int_eq((int)jr_get(p, "meets_deadline")->num, jr_get(p, "pred_train_hours")->num <= 2);
+    }
+    jr_free(v);
+    ck_assert_int_eq(run("plan --deadline 2 2> %D/err.txt"), 2); /* no --train-samples */
     ck_assert_int_eq(run("plan --gpus 3 --global-batch 512 2> %D/err.txt"), 2);  /* not a multiple */
     ck_assert_int_eq(run("plan --batch 8 --global-batch 512 2> %D/err.txt"), 2); /* chooses --batch */
     ck_assert_int_eq(run("whatif --accum 0 2> %D/err.txt"), 2);

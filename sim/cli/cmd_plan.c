@@ -24,7 +24,7 @@ static void usage(FILE *f)
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
             "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
-            "                  [--train-samples N [--price P]]\n"
+            "                  [--train-samples N [--price P] [--deadline H]]\n"
             "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "                   step (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --global-batch G sequences a step over all GPUs: for each --gpus count, the fastest\n"
             "                   --batch x --accum that fits the memory and trains G / gpus a GPU\n"
+            "  --deadline H     with --train-samples: mark the plans that train them within H hours,\n"
+            "                   and name the one of fewest GPU-hours among them\n"
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
@@ -117,7 +119,7 @@ static void plan_file_name(const char *out, int gpus, int batch, char *buf, size
 }
 
 static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
-                      const double train[3], const whatif_row *rows, int n)
+                      const double train[3], double deadline_h, const whatif_row *rows, int n)
 {
     json_obj(w, NULL);
     json_int(w, "gpus", p->gpus);
@@ -150,6 +152,10 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
     json_num(w, "pred_train_hours", train[0]);
     json_num(w, "pred_gpu_hours", train[1]);
     json_num(w, "pred_cost", train[2]);
+    if (deadline_h > 0 && !isnan(train[0]))
+        json_bool(w, "meets_deadline", train[0] <= deadline_h);
+    else
+        json_null(w, "meets_deadline");
     json_obj(w, "typical_batch_fmha");
     json_num(w, "one_launch_shortest_first_us", t->one_up_us);
     json_num(w, "one_launch_longest_first_us", t->one_down_us);
@@ -168,7 +174,7 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
 /* One configuration: the plan, its table and summary, its file. */
 static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int accum, int policy,
                     balance_count count, const char *file, const char *prov_comment, json_w *w,
-                    const layout *lay, int nlay)
+                    const layout *lay, int nlay, double deadline_h, whatif_row *chosen)
 {
     unpad_plan p;
     whatif_row rows[BAL_POLICY_COUNT + 1];
@@ -176,6 +182,9 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     unpad_err err = {0};
     if (plan_make(s, gpus, batch, accum, policy, count, &p, rows, &n, &err))
         return cli_error("plan", &err);
+    for (int i = 0; i < n; i++)
+        if (rows[i].policy == p.policy)
+            *chosen = rows[i];
     snprintf(p.provenance, sizeof p.provenance, "%s", prov_comment);
     char label[4400];
     snprintf(p.calib, sizeof p.calib, "%.255s", cli_calib_label(in, label, sizeof label));
@@ -234,6 +243,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         if (!isnan(train[2]))
             printf(train[2] < 100 ? ", cost %.2f at %g per GPU-hour" : ", cost %.0f at %g per GPU-hour", train[2],
                    s->gpu_hour_price);
+        if (deadline_h > 0)
+            printf("; %s the %g-hour deadline", train[0] <= deadline_h ? "within" : "PAST", deadline_h);
         printf("\n");
     }
     typical_fmha t = {0};
@@ -251,7 +262,7 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         printf("  wrote %s\n", file);
     }
     if (w)
-        plan_json(w, &p, file, &t, train, rows, n);
+        plan_json(w, &p, file, &t, train, deadline_h, rows, n);
     return 0;
 }
 
@@ -281,6 +292,7 @@ typedef struct {
     const char *out;
     int accum;            /* micro-batches per GPU and step */
     int global;           /* --global-batch: sequences a step over all GPUs (0: --batch, --accum) */
+    double deadline;      /* --deadline: hours to train --train-samples in (0: none) */
 } plan_opts;
 
 static int plan_opts_parse(int argc, char **argv, plan_opts *o)
@@ -294,6 +306,7 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
         CLI_OPTS_SWEEP(&o->w),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
         CLI_OPT_INT("global-batch", &o->global, 1, 1 << 24),
+        CLI_OPT_DOUBLE("deadline", &o->deadline, 1e-3, 1e6),
         CLI_OPT_CALL("policy", opt_policy, &o->policy),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),
         CLI_OPT_STR("out", &o->out),
@@ -304,6 +317,10 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
         return rc;
     if (o->global && (o->w.batch.v || o->accum > 1)) {
         fprintf(stderr, "unpad plan: --global-batch chooses --batch and --accum: give it or them\n");
+        return 2;
+    }
+    if (o->deadline > 0 && !(o->w.s.train_samples > 0)) {
+        fprintf(stderr, "unpad plan: --deadline needs --train-samples (the hours are those of training them)\n");
         return 2;
     }
     if (cli_sweep_check("plan", &o->w, 1))
@@ -383,6 +400,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
         json_null(w, "global_batch");
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
+    json_num(w, "deadline_hours", o->deadline > 0 ? o->deadline : NAN);
     json_end(w);
     json_arr(w, "plans");
 }
@@ -408,6 +426,37 @@ static int plan_choose_split(const whatif_setup *s, int gpus, const plan_opts *o
     return 0;
 }
 
+/* The configurations side by side (each its chosen policy), the fastest, and with --train-samples
+ * the cheapest in GPU-hours, overall and within --deadline. */
+static void plan_summary(const plan_opts *o, const whatif_row *r, int n)
+{
+    const whatif_setup *s = &o->w.s;
+    int train = s->train_samples > 0;
+    printf("\nthe plans side by side (each with its chosen policy):\n");
+    whatif_print_table(stdout, r, n, train);
+    int fastest = 0, cheapest = -1, within = -1;
+    for (int i = 0; i < n; i++) {
+        fastest = r[i].samples_per_s > r[fastest].samples_per_s ? i : fastest;
+        if (train && (cheapest < 0 || r[i].gpu_hours < r[cheapest].gpu_hours))
+            cheapest = i;
+        if (train && o->deadline > 0 && r[i].train_hours <= o->deadline &&
+            (within < 0 || r[i].gpu_hours < r[within].gpu_hours))
+            within = i;
+    }
+    printf("  fastest: %d GPUs x %d", r[fastest].gpus, r[fastest].batch);
+    if (r[fastest].accum > 1)
+        printf(" x %d micro-batches", r[fastest].accum);
+    printf(", %.0f samples/s\n", r[fastest].samples_per_s);
+    if (cheapest >= 0)
+        printf("  fewest GPU-hours: %d GPUs (%.1f GPU-hours, %.2f hours)\n", r[cheapest].gpus,
+               r[cheapest].gpu_hours, r[cheapest].train_hours);
+    if (o->deadline > 0 && within >= 0)
+        printf("  fewest GPU-hours within %g hours: %d GPUs (%.1f GPU-hours, %.2f hours)\n", o->deadline,
+               r[within].gpus, r[within].gpu_hours, r[within].train_hours);
+    else if (o->deadline > 0)
+        printf("  none of them trains %.4g samples within %g hours\n", s->train_samples, o->deadline);
+}
+
 /* Every configuration's plan and its outputs, after the flags and the inputs. */
 static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
 {
@@ -422,6 +471,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     cli_prov_sampled(&prov, argc, argv, in, o->w.seed, pc, sizeof pc);
     cli_json jdoc = {0};
     progress *prog = NULL;
+    whatif_row *chosen = NULL;
     int rc = 1;
     if (o->w.json && cli_json_open("plan", o->w.json, &prov, &jdoc))
         goto out;
@@ -444,6 +494,11 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     plan_print_title(o, in, &prov);
     if (o->w.json)
         plan_json_open(&jdoc.w, o);
+    chosen = calloc((size_t)ng * nb, sizeof *chosen);
+    if (!chosen) {
+        fprintf(stderr, "unpad plan: out of memory\n");
+        goto out;
+    }
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++) {
             char file[4200];
@@ -453,9 +508,11 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
             if (o->out)
                 plan_file_of(o, g, o->global ? o->global / g : batch, file, sizeof file);
             if (plan_one(in, s, g, batch, accum, o->policy, o->count, o->out ? file : NULL, pc,
-                         o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n))
+                         o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n, o->deadline, &chosen[i * nb + b]))
                 goto out;
         }
+    if (ng * nb > 1)
+        plan_summary(o, chosen, ng * nb);
     progress_end(prog);
     prog = NULL;
     if (!o->out)
@@ -469,6 +526,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     }
     rc = 0;
 out:
+    free(chosen);
     progress_end(prog);
     cli_json_abandon(&jdoc);
     return rc;
