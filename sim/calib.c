@@ -116,9 +116,9 @@ int calib_faster(calib_coef *c, const char *list, unpad_err *err)
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(t, '=');
         double f;
-        if (!eq || eq == t || unpad_parse_double(eq + 1, &f) || !(f > 0 && f <= 100))
+        if (!eq || eq == t || unpad_parse_double(eq + 1, &f) || !(f >= 0.01 && f <= 100))
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                              "--faster: '%s' is not NAME=F with F in (0, 100] (e.g. fmha_bwd=1.3, gemm=1.05, "
+                              "--faster: '%s' is not NAME=F with F in [0.01, 100] (e.g. fmha_bwd=1.3, gemm=1.05, "
                               "overhead=2)", t);
         *eq = '\0'; /* t: the name alone */
         int op = op_from_name(t), cls = -1, rc = UNPAD_OK;
