@@ -74,7 +74,7 @@ typedef enum { CALIB_DEFAULT, CALIB_FITTED, CALIB_TRANSFERRED } calib_source;
 calib_source calib_source_of(const calib_coef *c);
 const char *calib_source_name(calib_source s);   /* "default", "fitted", "transferred" */
 
-/* What-if speed-ups: list is NAME=F[,NAME=F...], each making NAME F times as fast (F in (0, 100]:
+/* What-if speed-ups: list is NAME=F[,NAME=F...], each making NAME F times as fast (F in [0.01, 100]:
  * above 1 faster, below 1 slower), where NAME is
  *   an operator (qkv_fwd, fmha_bwd, lamb, ...): its large-batch efficiency x F (a GEMM's small-M
  *     penalty and the width term are shared by every GEMM and stay; the FMHA's tile efficiency x F

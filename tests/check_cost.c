@@ -180,6 +180,7 @@ START_TEST(test_faster)
         {"gemm=3", "would exceed the hardware's peak"},
         {"fmha=2", "unknown 'fmha'"},
         {"gemm=0", "not NAME=F"},
+        {"gemm=0.001", "not NAME=F"},
         {"gemm=101", "not NAME=F"},
         {"gemm", "not NAME=F"},
         {"gemm=1.1,", "an empty item"},
