@@ -221,6 +221,33 @@ const char *cli_count_format(double v, char *buf, size_t n)
     return buf;
 }
 
+int cli_opt_prices(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    cli_prices *p = dst;
+    p->n = 0;
+    if (unpad_list_has_empty(val)) {
+        fprintf(stderr, "unpad %s: %s: an empty item in '%s'\n", cmd, flag, val);
+        return 1;
+    }
+    char buf[512];
+    if (strlen(val) >= sizeof buf) {
+        fprintf(stderr, "unpad %s: %s: list too long\n", cmd, flag);
+        return 1;
+    }
+    snprintf(buf, sizeof buf, "%s", val);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (p->n == CLI_MAX_PRICES) {
+            fprintf(stderr, "unpad %s: %s: more than %d prices\n", cmd, flag, CLI_MAX_PRICES);
+            return 1;
+        }
+        if (cli_double(cmd, flag, t, 1e-9, 1e9, &p->v[p->n]))
+            return 1;
+        p->n++;
+    }
+    return 0;
+}
+
 int cli_check_train(const char *cmd, double samples, double price)
 {
     if (price > 0 && !(samples > 0)) {
@@ -239,6 +266,7 @@ void cli_train_usage(FILE *f, int col)
 
 int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
 {
+    w->s.gpu_hour_price = w->prices.n ? w->prices.v[0] : 0;
     return cli_check_train(cmd, w->s.train_samples, w->s.gpu_hour_price) ||
            (!w->gpus.v && cli_int_list(cmd, "--gpus", "8", 1, 65536, &w->gpus.v, &w->gpus.n)) ||
            (!w->batch.v && cli_int_list(cmd, "--batch", "56", 1, 65536, &w->batch.v, &w->batch.n)) ||

@@ -61,10 +61,17 @@ int cli_traces_load(const char *cmd, const char *const *traces, int n, const cha
 /* ---- the sweeps of whatif and plan ---- */
 /* Their shared flags: the inputs, the GPU counts and batch sizes, the sweep's settings (into s),
  * the seed, --json and --quiet. */
+#define CLI_MAX_PRICES 8
+typedef struct {
+    double v[CLI_MAX_PRICES];
+    int n;
+} cli_prices;
+
 typedef struct {
     resolve_req rq;
     whatif_setup s;
     cli_ints gpus, batch; /* default 8 and 56 (cli_sweep_check) */
+    cli_prices prices;    /* --price: one, or (plan) one per --hw; cli_sweep_check puts the first in s */
     int seed, quiet;
     const char *json;
 } cli_sweep;
@@ -77,12 +84,14 @@ typedef struct {
         CLI_OPT_INT("streams", &(w)->s.max_streams, 1, GROUP_MAX_STREAMS),                      \
         CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
         CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_STR("json", &(w)->json),   \
-        CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->s.gpu_hour_price)
+        CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
 
-/* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P (per GPU-hour): the time and cost of
- * training N samples. */
-#define CLI_OPTS_TRAIN(samples, price)                                                          \
-    CLI_OPT_CALL("train-samples", cli_opt_count, (samples)), CLI_OPT_DOUBLE("price", (price), 0, 1e9)
+/* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P[,P...] (per GPU-hour: one, or with
+ * `plan --hw A,B` one per hardware): the time and cost of training N samples. */
+#define CLI_OPTS_TRAIN(samples, prices)                                                         \
+    CLI_OPT_CALL("train-samples", cli_opt_count, (samples)), CLI_OPT_CALL("price", cli_opt_prices, (prices))
+/* A comma list of prices in (0, 1e9] into the cli_prices dst (CLI_CALL). */
+int cli_opt_prices(const char *cmd, const char *flag, const char *val, void *dst);
 /* A count with an optional k, M or G suffix (x 1e3, 1e6, 1e9) into the double dst, 1..1e15
  * (CLI_CALL). */
 int cli_opt_count(const char *cmd, const char *flag, const char *val, void *dst);

@@ -119,9 +119,12 @@ static void plan_file_name(const char *out, int gpus, int batch, char *buf, size
 }
 
 static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
-                      const double train[3], double deadline_h, const whatif_row *rows, int n)
+                      const double train[3], double price, double deadline_h, const whatif_row *rows, int n)
 {
     json_obj(w, NULL);
+    json_str(w, "hw", p->hw);
+    json_str(w, "calibration", p->calib);
+    json_num(w, "price_per_gpu_hour", price > 0 ? price : NAN);
     json_int(w, "gpus", p->gpus);
     json_int(w, "batch", p->batch);
     json_int(w, "accum", n > 0 && rows[0].accum > 1 ? rows[0].accum : 1);
@@ -262,7 +265,7 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         printf("  wrote %s\n", file);
     }
     if (w)
-        plan_json(w, &p, file, &t, train, deadline_h, rows, n);
+        plan_json(w, &p, file, &t, train, s->gpu_hour_price, deadline_h, rows, n);
     return 0;
 }
 
@@ -283,6 +286,8 @@ static int opt_policy(const char *cmd, const char *flag, const char *val, void *
     return 0;
 }
 
+#define PLAN_MAX_HW 8
+
 /* The flags: the configurations planned, and the sweep's settings (in w.s). */
 typedef struct {
     cli_sweep w;
@@ -293,6 +298,9 @@ typedef struct {
     int accum;            /* micro-batches per GPU and step */
     int global;           /* --global-batch: sequences a step over all GPUs (0: --batch, --accum) */
     double deadline;      /* --deadline: hours to train --train-samples in (0: none) */
+    char hwlist[1024];    /* --hw A,B,...: the hardware compared (hw[0..nhw)) */
+    const char *hw[PLAN_MAX_HW];
+    int nhw;
 } plan_opts;
 
 static int plan_opts_parse(int argc, char **argv, plan_opts *o)
@@ -325,6 +333,40 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     }
     if (cli_sweep_check("plan", &o->w, 1))
         return 2;
+    /* --hw A,B: one plan per hardware too */
+    o->hw[0] = o->w.rq.hw;
+    o->nhw = 1;
+    if (o->w.rq.hw && strchr(o->w.rq.hw, ',')) {
+        if (unpad_list_has_empty(o->w.rq.hw) || strlen(o->w.rq.hw) >= sizeof o->hwlist) {
+            fprintf(stderr, "unpad plan: --hw: '%s' is not a list of hardware specs A,B,...\n", o->w.rq.hw);
+            return 2;
+        }
+        snprintf(o->hwlist, sizeof o->hwlist, "%s", o->w.rq.hw);
+        o->nhw = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(o->hwlist, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (o->nhw == PLAN_MAX_HW) {
+                fprintf(stderr, "unpad plan: --hw: more than %d hardware specs\n", PLAN_MAX_HW);
+                return 2;
+            }
+            for (int k = 0; k < o->nhw; k++)
+                if (!strcmp(o->hw[k], t)) {
+                    fprintf(stderr, "unpad plan: --hw: %s is asked twice\n", t);
+                    return 2;
+                }
+            o->hw[o->nhw++] = t;
+        }
+        if (o->w.rq.calib) {
+            fprintf(stderr, "unpad plan: --calib names one hardware's coefficients: with several --hw each takes "
+                            "models/calib/<hw>.cfg (or --no-calib)\n");
+            return 2;
+        }
+    }
+    if (o->w.prices.n > 1 && o->w.prices.n != o->nhw) {
+        fprintf(stderr, "unpad plan: --price: %d prices for %d hardware specs (give one, or one per --hw)\n",
+                o->w.prices.n, o->nhw);
+        return 2;
+    }
     for (int i = 0; o->global && i < o->w.gpus.n; i++)
         if (o->global % o->w.gpus.v[i]) {
             fprintf(stderr, "unpad plan: --global-batch %d is not a multiple of %d GPUs (the trainer gives every GPU "
@@ -334,37 +376,52 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     return -1;
 }
 
-/* The plan file of configuration (gpus, batch): --out itself for one configuration, else with
- * -<gpus>x<batch> before its extension. */
-static void plan_file_of(const plan_opts *o, int gpus, int batch, char *buf, size_t n)
+/* The plan file of configuration (hardware h, gpus, batch): --out itself for one configuration, else
+ * with -<gpus>x<batch> (several hardware: -<hw>-<gpus>x<batch>) before its extension. */
+static void plan_file_of(const plan_opts *o, const char *hw, int gpus, int batch, char *buf, size_t n)
 {
-    if (o->w.gpus.n * (o->global ? 1 : o->w.batch.n) > 1)
+    if (o->nhw > 1) {
+        char tagged[4200];
+        const char *slash = strrchr(o->out, '/'), *dot = strrchr(o->out, '.');
+        size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - o->out) : strlen(o->out);
+        snprintf(tagged, sizeof tagged, "%.*s-%s%s", (int)stem, o->out, hw, o->out + stem);
+        plan_file_name(tagged, gpus, batch, buf, n);
+    } else if (o->w.gpus.n * (o->global ? 1 : o->w.batch.n) > 1) {
         plan_file_name(o->out, gpus, batch, buf, n);
-    else
+    } else {
         snprintf(buf, n, "%s", o->out);
+    }
 }
 
-/* Before any work: no plan file or --json over an input or over each other. */
+/* Before any work: no plan file or --json over an input (of any hardware) or over each other. */
 static int plan_check_outputs(const plan_opts *o, const resolve_inputs *in)
 {
-    int ng = o->w.gpus.n, nb = o->global ? 1 : o->w.batch.n, no = 0;
-    char (*names)[4200] = calloc((size_t)ng * nb + 1, sizeof *names);
-    const char **outs = calloc((size_t)ng * nb + 1, sizeof *outs);
+    int ng = o->w.gpus.n, nb = o->global ? 1 : o->w.batch.n, no = 0, nh = o->nhw;
+    char (*names)[4200] = calloc((size_t)nh * ng * nb + 1, sizeof *names);
+    const char **outs = calloc((size_t)nh * ng * nb + 1, sizeof *outs);
     if (!names || !outs) {
         free(names);
         free(outs);
         fprintf(stderr, "unpad plan: out of memory\n");
         return 1;
     }
-    for (int i = 0; o->out && i < ng; i++)
-        for (int b = 0; b < nb; b++) {
-            int g = o->w.gpus.v[i];
-            plan_file_of(o, g, o->global ? o->global / g : o->w.batch.v[b], names[no], sizeof names[no]);
-            outs[no] = names[no];
-            no++;
-        }
+    for (int h = 0; o->out && h < nh; h++)
+        for (int i = 0; i < ng; i++)
+            for (int b = 0; b < nb; b++) {
+                int g = o->w.gpus.v[i];
+                plan_file_of(o, in[h].hw.name, g, o->global ? o->global / g : o->w.batch.v[b], names[no],
+                             sizeof names[no]);
+                outs[no] = names[no];
+                no++;
+            }
     outs[no++] = o->w.json && strcmp(o->w.json, "-") ? o->w.json : NULL;
-    int bad = cli_check_outputs("plan", in, NULL, 0, outs, no);
+    const char *more[2 * PLAN_MAX_HW];
+    int nm = 0;
+    for (int h = 1; h < nh; h++) {
+        more[nm++] = in[h].hw_path;
+        more[nm++] = in[h].calib_path[0] ? in[h].calib_path : NULL;
+    }
+    int bad = cli_check_outputs("plan", &in[0], more, nm, outs, no);
     free(names);
     free(outs);
     return bad;
@@ -373,8 +430,10 @@ static int plan_check_outputs(const plan_opts *o, const resolve_inputs *in)
 static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const cli_prov *prov)
 {
     const whatif_setup *s = &o->w.s;
-    printf("unpad plan: %s on %s, %s counts, %d sampled steps per candidate, balancing %s\n",
-           in->model.name, in->hw.name, balance_count_name(o->count), s->steps,
+    printf("unpad plan: %s on ", in[0].model.name);
+    for (int h = 0; h < o->nhw; h++)
+        printf("%s%s", h ? ", " : "", in[h].hw.name);
+    printf(", %s counts, %d sampled steps per candidate, balancing %s\n", balance_count_name(o->count), s->steps,
            s->weights_tokens ? "tokens" : "the predicted per-sequence cost");
     cli_prov_print(stdout, prov);
     if (s->max_len)
@@ -399,7 +458,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     else
         json_null(w, "global_batch");
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
-    json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
+    json_num(w, "price_per_gpu_hour", o->w.prices.n == 1 ? o->w.prices.v[0] : NAN);
     json_num(w, "deadline_hours", o->deadline > 0 ? o->deadline : NAN);
     json_end(w);
     json_arr(w, "plans");
@@ -426,52 +485,96 @@ static int plan_choose_split(const whatif_setup *s, int gpus, const plan_opts *o
     return 0;
 }
 
-/* The configurations side by side (each its chosen policy), the fastest, and with --train-samples
- * the cheapest in GPU-hours, overall and within --deadline. */
-static void plan_summary(const plan_opts *o, const whatif_row *r, int n)
+/* The configurations side by side (each its chosen policy, hw[i] the hardware of r[i]), the fastest
+ * and with --train-samples the fewest GPU-hours, overall and within --deadline. */
+static void plan_summary(const plan_opts *o, const whatif_row *r, const char *const *hw, int n)
 {
     const whatif_setup *s = &o->w.s;
-    int train = s->train_samples > 0;
+    int train = s->train_samples > 0, cost = train && o->w.prices.n > 0;
     printf("\nthe plans side by side (each with its chosen policy):\n");
-    whatif_print_table(stdout, r, n, train);
+    printf("%-16s %5s %7s %-10s %9s %10s %8s %10s", "hw", "gpus", "batch", "policy", "step ms", "samples/s", "imb mean",
+           "memory GiB");
+    if (train)
+        printf(" %9s %9s%s", "train h", "GPU-h", cost ? "        cost" : "");
+    printf("\n");
     int fastest = 0, cheapest = -1, within = -1;
     for (int i = 0; i < n; i++) {
+        char batch[32], mem[32];
+        if (r[i].accum > 1)
+            snprintf(batch, sizeof batch, "%dx%d", r[i].batch, r[i].accum);
+        else
+            snprintf(batch, sizeof batch, "%d", r[i].batch);
+        snprintf(mem, sizeof mem, "%.1f%s", r[i].mem_gib, r[i].mem_fits ? "" : " NO");
+        printf("%-16s %5d %7s %-10s %9.2f %10.1f %8.4f %10s", hw[i], r[i].gpus, batch,
+               balance_policy_name(r[i].policy), r[i].step_us / 1e3, r[i].samples_per_s, r[i].imbalance_mean, mem);
+        if (train) {
+            printf(" %9.2f %9.1f", r[i].train_hours, r[i].gpu_hours);
+            if (cost)
+                printf(r[i].cost < 100 ? " %11.2f" : " %11.0f", r[i].cost);
+            if (o->deadline > 0)
+                printf("%s", r[i].train_hours <= o->deadline ? "" : "  (past the deadline)");
+        }
+        printf("\n");
         fastest = r[i].samples_per_s > r[fastest].samples_per_s ? i : fastest;
-        if (train && (cheapest < 0 || r[i].gpu_hours < r[cheapest].gpu_hours))
+        /* cheapest: by cost where every hardware has its price, else by GPU-hours */
+        double ci = cost ? r[i].cost : r[i].gpu_hours;
+        if (train && (cheapest < 0 || ci < (cost ? r[cheapest].cost : r[cheapest].gpu_hours)))
             cheapest = i;
         if (train && o->deadline > 0 && r[i].train_hours <= o->deadline &&
-            (within < 0 || r[i].gpu_hours < r[within].gpu_hours))
+            (within < 0 || ci < (cost ? r[within].cost : r[within].gpu_hours)))
             within = i;
     }
-    printf("  fastest: %d GPUs x %d", r[fastest].gpus, r[fastest].batch);
+    const char *by = cost ? "cheapest" : "fewest GPU-hours";
+    printf("  fastest: %s, %d GPUs x %d", hw[fastest], r[fastest].gpus, r[fastest].batch);
     if (r[fastest].accum > 1)
         printf(" x %d micro-batches", r[fastest].accum);
     printf(", %.0f samples/s\n", r[fastest].samples_per_s);
     if (cheapest >= 0)
-        printf("  fewest GPU-hours: %d GPUs (%.1f GPU-hours, %.2f hours)\n", r[cheapest].gpus,
-               r[cheapest].gpu_hours, r[cheapest].train_hours);
+        printf("  %s: %s, %d GPUs (%.1f GPU-hours, %.2f hours%s)\n", by, hw[cheapest], r[cheapest].gpus,
+               r[cheapest].gpu_hours, r[cheapest].train_hours, cost ? ", at the prices given" : "");
     if (o->deadline > 0 && within >= 0)
-        printf("  fewest GPU-hours within %g hours: %d GPUs (%.1f GPU-hours, %.2f hours)\n", o->deadline,
+        printf("  %s within %g hours: %s, %d GPUs (%.1f GPU-hours, %.2f hours)\n", by, o->deadline, hw[within],
                r[within].gpus, r[within].gpu_hours, r[within].train_hours);
     else if (o->deadline > 0)
         printf("  none of them trains %.4g samples within %g hours\n", s->train_samples, o->deadline);
 }
 
-/* Every configuration's plan and its outputs, after the flags and the inputs. */
+/* Every hardware's and configuration's plan and the outputs, after the flags and the inputs (in[h]
+ * for o->hw[h]). */
 static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
 {
     whatif_setup *s = &o->w.s;
-    int ng = o->w.gpus.n, nb = o->w.batch.n;
+    int ng = o->w.gpus.n, nb = o->w.batch.n, nh = o->nhw;
     unpad_err err = {0};
-    cli_setup_inputs(s, in, o->w.seed);
-    if (cli_check_layouts("plan", s->max_len, in, o->lays.v, o->lays.n))
-        return 1;
+    for (int h = 0; h < nh; h++) {
+        cli_setup_inputs(s, &in[h], o->w.seed);
+        if (cli_check_layouts("plan", s->max_len, &in[h], o->lays.v, o->lays.n))
+            return 1;
+    }
     cli_prov prov;
     char pc[sizeof ((unpad_plan *)0)->provenance];
-    cli_prov_sampled(&prov, argc, argv, in, o->w.seed, pc, sizeof pc);
+    cli_prov_sampled(&prov, argc, argv, &in[0], o->w.seed, pc, sizeof pc);
+    char hws[1024] = "", hw_paths[4 * 1100] = "", cals[256] = "", cal_paths[4 * 1100] = "";
+    if (nh > 1) { /* the provenance of several: comma lists in the order of --hw */
+        for (int h = 0; h < nh; h++) {
+            const char *sep = h ? "," : "";
+            snprintf(hws + strlen(hws), sizeof hws - strlen(hws), "%s%s", sep, in[h].hw.name);
+            snprintf(hw_paths + strlen(hw_paths), sizeof hw_paths - strlen(hw_paths), "%s%s", sep, in[h].hw_path);
+            snprintf(cals + strlen(cals), sizeof cals - strlen(cals), "%s%s", sep,
+                     calib_source_name(in[h].calib_from));
+            snprintf(cal_paths + strlen(cal_paths), sizeof cal_paths - strlen(cal_paths), "%s%s", sep,
+                     in[h].calib_path[0] ? in[h].calib_path : "-");
+        }
+        prov.hw = hws;
+        prov.hw_path = hw_paths;
+        prov.calibration = cals;
+        prov.calibration_path = cal_paths;
+        cli_prov_comment(&prov, pc, sizeof pc);
+    }
     cli_json jdoc = {0};
     progress *prog = NULL;
     whatif_row *chosen = NULL;
+    const char **chosen_hw = NULL;
     int rc = 1;
     if (o->w.json && cli_json_open("plan", o->w.json, &prov, &jdoc))
         goto out;
@@ -483,9 +586,9 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
         nb = 1;
     for (int i = 0; i < ng; i++)
         for (int b = 0; b < nb; b++)
-            work += (long long)per * s->steps *
+            work += (long long)nh * per * s->steps *
                     (o->global ? 2LL * o->global : (long long)o->w.gpus.v[i] * o->accum * o->w.batch.v[b]);
-    if (progress_start("unpad plan", "candidates", (long long)per * ng * nb, work, progress_wanted(o->w.quiet),
+    if (progress_start("unpad plan", "candidates", (long long)nh * per * ng * nb, work, progress_wanted(o->w.quiet),
                        &prog, &err)) {
         cli_error("plan", &err);
         goto out;
@@ -494,25 +597,39 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     plan_print_title(o, in, &prov);
     if (o->w.json)
         plan_json_open(&jdoc.w, o);
-    chosen = calloc((size_t)ng * nb, sizeof *chosen);
-    if (!chosen) {
+    chosen = calloc((size_t)nh * ng * nb, sizeof *chosen);
+    chosen_hw = calloc((size_t)nh * ng * nb, sizeof *chosen_hw);
+    if (!chosen || !chosen_hw) {
         fprintf(stderr, "unpad plan: out of memory\n");
         goto out;
     }
-    for (int i = 0; i < ng; i++)
-        for (int b = 0; b < nb; b++) {
-            char file[4200];
-            int g = o->w.gpus.v[i], batch = o->global ? o->global / g : o->w.batch.v[b], accum = o->accum;
-            if (o->global && plan_choose_split(s, g, o, &batch, &accum))
-                goto out;
-            if (o->out)
-                plan_file_of(o, g, o->global ? o->global / g : batch, file, sizeof file);
-            if (plan_one(in, s, g, batch, accum, o->policy, o->count, o->out ? file : NULL, pc,
-                         o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n, o->deadline, &chosen[i * nb + b]))
-                goto out;
+    int k = 0;
+    for (int h = 0; h < nh; h++) {
+        cli_setup_inputs(s, &in[h], o->w.seed);
+        s->gpu_hour_price = o->w.prices.n > 1 ? o->w.prices.v[h] : o->w.prices.n ? o->w.prices.v[0] : 0;
+        if (nh > 1) {
+            char label[4400];
+            printf("\n== %s: %s", in[h].hw.name, cli_calib_label(&in[h], label, sizeof label));
+            if (s->gpu_hour_price > 0)
+                printf("; %g per GPU-hour", s->gpu_hour_price);
+            printf("\n");
         }
-    if (ng * nb > 1)
-        plan_summary(o, chosen, ng * nb);
+        for (int i = 0; i < ng; i++)
+            for (int b = 0; b < nb; b++, k++) {
+                char file[4200];
+                int g = o->w.gpus.v[i], batch = o->global ? o->global / g : o->w.batch.v[b], accum = o->accum;
+                if (o->global && plan_choose_split(s, g, o, &batch, &accum))
+                    goto out;
+                if (o->out)
+                    plan_file_of(o, in[h].hw.name, g, o->global ? o->global / g : batch, file, sizeof file);
+                if (plan_one(&in[h], s, g, batch, accum, o->policy, o->count, o->out ? file : NULL, pc,
+                             o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n, o->deadline, &chosen[k]))
+                    goto out;
+                chosen_hw[k] = in[h].hw.name;
+            }
+    }
+    if (k > 1)
+        plan_summary(o, chosen, chosen_hw, k);
     progress_end(prog);
     prog = NULL;
     if (!o->out)
@@ -527,6 +644,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     rc = 0;
 out:
     free(chosen);
+    free(chosen_hw);
     progress_end(prog);
     cli_json_abandon(&jdoc);
     return rc;
@@ -537,11 +655,17 @@ int cmd_plan(int argc, char **argv)
     plan_opts o;
     int rc = plan_opts_parse(argc, argv, &o);
     if (rc < 0) {
-        resolve_inputs in;
-        memset(&in, 0, sizeof in);
-        rc = cli_inputs_load("plan", &o.w.rq, &in, 1) || plan_check_outputs(&o, &in) ? 1
-                                                                                  : plan_all(&o, &in, argc, argv);
-        resolve_inputs_free(&in);
+        resolve_inputs in[PLAN_MAX_HW];
+        memset(in, 0, sizeof in);
+        rc = 0;
+        for (int h = 0; h < o.nhw && !rc; h++) {
+            resolve_req rq = o.w.rq;
+            rq.hw = o.hw[h];
+            rc = cli_inputs_load("plan", &rq, &in[h], 1);
+        }
+        rc = rc || plan_check_outputs(&o, in) ? 1 : plan_all(&o, in, argc, argv);
+        for (int h = 0; h < o.nhw; h++)
+            resolve_inputs_free(&in[h]);
     }
     cli_sweep_free(&o.w);
     return rc;

@@ -121,6 +121,7 @@ typedef struct {
     int gpus, batch, unfused, seed, steps, cap, quiet, padded;
     int accum;                   /* micro-batches per GPU and step */
     double train_samples, price; /* --train-samples, --price (0: not asked) */
+    cli_prices prices;           /* --price as given */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
     const char *csv, *json;
 } predict_opts;
@@ -267,7 +268,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_LAYOUTS("layout", &o->lays, MAX_LAYOUTS),
         CLI_OPT_STR("json", &o->json),
         CLI_OPT_FLAG("quiet", &o->quiet),
-        CLI_OPTS_TRAIN(&o->train_samples, &o->price),
+        CLI_OPTS_TRAIN(&o->train_samples, &o->prices),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
@@ -283,6 +284,11 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         if (o->padded)
             o->lays.v[o->lays.n++] = (layout){.kind = LAYOUT_PADDED, .per_row = LAYOUT_PACK_DEFAULT};
     }
+    if (o->prices.n > 1) {
+        fprintf(stderr, "unpad predict: --price: one price (a list goes with plan --hw A,B)\n");
+        return 2;
+    }
+    o->price = o->prices.n ? o->prices.v[0] : 0;
     return cli_check_train("predict", o->train_samples, o->price) ? 2 : -1;
 }
 

@@ -165,6 +165,10 @@ static int whatif_parse(int argc, char **argv, whatif_opts *o)
     int rc = cli_opts_parse("whatif", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;
+    if (o->w.prices.n > 1) {
+        fprintf(stderr, "unpad whatif: --price: one price (a list goes with plan --hw A,B)\n");
+        return 2;
+    }
     if (cli_sweep_check("whatif", &o->w, 1))
         return 2;
     if (!o->accum.v && cli_int_list("whatif", "--accum", "1", 1, WHATIF_ACCUM_MAX, &o->accum.v, &o->accum.n))
