@@ -123,6 +123,10 @@ int resolve_named(const char *given, const char *flag, const char *dir, const ch
         return rc;
     char names[1024];
     list_names(folder, ext, names, sizeof names);
+    if (strchr(given, ','))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s %s: one file, not a list%s; the project's own: %s", flag,
+                          given, strcmp(flag, "--hw") ? "" : " (several go with `unpad plan --hw A,B`)",
+                          names[0] ? names : "none");
     return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s %s: no such file here, and no %s; the project's own: %s", flag,
                       given, path, names[0] ? names : "none");
 }

@@ -301,6 +301,11 @@ START_TEST(test_names)
     ck_assert_ptr_nonnull(strstr(e.msg, under_home(p, sizeof p, "models/bert-larg.cfg")));
     ck_assert_ptr_nonnull(strstr(e.msg, "bert-base, bert-large, bert-tiny"));
     resolve_inputs_free(&in);
+    /* a list where one file goes */
+    rq = (resolve_req){.hw = "h200-sxm,h100-sxm"};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "one file, not a list (several go with `unpad plan --hw A,B`)"));
+    resolve_inputs_free(&in);
     /* a path with a folder is never looked up by name; a file here wins over the project's */
     rq = (resolve_req){.dist = "./short", .need_dist = 1};
     ck_assert_int_ne(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
