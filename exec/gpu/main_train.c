@@ -113,7 +113,7 @@ static int arg_name(const char *flag, const char *v, int ok, const char *expecte
 }
 
 enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
-       O_NODROP, O_GELU, O_VR, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
+       O_NODROP, O_GELU, O_VR, O_ACCUM, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
        O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_GWRITE, O_HELP };
@@ -152,6 +152,7 @@ static int parse_one(int c, const char *v, train_args *a)
         a->grad_write = !strcmp(v, "on");
         break;
     case O_VR: return arg_int("--virtual-ranks", v, 1, 1024, &a->vranks);
+    case O_ACCUM: return arg_int("--accum", v, 1, 1024, &a->vranks);
     case O_LOG: return arg_int("--log-every", v, 1, 1000000000, &a->log_every);
     case O_LOGFILE: a->log_file = v; break;
     case O_SUMMARY: a->summary_json = v; break;
@@ -245,7 +246,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"dist", 1, 0, O_DIST}, {"batch", 1, 0, O_BATCH}, {"steps", 1, 0, O_STEPS}, {"lr", 1, 0, O_LR},
         {"warmup-steps", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"max-grad-norm", 1, 0, O_NORM},
         {"seed", 1, 0, O_SEED}, {"no-dropout", 0, 0, O_NODROP}, {"gelu", 1, 0, O_GELU},
-        {"virtual-ranks", 1, 0, O_VR}, {"accum", 1, 0, O_VR}, {"log-every", 1, 0, O_LOG}, {"eval", 1, 0, O_EVAL},
+        {"virtual-ranks", 1, 0, O_VR}, {"accum", 1, 0, O_ACCUM}, {"log-every", 1, 0, O_LOG}, {"eval", 1, 0, O_EVAL},
         {"eval-every", 1, 0, O_EVERY}, {"eval-batches", 1, 0, O_EBATCH}, {"save", 1, 0, O_SAVE},
         {"save-every", 1, 0, O_SEVERY}, {"resume", 1, 0, O_RESUME}, {"trace", 1, 0, O_TRACE},
         {"trace-json", 1, 0, O_TJSON}, {"trace-steps", 1, 0, O_TSTEPS}, {"hw", 1, 0, O_HW},
