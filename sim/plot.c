@@ -359,8 +359,9 @@ out:
 /* ---- imbalance ------------------------------------------------------------------------------- */
 
 typedef struct {
-    int gpus, batch, steps;
+    int gpus, batch, steps, accum;
     char series[64];   /* "policy/count" */
+    char layout[64];   /* "" in a CSV without the column */
     double mean, p99;
 } imb_point;
 
@@ -417,7 +418,7 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
     if (rc)
         return rc;
     enum { NEED = 7 };
-    int got, cap = 64, n = 0, lineno = 0, ci[NEED] = {-1, -1, -1, -1, -1, -1, -1};
+    int got, cap = 64, n = 0, lineno = 0, ci[NEED] = {-1, -1, -1, -1, -1, -1, -1}, ci_layout = -1, ci_accum = -1;
     static const char *const need[NEED] = {"gpus", "batch", "policy", "count", "imbalance_mean",
                                            "imbalance_p99", "steps"};
     imb_point *v = malloc((size_t)cap * sizeof *v);
@@ -446,6 +447,8 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
             continue;
         int nc = split_csv(line, cols, 64);
         if (ci[0] < 0) {
+            ci_layout = find_col(cols, nc, "layout");
+            ci_accum = find_col(cols, nc, "accum");
             for (int j = 0; j < NEED; j++)
                 if ((ci[j] = find_col(cols, nc, need[j])) < 0 && j < NEED - 1) {
                     rc = unpad_fail(err, UNPAD_EINVAL, path, lineno,
@@ -475,6 +478,15 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
         p.gpus = (int)g;
         p.batch = (int)b;
         p.steps = (int)k;
+        long acc = 1;
+        if (ci_layout >= 0 && ci_layout < nc)
+            snprintf(p.layout, sizeof p.layout, "%s", cols[ci_layout]);
+        if (ci_accum >= 0 && (ci_accum >= nc || unpad_parse_long(cols[ci_accum], &acc) || acc < 1 || acc > 1 << 20)) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "bad what-if row (expected accum in 1..1048576)");
+            unpad_err_show_line(err, lineno, raw);
+            goto out;
+        }
+        p.accum = (int)acc;
         snprintf(p.series, sizeof p.series, "%s/%s", cols[ci[2]], cols[ci[3]]);
         if (n == cap) {
             imb_point *nv = realloc(v, (size_t)(cap *= 2) * sizeof *v);
@@ -580,12 +592,61 @@ static int write_panel(const char *out, const char *suffix, const char *prov, co
     return csv_close(&c, err);
 }
 
-int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
-                   const char *prov, const char *out, unpad_err *err)
+/* Keeps the rows of one layout and one accumulation (those asked; where not asked, the CSV's only
+ * one, else refused naming what it holds). */
+static int imbalance_select(const char *path, imb_point *v, int *n, const char *layout, int accum, char *what,
+                            size_t wn, unpad_err *err)
+{
+    char seen_l[512] = "", seen_a[256] = "";
+    int nl = 0, na = 0;
+    for (int i = 0; i < *n; i++) {
+        int dup = 0;
+        for (int j = 0; j < i && !dup; j++)
+            dup = !strcmp(v[j].layout, v[i].layout);
+        if (!dup && strlen(seen_l) + strlen(v[i].layout) + 3 < sizeof seen_l) {
+            snprintf(seen_l + strlen(seen_l), sizeof seen_l - strlen(seen_l), "%s%s", nl ? ", " : "", v[i].layout);
+            nl++;
+        }
+        dup = 0;
+        for (int j = 0; j < i && !dup; j++)
+            dup = v[j].accum == v[i].accum;
+        if (!dup && strlen(seen_a) + 16 < sizeof seen_a) {
+            snprintf(seen_a + strlen(seen_a), sizeof seen_a - strlen(seen_a), "%s%d", na ? ", " : "", v[i].accum);
+            na++;
+        }
+    }
+    if (!layout && nl > 1)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "rows of %d length layouts (%s): choose one with --layout NAME", nl, seen_l);
+    if (!accum && na > 1)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "rows of %d accumulations (%s): choose one with --accum K", na, seen_a);
+    int k = 0;
+    for (int i = 0; i < *n; i++)
+        if ((!layout || !strcmp(v[i].layout, layout)) && (!accum || v[i].accum == accum))
+            v[k++] = v[i];
+    if (!k)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0, "no rows of %s%s%s%s (the CSV holds layouts %s; accumulations %s)",
+                          layout ? "layout " : "", layout ? layout : "", layout && accum ? " and " : "",
+                          accum ? "that accumulation" : "", seen_l, seen_a);
+    *n = k;
+    what[0] = '\0';
+    if (layout || (nl == 1 && v[0].layout[0] && strcmp(v[0].layout, "unpadded")))
+        snprintf(what, wn, "; layout %s", v[0].layout);
+    if (accum > 1 || (na == 1 && v[0].accum > 1))
+        snprintf(what + strlen(what), wn - strlen(what), "; %d micro-batches a step", v[0].accum);
+    return UNPAD_OK;
+}
+
+int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus, const char *layout,
+                   int accum, const char *prov, const char *out, unpad_err *err)
 {
     imb_point *v = NULL;
     imb_source src;
+    char what[160];
     int n = 0, rc = read_whatif_csv(whatif_csv, &v, &n, &src, err);
+    if (!rc && (rc = imbalance_select(whatif_csv, v, &n, layout, accum, what, sizeof what, err)))
+        free(v);
     if (rc)
         return rc;
     char series[32][64];
@@ -661,6 +722,8 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
         o += (size_t)snprintf(title + o, sizeof title - o, "\nWHAT-IF: --faster %s; ", src.faster);
     else
         o += (size_t)snprintf(title + o, sizeof title - o, "\n");
+    if (what[0] && o < sizeof title) /* the layout and accumulation chosen */
+        o += (size_t)snprintf(title + o, sizeof title - o, "%s; ", what + 2);
     if (src.dist[0] && o < sizeof title)
         o += (size_t)snprintf(title + o, sizeof title - o, "lengths from %s; ", base_name(src.dist));
     if (o < sizeof title)

@@ -57,9 +57,11 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
 /* batch / gpus: the fixed value of each panel (0: the value with the most points). The title
  * names the model, hardware, distribution and steps from the what-if CSV's comment lines
  * ("# model: ...", see cmd_whatif) when it has them, and says when the CSV is partial (no
- * "# complete" line: an interrupted sweep). */
-int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus,
-                   const char *prov, const char *out, unpad_err *err);
+ * "# complete" line: an interrupted sweep). A CSV that sweeps length layouts or gradient
+ * accumulation has several rows per point: layout (NULL) and accum (0) choose its rows, and when
+ * they are not given and the CSV holds more than one value the plot is refused, naming them. */
+int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int gpus, const char *layout,
+                   int accum, const char *prov, const char *out, unpad_err *err);
 
 typedef struct {
     const model_cfg *model;

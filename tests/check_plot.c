@@ -173,7 +173,7 @@ START_TEST(test_every_kind)
     snprintf(csv, sizeof csv, "%s/whatif.csv", dir);
     ck_assert_int_eq(whatif_write_csv(csv, rows, n, &e), UNPAD_OK);
     snprintf(out, sizeof out, "%s/imbalance", dir);
-    ck_assert_msg(plot_imbalance(in.plots, csv, 0, 0, NULL, out, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_msg(plot_imbalance(in.plots, csv, 0, 0, NULL, 0, NULL, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
     /* x = gpus at batch 16 (the busiest: every batch has 3 GPU counts; ties to the first) */
     snprintf(csv, sizeof csv, "%s/imbalance-gpus.csv", dir);
@@ -218,14 +218,29 @@ START_TEST(test_errors)
     ck_assert_int_ne(stat(png, &st), 0);
     /* A what-if CSV without the columns, and one with a bad row: file, line, reason. */
     tu_write_tmp(bad, sizeof bad, ".csv", "gpus,batch,policy\n8,56,kk\n");
-    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, out, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, 0, NULL, out, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, ":1: header has no column 'count'"));
     unlink(bad);
     tu_write_tmp(bad, sizeof bad, ".csv",
                  "gpus,batch,policy,count,imbalance_mean,imbalance_p99\n8,56,kk,equal,1.0,1.0\n"
                  "8,x,kk,equal,1,1\n");
-    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, out, &e), UNPAD_EINVAL);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, 0, NULL, out, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, ":3: bad what-if row"));
+    unlink(bad);
+    /* rows of two layouts or two accumulations: one of each is chosen, or the plot is refused */
+    tu_write_tmp(bad, sizeof bad, ".csv",
+                 "gpus,batch,accum,policy,count,imbalance_mean,imbalance_p99,layout\n"
+                 "8,56,1,kk,equal,1.01,1.02,unpadded\n8,56,1,kk,equal,1.0,1.0,padded\n"
+                 "8,56,4,kk,equal,1.001,1.002,unpadded\n");
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, NULL, 0, NULL, out, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "rows of 2 length layouts (unpadded, padded): choose one with --layout"), "%s",
+                  e.msg);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, "unpadded", 0, NULL, out, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "rows of 2 accumulations (1, 4): choose one with --accum"), "%s", e.msg);
+    ck_assert_int_eq(plot_imbalance(in.plots, bad, 0, 0, "packed:3", 1, NULL, out, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "no rows of layout packed:3"), "%s", e.msg);
+    if (plot_imbalance(in.plots, bad, 0, 0, "unpadded", 4, NULL, out, &e) != UNPAD_OK)
+        ck_assert_msg(strstr(e.msg, "gnuplot"), "%s", e.msg); /* chosen: only a missing gnuplot may stop it */
     unlink(bad);
     char q[64];
     plot_quote("it's", q, sizeof q);

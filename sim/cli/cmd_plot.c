@@ -22,7 +22,8 @@ static void usage(FILE *f)
             "             [--batch B] [--count equal|free] [--seed S] [--tokens]\n"
             "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
             "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
-            "             value with the most points)\n"
+            "             value with the most points) [--layout NAME] [--accum K]  (the rows of one\n"
+            "             layout and accumulation, where the CSV sweeps them)\n"
             "  groups     FMHA grouping of one GPU's batch as a timeline over streams, against one\n"
             "             launch and the 128/256/384/512 buckets\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
@@ -46,6 +47,8 @@ typedef struct {
     cli_ints lens;         /* --lengths */
     balance_count count;
     const char *csv, *out, *plots;
+    const char *layout;    /* imbalance: the rows of this layout */
+    int accum;             /* imbalance: the rows of this accumulation (0: any) */
 } plot_opts;
 
 /* The kind, the flags, and the flags that do not go with the kind refused. */
@@ -80,6 +83,8 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         CLI_OPT_INT("granularity", &o->gran, 1, 65536),
         CLI_OPT_STR("out", &o->out),
         CLI_OPT_STR("plots", &o->plots),
+        CLI_OPT_STR("layout", &o->layout),
+        CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
     };
     int rc = cli_opts_parse("plot", argc, argv, 2, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
@@ -88,8 +93,9 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         fprintf(stderr, "unpad plot imbalance: --csv F is required (a CSV from `unpad whatif --csv F`)\n");
         return 2;
     }
-    if (o->k != PLOT_IMBALANCE && o->csv) {
-        fprintf(stderr, "unpad plot %s: --csv is for the imbalance plot\n", kind);
+    if (o->k != PLOT_IMBALANCE && (o->csv || o->layout || o->accum)) {
+        fprintf(stderr, "unpad plot %s: --%s is for the imbalance plot\n", kind,
+                o->csv ? "csv" : o->layout ? "layout" : "accum");
         return 2;
     }
     if (o->k != PLOT_GROUPS && o->lens.v) {
@@ -143,7 +149,9 @@ static int plot_draw(plot_opts *o, const resolve_inputs *in, int argc, char **ar
     cli_prov_init(&prov, argc, argv);
     if (o->k == PLOT_IMBALANCE) {
         cli_prov_comment(&prov, pc, sizeof pc);
-        return plot_imbalance(o->plots, o->csv, o->batch, o->gpus, pc, o->out, &err) ? cli_error("plot", &err) : 0;
+        return plot_imbalance(o->plots, o->csv, o->batch, o->gpus, o->layout, o->accum, pc, o->out, &err)
+                   ? cli_error("plot", &err)
+                   : 0;
     }
     cli_prov_inputs(&prov, in, !given);
     if (o->k == PLOT_HIST) /* the histogram uses only the distribution */
