@@ -115,7 +115,7 @@ KERNLIB  := $(GBUILD)/libunpad_kernels.a
 CPU_BINS := bin/unpad $(if $(wildcard exec/main_data.c),bin/unpad-data)
 GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
-.PHONY: all cpu gpu kernels probe demo report test test-run test-asan test-gpu bench bench-kernels \
+.PHONY: all cpu gpu kernels probe demo check-readme report test test-run test-asan test-gpu bench bench-kernels \
         bench-cpu deps clean FORCE fuzz fuzz-ci
 all: probe cpu $(if $(HAVE_NVCC),kernels)
 
@@ -278,6 +278,11 @@ test-asan: deps
 demo: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) cpu
 	@bash scripts/demo.sh
+
+# Every `bin/unpad` command of the README run as it is written, exiting as the README shows.
+check-readme: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) cpu
+	@bash scripts/readme-check.sh
 
 # Calibration report: calibrate, validate on held-out traces, plot, cross-hardware.
 report: cpu
