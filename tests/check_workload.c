@@ -160,6 +160,42 @@ START_TEST(test_predict)
 }
 END_TEST
 
+/* Several workloads on several threads: the same numbers as one after another. */
+START_TEST(test_threads)
+{
+    unpad_err e = {0};
+    static const char *const rows[3] = {"a,bert-base,8,1,none,short,20,5,5,4,a.csv",
+                                        "b,bert-base,16,1,none,uniform,20,9,9,5,b.csv",
+                                        "c,bert-base,6,3,kk,bimodal,20,14,14,5,c.csv"};
+    workload_row one[3], many[3];
+    for (int i = 0; i < 3; i++) {
+        workload_row *w = one_row(rows[i]);
+        one[i] = many[i] = w[0];
+        free(w);
+    }
+    hw_spec hw;
+    calib_coef c;
+    model_cfg m;
+    unpad_dist d;
+    load_inputs(&hw, &m, &d, &c);
+    const char *h = getenv("UNPAD_HOME");
+    workload_setup s = {.home = h && *h ? h : ".", .logs = "/nonexistent", .hw = &hw, .calib = &c, .seed = 21,
+                        .whatif_steps = 300, .threads = 1};
+    ck_assert_msg(workload_predict(&s, one, 3, &e) == UNPAD_OK, "%s", e.msg);
+    s.threads = 3;
+    ck_assert_msg(workload_predict(&s, many, 3, &e) == UNPAD_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_double_eq(one[i].predict_ms, many[i].predict_ms);
+        ck_assert_double_eq(one[i].whatif_ms, many[i].whatif_ms);
+        ck_assert_double_eq(one[i].band_lo_ms, many[i].band_lo_ms);
+        ck_assert_double_eq(one[i].band_hi_ms, many[i].band_hi_ms);
+        ck_assert(one[i].predict_ms > 0);
+    }
+    ck_assert(one[1].predict_ms != one[0].predict_ms); /* each row its own */
+    dist_free(&d);
+}
+END_TEST
+
 /* Calibration from untraced steps: each logged step's wall time minus the step model's time for
  * its batch (no overhead), then their robust location as the step overhead. */
 START_TEST(test_step_gaps)
@@ -296,6 +332,7 @@ Suite *workload_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_step_gaps);
     tcase_add_test(tc, test_overhead_untraced);
     tcase_add_test(tc, test_batch_lengths_match_trainer);
