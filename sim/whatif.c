@@ -14,6 +14,7 @@
 #include "memory.h"
 #include "step.h"
 #include "outfile.h"
+#include "pool.h"
 
 void whatif_setup_default(whatif_setup *s)
 {
@@ -242,8 +243,10 @@ static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, part
 
 static void row_results(sweep *sw, int i);
 
-static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
+static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
 {
+    sweep *sw = ctx;
+    worker *wk = state;
     const whatif_setup *s = sw->s;
     const cell *c = &sw->cells[sw->job_cell[job]];
     int chunk = job % sw->chunks, n = c->gpus * c->accum * c->batch, rc;
@@ -283,18 +286,12 @@ static int run_chunk(sweep *sw, int job, worker *wk, unpad_err *err)
     return rc;
 }
 
-/* Jobs 0..njobs-1 over `threads` threads (the caller's included), taken in order; the first
- * failure stops the others and is kept. */
-typedef struct {
-    int (*fn)(sweep *sw, int job, worker *wk, unpad_err *err);
-    sweep *sw;
-    int njobs, next, rc, need_ws;
-    unpad_err err;
-    pthread_mutex_t lock;
-} job_pool;
-
-static void worker_free(worker *wk)
+static void worker_free(void *ctx, void *state)
 {
+    (void)ctx;
+    worker *wk = state;
+    if (!wk)
+        return;
     balance_ws_free(wk->ws);
     if (wk->r.gpu)
         balance_result_free(&wk->r);
@@ -303,11 +300,17 @@ static void worker_free(worker *wk)
     free(wk->scratch);
     free(wk->w);
     free(wk->t);
+    free(wk);
 }
 
-static int worker_alloc(const sweep *sw, worker *wk, unpad_err *err)
+/* A worker thread's own buffers, for the largest cell (pool.h init). */
+static int worker_alloc(void *ctx, void **state, unpad_err *err)
 {
-    memset(wk, 0, sizeof *wk);
+    const sweep *sw = ctx;
+    worker *wk = calloc(1, sizeof *wk);
+    *state = wk;
+    if (!wk)
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     int n = sw->max_n > 0 ? sw->max_n : 1, k = sw->max_gpus > 0 ? sw->max_gpus : 1;
     int rc = balance_ws_alloc(n, k, &wk->ws, err);
     if (!rc)
@@ -322,58 +325,12 @@ static int worker_alloc(const sweep *sw, worker *wk, unpad_err *err)
     return rc;
 }
 
-static void *pool_worker(void *arg)
-{
-    job_pool *jp = arg;
-    unpad_err err = {0};
-    worker wk = {0};
-    int rc = jp->need_ws ? worker_alloc(jp->sw, &wk, &err) : UNPAD_OK;
-    for (;;) {
-        pthread_mutex_lock(&jp->lock);
-        if (rc && !jp->rc) {
-            jp->rc = rc;
-            jp->err = err;
-        }
-        int i = jp->rc ? jp->njobs : jp->next++;
-        pthread_mutex_unlock(&jp->lock);
-        if (i >= jp->njobs)
-            break;
-        rc = jp->fn(jp->sw, i, &wk, &err);
-    }
-    worker_free(&wk);
-    return NULL;
-}
-
-static int pool_run(sweep *sw, int threads, int njobs, int need_ws,
-                    int (*fn)(sweep *, int, worker *, unpad_err *), unpad_err *err)
-{
-    job_pool jp = {.fn = fn, .sw = sw, .njobs = njobs, .need_ws = need_ws};
-    if (threads > njobs)
-        threads = njobs;
-    if (threads > 64)
-        threads = 64;
-    pthread_mutex_init(&jp.lock, NULL);
-    pthread_t tid[64];
-    int started = 0;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&tid[t], NULL, pool_worker, &jp) != 0)
-            break;
-        started = t;
-    }
-    pool_worker(&jp);
-    for (int t = 1; t <= started; t++)
-        pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&jp.lock);
-    if (jp.rc && err)
-        *err = jp.err;
-    return jp.rc;
-}
-
 /* One grouping per batch size, planned on the distribution's typical batch (coarse: at most 24
  * candidate units, as boundaries of a plan file are). */
-static int groups_job(sweep *sw, int i, worker *wk, unpad_err *err)
+static int groups_job(void *ctx, void *state, int i, unpad_err *err)
 {
-    (void)wk;
+    (void)state;
+    sweep *sw = ctx;
     const whatif_setup *s = sw->s;
     batch_groups *bg = (batch_groups *)&sw->bg[i];
     group_opts o = {s->max_streams, s->granularity, 24};
@@ -637,15 +594,14 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         sw.cells[c].chunks_left = sw.chunks;
         sw.cells[c].step_work = (long long)sw.cells[c].work;
     }
-    int threads = s->threads > 0 ? s->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1)
-        threads = 1;
-    if (s->attn_steps > 0 && (rc = pool_run(&sw, threads, nbg, 0, groups_job, err)))
+    static const pool_fns groups = {.job = groups_job};
+    static const pool_fns chunks = {.init = worker_alloc, .fini = worker_free, .job = run_chunk};
+    if (s->attn_steps > 0 && (rc = pool_run(&sw, &groups, s->threads, nbg, err)))
         goto out;
     if (s->attn_steps <= 0)
         sw.nbg = 0;
     pthread_mutex_init(&sw.lock, NULL);
-    rc = pool_run(&sw, threads, nc * sw.chunks, 1, run_chunk, err);
+    rc = pool_run(&sw, &chunks, s->threads, nc * sw.chunks, err);
     pthread_mutex_destroy(&sw.lock);
 out:
     free(idx);

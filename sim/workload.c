@@ -3,14 +3,13 @@
 #include "workload.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "balance.h"
 #include "dist.h"
 #include "memory.h"
+#include "pool.h"
 #include "progress.h"
 #include "step.h"
 #include "whatif.h"
@@ -415,60 +414,28 @@ int workload_step_gaps(const workload_setup *s, const workload_row *w, double *g
     return rc;
 }
 
-/* The workloads as jobs of a pool of threads: each row is predicted on its own (its own samplers,
- * models and what-if on one thread), so the results do not depend on the thread count. */
+/* One workload, a job of the pool (pool.h): each row is predicted on its own (its own samplers,
+ * models, and a what-if on one thread), so the results do not depend on the thread count. */
 typedef struct {
-    const workload_setup *s;
+    workload_setup one;
     workload_row *rows;
-    int n, next, rc;
-    unpad_err err;
-    pthread_mutex_t lock;
-} row_pool;
+} rows_job;
 
-static void *row_worker(void *arg)
+static int predict_job(void *ctx, void *state, int i, unpad_err *err)
 {
-    row_pool *p = arg;
-    workload_setup one = *p->s;
-    one.threads = 1;
-    for (;;) {
-        pthread_mutex_lock(&p->lock);
-        int i = p->rc ? p->n : p->next++;
-        pthread_mutex_unlock(&p->lock);
-        if (i >= p->n)
-            break;
-        unpad_err e = {0};
-        int rc = predict_one(&one, &p->rows[i], &e);
-        pthread_mutex_lock(&p->lock);
-        if (rc && !p->rc) {
-            p->rc = rc;
-            p->err = e;
-        }
-        pthread_mutex_unlock(&p->lock);
-        progress_add(one.progress, 1, 1);
-    }
-    return NULL;
+    (void)state;
+    rows_job *j = ctx;
+    int rc = predict_one(&j->one, &j->rows[i], err);
+    progress_add(j->one.progress, 1, 1);
+    return rc;
 }
 
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err)
 {
-    int threads = s->threads > 0 ? s->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    threads = threads < 1 ? 1 : threads > n ? n : threads > 64 ? 64 : threads;
-    row_pool p = {.s = s, .rows = rows, .n = n};
-    pthread_mutex_init(&p.lock, NULL);
-    pthread_t tid[64];
-    int started = 0;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&tid[t], NULL, row_worker, &p) != 0)
-            break;
-        started = t;
-    }
-    row_worker(&p);
-    for (int t = 1; t <= started; t++)
-        pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&p.lock);
-    if (p.rc && err)
-        *err = p.err;
-    return p.rc;
+    static const pool_fns fns = {.job = predict_job};
+    rows_job j = {.one = *s, .rows = rows};
+    j.one.threads = 1;
+    return pool_run(&j, &fns, s->threads, n, err);
 }
 
 int workload_in_band(const workload_row *w) { return w->meas_ms >= w->band_lo_ms && w->meas_ms <= w->band_hi_ms; }
