@@ -668,10 +668,25 @@ void validate_print(FILE *f, const validate_report *rep)
     fprintf(f, "\n");
 
     fprintf(f, "targets (meant for held-out traces):\n");
-    if (rep->step_time.n)
+    if (rep->step_time.n) {
         fprintf(f, "  per-step time error   median %.2f%% (<= 2%%: %s), max %.2f%% (<= 5%%: %s)\n",
                 rep->step_time.median_abs_pct, met(rep->step_time.median_abs_pct <= 2),
                 rep->step_time.max_abs_pct, met(rep->step_time.max_abs_pct <= 5));
+        size_t w = 0; /* the step behind the max, so that a stall is seen for one */
+        double we = -1;
+        for (size_t i = 0; i < rep->nsteps; i++) {
+            const validate_step *S = &rep->steps[i];
+            double e = S->meas_us > 0 ? fabs(pct(S->pred_us, S->meas_us)) : 0;
+            if (e > we) {
+                we = e;
+                w = i;
+            }
+        }
+        if (rep->nsteps)
+            fprintf(f, "                        the worst: %s step %d, measured %.3f ms against %.3f predicted\n",
+                    rep->runs[rep->steps[w].run].name, rep->steps[w].step, rep->steps[w].meas_us / 1e3,
+                    rep->steps[w].pred_us / 1e3);
+    }
     if (rep->rank_load.n)
         fprintf(f, "  per-rank load error   median %.2f%% (<= 3%%: %s)\n", rep->rank_load.median_abs_pct,
                 met(rep->rank_load.median_abs_pct <= 3));
