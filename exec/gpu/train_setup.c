@@ -30,8 +30,9 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
         t->cfg.attn_dropout = a->attn_dropout;
     t->hw = t->in.hw;
     t->cc = t->in.calib;
-    snprintf(t->calib_from, sizeof t->calib_from, "%s",
-             t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults");
+    snprintf(t->calib_from, sizeof t->calib_from, "%.4000s%s",
+             t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults",
+             t->in.calib_from == CALIB_TRANSFERRED ? " (an estimate: transferred from other hardware)" : "");
     fmha_grouping *fg = &t->fg;
     *fg = (fmha_grouping){.nb = plan->fmha_nb, .hw = &t->hw, .cc = &t->cc, .heads = t->cfg.heads};
     memcpy(fg->bounds, plan->fmha_bounds, sizeof fg->bounds);
