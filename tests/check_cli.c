@@ -507,6 +507,20 @@ START_TEST(test_time_to_train)
     }
     jr_free(v);
     ck_assert_int_eq(run("plan --deadline 2 2> %D/err.txt"), 2); /* no --train-samples */
+    /* a budget: each plan says whether it costs at most that */
+    ck_assert_int_eq(run("plan --gpus 2,8 --global-batch 64 --steps 5 --train-samples 1e6 --price 2 --budget 1 "
+                         "--json %D/b.json"), 0);
+    v = load_json("b.json");
+    check_doc(v, "plan");
+    ck_assert_double_eq(at(v, "config.budget")->num, 1);
+    plans = at(v, "plans");
+    for (int i = 0; i < plans->n; i++) {
+        const jr_node *p = plans->kids[i];
+        ck_assert_int_eq(jr_get(p, "within_budget")->t, JR_BOOL);
+        ck_assert_int_eq((int)jr_get(p, "within_budget")->num, jr_get(p, "pred_cost")->num <= 1);
+    }
+    jr_free(v);
+    ck_assert_int_eq(run("plan --budget 2 --train-samples 1e6 2> %D/err.txt"), 2); /* no --price */
     /* several hardware specs, each its own price: a plan of each, named by hardware */
     ck_assert_int_eq(run("plan --hw h200-sxm,h100-sxm --gpus 2 --batch 8 --steps 3 --train-samples 1e6 --price 3,2 "
                          "--out %D/m.cfg --json %D/m.json"), 0);

@@ -24,7 +24,7 @@ static void usage(FILE *f)
             "                  [--policy P|auto] [--count equal|free] [--steps K] [--seed S]\n"
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
             "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
-            "                  [--train-samples N [--price P] [--deadline H]]\n"
+            "                  [--train-samples N [--price P] [--deadline H] [--budget B]]\n"
             "                  [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
@@ -42,6 +42,8 @@ static void usage(FILE *f)
             "                   --batch x --accum that fits the memory and trains G / gpus a GPU\n"
             "  --deadline H     with --train-samples: mark the plans that train them within H hours,\n"
             "                   and name the one of fewest GPU-hours among them\n"
+            "  --budget B       with --train-samples and --price: mark the plans that cost at most B,\n"
+            "                   and name the fastest of them\n"
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
@@ -119,7 +121,8 @@ static void plan_file_name(const char *out, int gpus, int batch, char *buf, size
 }
 
 static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
-                      const double train[3], double price, double deadline_h, const whatif_row *rows, int n)
+                      const double train[3], double price, double deadline_h, double budget, const whatif_row *rows,
+                      int n)
 {
     json_obj(w, NULL);
     json_str(w, "hw", p->hw);
@@ -159,6 +162,10 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
         json_bool(w, "meets_deadline", train[0] <= deadline_h);
     else
         json_null(w, "meets_deadline");
+    if (budget > 0 && !isnan(train[2]))
+        json_bool(w, "within_budget", train[2] <= budget);
+    else
+        json_null(w, "within_budget");
     json_obj(w, "typical_batch_fmha");
     json_num(w, "one_launch_shortest_first_us", t->one_up_us);
     json_num(w, "one_launch_longest_first_us", t->one_down_us);
@@ -177,7 +184,7 @@ static void plan_json(json_w *w, const unpad_plan *p, const char *file, const ty
 /* One configuration: the plan, its table and summary, its file. */
 static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, int accum, int policy,
                     balance_count count, const char *file, const char *prov_comment, json_w *w,
-                    const layout *lay, int nlay, double deadline_h, whatif_row *chosen)
+                    const layout *lay, int nlay, double deadline_h, double budget, whatif_row *chosen)
 {
     unpad_plan p;
     whatif_row rows[BAL_POLICY_COUNT + 1];
@@ -248,6 +255,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
                    s->gpu_hour_price);
         if (deadline_h > 0)
             printf("; %s the %g-hour deadline", train[0] <= deadline_h ? "within" : "PAST", deadline_h);
+        if (budget > 0 && !isnan(train[2]))
+            printf("; %s the budget of %g", train[2] <= budget ? "within" : "OVER", budget);
         printf("\n");
     }
     typical_fmha t = {0};
@@ -265,7 +274,7 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
         printf("  wrote %s\n", file);
     }
     if (w)
-        plan_json(w, &p, file, &t, train, s->gpu_hour_price, deadline_h, rows, n);
+        plan_json(w, &p, file, &t, train, s->gpu_hour_price, deadline_h, budget, rows, n);
     return 0;
 }
 
@@ -298,6 +307,7 @@ typedef struct {
     int accum;            /* micro-batches per GPU and step */
     int global;           /* --global-batch: sequences a step over all GPUs (0: --batch, --accum) */
     double deadline;      /* --deadline: hours to train --train-samples in (0: none) */
+    double budget;        /* --budget: the most a run may cost at --price (0: none) */
     char hwlist[1024];    /* --hw A,B,...: the hardware compared (hw[0..nhw)) */
     const char *hw[PLAN_MAX_HW];
     int nhw;
@@ -315,6 +325,7 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
         CLI_OPT_INT("global-batch", &o->global, 1, 1 << 24),
         CLI_OPT_DOUBLE("deadline", &o->deadline, 1e-3, 1e6),
+        CLI_OPT_DOUBLE("budget", &o->budget, 1e-6, 1e15),
         CLI_OPT_CALL("policy", opt_policy, &o->policy),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),
         CLI_OPT_STR("out", &o->out),
@@ -329,6 +340,10 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     }
     if (o->deadline > 0 && !(o->w.s.train_samples > 0)) {
         fprintf(stderr, "unpad plan: --deadline needs --train-samples (the hours are those of training them)\n");
+        return 2;
+    }
+    if (o->budget > 0 && (!(o->w.s.train_samples > 0) || !o->w.prices.n)) {
+        fprintf(stderr, "unpad plan: --budget needs --train-samples and --price (the cost is that of training them)\n");
         return 2;
     }
     if (cli_sweep_check("plan", &o->w, 1))
@@ -460,6 +475,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", o->w.prices.n == 1 ? o->w.prices.v[0] : NAN);
     json_num(w, "deadline_hours", o->deadline > 0 ? o->deadline : NAN);
+    json_num(w, "budget", o->budget > 0 ? o->budget : NAN);
     json_end(w);
     json_arr(w, "plans");
 }
@@ -497,7 +513,7 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
     if (train)
         printf(" %9s %9s%s", "train h", "GPU-h", cost ? "        cost" : "");
     printf("\n");
-    int fastest = 0, cheapest = -1, within = -1;
+    int fastest = 0, cheapest = -1, within = -1, afford = -1;
     for (int i = 0; i < n; i++) {
         char batch[32], mem[32];
         if (r[i].accum > 1)
@@ -523,6 +539,9 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
         if (train && o->deadline > 0 && r[i].train_hours <= o->deadline &&
             (within < 0 || ci < (cost ? r[within].cost : r[within].gpu_hours)))
             within = i;
+        if (cost && o->budget > 0 && r[i].cost <= o->budget &&
+            (afford < 0 || r[i].samples_per_s > r[afford].samples_per_s))
+            afford = i;
     }
     const char *by = cost ? "cheapest" : "fewest GPU-hours";
     printf("  fastest: %s, %d GPUs x %d", hw[fastest], r[fastest].gpus, r[fastest].batch);
@@ -537,6 +556,11 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
                r[within].gpus, r[within].gpu_hours, r[within].train_hours);
     else if (o->deadline > 0)
         printf("  none of them trains %.4g samples within %g hours\n", s->train_samples, o->deadline);
+    if (o->budget > 0 && afford >= 0)
+        printf("  fastest within a budget of %g: %s, %d GPUs (%.2f hours, cost %.0f)\n", o->budget, hw[afford],
+               r[afford].gpus, r[afford].train_hours, r[afford].cost);
+    else if (o->budget > 0)
+        printf("  none of them trains %.4g samples within a budget of %g\n", s->train_samples, o->budget);
 }
 
 /* Every hardware's and configuration's plan and the outputs, after the flags and the inputs (in[h]
@@ -623,7 +647,7 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
                 if (o->out)
                     plan_file_of(o, in[h].hw.name, g, o->global ? o->global / g : batch, file, sizeof file);
                 if (plan_one(&in[h], s, g, batch, accum, o->policy, o->count, o->out ? file : NULL, pc,
-                             o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n, o->deadline, &chosen[k]))
+                             o->w.json ? &jdoc.w : NULL, o->lays.v, o->lays.n, o->deadline, o->budget, &chosen[k]))
                     goto out;
                 chosen_hw[k] = in[h].hw.name;
             }
