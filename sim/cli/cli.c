@@ -188,17 +188,13 @@ void cli_sweep_init(cli_sweep *w)
 int cli_opt_count(const char *cmd, const char *flag, const char *val, void *dst)
 {
     char num[64];
-    size_t n = strlen(val);
-    double scale = 1;
-    if (n && n < sizeof num) {
-        const char last = val[n - 1];
-        scale = last == 'k' || last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'G' ? 1e9 : 1;
-        if (scale > 1)
-            n--;
-    }
-    double v;
-    if (!n || n >= sizeof num || (memcpy(num, val, n), num[n] = '\0', unpad_parse_double(num, &v)) ||
-        !(v * scale >= 1 && v * scale <= 1e15)) {
+    snprintf(num, sizeof num, "%s", val);
+    size_t n = strlen(num);
+    char last = n ? num[n - 1] : '\0';
+    double scale = last == 'k' || last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'G' ? 1e9 : 1, v;
+    if (scale > 1)
+        num[n - 1] = '\0';
+    if (strlen(val) >= sizeof num || unpad_parse_double(num, &v) || !(v * scale >= 1 && v * scale <= 1e15)) {
         fprintf(stderr, "unpad %s: %s: '%s' is not a count in [1, 1e15] (e.g. 3000000, 3e6, 3M, 400k)\n", cmd,
                 flag, val);
         return 1;

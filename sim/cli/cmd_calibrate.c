@@ -189,15 +189,13 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
         return 2;
     }
-    const char *calibs[3] = {o->init, o->transfer, o->truth};
     if ((rc = cli_resolve_names("calibrate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at)) >= 0 ||
-        (rc = cli_resolve_names("calibrate", "--init, --transfer or --truth", calibs, 3, "models/calib", ".cfg",
-                                o->calib_at)) >= 0 ||
+        (rc = cli_resolve_names("calibrate", "--init", &o->init, 1, "models/calib", ".cfg", &o->calib_at[0])) >= 0 ||
+        (rc = cli_resolve_names("calibrate", "--transfer", &o->transfer, 1, "models/calib", ".cfg", &o->calib_at[1])) >=
+            0 ||
+        (rc = cli_resolve_names("calibrate", "--truth", &o->truth, 1, "models/calib", ".cfg", &o->calib_at[2])) >= 0 ||
         (rc = cli_resolve_names("calibrate", "--from-hw", &o->from_hw, 1, "models/hw", ".cfg", o->hw_at)) >= 0)
         return rc;
-    o->init = calibs[0];
-    o->transfer = calibs[1];
-    o->truth = calibs[2];
     return -1;
 }
 

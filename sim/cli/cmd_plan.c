@@ -113,11 +113,11 @@ static int fmha_typical(const resolve_inputs *in, const whatif_setup *s, const u
 }
 
 /* out with -<gpus>x<batch> before its extension: plan.cfg -> plan-8x56.cfg. */
-static void plan_file_name(const char *out, int gpus, int batch, char *buf, size_t n)
+static void plan_file_name(const char *out, const char *hw, int gpus, int batch, char *buf, size_t n)
 {
     const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
     size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - out) : strlen(out);
-    snprintf(buf, n, "%.*s-%dx%d%s", (int)stem, out, gpus, batch, out + stem);
+    snprintf(buf, n, "%.*s-%s%s%dx%d%s", (int)stem, out, hw ? hw : "", hw ? "-" : "", gpus, batch, out + stem);
 }
 
 static void plan_json(json_w *w, const unpad_plan *p, const char *file, const typical_fmha *t,
@@ -395,17 +395,10 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
  * with -<gpus>x<batch> (several hardware: -<hw>-<gpus>x<batch>) before its extension. */
 static void plan_file_of(const plan_opts *o, const char *hw, int gpus, int batch, char *buf, size_t n)
 {
-    if (o->nhw > 1) {
-        char tagged[4200];
-        const char *slash = strrchr(o->out, '/'), *dot = strrchr(o->out, '.');
-        size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - o->out) : strlen(o->out);
-        snprintf(tagged, sizeof tagged, "%.*s-%s%s", (int)stem, o->out, hw, o->out + stem);
-        plan_file_name(tagged, gpus, batch, buf, n);
-    } else if (o->w.gpus.n * (o->global ? 1 : o->w.batch.n) > 1) {
-        plan_file_name(o->out, gpus, batch, buf, n);
-    } else {
+    if (o->nhw > 1 || o->w.gpus.n * (o->global ? 1 : o->w.batch.n) > 1)
+        plan_file_name(o->out, o->nhw > 1 ? hw : NULL, gpus, batch, buf, n);
+    else
         snprintf(buf, n, "%s", o->out);
-    }
 }
 
 /* Before any work: no plan file or --json over an input (of any hardware) or over each other. */
@@ -570,11 +563,9 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     whatif_setup *s = &o->w.s;
     int ng = o->w.gpus.n, nb = o->w.batch.n, nh = o->nhw;
     unpad_err err = {0};
-    for (int h = 0; h < nh; h++) {
-        cli_setup_inputs(s, &in[h], o->w.seed);
+    for (int h = 0; h < nh; h++)
         if (cli_check_layouts("plan", s->max_len, &in[h], o->lays.v, o->lays.n))
             return 1;
-    }
     cli_prov prov;
     char pc[sizeof ((unpad_plan *)0)->provenance];
     cli_prov_sampled(&prov, argc, argv, &in[0], o->w.seed, pc, sizeof pc);
