@@ -5,6 +5,7 @@
 # batch sizes or distributions is a held-out workload (scripts/gpu-heldout.sh: 24, 48, 96; short,
 # uniform, bimodal).
 #   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
+#   MODELS="bert-base" scripts/gpu-calib.sh OUTDIR     only those models (a run split over two calls)
 # For each workload: a per-operator trace of steps 5-8 (OUTDIR/calib-w-*.csv, what `unpad calibrate`
 # fits the operators on) and the trainer's log of every step; then OUTDIR/workloads-calib.csv, the
 # untraced steady-state steps 9..STEPS as one row per workload (the format of
@@ -18,7 +19,7 @@ W=$OUT/workloads-calib.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
 run() { workload_run "$W" "$OUT" calib-w 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
-for m in bert-base bert-large; do
+for m in ${MODELS:-bert-base bert-large}; do
     for d in wiki512 wiki128; do
         for b in 16 64 128; do
             run $m $b $d

@@ -3,6 +3,7 @@
 # machine with an NVIDIA GPU: workloads that differ from the calibration traces in model, per-GPU
 # batch size and length distribution (none of them Wikipedia lengths), steady-state steps.
 #   scripts/gpu-heldout.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
+#   MODELS="bert-base" scripts/gpu-heldout.sh OUTDIR   only those models (a run split over two calls)
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
 # per-operator trace of steps 5-7; then OUTDIR/workloads-heldout.csv: one row per workload with the
 # median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what
@@ -16,14 +17,14 @@ W=$OUT/workloads-heldout.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
 run() { workload_run "$W" "$OUT" heldout-w 5:7 "$@"; } # model batch vranks policy dist
-for m in bert-base bert-large; do
+for m in ${MODELS:-bert-base bert-large}; do
     for d in short uniform bimodal; do
         for b in 24 48 96; do
             run $m $b 1 none $d
         done
     done
 done
-run bert-large 32 4 kk uniform
-run bert-base 48 8 sort-deal short
+case " ${MODELS:-bert-base bert-large} " in *" bert-large "*) run bert-large 32 4 kk uniform ;; esac
+case " ${MODELS:-bert-base bert-large} " in *" bert-base "*) run bert-base 48 8 sort-deal short ;; esac
 echo
 (column -s, -t "$W" 2>/dev/null || cat "$W") | cut -c1-150
