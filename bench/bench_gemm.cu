@@ -102,16 +102,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gemm: --cands in [1, 32], --reps in [1, 16]\n");
         return 2;
     }
-    int tmax = 0;
-    for (int i = 0; i < ntok; i++)
-        tmax = tokens[i] > tmax ? tokens[i] : tmax;
-    /* the largest operands of any product: A (T, F) or (P, V), B (V, H), D (T, F) bf16 or (V, H)
-     * fp32, aux (T, F), bias (V) */
-    size_t big = (size_t)tmax * F * 2;
-    size_t vh = (size_t)V * H * 4;
-    size_t dbytes = big > vh ? big : vh;
-    void *A = dev_random(big, 1), *B = dev_random((size_t)V * H * 2, 2), *D = dev_random(dbytes, 3);
-    void *aux = dev_random(big, 4), *bias = dev_random((size_t)V * 2, 5);
+    /* each operand sized for the largest product of any token count that uses it: A (M, K) and
+     * B (N, K) bf16, D and aux (M, N) (fp32 for the weight gradients), bias (N) */
+    size_t a_el = 0, b_el = 0, d_bytes = 0, n_max = 0;
+    for (int ti = 0; ti < ntok; ti++) {
+        product q[32];
+        int nq = products(tokens[ti], (int)(0.15 * tokens[ti] + 0.5), q);
+        for (int i = 0; i < nq; i++) {
+            size_t a = (size_t)q[i].M * q[i].K, b = (size_t)q[i].N * q[i].K;
+            size_t d = (size_t)q[i].M * q[i].N * (q[i].d == GEMM_F32 ? 4 : 2);
+            a_el = a > a_el ? a : a_el;
+            b_el = b > b_el ? b : b_el;
+            d_bytes = d > d_bytes ? d : d_bytes;
+            n_max = (size_t)q[i].N > n_max ? (size_t)q[i].N : n_max;
+        }
+    }
+    void *A = dev_random(a_el * 2, 1), *B = dev_random(b_el * 2, 2), *D = dev_random(d_bytes, 3);
+    void *aux = dev_random(d_bytes, 4), *bias = dev_random(n_max * 2, 5);
     unpad_err err;
     memset(&err, 0, sizeof err);
     gemm_ctx *g = gemm_ctx_create(1, &err);
@@ -136,7 +143,7 @@ int main(int argc, char **argv)
             gemm_shape s = {.M = p[i].M, .N = p[i].N, .K = p[i].K, .trans_a = p[i].ta, .trans_b = p[i].tb,
                             .ab_type = GEMM_BF16, .d_type = p[i].d, .epi = p[i].epi, .bias_type = GEMM_BF16};
             if (p[i].beta != 0)
-                cudaCheck(cudaMemset(D, 0, dbytes));
+                cudaCheck(cudaMemset(D, 0, d_bytes));
             float us[32];
             int nc = gemm_time_candidates(g, &s, A, B, D, p[i].beta, bias, aux, cands, reps, 0, us);
             cudaCheck(cudaDeviceSynchronize());

@@ -628,11 +628,21 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
         }
         /* at the reference, and at the narrowest width and the smallest and largest launches */
         double lmin = calib_fmha_load_x(0, 1), lext = ld * (ld < 0 ? (lhi > 0 ? lhi : 0) : lmin);
-        if (inv < 1 || inv + nar * wmax + lext < 1) {
+        if (inv < 1) {
             robust_free(&r1);
             rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
                             "the %s rows imply an efficiency of %.3g, above 1 (are FMHA flops "
                             "and durations per layer?)", D, inv > 0 ? 1 / inv : -1.0);
+            goto out;
+        }
+        if (inv + nar * wmax + lext < 1) {
+            double x = inv + nar * wmax + lext;
+            robust_free(&r1);
+            rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                            "the %s rows imply an efficiency of %.3g at the reference but %.3g (above 1) "
+                            "at the narrowest heads and the %s launch (width term %.3g, load term %.3g): "
+                            "traces of different GPUs or builds mixed?", D, 1 / inv, x > 0 ? 1 / x : INFINITY,
+                            ld < 0 ? "largest" : "smallest", nar, ld);
             goto out;
         }
         double change = fabs(cta - *fmha_cta(&cur, dir)) / (*fmha_cta(&cur, dir) + 1e-3) +
