@@ -234,8 +234,8 @@ static void args_default(train_args *a)
     a->attn_dropout = -1;
     a->bucket_mb = 32;
     a->online_window = 8;
-    a->gemm_tune = 0;  /* not yet measured on the GPU (docs/trainer.md, GEMMs) */
-    a->grad_write = 0; /* not yet checked on the GPU (docs/trainer.md, GEMMs) */
+    a->gemm_tune = 0;  /* the step gains under 1% for 2 s of timing (docs/trainer.md, measured) */
+    a->grad_write = 0; /* +1% a step, but a resume is then not bit-exact (docs/trainer.md) */
 }
 
 /* 0: parsed; 1: bad arguments (said); -1: --help printed. */
