@@ -412,7 +412,20 @@ static int data_parse(int argc, char **argv, data_opts *d)
             return 2;                                                                              \
         dst = v;                                                                                   \
     } while (0)
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    /* a flag's value given twice is refused (which one was meant?), except --input, which
+     * collects */
+    const char *given[sizeof opts / sizeof opts[0]] = {0};
+    int at = -1;
+    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
+        if (optarg && at >= 0 && c != O_INPUT) {
+            if (given[at]) {
+                fprintf(stderr, "unpad-data: --%s given twice ('%s', then '%s'): give it once\n", opts[at].name,
+                        given[at], optarg);
+                return 2;
+            }
+            given[at] = optarg;
+        }
+        at = -1;
         if (c >= O_VOCAB && c < O_HELP)
             d->seen |= SEEN(c);
         switch (c) {

@@ -557,16 +557,22 @@ START_TEST(test_time_to_train)
 END_TEST
 
 /* `unpad ARGS` exits 1 and its standard error says `says`. */
-static void refused_saying(const char *args, const char *says)
+static void refused_with(const char *args, int rc, const char *says)
 {
     char cmd[1024], path[256], *text;
     unpad_err e = {0};
     snprintf(cmd, sizeof cmd, "%s 2> %%D/err.txt", args);
-    ck_assert_int_eq(run(cmd), 1);
+    ck_assert_int_eq(run(cmd), rc);
     snprintf(path, sizeof path, "%s/err.txt", OUTDIR);
     ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
     ck_assert_msg(strstr(text, says), "%s: %s", args, text);
     free(text);
+}
+
+/* exit 1 (a refused input) saying `says` on standard error */
+static void refused_saying(const char *args, const char *says)
+{
+    refused_with(args, 1, says);
 }
 
 /* Lists, flags and traces that were once taken silently. */
@@ -619,6 +625,11 @@ START_TEST(test_refused_before_any_work)
                "h200-sxm,bert-large,1,0,5,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n", TRACE_HEADER);
     fclose(f);
     refused_saying("validate --traces %D/t.csv", "mixed models in one trace: row 2");
+    /* a flag of one value given twice: refused, naming both values; a list flag collects */
+    refused_with("predict --batch 4 --batch 8 --json %D/r.json", 2, "--batch given twice ('4', then '8')");
+    refused_with("whatif --gpus 8 --gpus 16 --json %D/r.json", 2, "--gpus given twice");
+    ck_assert(!exists("r.json"));
+    ck_assert_int_eq(run("predict --padded --padded --steps 3 --json %D/r.json > /dev/null"), 0);
 }
 END_TEST
 

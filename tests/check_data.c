@@ -1145,6 +1145,7 @@ START_TEST(test_cli_flags_of_another_run)
         {"--synthetic --dist short --samples 4 --out b.bin --dupe 2", "--dupe"},
         {"--vocab a.bin --input a.bin --out b.bin --dist short", "--dist"},
         {"--vocab a.bin --input a.bin --out b.bin --samples 9", "--samples"},
+        {"--synthetic --dist short --samples 4 --samples 8 --out b.bin", "--samples given twice ('4', then '8')"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(data_run(bad[i].args, dir) == 2, "%s", bad[i].args);

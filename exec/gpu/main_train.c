@@ -262,8 +262,10 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);
-    int c, bad = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    /* a flag's value given twice is refused: which one was meant? */
+    const char *given[sizeof opts / sizeof opts[0]] = {0};
+    int c, bad = 0, at = -1;
+    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
         if (c == O_HELP) {
             usage(stdout);
             return -1;
@@ -272,6 +274,15 @@ static int parse_args(int argc, char **argv, train_args *a)
             usage(stderr);
             return 1;
         }
+        if (optarg && at >= 0) {
+            if (given[at]) {
+                fprintf(stderr, "unpad-train: --%s given twice ('%s', then '%s'): give it once\n", opts[at].name,
+                        given[at], optarg);
+                return 1;
+            }
+            given[at] = optarg;
+        }
+        at = -1;
         bad |= parse_one(c, optarg, a);
     }
     if (bad)

@@ -60,6 +60,9 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
                                 NULL, 256 + i};
     lo[n] = (struct option){"help", no_argument, NULL, 'h'};
     lo[n + 1] = (struct option){0, 0, 0, 0};
+    /* A flag that takes one value is refused when given twice (which one was meant?); a flag
+     * without a value may repeat, and a list flag (CLI_STRS) collects each. */
+    const char *given[OPTS_MAX] = {0};
     int c;
     optind = first;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -71,7 +74,16 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
             usage(stderr);
             return 2;
         }
-        if (opt_store(cmd, &opts[c - 256], optarg))
+        const cli_opt *o = &opts[c - 256];
+        if (optarg && o->kind != CLI_STRS) {
+            if (given[c - 256]) {
+                fprintf(stderr, "unpad %s: --%s given twice ('%s', then '%s'): give it once\n", cmd, o->name,
+                        given[c - 256], optarg);
+                return 2;
+            }
+            given[c - 256] = optarg;
+        }
+        if (opt_store(cmd, o, optarg))
             return 2;
     }
     for (; optind < argc; optind++) {

@@ -14,7 +14,8 @@
  *   if (rc >= 0) return rc;                            0 after --help, 2 for a refused flag
  *
  * --help is every command's (usage to standard output); an unknown flag prints getopt's message
- * and the usage to standard error. */
+ * and the usage to standard error. A flag with one value given twice is refused (CLI_STRS flags
+ * collect each value; flags without a value may repeat). */
 #ifndef UNPAD_CLI_OPTS_H
 #define UNPAD_CLI_OPTS_H
 
@@ -28,7 +29,7 @@ typedef enum {
     CLI_STR,     /* *(const char **)dst = the value */
     CLI_INT,     /* *(int *)dst: an integer in [lo, hi] (cli_int) */
     CLI_DOUBLE,  /* *(double *)dst: a number in [lo, hi] (cli_double) */
-    CLI_INTS,    /* *(cli_ints *)dst: a comma list of integers in [lo, hi]; given again, replaced */
+    CLI_INTS,    /* *(cli_ints *)dst: a comma list of integers in [lo, hi] */
     CLI_STRS,    /* *(cli_strs *)dst: the value appended (the flag may be repeated) */
     CLI_LAYOUTS, /* *(cli_layouts *)dst: a --layout list (layout_parse_list) of at most hi */
     CLI_CALL,    /* fn(cmd, flag, value, dst): 0, or nonzero after printing why it refused */
