@@ -417,14 +417,8 @@ static int data_parse(int argc, char **argv, data_opts *d)
     const char *given[sizeof opts / sizeof opts[0]] = {0};
     int at = -1;
     while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
-        if (optarg && at >= 0 && c != O_INPUT) {
-            if (given[at]) {
-                fprintf(stderr, "unpad-data: --%s given twice ('%s', then '%s'): give it once\n", opts[at].name,
-                        given[at], optarg);
-                return 2;
-            }
-            given[at] = optarg;
-        }
+        if (optarg && at >= 0 && c != O_INPUT && unpad_flag_once("unpad-data", opts[at].name, optarg, &given[at]))
+            return 2;
         at = -1;
         if (c >= O_VOCAB && c < O_HELP)
             d->seen |= SEEN(c);

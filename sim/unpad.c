@@ -101,6 +101,16 @@ int unpad_list_has_empty(const char *s)
     return n == 0 || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
 }
 
+int unpad_flag_once(const char *prog, const char *flag, const char *val, const char **given)
+{
+    if (*given) {
+        fprintf(stderr, "%s: --%s given twice ('%s', then '%s'): give it once\n", prog, flag, *given, val);
+        return 1;
+    }
+    *given = val;
+    return 0;
+}
+
 int unpad_parse_int(const char *s, long lo, long hi, int *out)
 {
     long v;

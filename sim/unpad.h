@@ -57,6 +57,10 @@ int unpad_parse_double(const char *s, double *out);
 /* 1 when the comma-separated list s has an empty item ("8,,16", ",8", "8,"). */
 int unpad_list_has_empty(const char *s);
 
+/* A command-line flag that takes one value, seen with value val: 0 the first time (*given = val),
+ * else 1 after printing "PROG: --FLAG given twice ('first', then 'val'): give it once". */
+int unpad_flag_once(const char *prog, const char *flag, const char *val, const char **given);
+
 /* Strict integer parsing into an int: the number must lie in [lo, hi] (lo and hi within int). */
 int unpad_parse_int(const char *s, long lo, long hi, int *out);
 

@@ -274,14 +274,8 @@ static int parse_args(int argc, char **argv, train_args *a)
             usage(stderr);
             return 1;
         }
-        if (optarg && at >= 0) {
-            if (given[at]) {
-                fprintf(stderr, "unpad-train: --%s given twice ('%s', then '%s'): give it once\n", opts[at].name,
-                        given[at], optarg);
-                return 1;
-            }
-            given[at] = optarg;
-        }
+        if (optarg && at >= 0 && unpad_flag_once("unpad-train", opts[at].name, optarg, &given[at]))
+            return 1;
         at = -1;
         bad |= parse_one(c, optarg, a);
     }

@@ -75,14 +75,10 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
             return 2;
         }
         const cli_opt *o = &opts[c - 256];
-        if (optarg && o->kind != CLI_STRS) {
-            if (given[c - 256]) {
-                fprintf(stderr, "unpad %s: --%s given twice ('%s', then '%s'): give it once\n", cmd, o->name,
-                        given[c - 256], optarg);
-                return 2;
-            }
-            given[c - 256] = optarg;
-        }
+        char prog[64];
+        snprintf(prog, sizeof prog, "unpad %s", cmd);
+        if (optarg && o->kind != CLI_STRS && unpad_flag_once(prog, o->name, optarg, &given[c - 256]))
+            return 2;
         if (opt_store(cmd, o, optarg))
             return 2;
     }
