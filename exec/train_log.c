@@ -127,7 +127,8 @@ int train_summary_write(const char *path, const train_summary *s, unpad_err *err
     json_int(&w, "skipped_nonfinite", s->skipped);
     json_int(&w, "warmup_steps", s->warmup_steps);
     const struct { const char *key; double v; } nums[] = {
-        {"time_s", s->time_s}, {"samples_per_s", s->samples_per_s}, {"tokens_per_s", s->tokens_per_s},
+        {"time_s", s->time_s}, {"warmup_s", s->warmup_s}, {"first_step_s", s->first_step_s},
+        {"samples_per_s", s->samples_per_s}, {"tokens_per_s", s->tokens_per_s},
         {"tflops", s->tflops}, {"steady_samples_per_s", s->steady_samples_per_s},
         {"steady_tokens_per_s", s->steady_tokens_per_s}, {"steady_tflops", s->steady_tflops},
         {"memory_gib", s->memory_gib}, {"first_loss", s->first_loss}, {"final_loss", s->final_loss},

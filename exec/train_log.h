@@ -54,6 +54,8 @@ typedef struct {
     double samples_per_s, tokens_per_s, tflops;          /* over every step run */
     double steady_samples_per_s, steady_tokens_per_s, steady_tflops;
     int warmup_steps;         /* left out of the steady state */
+    double warmup_s;          /* the warm-up before the first step (plans, kernel loads), in time_s */
+    double first_step_s;      /* the first step's wall time (NaN: none ran) */
     double memory_gib;        /* device memory in use at the end */
     double first_loss, final_loss, final_mlm_loss, final_nsp_loss, final_mlm_acc;
     double eval_mlm_loss, eval_mlm_acc; /* NaN: no evaluation */

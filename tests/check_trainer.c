@@ -154,8 +154,8 @@ START_TEST(test_summary_json)
     ck_assert_ptr_nonnull(tu_write_tmp(path, sizeof path, ".json", ""));
     char *argv[] = {"unpad-train", "--model", "m \"quoted\".cfg"};
     train_summary s = {.outcome = "stopped by signal", .reason = "", .first_step = 1, .last_step = 12,
-                       .steps_total = 30, .steps_run = 12, .time_s = 3, .samples_per_s = 10,
-                       .steady_samples_per_s = NAN, .first_loss = 11, .final_loss = 9.5, .eval_mlm_loss = NAN,
+                       .steps_total = 30, .steps_run = 12, .time_s = 3, .warmup_s = 0.75, .first_step_s = NAN,
+                       .samples_per_s = 10, .steady_samples_per_s = NAN, .first_loss = 11, .final_loss = 9.5, .eval_mlm_loss = NAN,
                        .checkpoint = "ck/step-000012", .model = "bert-tiny", .build = "abc-dirty", .argc = 3,
                        .argv = argv};
     unpad_err e = {0};
@@ -165,6 +165,8 @@ START_TEST(test_summary_json)
     ck_assert_ptr_nonnull(strstr(text, "\"outcome\": \"stopped by signal\""));
     ck_assert_ptr_nonnull(strstr(text, "\"steady_samples_per_s\": null"));
     ck_assert_ptr_nonnull(strstr(text, "\"last_step\": 12"));
+    ck_assert_ptr_nonnull(strstr(text, "\"warmup_s\": 0.75"));
+    ck_assert_ptr_nonnull(strstr(text, "\"first_step_s\": null"));
     ck_assert_ptr_nonnull(strstr(text, "\"m \\\"quoted\\\".cfg\""));
     ck_assert_ptr_nonnull(strstr(text, "\"build\": \"abc-dirty\""));
     free(text);

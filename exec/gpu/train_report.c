@@ -184,6 +184,11 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
                    1e3 * (t->tot_traced_wall_s - t->tot_busy_s) / t->traced_steps);
         printf("\n");
     }
+    if (t->steps_run)
+        printf("start-up: %.2f s of warm-up before step %d (in the whole run, not in the steady state); step %d "
+               "took %.2f ms of wall time%s%.2f%s\n", t->warm_s, t->first_step, t->first_step, 1e3 * t->first_step_s,
+               t->steady_steps ? ", a steady step " : "", t->steady_steps ? 1e3 * t->tot_time / t->steady_steps : 0,
+               t->steady_steps ? " ms on average" : "");
     if (t->imb_steps)
         printf("balance: %s, %s counts, %d ranks: measured rank max/mean %.4f, predicted %.4f (mean over %d "
                "steps)\n", balance_policy_name(t->policy), balance_count_name(t->count), t->R,
@@ -231,7 +236,8 @@ int trainer_report_summary(trainer *t, const char *outcome, const char *reason, 
         .steady_samples_per_s = t->tot_time > 0 ? t->tot_samples / t->tot_time : NAN,
         .steady_tokens_per_s = t->tot_time > 0 ? t->tot_tokens / t->tot_time : NAN,
         .steady_tflops = t->tot_time > 0 ? t->tot_flops / t->tot_time * 1e-12 : NAN,
-        .warmup_steps = TRAIN_WARMUP_STEPS, .memory_gib = mem_gib,
+        .warmup_steps = TRAIN_WARMUP_STEPS, .warmup_s = t->warm_s, .first_step_s = t->steps_run ? t->first_step_s : NAN,
+        .memory_gib = mem_gib,
         .first_loss = t->first_loss >= 0 ? t->first_loss : NAN, .final_loss = t->steps_run ? t->last_loss : NAN,
         .final_mlm_loss = t->steps_run ? t->last_mlm : NAN, .final_nsp_loss = t->steps_run ? t->last_nsp : NAN,
         .final_mlm_acc = t->steps_run ? t->last_acc : NAN, .eval_mlm_loss = t->eval_loss,

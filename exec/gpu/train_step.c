@@ -377,6 +377,34 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     return UNPAD_OK;
 }
 
+int trainer_dry_pass(trainer *t, unpad_err *err)
+{
+    shard_batch *mb = t->bufs + (size_t)t->cur * t->K;
+    bert_batch bb;
+    batch_view(&mb[0], &bb);
+    int rc = bert_batch_upload(t->b, &bb, t->s, err);
+    if (rc)
+        return rc;
+    bert_set_hooks(t->b, NULL);
+    bert_set_group_hooks(t->b, NULL);
+    bert_set_grads_ready(t->b, NULL, NULL);
+    bert_stats_reset(t->b, t->s);
+    bert_forward(t->b, mix64((uint64_t)t->a->seed ^ 0x5EEDull), t->s);
+    bert_backward(t->b, 1.0f / (float)(mb[0].P > 0 ? mb[0].P : 1), 1.0f / (float)(mb[0].n > 0 ? mb[0].n : 1), 0,
+                  t->s);
+    /* nothing of it stays: the gradients and the statistics are cleared (a step with --grad-write
+     * on writes every gradient, off zeroes them again; cleared here all the same) */
+    bert_grad_zero(t->b, t->s);
+    bert_stats_reset(t->b, t->s);
+    if (comm_uses_nccl(&t->comm)) { /* the communicator's first collective sets up its channels */
+        *t->stop_host = 0;
+        cudaCheck(cudaMemcpyAsync(t->stop_dev, t->stop_host, sizeof(float), cudaMemcpyHostToDevice, t->s));
+        comm_allreduce_sum_f32(&t->comm, t->stop_dev, 1, t->s);
+    }
+    cudaCheck(cudaStreamSynchronize(t->s));
+    return UNPAD_OK;
+}
+
 int trainer_evaluate(trainer *t, double *acc, double *loss, unpad_err *err)
 {
     double tot_l = 0, tot_c = 0, tot_p = 0;

@@ -1,11 +1,15 @@
-/* train_warm.c — after the first step, the GEMM plans the rest of the run will need, each launched
- * once, so that no later step stalls on a cuBLASLt heuristic query or a kernel load when its token
- * count enters a new shape bucket (gemm.h). The range covers the micro-batches at hand with room on
- * both sides: predictions from half the fewest to tokens at 1.5x the most (capped at the buffers'
- * size), and sequence counts. Then, in a fresh run with --gemm-tune on, the plans of the token and
- * prediction counts the run will mostly meet (those at hand, 15% either side) are tuned: the
- * heuristic's first candidates timed, the fastest kept (gemm.h gemm_ctx_tune); a resumed run
- * instead runs the algorithms its checkpoint lists. */
+/* train_warm.c — before the first step, with its micro-batches fetched: the GEMM plans the run will
+ * need, each launched once, so that no step stalls on a cuBLASLt heuristic query or a kernel load
+ * when its token count enters a new shape bucket (gemm.h). The range covers the micro-batches at
+ * hand with room on both sides: predictions from half the fewest to tokens at 1.5x the most
+ * (capped at the buffers' size), and sequence counts. Then, in a fresh run with --gemm-tune on, the
+ * plans of the token and prediction counts the run will mostly meet (those at hand, 15% either
+ * side) are tuned: the heuristic's first candidates timed, the fastest kept (gemm.h
+ * gemm_ctx_tune); a resumed run instead runs the algorithms its checkpoint lists. First of all,
+ * one forward and backward of the first micro-batch (trainer_dry_pass) makes the plans of its
+ * products (the templates the warm-up varies), loads the project's own kernels (the FMHA's, the
+ * LayerNorms', the losses'), which CUDA loads lazily at their first launch, and runs the
+ * communicator's first collective; the first step then runs as the rest do. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -78,9 +82,8 @@ int trainer_warm(trainer *t, unpad_err *err)
 {
     long tmax = 0, tmin = -1, pmin = -1, pmax = 0;
     int nmin = -1, nmax = 0;
-    int sets = t->have_next ? 2 : 1; /* this step's micro-batches and the prefetched ones */
-    for (int i = 0; i < sets * t->K; i++) {
-        const shard_batch *mb = &t->bufs[(size_t)((t->cur + i / t->K) % 2) * t->K + i % t->K];
+    for (int i = 0; i < t->K; i++) { /* the first step's micro-batches */
+        const shard_batch *mb = &t->bufs[(size_t)t->cur * t->K + i];
         tmax = mb->T > tmax ? mb->T : tmax;
         tmin = tmin < 0 || mb->T < tmin ? mb->T : tmin;
         pmax = mb->P > pmax ? mb->P : pmax;
@@ -88,22 +91,30 @@ int trainer_warm(trainer *t, unpad_err *err)
         nmin = nmin < 0 || mb->n < nmin ? mb->n : nmin;
         nmax = mb->n > nmax ? mb->n : nmax;
     }
+    /* the dry pass first: its products are the templates the GEMM warm-up varies (gemm.h) */
     double t0 = now_s();
+    int rc;
+    if ((rc = trainer_dry_pass(t, err)))
+        return rc;
+    double dry_s = now_s() - t0;
     long hi = tmax + tmax / 2 < t->opt.max_tokens ? tmax + tmax / 2 : t->opt.max_tokens;
     long lo = pmin / 2 > 1 ? pmin / 2 : 1;
-    int made = 0, made_n = 0, ran = 0, ran_n = 0, rc;
+    int made = 0, made_n = 0, ran = 0, ran_n = 0;
     if ((rc = bert_gemm_warm(t->b, (int)lo, (int)(hi > lo ? hi : lo), t->s, &made, &ran, err)))
         return rc;
     int n_hi = 2 * nmax < t->seq_cap ? 2 * nmax : t->seq_cap;
     if (nmin / 2 < lo &&
         (rc = bert_gemm_warm(t->b, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, t->s, &made_n, &ran_n, err)))
         return rc;
-    double warm_s = now_s() - t0;
+    double warm_s = now_s() - t0 - dry_s;
     char tuned[512];
     if ((rc = trainer_tune(t, tmin, tmax, pmin, pmax, tuned, sizeof tuned, err)))
         return rc;
-    printf("  warm-up: %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, "
-           "%d of them launched once to load their kernels, in %.2f s%s\n",
-           made, lo, hi, made_n, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, ran + ran_n, warm_s, tuned);
+    t->warm_s = now_s() - t0;
+    printf("  warm-up: one forward and backward of the first micro-batch (plans and kernel loads of its shapes) "
+           "in %.2f s; %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, %d of them "
+           "launched once to load their kernels, in %.2f s%s; %.2f s in all, before step %d\n",
+           dry_s, made, lo, hi, made_n, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, ran + ran_n, warm_s, tuned, t->warm_s,
+           t->first_step);
     return UNPAD_OK;
 }

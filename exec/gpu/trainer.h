@@ -153,6 +153,7 @@ typedef struct {
     train_log *log;
     int64_t start_us;
     double t_start;
+    double warm_s, first_step_s;  /* the warm-up before the first step, and that step's wall time */
     train_window win;
     double tot_time, tot_samples, tot_tokens, tot_flops, all_samples, all_tokens, all_flops;
     double first_loss, last_loss, last_mlm, last_nsp, last_acc, eval_loss, eval_acc;
@@ -181,9 +182,14 @@ int trainer_signal(void);
 int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
 int trainer_step(trainer *t, int step, step_result *r, unpad_err *err);
 int trainer_evaluate(trainer *t, double *acc, double *loss, unpad_err *err);
+/* One forward and backward of micro-batch 0 of the current batch with no hooks, then the gradients
+ * and statistics cleared: loads the kernels a step launches (the warm-up's second half). */
+int trainer_dry_pass(trainer *t, unpad_err *err);
 
-/* train_warm.c: after the first step, the GEMM plans of every token count the run may meet, and
- * (a fresh run with --gemm-tune on) the fastest algorithms of those around the counts at hand */
+/* train_warm.c: before the first step (its micro-batches fetched), the GEMM plans of every token
+ * count the run may meet, (a fresh run with --gemm-tune on) the fastest algorithms of those around
+ * the counts at hand, and one forward and backward of the first micro-batch that loads every
+ * kernel; the run's state (weights, optimizer, data position) is left as it was */
 int trainer_warm(trainer *t, unpad_err *err);
 
 /* train_ckpt.c */
