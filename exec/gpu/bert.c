@@ -564,6 +564,11 @@ void bert_grad_zero(bert *b, cudaStream_t s)
     cudaCheck(cudaMemsetAsync(b->grad, 0, (size_t)b->nparams * 4, s));
 }
 
+void bert_grad_poison(bert *b, cudaStream_t s)
+{
+    cudaCheck(cudaMemsetAsync(b->grad, 0xff, (size_t)b->nparams * 4, s)); /* every float a NaN */
+}
+
 void bert_stats_reset(bert *b, cudaStream_t s) { cudaCheck(cudaMemsetAsync(b->stats, 0, 16, s)); }
 
 float *bert_stats_sums(bert *b) { return b->stats; }

@@ -169,6 +169,9 @@ typedef struct {
 void bert_stats_reset(bert *b, cudaStream_t s);
 /* Zeroes every parameter gradient (a step's start when micro-batches only accumulate). */
 void bert_grad_zero(bert *b, cudaStream_t s);
+/* Fills the gradients with NaN: a check that a step with written gradients (--grad-write on)
+ * writes every one of them (a gradient left unwritten makes the norm NaN and stops the run). */
+void bert_grad_poison(bert *b, cudaStream_t s);
 void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s);
 /* The device address of the four sums (MLM loss, MLM correct, NSP loss, NSP correct; fp32), which
  * a data-parallel step adds up over its ranks before bert_stats_read. */

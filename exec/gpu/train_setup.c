@@ -211,7 +211,11 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         if (!freopen("/dev/null", "w", stdout))
             return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
                               strerror(errno));
+    const char *poison = getenv("UNPAD_POISON_GRADS");
+    t->poison_grads = a->grad_write && poison && !strcmp(poison, "1");
     trainer_print_setup(t);
+    if (t->poison_grads)
+        printf("  UNPAD_POISON_GRADS=1: the gradients are filled with NaN before every step (each must be written)\n");
     t->gemm_presets = -2;
     if (a->resume && (rc = trainer_resume(t, err)))
         return rc;

@@ -320,6 +320,8 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     cudaCheck(cudaEventRecord(t->ev_step[0], t->s));
     if (!a->grad_write)
         bert_grad_zero(t->b, t->s);
+    else if (t->poison_grads) /* UNPAD_POISON_GRADS=1: every gradient must be written again */
+        bert_grad_poison(t->b, t->s);
     bert_stats_reset(t->b, t->s);
     if ((rc = step_micro_batches(t, step, tracing, r, err)))
         return rc;
