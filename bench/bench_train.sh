@@ -13,6 +13,10 @@
 #            summary; resumed, it gives the losses and weights of the uninterrupted run
 #   nonfinite  a forced NaN loss at step 8 stops the run (exit 3) naming the step and the last good
 #            checkpoint; with --skip-nonfinite the step is skipped, counted, and the run completes
+#   poison   --grad-write on with UNPAD_POISON_GRADS=1 (the gradients NaN before every step): bert-tiny
+#            (16 sequences, and 4 virtual ranks x 4), bert-base x 8 and BERT-Large x 56 complete
+#            (a gradient left unwritten makes the norm NaN: exit 3) with the losses of the
+#            unpoisoned run, and those of --grad-write off (identical or within 2e-4)
 #   steps    300 steps (fp32 build, bert-tiny, dropout off) against transformers' BertForPreTraining
 #            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
 #            every step, and the final weights
@@ -196,6 +200,26 @@ if has steps; then
         --weights "$S/w.bin" --batches "$S/b.bin" --log "$S/log.jsonl" --final "$S/f.bin" >"$S/compare.log" 2>&1
     say "steps    train rc=$trc compare rc=$? $(tail -1 "$S/compare.log" | cut -c1-220)"
     rm -f "$S/w.bin" "$S/b.bin" "$S/f.bin"
+fi
+
+if has poison; then
+    for run in "tiny --model models/bert-tiny.cfg --batch 16 --steps 30 --seed 5" \
+        "tiny-vr4 --model models/bert-tiny.cfg --batch 4 --virtual-ranks 4 --steps 30 --seed 5" \
+        "base --model models/bert-base.cfg --batch 8 --steps 10 --seed 3" \
+        "large --model models/bert-large.cfg --batch 56 --steps 6 --seed 1"; do
+        set -- $run
+        tag=$1
+        shift
+        P=$OUT/poison-$tag
+        timeout 120 $T --synthetic --log-every 1 --grad-write on "$@" >"$P-plain.log" 2>&1
+        r1=$?
+        UNPAD_POISON_GRADS=1 timeout 120 $T --synthetic --log-every 1 --grad-write on "$@" >"$P-poisoned.log" 2>&1
+        r2=$?
+        timeout 120 $T --synthetic --log-every 1 --grad-write off "$@" >"$P-off.log" 2>&1
+        r3=$?
+        say "poison   $tag written rc=$r1, poisoned rc=$r2, zeroed rc=$r3: losses poisoned vs written \
+$(same_losses "$P-plain.log" "$P-poisoned.log" 0), written vs zeroed $(same_losses "$P-plain.log" "$P-off.log" 0)"
+    done
 fi
 
 if has large; then
