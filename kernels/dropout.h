@@ -68,27 +68,47 @@ UNPAD_HD void dropout_apply8(float *v, uint64_t key, uint32_t thr, float scale, 
 }
 
 /* ---- attention dropout (fmha.h) -------------------------------------------------------------
- * The mask of the attention probabilities comes two keys per hash: for query row
+ * The mask of the attention probabilities comes four keys per hash: for query row
  * row = t * NH + h (token t of the batch, head h) and key j of its sequence,
- *   rk   = dropout_hash(seed, stream_id, row)            once per query row
- *   bits = fmha_mask_pair(rk, j / 2)                      32 bits for keys j & ~1 and j | 1
- *   keep = ((bits >> 16 * (j % 2)) & 0xffff) >= fmha_mask_threshold(p)
- * so a kernel holding two neighbouring keys of a row pays one cheap hash of a few integer
- * instructions (two 32 x 32 -> 64-bit multiplies, each folded high ^ low) for both. The keep
- * probability is 1 - floor(65536 p) / 65536 (0.900009 at p = 0.1). */
-UNPAD_HD uint32_t fmha_mask_pair(uint64_t rk, uint32_t pair)
+ *   rk    = dropout_hash(seed, stream_id, row)           once per query row
+ *   quad  = fmha_mask_quad_of(j) = 4 (j / 16) + (j / 2) % 4
+ *           (keys 16 a + 2 c + {0, 1, 8, 9} share one hash)
+ *   bits  = fmha_mask_quad(rk, quad)                     two 32-bit words, lo and hi
+ *   field = fmha_mask_field_of(j) = 2 ((j / 8) % 2) + j % 2      (16-bit field: lo, lo >> 16,
+ *           hi, hi >> 16)
+ *   keep  = (field & 0x7fff) >= fmha_mask_threshold(p)
+ * The grouping follows the tiles' register layouts: a thread of the forward holds keys 2c, 2c + 1
+ * and 2c + 8, 2c + 9 of each of its query rows, and in the backward lanes l and l ^ 4 together
+ * hold the four keys of a quad for two neighbouring queries, so one hash (three 32 x 32 -> 64-bit
+ * multiplies, each folded high ^ low) serves four elements. 15 bits of each field are compared
+ * so that a kernel can test two fields of a word at once with one add (the sign bit of each half
+ * of (word & 0x7fff7fff) + (0x8000 - thr) (1 + 2^16) is the keep bit). The keep probability is
+ * 1 - floor(32768 p) / 32768 (0.900024 at p = 0.1); the kept values are scaled by 1 / (1 - p). */
+typedef struct {
+    uint32_t lo, hi;
+} fmha_quad_bits;
+
+UNPAD_HD fmha_quad_bits fmha_mask_quad(uint64_t rk, uint32_t quad)
 {
-    const uint32_t x = (uint32_t)rk + pair * 0x9E3779B9u;
-    return dropout_mum32(dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(rk >> 32), 0xC2B2AE35u);
+    const uint32_t x = (uint32_t)rk + quad * 0x9E3779B9u;
+    const uint32_t y = dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(rk >> 32);
+    const fmha_quad_bits b = {dropout_mum32(y, 0xC2B2AE35u), dropout_mum32(y ^ 0x6A09E667u, 0x27D4EB2Fu)};
+    return b;
 }
 
-UNPAD_HD uint32_t fmha_mask_threshold(float p) { return dropout_threshold(p); }
+UNPAD_HD uint32_t fmha_mask_quad_of(int j) { return (uint32_t)(4 * (j >> 4) + ((j >> 1) & 3)); }
+
+UNPAD_HD int fmha_mask_field_of(int j) { return 2 * ((j >> 3) & 1) + (j & 1); }
+
+UNPAD_HD uint32_t fmha_mask_threshold(float p) { return (uint32_t)(p * 32768.0f); }
 
 /* 1 if the attention mask keeps (query row `row` = t * NH + h, key j); thr = fmha_mask_threshold(p). */
 UNPAD_HD int fmha_mask_keep(uint64_t seed, uint64_t stream_id, uint64_t row, int j, uint32_t thr)
 {
-    const uint32_t bits = fmha_mask_pair(dropout_hash(seed, stream_id, row), (uint32_t)j >> 1);
-    return ((bits >> (16 * (j & 1))) & 0xffffu) >= thr;
+    const fmha_quad_bits b = fmha_mask_quad(dropout_hash(seed, stream_id, row), fmha_mask_quad_of(j));
+    const int f = fmha_mask_field_of(j);
+    const uint32_t w = f < 2 ? b.lo : b.hi;
+    return ((w >> (16 * (f & 1))) & 0x7fffu) >= thr;
 }
 
 #endif

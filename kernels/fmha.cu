@@ -78,31 +78,48 @@ __device__ __forceinline__ unsigned char *align1024(unsigned char *p)
     return p + ((1024u - (sm90::smem_u32(p) & 1023u)) & 1023u);
 }
 
-/* The fragment of a score tile with rows = queries (forward): the thread holds keys 2c, 2c + 1 of
- * one query row, whose row key is rk (dropout.h): keep[e] for key 2c + e. */
-__device__ __forceinline__ void mask_pair(bool (&keep)[2], uint64_t rk, uint32_t c, uint32_t thr)
+/* 0x8000 - thr in each half: added to a word of two 15-bit mask fields, it sets each half's sign
+ * bit iff that field is kept (dropout.h). */
+__device__ __forceinline__ uint32_t mask_bias2(uint32_t thr) { return (0x8000u - thr) * 0x10001u; }
+
+/* The bf16 pair mask of a word of two 15-bit fields (bits 0-14 and 16-30): 0xffff in each half
+ * whose field is kept, 0 where it is dropped (prmt replicating the sign of bytes 1 and 3). */
+__device__ __forceinline__ uint32_t mask_halves(uint32_t w, uint32_t bias2)
 {
-    const uint32_t bits = fmha_mask_pair(rk, c);
-    keep[0] = (bits & 0xffffu) >= thr;
-    keep[1] = (bits >> 16) >= thr;
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, 0xBB99;" : "=r"(r) : "r"(w + bias2), "r"(0u));
+    return r;
+}
+
+/* The forward's dropout of one query row's keys 2c, 2c + 1 (pair word lo) and 2c + 8, 2c + 9 (hi),
+ * as bf16 pairs: the pairs are ANDed with their masks. quad = fmha_mask_quad_of(2c). */
+__device__ __forceinline__ void mask_fwd_quad(uint32_t &pair_lo, uint32_t &pair_hi, uint64_t rk, uint32_t quad,
+                                              uint32_t bias2)
+{
+    const fmha_quad_bits b = fmha_mask_quad(rk, quad);
+    pair_lo &= mask_halves(b.lo & 0x7fff7fffu, bias2);
+    pair_hi &= mask_halves(b.hi & 0x7fff7fffu, bias2);
 }
 
 /* The fragment of a transposed score tile (rows = keys, backward): this lane holds keys k, k + 8
- * (k of parity `odd`, pair c0 = k / 2; of k + 8: c0 + 4) and queries q, q + 1 (q even); rk is the
- * row key of query q + odd. Lanes l and l ^ 4 hold the two keys of each pair: each hashes its own
- * query row and they swap the halves. keep[hr][e] for (key k + 8 hr, query q + e). */
-__device__ __forceinline__ void mask_transposed(bool (&keep)[2][2], uint64_t rk, uint32_t c0, int odd,
+ * (k of parity `odd`, in quad `quad` = fmha_mask_quad_of(k)) and queries q, q + 1 (q even); rk is
+ * the row key of query q + odd. Lanes l and l ^ 4 hold the other parity's keys of the same quad:
+ * each hashes its own query row once and sends the partner the two fields of its keys.
+ * keep[hr][e] for (key k + 8 hr, query q + e). */
+__device__ __forceinline__ void mask_transposed(bool (&keep)[2][2], uint64_t rk, uint32_t quad, int odd,
                                                 uint32_t thr)
 {
-    const int sh = odd ? 16 : 0;
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const uint32_t own = fmha_mask_pair(rk, c0 + 4 * hr);
-        const uint32_t other = __shfl_xor_sync(FULL, own, 4);
-        const uint32_t b0 = odd ? other : own, b1 = odd ? own : other;
-        keep[hr][0] = ((b0 >> sh) & 0xffffu) >= thr;
-        keep[hr][1] = ((b1 >> sh) & 0xffffu) >= thr;
-    }
+    const fmha_quad_bits b = fmha_mask_quad(rk, quad);
+    const uint32_t lo = b.lo & 0x7fff7fffu, hi = b.hi & 0x7fff7fffu;
+    /* fields of keys k (low half) and k + 8 (high half): the own row's, and the partner's keys' */
+    const uint32_t own = __byte_perm(lo, hi, odd ? 0x7632u : 0x5410u);
+    const uint32_t send = __byte_perm(lo, hi, odd ? 0x5410u : 0x7632u);
+    const uint32_t other = __shfl_xor_sync(FULL, send, 4);
+    const uint32_t w0 = odd ? other : own, w1 = odd ? own : other; /* queries q, q + 1 */
+    keep[0][0] = (w0 & 0xffffu) >= thr;
+    keep[0][1] = (w1 & 0xffffu) >= thr;
+    keep[1][0] = w0 >= (thr << 16);
+    keep[1][1] = w1 >= (thr << 16);
 }
 
 /* ---- forward (wgmma) ------------------------------------------------------------------------ */
@@ -163,7 +180,7 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     }
 
     const float sl2 = SCALE * LOG2E; /* scores in the log2 domain */
-    const uint32_t thr = fmha_mask_threshold(p_drop);
+    const uint32_t bias2 = mask_bias2(fmha_mask_threshold(p_drop));
     uint64_t rk[MB][2]; /* dropout row keys of the thread's rows */
     float o[MB][32];    /* output accumulator (64 MB, 64) */
     float mx[MB][2], lsum[MB][2]; /* running max (raw score) and partial row sum, rows g, g + 8 */
@@ -242,18 +259,13 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
                 const float mb2 = m_new * sl2;
                 float rs = 0.0f;
 #pragma unroll
-                for (int nt = 0; nt < NS; nt++) {
-                    bool keep[2] = {true, true};
-                    if (DROP)
-                        mask_pair(keep, rk[mb][hr], (uint32_t)(kbase >> 1) + 4 * nt + t4, thr);
+                for (int nt = 0; nt < NS; nt++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         float &x = sc[mb][nt * 4 + 2 * hr + e];
-                        const float p = ex2(fmaf(x, sl2, -mb2));
-                        rs += p; /* the sum is of the undropped P: lse is dropout's input */
-                        x = keep[e] ? p : 0.0f;
+                        x = ex2(fmaf(x, sl2, -mb2));
+                        rs += x; /* the sum is of the undropped P: lse is dropout's input */
                     }
-                }
                 lsum[mb][hr] = lsum[mb][hr] * corr + rs;
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++) {
@@ -273,6 +285,13 @@ fmha_fwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
                 pf[mb][kk][1] = pack_bf16(x[2], x[3]);
                 pf[mb][kk][2] = pack_bf16(x[4], x[5]);
                 pf[mb][kk][3] = pack_bf16(x[6], x[7]);
+                /* pf[kk][hr] holds keys 16 kk + 2 t4 + {0, 1} of row g + 8 hr, pf[kk][2 + hr] the same
+                 * keys + 8: one quad of the mask */
+                if (DROP)
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++)
+                        mask_fwd_quad(pf[mb][kk][hr], pf[mb][kk][2 + hr], rk[mb][hr],
+                                      (uint32_t)(4 * ((kbase >> 4) + kk) + t4), bias2);
             }
         sm90::mbar_wait(&bar[1 + STAGES + st], ph);
 #pragma unroll
@@ -506,12 +525,12 @@ __device__ __forceinline__ void bwd_issue_sdp(float (&sc)[32], float (&dp)[32], 
 /* From the scores sc = S^T and dp = dP^T (both overwritten): P^T (dropped, without 1 / (1 - p):
  * dV is scaled at the end) and dS^T = P^T .* (dP^T .* mask / (1 - p) - D), as the bf16 A
  * fragments pa, sa of the next products (k = the tile's queries). l_s, d_s, r_s: the tile's
- * staged values; kval: rows kl, kl + 8 are keys of the sequence; c0, odd: row kl's key pair and
+ * staged values; kval: rows kl, kl + 8 are keys of the sequence; quad, odd: row kl's mask quad and
  * parity (mask_transposed). */
 template <bool DROP>
 __device__ __forceinline__ void bwd_grads(float (&sc)[32], float (&dp)[32], uint32_t (&pa)[4][4], uint32_t (&sa)[4][4],
                                           const float *l_s, const float *d_s, const uint64_t *r_s,
-                                          const bool (&kval)[2], uint32_t c0, int odd, int t4, uint32_t thr,
+                                          const bool (&kval)[2], uint32_t quad, int odd, int t4, uint32_t thr,
                                           float rkeep)
 {
     const float sl2 = SCALE * LOG2E;
@@ -521,7 +540,7 @@ __device__ __forceinline__ void bwd_grads(float (&sc)[32], float (&dp)[32], uint
         const float2 dq = *reinterpret_cast<const float2 *>(d_s + nt * 8 + 2 * t4);
         bool keep[2][2] = {{true, true}, {true, true}};
         if (DROP)
-            mask_transposed(keep, r_s[nt * 8 + 2 * t4 + odd], c0, odd, thr);
+            mask_transposed(keep, r_s[nt * 8 + 2 * t4 + odd], quad, odd, thr);
 #pragma unroll
         for (int hr = 0; hr < 2; hr++)
 #pragma unroll
@@ -529,13 +548,14 @@ __device__ __forceinline__ void bwd_grads(float (&sc)[32], float (&dp)[32], uint
                 const int x = nt * 4 + 2 * hr + e;
                 float p = ex2(fmaf(sc[x], sl2, -(e ? lq.y : lq.x)));
                 p = kval[hr] ? p : 0.0f;
-                float dpm = dp[x], pd = p;
+                const float d = e ? dq.y : dq.x;
                 if (DROP) {
-                    pd = keep[hr][e] ? p : 0.0f;
-                    dpm = keep[hr][e] ? dpm * rkeep : 0.0f;
+                    sc[x] = keep[hr][e] ? p : 0.0f;
+                    dp[x] = p * (keep[hr][e] ? fmaf(dp[x], rkeep, -d) : -d);
+                } else {
+                    sc[x] = p;
+                    dp[x] = p * (dp[x] - d);
                 }
-                sc[x] = pd;
-                dp[x] = p * (dpm - (e ? dq.y : dq.x));
             }
     }
 #pragma unroll
@@ -693,7 +713,7 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
     const uint32_t thr = fmha_mask_threshold(p_drop);
     const int kl = warp * 16 + g; /* this thread's key rows kl, kl + 8 of the tile */
     const bool kval[2] = {n0 + kl < len, n0 + kl + 8 < len};
-    const uint32_t c0 = (uint32_t)(n0 + kl) >> 1; /* key pair of row kl (of kl + 8: c0 + 4) */
+    const uint32_t quad = fmha_mask_quad_of(n0 + kl); /* the mask quad of rows kl and kl + 8 */
     float dk[32], dv[32];                          /* (64 keys, 64) accumulators */
 #pragma unroll
     for (int i = 0; i < 32; i++)
@@ -724,7 +744,7 @@ fmha_bwd_wgmma(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64
         sm90::wg_fence_regs(dp);
 
         uint32_t pa[4][4], sa[4][4]; /* A fragments of P^T and dS^T, k = the tile's queries */
-        bwd_grads<DROP>(sc, dp, pa, sa, sL + st * BM, sD + st * BM, sR + st * BM, kval, c0, odd, t4, thr, rkeep);
+        bwd_grads<DROP>(sc, dp, pa, sa, sL + st * BM, sD + st * BM, sR + st * BM, kval, quad, odd, t4, thr, rkeep);
         bwd_issue_dvdk(dv, dk, pa, sa, aQ + st * BOX, adO + st * BOX);
         bwd_store_ds(sdS, kl, t4, sa); /* rows = keys, for dQ = dS K */
         sm90::fence_proxy_async();
@@ -876,7 +896,7 @@ fmha_bwd_wg2(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64) 
         const int kl = (warp & 3) * 16 + g; /* this thread's key rows kl, kl + 8 of its warpgroup */
         const int nw0 = n0 + 64 * w;         /* the warpgroup's first key */
         const bool kval[2] = {nw0 + kl < len, nw0 + kl + 8 < len};
-        const uint32_t c0 = (uint32_t)(nw0 + kl) >> 1;
+        const uint32_t quad = fmha_mask_quad_of(nw0 + kl);
         float dk[32], dv[32];
 #pragma unroll
         for (int i = 0; i < 32; i++)
@@ -905,7 +925,7 @@ fmha_bwd_wg2(const __grid_constant__ CUtensorMap tm_qkv, /* qkv as (T, 3 NH 64) 
             sm90::wg_fence_regs(dp);
 
             uint32_t pa[4][4], sa[4][4];
-            bwd_grads<DROP>(sc, dp, pa, sa, sLw + buf * BM, sDw + buf * BM, sRw + buf * BM, kval, c0, odd, t4, thr,
+            bwd_grads<DROP>(sc, dp, pa, sa, sLw + buf * BM, sDw + buf * BM, sRw + buf * BM, kval, quad, odd, t4, thr,
                             rkeep);
             bwd_issue_dvdk(dv, dk, pa, sa, aQ + st * BOX, adO + st * BOX);
             bwd_store_ds(sdSw, kl, t4, sa); /* the warpgroup's rows of the shared tile */

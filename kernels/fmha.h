@@ -15,7 +15,7 @@
  *   M[i][j] = fmha_mask_keep(seed, stream_id, t_i * NH + h, j, fmha_mask_threshold(p))  (dropout.h)
  * with t_i = cu_seqlens[s] + i the query's row in the batch and j the key's position (0-based)
  * in its sequence: the same mask bits whatever the grouping, regenerated in backward, never stored
- * (one hash gives the bits of keys 2c and 2c + 1 of a row). No [L, L] matrix is ever stored:
+ * (one hash gives the bits of keys 16a + 2c + {0, 1, 8, 9} of a row). No [L, L] matrix is ever stored:
  * forward uses an online softmax over key tiles, backward recomputes P from lse (flash-attention 2
  * style: one CTA per key tile, dQ accumulated in fp32 in the workspace, then converted to bf16).
  * kernels/fmha.cu runs on Hopper's wgmma and bulk tensor copies (sm_90a). The fp32 build

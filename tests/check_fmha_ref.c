@@ -38,12 +38,14 @@ static void naive_fwd(double *out, double *lse, const double *qkv, const int32_t
                 for (int d = 0; d < HD; d++) {
                     double o = 0;
                     for (int j = cu[s]; j < cu[s + 1]; j++) {
-                        /* dropout.h: one hash of the row key per pair of keys, 16 bits each */
+                        /* dropout.h: one hash of the row key per quad of keys 16 a + 2 c +
+                         * {0, 1, 8, 9}, 15 of 16 bits each */
                         const uint64_t rk = dropout_hash(seed, sid, (uint64_t)i * NH + h);
                         const int jj = j - cu[s];
-                        const uint32_t bits = fmha_mask_pair(rk, (uint32_t)jj / 2);
-                        const uint32_t r16 = jj % 2 ? bits >> 16 : bits & 0xffffu;
-                        double m = p > 0 ? (r16 >= (uint32_t)(p * 65536.0f) ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+                        const fmha_quad_bits b = fmha_mask_quad(rk, (uint32_t)(jj / 16 * 4 + jj / 2 % 4));
+                        const uint32_t w = jj % 16 < 8 ? b.lo : b.hi;
+                        const uint32_t r15 = (jj % 2 ? w >> 16 : w) & 0x7fffu;
+                        double m = p > 0 ? (r15 >= (uint32_t)(p * 32768.0f) ? 1.0 / (1.0 - p) : 0.0) : 1.0;
                         o += e[j - cu[s]] / sum * m * qkv[j * ld + (2 * NH + h) * HD + d];
                     }
                     out[(i * NH + h) * HD + d] = o;

@@ -877,27 +877,44 @@ END_TEST
 
 START_TEST(test_attention_mask_rate_and_pairs)
 {
-    /* The FMHA mask (dropout.h): keep rate 1 - floor(65536 p) / 65536 over 2000 rows of 512 keys,
-     * the two keys of one hash and keys of neighbouring rows independent (joint rate q^2, 5 sigma
-     * bounds), and p = 0 keeps everything. */
+    /* The FMHA mask (dropout.h): keep rate 1 - floor(32768 p) / 32768 over 2000 rows of 512 keys;
+     * the four keys of one hash (16 a + 2 c + {0, 1, 8, 9}: pairs j, j + 1 and j, j + 8), keys of
+     * neighbouring quads (j, j + 2) and of neighbouring rows independent (joint rate q^2, 5 sigma
+     * bounds); p = 0 keeps everything. */
     const float p = 0.1f;
     const uint32_t thr = fmha_mask_threshold(p);
-    const double q = 1.0 - thr / 65536.0;
-    long kept = 0, pair = 0, rows = 0, n = 0;
+    const double q = 1.0 - thr / 32768.0;
+    long kept = 0, pair = 0, far = 0, quads = 0, rows = 0, n = 0, npair = 0, nfar = 0;
     for (uint64_t r = 0; r < 2000; r++)
         for (int j = 0; j < 512; j++) {
             const int a = fmha_mask_keep(99, 6, r, j, thr);
             kept += a;
-            pair += a && (j % 2 == 0) && fmha_mask_keep(99, 6, r, j + 1, thr);
+            if (j % 2 == 0) {
+                pair += a && fmha_mask_keep(99, 6, r, j + 1, thr);
+                npair++;
+            }
+            if (j % 16 < 8) {
+                far += a && fmha_mask_keep(99, 6, r, j + 8, thr);
+                nfar++;
+            }
+            if (j + 2 < 512)
+                quads += a && fmha_mask_keep(99, 6, r, j + 2, thr);
             rows += a && fmha_mask_keep(99, 6, r + 1, j, thr);
             n++;
         }
+    const long nq = 2000L * 510;
     ck_assert_double_eq_tol((double)kept / n, q, 5 * sqrt(q * (1 - q) / n));
-    ck_assert_double_eq_tol((double)pair / (n / 2), q * q, 5 * sqrt(q * q * (1 - q * q) / (n / 2)));
+    ck_assert_double_eq_tol((double)pair / npair, q * q, 5 * sqrt(q * q * (1 - q * q) / npair));
+    ck_assert_double_eq_tol((double)far / nfar, q * q, 5 * sqrt(q * q * (1 - q * q) / nfar));
+    ck_assert_double_eq_tol((double)quads / nq, q * q, 5 * sqrt(q * q * (1 - q * q) / nq));
     ck_assert_double_eq_tol((double)rows / n, q * q, 5 * sqrt(q * q * (1 - q * q) / n));
-    ck_assert_uint_eq(thr, 6553u);
+    ck_assert_uint_eq(thr, 3276u);
     for (int j = 0; j < 512; j++)
         ck_assert_int_eq(fmha_mask_keep(99, 7, 3, j, fmha_mask_threshold(0.0f)), 1);
+    /* the quad and field of a key, as the kernels' register layouts assume */
+    ck_assert_uint_eq(fmha_mask_quad_of(16 * 5 + 2 * 3 + 9), 4 * 5 + 3);
+    ck_assert_int_eq(fmha_mask_field_of(16 * 5 + 2 * 3 + 9), 3);
+    ck_assert_int_eq(fmha_mask_field_of(16 * 5 + 2 * 3), 0);
 }
 END_TEST
 
