@@ -16,7 +16,9 @@
 #   poison   --grad-write on with UNPAD_POISON_GRADS=1 (the gradients NaN before every step): bert-tiny
 #            (16 sequences, and 4 virtual ranks x 4), bert-base x 8 and BERT-Large x 56 complete
 #            (a gradient left unwritten makes the norm NaN: exit 3) with the losses of the
-#            unpoisoned run, and those of --grad-write off (identical or within 2e-4)
+#            unpoisoned run, and those of --grad-write off: within 2e-4 for bert-tiny, within 5e-3
+#            for the larger models, whose float reductions (the FMHA's dQ) make runs differ by
+#            about 1e-3 from step 2 on (a second unpoisoned run shows the spread of the same command)
 #   steps    300 steps (fp32 build, bert-tiny, dropout off) against transformers' BertForPreTraining
 #            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
 #            every step, and the final weights
@@ -41,16 +43,19 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 T="bin/unpad-train ${TRAIN_ARGS:-}"
 cb="--master ${RESUME_MASTER_BOUND:-2e-5} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
-# same_losses A.log B.log K: the losses of the steps after K in two logs: identical, within 2e-4
-# (float atomics change the last printed digit), or DIFFERENT
+# same_losses A.log B.log K [TOL]: the losses of the steps after K in two logs: identical, within
+# TOL (default 2e-4: float atomics change the last printed digit), or DIFFERENT; the largest
+# difference follows in parentheses
 same_losses() {
+    local tol=${4:-2e-4} d
     grep -E '^step' "$1" | awk -v k="$3" '$2 + 0 > k {print $2 + 0, $5}' >"$1.losses"
     grep -E '^step' "$2" | awk -v k="$3" '$2 + 0 > k {print $2 + 0, $5}' >"$2.losses"
+    d=$(paste "$1.losses" "$2.losses" | awk '{x = $2 - $4; if (x < 0) x = -x; if (x > m) m = x} END {printf "%.1e", m}')
     if [ -s "$1.losses" ] && cmp -s "$1.losses" "$2.losses"; then echo identical
     elif [ -s "$1.losses" ] && [ "$(wc -l <"$1.losses")" = "$(wc -l <"$2.losses")" ] &&
-        paste "$1.losses" "$2.losses" | awk '$1 != $3 || ($2 - $4) > 2e-4 || ($4 - $2) > 2e-4 {bad = 1} END {exit bad}'; then
-        echo "within 2e-4 (float atomics)"
-    else echo DIFFERENT; fi
+        paste "$1.losses" "$2.losses" | awk -v t="$tol" '$1 != $3 || ($2 - $4) > t + 0 || ($4 - $2) > t + 0 {bad = 1} END {exit bad}'; then
+        echo "within $tol (float atomics; max $d)"
+    else echo "DIFFERENT (max $d)"; fi
 }
 json_ok() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null && echo valid || echo INVALID; }
 
@@ -203,13 +208,13 @@ if has steps; then
 fi
 
 if has poison; then
-    for run in "tiny --model models/bert-tiny.cfg --batch 16 --steps 30 --seed 5" \
-        "tiny-vr4 --model models/bert-tiny.cfg --batch 4 --virtual-ranks 4 --steps 30 --seed 5" \
-        "base --model models/bert-base.cfg --batch 8 --steps 10 --seed 3" \
-        "large --model models/bert-large.cfg --batch 56 --steps 6 --seed 1"; do
+    for run in "tiny 2e-4 --model models/bert-tiny.cfg --batch 16 --steps 30 --seed 5" \
+        "tiny-vr4 2e-4 --model models/bert-tiny.cfg --batch 4 --virtual-ranks 4 --steps 30 --seed 5" \
+        "base 5e-3 --model models/bert-base.cfg --batch 8 --steps 10 --seed 3" \
+        "large 5e-3 --model models/bert-large.cfg --batch 56 --steps 6 --seed 1"; do
         set -- $run
-        tag=$1
-        shift
+        tag=$1 tol=$2
+        shift 2
         P=$OUT/poison-$tag
         timeout 120 $T --synthetic --log-every 1 --grad-write on "$@" >"$P-plain.log" 2>&1
         r1=$?
@@ -217,8 +222,12 @@ if has poison; then
         r2=$?
         timeout 120 $T --synthetic --log-every 1 --grad-write off "$@" >"$P-off.log" 2>&1
         r3=$?
-        say "poison   $tag written rc=$r1, poisoned rc=$r2, zeroed rc=$r3: losses poisoned vs written \
-$(same_losses "$P-plain.log" "$P-poisoned.log" 0), written vs zeroed $(same_losses "$P-plain.log" "$P-off.log" 0)"
+        timeout 120 $T --synthetic --log-every 1 --grad-write on "$@" >"$P-again.log" 2>&1
+        r4=$?
+        say "poison   $tag written rc=$r1, poisoned rc=$r2, zeroed rc=$r3, written again rc=$r4: losses \
+poisoned vs written $(same_losses "$P-plain.log" "$P-poisoned.log" 0 $tol), written vs zeroed \
+$(same_losses "$P-plain.log" "$P-off.log" 0 $tol); the spread, written twice: \
+$(same_losses "$P-plain.log" "$P-again.log" 0 $tol)"
     done
 fi
 
