@@ -79,8 +79,8 @@ UNPAD_HD void dropout_apply8(float *v, uint64_t key, uint32_t thr, float scale, 
  *   keep  = (field & 0x7fff) >= fmha_mask_threshold(p)
  * The grouping follows the tiles' register layouts: a thread of the forward holds keys 2c, 2c + 1
  * and 2c + 8, 2c + 9 of each of its query rows, and in the backward lanes l and l ^ 4 together
- * hold the four keys of a quad for two neighbouring queries, so one hash (three 32 x 32 -> 64-bit
- * multiplies, each folded high ^ low) serves four elements. 15 bits of each field are compared
+ * hold the four keys of a quad for two neighbouring queries, so one hash (dropout_bits4: three
+ * 32 x 32 -> 64-bit multiplies, each folded high ^ low) serves four elements. 15 bits of each field are compared
  * so that a kernel can test two fields of a word at once with one add (the sign bit of each half
  * of (word & 0x7fff7fff) + (0x8000 - thr) (1 + 2^16) is the keep bit). The keep probability is
  * 1 - floor(32768 p) / 32768 (0.900024 at p = 0.1); the kept values are scaled by 1 / (1 - p). */
@@ -88,11 +88,11 @@ typedef struct {
     uint32_t lo, hi;
 } fmha_quad_bits;
 
+/* The same 64 bits as the element masks' dropout_bits4, with the row key as the key. */
 UNPAD_HD fmha_quad_bits fmha_mask_quad(uint64_t rk, uint32_t quad)
 {
-    const uint32_t x = (uint32_t)rk + quad * 0x9E3779B9u;
-    const uint32_t y = dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(rk >> 32);
-    const fmha_quad_bits b = {dropout_mum32(y, 0xC2B2AE35u), dropout_mum32(y ^ 0x6A09E667u, 0x27D4EB2Fu)};
+    const uint64_t bits = dropout_bits4(rk, quad);
+    const fmha_quad_bits b = {(uint32_t)bits, (uint32_t)(bits >> 32)};
     return b;
 }
 

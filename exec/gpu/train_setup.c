@@ -216,6 +216,8 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
     trainer_print_setup(t);
     if (t->poison_grads)
         printf("  UNPAD_POISON_GRADS=1: the gradients are filled with NaN before every step (each must be written)\n");
+    else if (poison && !strcmp(poison, "1"))
+        printf("  UNPAD_POISON_GRADS=1 ignored: --grad-write off zeroes the gradients before every step\n");
     t->gemm_presets = -2;
     if (a->resume && (rc = trainer_resume(t, err)))
         return rc;

@@ -153,8 +153,8 @@ typedef struct {
     train_log *log;
     int64_t start_us;
     double t_start;
-    double warm_s, first_step_s;
-    int poison_grads;             /* UNPAD_POISON_GRADS=1 with --grad-write on: NaN before each step */  /* the warm-up before the first step, and that step's wall time */
+    double warm_s, first_step_s; /* the warm-up before the first step, and that step's wall time */
+    int poison_grads;            /* UNPAD_POISON_GRADS=1 with --grad-write on: NaN before each step */
     train_window win;
     double tot_time, tot_samples, tot_tokens, tot_flops, all_samples, all_tokens, all_flops;
     double first_loss, last_loss, last_mlm, last_nsp, last_acc, eval_loss, eval_acc;
