@@ -9,6 +9,7 @@
 #include "balance.h"
 #include "dist.h"
 #include "memory.h"
+#include "outfile.h"
 #include "pool.h"
 #include "progress.h"
 #include "step.h"
@@ -159,7 +160,7 @@ static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, 
  * clamped afterwards, as the trainer does. */
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
                          const unpad_dist *d, const uint64_t *seeds, int nseeds, double *out,
-                         unpad_err *err)
+                         workload_step *shape, unpad_err *err)
 {
     int maxl = d->max_len < m->max_len ? d->max_len : m->max_len;
     int K = w->vranks, B = w->batch, n = K * B, rc;
@@ -185,6 +186,15 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
     for (int j = 0; j < nseeds; j++)
     for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
         draw_step(ds, seeds[j], st, n, maxl, len);
+        if (shape && j == 0) { /* the first seed's batches: the trainer's own */
+            workload_step *q = &shape[st - WORKLOAD_FIRST_STEP];
+            *q = (workload_step){.step = st, .seqs = n};
+            for (int k = 0; k < n; k++) {
+                q->tokens += len[k];
+                q->sum_len2 += (double)len[k] * len[k];
+                q->max_len = len[k] > q->max_len ? len[k] : q->max_len;
+            }
+        }
         double t = sm.lamb_us + sm.overhead_us; /* once per step, however many passes */
         if (K == 1) {
             step_batch b;
@@ -242,7 +252,7 @@ static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *
     uint64_t seeds[WORKLOAD_BAND_RUNS];
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
         seeds[j] = s->seed + 7919ull * (uint64_t)(j + 1);
-    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, t, err);
+    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, t, NULL, err);
     if (rc)
         return rc;
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
@@ -283,12 +293,18 @@ static int log_steps(const char *path, int first, int n, double *ms)
     return found;
 }
 
-static void step_by_step(const workload_setup *s, workload_row *w, const double *pred)
+/* shape: the steps' batches (NULL: not kept); taken into w->per_step or freed. */
+static void step_by_step(const workload_setup *s, workload_row *w, const double *pred, workload_step *shape)
 {
     w->step_err = NAN;
     w->stalls = 0;
-    if (!s->logs)
+    free(w->per_step);
+    w->per_step = NULL;
+    w->nper_step = 0;
+    if (!s->logs) {
+        free(shape);
         return;
+    }
     char path[4400];
     snprintf(path, sizeof path, "%s/%s.log", s->logs, w->name);
     int n = w->steps, k = 0;
@@ -298,10 +314,20 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
             if (!isnan(ms[i])) {
                 e[k++] = (pred[i] - ms[i]) / ms[i];
                 w->stalls += ms[i] > 1.15 * pred[i];
+                if (shape) {
+                    shape[w->nper_step] = shape[i];
+                    shape[w->nper_step].pred_ms = pred[i];
+                    shape[w->nper_step++].meas_ms = ms[i];
+                }
             }
         if (k)
             w->step_err = median_of(e, k);
     }
+    if (shape && w->nper_step) {
+        w->per_step = shape;
+        shape = NULL;
+    }
+    free(shape);
     free(ms);
     free(e);
 }
@@ -327,10 +353,14 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     double *t = malloc((size_t)ns * WORKLOAD_BAND_RUNS * sizeof *t);
     if (!rc && !t)
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    workload_step *shape = s->keep_steps ? calloc((size_t)ns, sizeof *shape) : NULL;
+    if (!rc && s->keep_steps && !shape)
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, shape, err);
     if (!rc) {
-        step_by_step(s, w, t);
+        step_by_step(s, w, t, shape);
+        shape = NULL; /* the row's now, or freed */
         w->predict_ms = mean_of(t, ns);
         rc = mean_band(s, w, &m, &raw, t, err);
     }
@@ -358,6 +388,7 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
         w->mem_err = w->meas_gib > 0 ? (w->mem_gib - w->meas_gib) / w->meas_gib : 0;
     }
     free(t);
+    free(shape);
     dist_free(&raw);
     dist_free(&d);
     return rc;
@@ -394,7 +425,7 @@ int workload_step_gaps(const workload_setup *s, const workload_row *w, double *g
     if (!rc && (!t || !ms))
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, NULL, err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s.log", s->logs ? s->logs : ".", w->name);
         if (!log_steps(path, WORKLOAD_FIRST_STEP, w->steps, ms))
@@ -499,4 +530,32 @@ void workload_print(FILE *f, const workload_row *rows, int n)
         fprintf(f, "  per step (the trainer's log, each step against the model on its own batch; the "
                    "median over steps 9..): within 2%% on %d of %d workloads (max |error| %.2f%%); "
                    "stalls: steps over 1.15 x predicted\n", s.step_within, s.step_logs, 100 * s.step_max_abs);
+}
+
+int workload_write_steps_csv(const char *path, const workload_row *rows, int n, const char *comment,
+                             unpad_err *err)
+{
+    unpad_outfile *o;
+    int rc = outfile_open(path, &o, err);
+    if (rc)
+        return rc;
+    FILE *f = outfile_stream(o);
+    fputs(comment ? comment : "", f);
+    fprintf(f, "workload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct\n");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < rows[i].nper_step; j++) {
+            const workload_step *q = &rows[i].per_step[j];
+            fprintf(f, "%s,%d,%d,%d,%.0f,%d,%.4f,%.4f,%.3f\n", rows[i].name, q->step, q->seqs, q->tokens,
+                    q->sum_len2, q->max_len, q->meas_ms, q->pred_ms, 100 * (q->pred_ms - q->meas_ms) / q->meas_ms);
+        }
+    return outfile_commit(o, err);
+}
+
+void workload_free_steps(workload_row *rows, int n)
+{
+    for (int i = 0; rows && i < n; i++) {
+        free(rows[i].per_step);
+        rows[i].per_step = NULL;
+        rows[i].nper_step = 0;
+    }
 }

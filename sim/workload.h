@@ -30,6 +30,13 @@
 #define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
 #define WORKLOAD_SEED 21 /* the trainer's --seed in scripts/gpu-heldout.sh and gpu-calib.sh */
 
+/* One measured step against the step model (workload_setup.keep_steps): the step's batch (every
+ * rank's sequences together), the model's time for it and the trainer log's wall time. */
+typedef struct {
+    int step, seqs, tokens, max_len;
+    double sum_len2, pred_ms, meas_ms;
+} workload_step;
+
 typedef struct {
     char name[128], model[64], policy[32], dist[64], trace[128]; /* trace: its traced steps' file */
     int batch, vranks, steps;  /* steps: measured steps 9 .. 9 + steps - 1 */
@@ -47,6 +54,8 @@ typedef struct {
      * NaN and 0 without a log. */
     double step_err;
     int stalls;
+    workload_step *per_step; /* keep_steps: the logged steps, in step order (free: workload_free_steps) */
+    int nper_step;
     double mem_gib;      /* memory.h */
     double predict_err, whatif_err, mem_err; /* (predicted - measured) / measured */
 } workload_row;
@@ -62,6 +71,7 @@ typedef struct {
     uint64_t seed;           /* the trainer's --seed (scripts/gpu-heldout.sh: 21) */
     int whatif_steps;        /* sampled steps of the what-if */
     int threads;
+    int keep_steps;          /* fill each row's per_step from its trainer log */
     struct progress *progress; /* one item per workload done (progress.h), may be NULL */
 } workload_setup;
 
@@ -94,5 +104,12 @@ typedef struct {
 int workload_in_band(const workload_row *w);
 void workload_summarize(const workload_row *rows, int n, workload_summary *s);
 void workload_print(FILE *f, const workload_row *rows, int n);
+
+/* The rows' per_step as CSV (one line per logged step: workload, step, sequences, tokens, sum of
+ * len^2, longest, measured and predicted ms, error %), written whole or not at all (outfile.h);
+ * comment: lines put before the header (NULL: none). */
+int workload_write_steps_csv(const char *path, const workload_row *rows, int n, const char *comment,
+                             unpad_err *err);
+void workload_free_steps(workload_row *rows, int n);
 
 #endif

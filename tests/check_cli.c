@@ -256,6 +256,16 @@ static const jr_node *at(const jr_node *v, const char *dotted)
     return v;
 }
 
+/* The whole of OUTDIR/name (the caller frees it). */
+static char *slurp(const char *name)
+{
+    char path[256], *text = NULL;
+    unpad_err e = {0};
+    snprintf(path, sizeof path, "%s/%s", OUTDIR, name);
+    ck_assert_msg(unpad_read_file(path, &text, NULL, &e) == UNPAD_OK, "%s", e.msg);
+    return text;
+}
+
 static int exists(const char *name)
 {
     char path[256];
@@ -764,9 +774,32 @@ START_TEST(test_validate_workloads_json)
     ck_assert_int_eq(at(v, "provenance.model")->t, JR_NULL);
     jr_free(v);
     /* the other mode's flags, and both modes at once, are refused before any work */
-    ck_assert_int_eq(run("validate --workloads %D/w.csv --csv %D/x.csv 2>/dev/null"), 2);
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --plot %D/x.png 2>/dev/null"), 2);
     ck_assert_int_eq(run("validate --workloads %D/w.csv --traces %D/w.csv 2>/dev/null"), 2);
+    ck_assert(!exists("x.png"));
+    /* --csv: per logged step; with no trainer log there are none, which is an error, no file */
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --steps 100 --quiet --csv %D/x.csv 2>%D/err.txt"), 1);
     ck_assert(!exists("x.csv"));
+    char *text = slurp("err.txt");
+    ck_assert_msg(strstr(text, "no trainer log") && strstr(text, "w.csv"), "%s", text);
+    free(text);
+    snprintf(path, sizeof path, "%s/logs", OUTDIR);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/logs/w-a.log", OUTDIR);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "step      9/40 | loss 11.1 | 100.0 samples/s | 9.25 ms/step | ETA 1s\n"
+               "step     10/40 | loss 11.1 | 100.0 samples/s | 9.50 ms/step | ETA 1s\n");
+    fclose(f);
+    ck_assert_int_eq(run("validate --workloads %D/w.csv --steps 100 --quiet --csv %D/x.csv"), 0);
+    text = slurp("x.csv");
+    ck_assert_msg(strstr(text, "\nworkload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct\n"
+                               "w-a,9,16,") && strstr(text, ",9.2500,") && strstr(text, "\nw-a,10,16,") &&
+                      !strstr(text, "w-b,"), "%s", text);
+    free(text);
+    remove(path);
+    snprintf(path, sizeof path, "%s/logs", OUTDIR);
+    rmdir(path);
 }
 END_TEST
 

@@ -133,10 +133,53 @@ START_TEST(test_predict)
     fclose(lf);
     const char *h = getenv("UNPAD_HOME");
     workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c,
-                        .seed = 21, .whatif_steps = 300};
+                        .seed = 21, .whatif_steps = 300, .keep_steps = 1};
     ck_assert_msg(workload_predict(&s, w, n, &e) == UNPAD_OK, "%s", e.msg);
     unlink(logp);
     rmdir(logs);
+    /* kept step by step: each logged step's batch, its prediction and its wall time */
+    ck_assert_int_eq(w[0].nper_step, 3);
+    int steps[3] = {9, 10, 11}, len[24];
+    ck_assert_int_eq(workload_batch_lengths(&s, &w[0], steps, 3, len, &e), UNPAD_OK);
+    for (int j = 0; j < 3; j++) {
+        const workload_step *q = &w[0].per_step[j];
+        int tok = 0, mx = 0;
+        double sq = 0;
+        for (int k = 0; k < 8; k++) {
+            tok += len[j * 8 + k];
+            sq += (double)len[j * 8 + k] * len[j * 8 + k];
+            mx = len[j * 8 + k] > mx ? len[j * 8 + k] : mx;
+        }
+        ck_assert_int_eq(q->step, 9 + j);
+        ck_assert_int_eq(q->seqs, 8);
+        ck_assert_int_eq(q->tokens, tok);
+        ck_assert_int_eq(q->max_len, mx);
+        ck_assert_double_eq(q->sum_len2, sq);
+        ck_assert_double_eq_tol(q->pred_ms, t[j], 1e-9);
+        ck_assert_double_eq_tol(q->meas_ms, t[j] * slow[j], 1e-5);
+    }
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s.csv", logs);
+    ck_assert_msg(workload_write_steps_csv(csv, w, n, "# a comment\n", &e) == UNPAD_OK, "%s", e.msg);
+    FILE *cf = fopen(csv, "r");
+    ck_assert_ptr_nonnull(cf);
+    char line[512];
+    int lines = 0, st = 0, seqs = 0, tk = 0;
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, cf));
+    ck_assert_str_eq(line, "# a comment\n");
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, cf));
+    ck_assert(strncmp(line, "workload,step,seqs,tokens,", 26) == 0);
+    while (fgets(line, sizeof line, cf)) {
+        ck_assert_int_eq(sscanf(line, "a,%d,%d,%d,", &st, &seqs, &tk), 3);
+        ck_assert_int_eq(st, 9 + lines);
+        ck_assert_int_eq(tk, w[0].per_step[lines].tokens);
+        lines++;
+    }
+    fclose(cf);
+    unlink(csv);
+    ck_assert_int_eq(lines, 3);
+    workload_free_steps(w, n);
+    ck_assert_ptr_null(w[0].per_step);
     /* per step: the median of (predicted - measured) / measured, and one stall */
     ck_assert_double_eq_tol(w[0].step_err, 1 / 1.10 - 1, 1e-5);
     ck_assert_int_eq(w[0].stalls, 1);

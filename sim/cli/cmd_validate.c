@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
             "                      [--plot OUT.png] [--json F] [--quiet]\n"
             "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F] [--json F]\n"
-            "                      [--quiet]\n"
+            "                      [--csv OUT] [--quiet]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -38,6 +38,8 @@ static void usage(FILE *f)
             "  --hw F       hardware spec (default models/hw/h200-sxm.cfg); other hardware is refused\n"
             "  --model F    model config, or a name in models/ (default: the model each trace names)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
+            "               (--workloads: per logged step, its batch's tokens, sum of len^2 and\n"
+            "               longest, measured and predicted ms)\n"
             "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
             "               (docs/json.md); F '-': only the JSON, on standard output\n"
@@ -224,7 +226,7 @@ static void workloads_json(json_w *w, const char *path, const workload_row *rows
 
 /* --workloads: measured wall step times against predict and whatif (workload.h). */
 static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet,
-                              const char *json, int argc, char **argv)
+                              const char *json, const char *csv, int argc, char **argv)
 {
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -239,8 +241,8 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
         cli_error("validate", &err);
         goto out;
     }
-    const char *outs[1] = {json && strcmp(json, "-") ? json : NULL}, *ins[1] = {path};
-    if (cli_check_outputs("validate", &in, ins, 1, outs, 1))
+    const char *outs[2] = {json && strcmp(json, "-") ? json : NULL, csv}, *ins[1] = {path};
+    if (cli_check_outputs("validate", &in, ins, 1, outs, 2))
         goto out;
     cli_prov prov;
     cli_prov_init(&prov, argc, argv);
@@ -253,7 +255,7 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     const char *slash = strrchr(path, '/');
     snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
     workload_setup s = {.home = home, .logs = logs, .hw = &in.hw, .calib = &in.calib, .seed = seed,
-                        .whatif_steps = steps};
+                        .whatif_steps = steps, .keep_steps = csv != NULL};
     printf("unpad validate: %d workloads of %s on %s, %s\n\n", n, path, in.hw.name,
            cli_calib_label(&in, label, sizeof label));
     if (progress_start("unpad validate", "workloads", n, n, progress_wanted(quiet), &s.progress, &err)) {
@@ -267,6 +269,23 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
         goto out;
     }
     workload_print(stdout, rows, n);
+    int logged = 0;
+    for (int i = 0; i < n; i++)
+        logged += rows[i].nper_step > 0;
+    if (csv && !logged) {
+        fprintf(stderr, "unpad validate: %s: no trainer log beside the table (%s/<workload>.log with `step N/M | "
+                        "... | X ms/step` lines of steps %d..): --csv has no steps to write\n",
+                path, logs, WORKLOAD_FIRST_STEP);
+        goto out;
+    }
+    if (csv) {
+        char pc[8192];
+        cli_prov_comment(&prov, pc, sizeof pc);
+        if (workload_write_steps_csv(csv, rows, n, pc, &err)) {
+            cli_error("validate", &err);
+            goto out;
+        }
+    }
     if (json) {
         workloads_json(&j.w, path, rows, n);
         if (cli_json_close("validate", &j))
@@ -274,9 +293,12 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
         if (!j.to_stdout)
             printf("\nwrote %s\n", json);
     }
+    if (csv && !j.to_stdout)
+        printf("%swrote %s\n", json ? "" : "\n", csv);
     rc = 0;
 out:
     cli_json_abandon(&j);
+    workload_free_steps(rows, n);
     free(rows);
     resolve_inputs_free(&in);
     return rc;
@@ -461,13 +483,14 @@ int cmd_validate(int argc, char **argv)
                         "untraced wall step times): give one\n");
         return 2;
     }
-    if (o.workloads && (o.csv || o.plot || o.models.n)) {
+    if (o.workloads && (o.plot || o.models.n)) {
         fprintf(stderr, "unpad validate: --%s applies to --traces, not to --workloads (which takes "
-                        "--json)\n", o.csv ? "csv" : o.plot ? "plot" : "model");
+                        "--json and --csv)\n", o.plot ? "plot" : "model");
         return 2;
     }
     if (o.workloads)
-        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, argc, argv);
+        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, o.csv, argc,
+                                  argv);
     if (!o.traces.n) {
         fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
