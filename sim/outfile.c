@@ -275,3 +275,12 @@ int outfile_check_all(const char *const *outputs, int no, const char *const *inp
     }
     return UNPAD_OK;
 }
+
+int outfile_open_csv(const char *path, const char *comment, const char *header, unpad_outfile **out,
+                     unpad_err *err)
+{
+    int rc = outfile_open(path, out, err);
+    if (!rc)
+        fprintf(outfile_stream(*out), "%s%s\n", comment ? comment : "", header);
+    return rc;
+}

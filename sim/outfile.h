@@ -30,6 +30,9 @@ FILE *outfile_stream(unpad_outfile *o);
 const char *outfile_temp_path(const unpad_outfile *o);
 /* Bytes in the temporary now (after a flush), or -1. */
 long outfile_size(unpad_outfile *o);
+/* outfile_open, then the comment lines (NULL: none) and a CSV header line (its newline added). */
+int outfile_open_csv(const char *path, const char *comment, const char *header, unpad_outfile **out,
+                     unpad_err *err);
 /* Checks, flushes, syncs, closes and renames; frees o whether it succeeds or not. */
 int outfile_commit(unpad_outfile *o, unpad_err *err);
 /* Drops the temporary and frees o (NULL is allowed). */

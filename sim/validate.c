@@ -731,12 +731,11 @@ int validate_write_csv(const char *path, const validate_report *rep, const char 
                        unpad_err *err)
 {
     unpad_outfile *o;
-    int rc = outfile_open(path, &o, err);
+    int rc = outfile_open_csv(path, comment, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct",
+                              &o, err);
     if (rc)
         return rc;
     FILE *f = outfile_stream(o);
-    fputs(comment ? comment : "", f);
-    fprintf(f, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct\n");
     for (size_t i = 0; i < rep->npairs; i++) {
         const validate_pair *p = &rep->pairs[i];
         /* a group of a side-by-side launch: level "group" (its launch as a whole is the "op" row

@@ -536,12 +536,11 @@ int workload_write_steps_csv(const char *path, const workload_row *rows, int n, 
                              unpad_err *err)
 {
     unpad_outfile *o;
-    int rc = outfile_open(path, &o, err);
+    int rc = outfile_open_csv(path, comment, "workload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct",
+                              &o, err);
     if (rc)
         return rc;
     FILE *f = outfile_stream(o);
-    fputs(comment ? comment : "", f);
-    fprintf(f, "workload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct\n");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < rows[i].nper_step; j++) {
             const workload_step *q = &rows[i].per_step[j];
