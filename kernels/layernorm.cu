@@ -24,6 +24,11 @@
 #ifndef LN_BWD_ROWS
 #define LN_BWD_ROWS 2
 #endif
+/* The fused backward (bias + dropout + residual: one more input and output per row) holds one row
+ * per batch: faster than two on the H100 (scripts/trainer-dev.sh ln, docs/kernels.md). */
+#ifndef LN_BWD_ROWS_FUSED
+#define LN_BWD_ROWS_FUSED 1
+#endif
 /* Rows wider than 1024 columns (KV > 1 vectors per thread) take one row per batch: registers. */
 #define LN_ROWS(rows, KV) ((KV) > 1 ? 1 : (rows))
 /* Blocks of the backward (at most UNPAD_COLSUM_BLOCKS): two resident blocks per SM on the H200's
@@ -95,13 +100,13 @@ __global__ void __launch_bounds__(LN_THREADS)
 /* Backward of ln_fwd_kernel. dy = dout (+ dout_add); dr = LayerNorm backward of dy;
  * dresid = dr; dx = dropout(dr). partials: (nparts, gridDim.x, H) block column sums of
  * dy * x-hat (dgamma), dy (dbeta) and, if nparts == 3, dx (dbias). */
-template <int RW, int KV>
+template <int RW, int KV, int ROWS>
 __global__ void __launch_bounds__(LN_THREADS, KV > 1 ? 1 : 2)
     ln_bwd_kernel(floatX *dx, floatX *dresid, float *partials, int nparts, const floatX *dout,
                   const floatX *dout_add, const floatX *ln_in, const float *mean, const float *rstd,
                   const floatX *gamma, int T, int H, float p, uint64_t seed, uint64_t stream_id)
 {
-    constexpr int R = LN_ROWS(LN_BWD_ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
+    constexpr int R = LN_ROWS(ROWS, KV), GT = 32 * RW, G = LN_THREADS / GT;
     __shared__ float sh[2 * 2 * R * (LN_THREADS / 32)];
     __shared__ float shacc[8 * LN_THREADS];
     int gt = threadIdx.x % GT, parity = 0;
@@ -205,15 +210,23 @@ static void ln_bwd_launch(floatX *dx, floatX *dresid, float *dbias, float *dgamm
     }
     int nparts = dbias ? 3 : 2;
     int grid = 0;
-    UNPAD_ROW_GROUP_DISPATCH(H, {
-        constexpr int rows_per_block = LN_THREADS / (32 * RW) * LN_ROWS(LN_BWD_ROWS, KV);
-        grid = (T + rows_per_block - 1) / rows_per_block;
-        if (grid > LN_BWD_BLOCKS)
-            grid = LN_BWD_BLOCKS;
-        ln_bwd_kernel<RW, KV><<<grid, LN_THREADS, 0, stream>>>(dx, dresid, scratch, nparts, dout,
-                                                               dout_add, ln_in, mean, rstd, gamma,
-                                                               T, H, p, seed, stream_id);
-    });
+    /* the fused kernel (bias, dropout, a second incoming gradient) and the plain one take their
+     * own rows per batch */
+#define LN_BWD_LAUNCH(ROWS)                                                                           \
+    UNPAD_ROW_GROUP_DISPATCH(H, {                                                                     \
+        constexpr int rows_per_block = LN_THREADS / (32 * RW) * LN_ROWS(ROWS, KV);                    \
+        grid = (T + rows_per_block - 1) / rows_per_block;                                             \
+        if (grid > LN_BWD_BLOCKS)                                                                     \
+            grid = LN_BWD_BLOCKS;                                                                     \
+        ln_bwd_kernel<RW, KV, ROWS><<<grid, LN_THREADS, 0, stream>>>(dx, dresid, scratch, nparts, dout, \
+                                                                     dout_add, ln_in, mean, rstd,       \
+                                                                     gamma, T, H, p, seed, stream_id);  \
+    })
+    if (dx || dbias || dout_add)
+        LN_BWD_LAUNCH(LN_BWD_ROWS_FUSED);
+    else
+        LN_BWD_LAUNCH(LN_BWD_ROWS);
+#undef LN_BWD_LAUNCH
     cudaCheck(cudaGetLastError());
     colsum_finalize3(dgamma, dbeta, dbias, scratch, grid, (size_t)grid * H, H, accumulate, stream);
 }

@@ -12,6 +12,7 @@
 #           --gemm-tune on through TRAIN_ARGS), which makes the resumed run read the interrupted
 #           run's gemm-algos.txt
 #   ln      bin/bench_kernels --only layernorm built with other LN_FWD_ROWS / LN_BWD_ROWS /
+#           LN_BWD_ROWS_FUSED /
 #           LN_BWD_BLOCKS (kernels/layernorm.cu), one binary per variant
 #   scripts/trainer-dev.sh [STAGES]      (default test,gemm,train,check,ln)
 # $OUT (default out/trainer-dev) gets summary.txt and logs.tgz; the summary is printed last.
@@ -43,7 +44,9 @@ say "build    ok in $((SECONDS - T0)) s; $(nvidia-smi --query-gpu=name,clocks.sm
 
 # LayerNorm variants: layernorm.cu compiled with other sizes, linked before the kernel library
 # (its symbols win), in the background while the other stages run
-LN_VARS=("base 2 2 264" "f1 1 2 264" "f4 4 2 264" "b1 2 1 264" "b4 2 4 264" "k132 2 2 132" "k396 2 2 396" "k528 2 2 528")
+# name, then rows per batch of the forward, the plain backward and the fused backward, and the
+# backward's blocks (base: the shipped sizes)
+LN_VARS=("base 2 2 1 264" "f1 1 2 1 264" "f4 4 2 1 264" "b1 2 1 1 264" "fused2 2 2 2 264" "k132 2 2 1 132" "k396 2 2 1 396" "k528 2 2 1 528")
 ln_pid=
 if has ln; then
     (
@@ -52,7 +55,7 @@ if has ln; then
         for v in "${LN_VARS[@]}"; do
             set -- $v
             (
-                c=$(echo "$cc" | sed "s#-MMD -MP##; s#-c kernels/layernorm.cu -o build/cu/kernels/layernorm.o#-DLN_FWD_ROWS=$2 -DLN_BWD_ROWS=$3 -DLN_BWD_BLOCKS=$4 -c kernels/layernorm.cu -o $L/ln_$1.o#")
+                c=$(echo "$cc" | sed "s#-MMD -MP##; s#-c kernels/layernorm.cu -o build/cu/kernels/layernorm.o#-DLN_FWD_ROWS=$2 -DLN_BWD_ROWS=$3 -DLN_BWD_ROWS_FUSED=$4 -DLN_BWD_BLOCKS=$5 -c kernels/layernorm.cu -o $L/ln_$1.o#")
                 l=$(echo "$link" | sed "s#build/libunpad_kernels.a#$L/ln_$1.o build/libunpad_kernels.a#; s#-o bin/bench_kernels#-o $L/bk_$1#; s#-MF build/cu/bench/bench_kernels.d#-MF $L/bk_$1.d#")
                 eval "$c" && eval "$l" && echo "built $1"
             ) &
@@ -120,7 +123,7 @@ if [ -n "$ln_pid" ]; then
         set -- $v
         [ -x "$L/bk_$1" ] || continue
         timeout "$(cap 60)" "$L/bk_$1" --only layernorm --reps 40 >"$L/ln-$1.log" 2>&1
-        say "ln       $1 (fwd rows $2, bwd rows $3, bwd blocks $4): $(grep -E '^(layernorm|bias_dropout)' "$L/ln-$1.log" |
+        say "ln       $1 (fwd rows $2, bwd rows $3, fused bwd rows $4, bwd blocks $5): $(grep -E '^(layernorm|bias_dropout)' "$L/ln-$1.log" |
             awk '{printf "%s %s us  ", $1, $(NF-3)}')"
         rm -f "$L/bk_$1" "$L/ln_$1.o"
     done
