@@ -582,6 +582,19 @@ static int rank_runs(const validate_report *rep, int a, int same, int *best_m, i
     return nb;
 }
 
+/* A run's file name for the 34-column tables: its last 31 characters after "..." when longer
+ * (the end tells runs apart), lab holding it. */
+enum { RUN_LABEL = 35 };
+static const char *run_label(const char *path, char lab[RUN_LABEL])
+{
+    const char *nm = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t L = strlen(nm);
+    if (L < RUN_LABEL)
+        return nm;
+    snprintf(lab, RUN_LABEL, "...%s", nm + L - (RUN_LABEL - 4));
+    return lab;
+}
+
 void validate_print(FILE *f, const validate_report *rep)
 {
     fprintf(f, "joined %zu rows of %d run%s (unmatched: %zu measured, %zu predicted)\n\n", rep->npairs,
@@ -617,10 +630,8 @@ void validate_print(FILE *f, const validate_report *rep)
             "pred_ms", "median|%|", "max|%|", "imb_meas", "imb_pred", "max|dimb|");
     for (int r = 0; r < rep->nruns; r++) {
         const validate_run *R = &rep->runs[r];
-        const char *nm = strrchr(R->name, '/') ? strrchr(R->name, '/') + 1 : R->name;
-        size_t L = strlen(nm);
-        if (L > 34)
-            nm += L - 34;
+        char lab[RUN_LABEL];
+        const char *nm = run_label(R->name, lab);
         fprintf(f, "%-34s %4d %6ld %9.3f %9.3f %9.2f %9.2f", nm, R->gpus, R->step_time.n,
                 R->meas_step_us / 1e3, R->pred_step_us / 1e3, R->step_time.median_abs_pct,
                 R->step_time.max_abs_pct);
@@ -639,11 +650,8 @@ void validate_print(FILE *f, const validate_report *rep)
             "slow_m", "slow_p", "worst_load%");
     for (size_t i = 0; i < rep->nsteps; i++) {
         const validate_step *S = &rep->steps[i];
-        const char *nm = rep->runs[S->run].name;
-        nm = strrchr(nm, '/') ? strrchr(nm, '/') + 1 : nm;
-        size_t L = strlen(nm);
-        if (L > 34)
-            nm += L - 34;
+        char lab[RUN_LABEL];
+        const char *nm = run_label(rep->runs[S->run].name, lab);
         int sm = -1, sp = -1;
         double tm = 0, tp = 0, worst = 0;
         for (size_t q = 0; q < rep->nloads; q++) {

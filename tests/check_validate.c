@@ -304,7 +304,7 @@ START_TEST(test_fastest_run_agreement)
     memset(&rep, 0, sizeof rep);
     unpad_err e = {0};
     double mdur[3] = {100, 90, 50}, pdur[3] = {104, 93, 40};
-    const char *names[3] = {"a", "b", "c"};
+    const char *names[3] = {"a", "b", "traces/heldout-w-bert-base-b24-bimodal-long.csv"};
     for (int k = 0; k < 3; k++)
         add_one_row_run(&rep, names[k], mdur[k], pdur[k], k == 2 ? 9 : 0, 0);
     ck_assert_int_eq(validate_finish(&rep, &e), UNPAD_OK);
@@ -317,6 +317,11 @@ START_TEST(test_fastest_run_agreement)
                               "predicted b: agree"), "%s", buf);
     ck_assert_msg(strstr(buf, "per-step time error   median 4.00% (<= 2%: NOT met), max 20.00% (<= 5%: NOT met)"),
                   "%s", buf);
+    /* a name longer than the run column: its end, marked as cut (per run and per step) */
+    const char *cut = "\n...-bert-base-b24-bimodal-long.csv    1 ";
+    ck_assert_int_eq((int)strlen("...-bert-base-b24-bimodal-long.csv"), 34);
+    ck_assert_msg(strstr(buf, cut), "%s", buf);
+    ck_assert_msg(strstr(buf, "\n...-bert-base-b24-bimodal-long.csv     0 "), "%s", buf);
     free(buf);
     validate_report_free(&rep);
 }
