@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+TARGET_RATIO = 1.4  # ours / the fastest PyTorch peer doing the same work (make bench)
+
 
 def read_cfg(path):
     cfg = {}
@@ -382,6 +384,17 @@ def main():
                     continue
                 print(f"{o['attn_dropout']:>6g} {o['samples_per_s']:>15.1f} {r['variant']:<28} "
                       f"{r['samples_per_s']:>15.1f} {o['samples_per_s'] / r['samples_per_s']:>9.3f}")
+        # the target of `make bench`: ours at least TARGET_RATIO x the fastest peer of equal work
+        for o in ours:
+            same = [r for r in results if "error" not in r and "error" not in o
+                    and r.get("attn_dropout", 0.0) == o["attn_dropout"]]
+            if not same:
+                continue
+            best = max(same, key=lambda r: r["samples_per_s"])
+            ratio = o["samples_per_s"] / best["samples_per_s"]
+            print(f"attention dropout {o['attn_dropout']:g}: ours {o['samples_per_s']:.1f} samples/s, "
+                  f"the fastest peer {best['variant']} {best['samples_per_s']:.1f}: {ratio:.3f}x "
+                  f"(target {TARGET_RATIO}x: {'met' if ratio >= TARGET_RATIO else 'MISSED'})")
     print("PEERS " + json.dumps(results + ours))
 
 
