@@ -240,6 +240,13 @@ if has large; then
             "${tr[@]}" --seed 1 >"$OUT/large-b$bsz.log" 2>&1
         say "large    b$bsz rc=$? $(grep '^summary' "$OUT/large-b$bsz.log" | cut -c1-250)"
     done
+    # the targets at batch 56 (steady state, one GPU): 1,000 samples/s, no more memory than 28.4 GiB
+    sum56=$(grep '^summary' "$OUT/large-b56.log")
+    sps=$(echo "$sum56" | grep -oE '[0-9.]+ samples/s' | head -1 | cut -d' ' -f1)
+    mem=$(echo "$sum56" | grep -oE 'device memory in use [0-9.]+' | grep -oE '[0-9.]+$')
+    if [ -n "$sps" ] && [ -n "$mem" ]; then
+        say "large    targets at b56: $sps samples/s (>= 1000: $(awk -v x="$sps" 'BEGIN {print (x + 0 >= 1000 ? "met" : "MISSED")}')), $mem GiB in use (<= 28.4: $(awk -v x="$mem" 'BEGIN {print (x + 0 <= 28.4 ? "met" : "MISSED")}'))"
+    fi
 fi
 
 if has vranks; then
