@@ -22,11 +22,14 @@
 #   steps    300 steps (fp32 build, bert-tiny, dropout off) against transformers' BertForPreTraining
 #            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
 #            every step, and the final weights
-#   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56: samples/s, TFLOP/s, trace
+#   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56 and 96: samples/s,
+#            TFLOP/s, memory, a trace of one step; batch 56 against its targets (1,000 samples/s,
+#            28.4 GiB), printed as met or MISSED (a miss does not fail the script)
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
 #   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
 #            same attention dropout (HF padded; unpadded eager, per-layer and whole-model compiled;
-#            TORCH_VARIANTS overrides the list)
+#            TORCH_VARIANTS overrides the list); ours against the fastest peer of equal work
+#            (target 1.4x, met or MISSED)
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
