@@ -144,22 +144,30 @@ static int synthetic_dist(const unpad_dist *d, int max_len, unpad_dist *out, unp
 }
 
 /* The lengths of the trainer's step st (n = K x B sequences, loader order): sample at stream
- * position p drawn with the generator seeded seed x 1000003 + p + 1, clamped to [8, maxl]. */
-static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, int *len)
+ * position p drawn with the generator seeded seed x 1000003 + p + 1, clamped to [8, maxl].
+ * exact 0: drawn on from the sampler's current state instead (the same distribution and clamp,
+ * one seeding per run instead of one per sample: for the band's other runs, which need the
+ * spread of the loader's batches, not its very draws). */
+static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, int *len, int exact)
 {
+    if (!exact)
+        dist_sample(ds, len, n);
     for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
-        uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
-        dist_sampler_seed(ds, seed * 1000003ull + p + 1);
-        dist_sample(ds, &len[k], 1);
+        if (exact) {
+            uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
+            dist_sampler_seed(ds, seed * 1000003ull + p + 1);
+            dist_sample(ds, &len[k], 1);
+        }
         len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
     }
 }
 
 /* The step times the step model gives for the trainer's steps first..steps under each of the
  * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
- * clamped afterwards, as the trainer does. */
+ * clamped afterwards, as the trainer does; exact: with the trainer's own generator, one seeding
+ * per sample (draw_step). */
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
-                         const unpad_dist *d, const uint64_t *seeds, int nseeds, double *out,
+                         const unpad_dist *d, const uint64_t *seeds, int nseeds, int exact, double *out,
                          workload_step *shape, unpad_err *err)
 {
     int maxl = d->max_len < m->max_len ? d->max_len : m->max_len;
@@ -185,7 +193,9 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         goto out;
     for (int j = 0; j < nseeds; j++)
     for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
-        draw_step(ds, seeds[j], st, n, maxl, len);
+        if (!exact && st == WORKLOAD_FIRST_STEP)
+            dist_sampler_seed(ds, seeds[j]);
+        draw_step(ds, seeds[j], st, n, maxl, len, exact);
         if (shape && j == 0) { /* the first seed's batches: the trainer's own */
             workload_step *q = &shape[st - WORKLOAD_FIRST_STEP];
             *q = (workload_step){.step = st, .seqs = n};
@@ -244,7 +254,8 @@ static double mean_of(const double *t, int n)
     return n ? s / n : NAN;
 }
 
-/* The spread of a `steps`-step mean: the same loader under other seeds. */
+/* The spread of a `steps`-step mean: the same distribution and batch under other seeds (drawn
+ * on from one seeding per run: draw_step's exact 0). */
 static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *m,
                        const unpad_dist *d, double *t, unpad_err *err)
 {
@@ -252,7 +263,7 @@ static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *
     uint64_t seeds[WORKLOAD_BAND_RUNS];
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
         seeds[j] = s->seed + 7919ull * (uint64_t)(j + 1);
-    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, t, NULL, err);
+    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, 0, t, NULL, err);
     if (rc)
         return rc;
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
@@ -357,7 +368,7 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     if (!rc && s->keep_steps && !shape)
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, shape, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, shape, err);
     if (!rc) {
         step_by_step(s, w, t, shape);
         shape = NULL; /* the row's now, or freed */
@@ -408,7 +419,7 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, const
         rc = dist_sampler_alloc(&raw, 1, &ds, err);
     for (int j = 0; !rc && j < nsteps; j++)
         draw_step(ds, s->seed, steps[j], w->batch, raw.max_len < m.max_len ? raw.max_len : m.max_len,
-                  len + (size_t)j * w->batch);
+                  len + (size_t)j * w->batch, 1);
     dist_sampler_free(ds);
     dist_free(&raw);
     return rc;
@@ -425,7 +436,7 @@ int workload_step_gaps(const workload_setup *s, const workload_row *w, double *g
     if (!rc && (!t || !ms))
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, t, NULL, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, NULL, err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s.log", s->logs ? s->logs : ".", w->name);
         if (!log_steps(path, WORKLOAD_FIRST_STEP, w->steps, ms))
@@ -520,7 +531,7 @@ void workload_print(FILE *f, const workload_row *rows, int n)
                "table); predict: the step model on those very batches (mean); whatif: mean over sampled "
                "steps\n", WORKLOAD_FIRST_STEP);
     fprintf(f, "  band: where the mean of as many steps as were measured falls (5th..95th percentile of "
-               "%d runs of the trainer's loader under other seeds, step model), relative to the whatif "
+               "%d runs of batches like the trainer's under other seeds, step model), relative to the whatif "
                "mean; '*': the measurement inside it\n", WORKLOAD_BAND_RUNS);
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "

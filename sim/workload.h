@@ -45,8 +45,9 @@ typedef struct {
     double predict_ms;   /* the step model on the trainer's own batches: mean over the steps */
     double whatif_ms;    /* the what-if's mean step time over sampled steps */
     /* What a measurement of `steps` steps can show: the 5th and 95th percentiles of the mean of
-     * that many steps, over WORKLOAD_BAND_RUNS runs of the trainer's loader with other seeds, under
-     * the step model (the spread of the batches alone, no timing noise). */
+     * that many steps, over WORKLOAD_BAND_RUNS runs of batches of the same distribution, size and
+     * clamp under other seeds, under the step model (the spread of the batches alone, no timing
+     * noise). */
     double band_lo_ms, band_hi_ms;
     /* Step by step, where the trainer's log is there (logs/<workload>.log beside the table: its
      * `step N/M | ... | X ms/step` lines): the median over the measured steps of (predicted -
