@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
             "                      [--plot OUT.png] [--json F] [--quiet]\n"
             "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F] [--json F]\n"
-            "                      [--csv OUT] [--quiet]\n"
+            "                      [--csv OUT] [--plot OUT.png] [--quiet]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -40,7 +40,8 @@ static void usage(FILE *f)
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
             "               (--workloads: per logged step, its batch's tokens, sum of len^2 and\n"
             "               longest, measured and predicted ms)\n"
-            "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG)\n"
+            "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG); --workloads:\n"
+            "               plots/workload-steps.gp (each logged step's error against its tokens)\n"
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
             "               (docs/json.md); F '-': only the JSON, on standard output\n"
             "  --quiet      no progress line on stderr (it appears only on a terminal)\n"
@@ -51,14 +52,16 @@ static void usage(FILE *f)
             "  --steps K    sampled steps of the what-if (default 2000)\n");
 }
 
-static int run_gnuplot(const char *csv, const char *png, const char *title)
+/* Draws plots/<gp> from csv into png (written whole or not at all). */
+static int run_gnuplot(const char *gp, const char *csv, const char *png, const char *title)
 {
     if (strchr(csv, '\'') || strchr(png, '\'')) {
         fprintf(stderr, "unpad validate: --plot: file names with a quote are not supported\n");
         return 1;
     }
-    char script[4200], expr[12000], qtitle[2100];
-    if (cli_project_path("validate", "plots/validate.gp", script, sizeof script))
+    char script[4200], rel[256], expr[12000], qtitle[2100];
+    snprintf(rel, sizeof rel, "plots/%s", gp);
+    if (cli_project_path("validate", rel, script, sizeof script))
         return 1;
     plot_quote(title, qtitle, sizeof qtitle);
     unpad_err err = {0};
@@ -225,8 +228,22 @@ static void workloads_json(json_w *w, const char *path, const workload_row *rows
 }
 
 /* --workloads: measured wall step times against predict and whatif (workload.h). */
+/* A temporary CSV under /tmp for a plot drawn without --csv: its path in tmp (64 bytes). */
+static int temp_csv(char *tmp)
+{
+    strcpy(tmp, "/tmp/unpad-validate-XXXXXX.csv");
+    int fd = mkstemps(tmp, 4);
+    if (fd < 0) {
+        fprintf(stderr, "unpad validate: cannot create a temporary CSV for the plot\n");
+        tmp[0] = 0;
+        return 1;
+    }
+    close(fd);
+    return 0;
+}
+
 static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet,
-                              const char *json, const char *csv, int argc, char **argv)
+                              const char *json, const char *csv, const char *plot, int argc, char **argv)
 {
     resolve_inputs in;
     memset(&in, 0, sizeof in);
@@ -235,14 +252,14 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     unpad_err err = {0};
     workload_row *rows = NULL;
     int n = 0, rc = 1;
-    char home[4096], label[4400];
+    char home[4096], label[4400], tmpcsv[64] = "";
     cli_json j = {0};
     if (workload_load(path, &rows, &n, &err) || resolve_home(home, sizeof home, &err)) {
         cli_error("validate", &err);
         goto out;
     }
-    const char *outs[2] = {json && strcmp(json, "-") ? json : NULL, csv}, *ins[1] = {path};
-    if (cli_check_outputs("validate", &in, ins, 1, outs, 2))
+    const char *outs[3] = {json && strcmp(json, "-") ? json : NULL, csv, plot}, *ins[1] = {path};
+    if (cli_check_outputs("validate", &in, ins, 1, outs, 3))
         goto out;
     cli_prov prov;
     cli_prov_init(&prov, argc, argv);
@@ -255,7 +272,7 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     const char *slash = strrchr(path, '/');
     snprintf(logs, sizeof logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
     workload_setup s = {.home = home, .logs = logs, .hw = &in.hw, .calib = &in.calib, .seed = seed,
-                        .whatif_steps = steps, .keep_steps = csv != NULL};
+                        .whatif_steps = steps, .keep_steps = csv || plot};
     printf("unpad validate: %d workloads of %s on %s, %s\n\n", n, path, in.hw.name,
            cli_calib_label(&in, label, sizeof label));
     if (progress_start("unpad validate", "workloads", n, n, progress_wanted(quiet), &s.progress, &err)) {
@@ -272,19 +289,32 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     int logged = 0;
     for (int i = 0; i < n; i++)
         logged += rows[i].nper_step > 0;
-    if (csv && !logged) {
+    if ((csv || plot) && !logged) {
         fprintf(stderr, "unpad validate: %s: no trainer log beside the table (%s/<workload>.log with `step N/M | "
-                        "... | X ms/step` lines of steps %d..): --csv has no steps to write\n",
-                path, logs, WORKLOAD_FIRST_STEP);
+                        "... | X ms/step` lines of steps %d..): --%s has no steps to %s\n",
+                path, logs, WORKLOAD_FIRST_STEP, csv ? "csv" : "plot", csv ? "write" : "draw");
         goto out;
     }
-    if (csv) {
+    const char *csv_path = csv;
+    if (!csv && plot) {
+        if (temp_csv(tmpcsv))
+            goto out;
+        csv_path = tmpcsv;
+    }
+    if (csv_path) {
         char pc[8192];
         cli_prov_comment(&prov, pc, sizeof pc);
-        if (workload_write_steps_csv(csv, rows, n, pc, &err)) {
+        if (workload_write_steps_csv(csv_path, rows, n, pc, &err)) {
             cli_error("validate", &err);
             goto out;
         }
+    }
+    if (plot) {
+        char title[2048];
+        snprintf(title, sizeof title, "unpad validate --workloads %.600s: each logged step against the step model (%.900s)",
+                 path, label);
+        if (run_gnuplot("workload-steps.gp", csv_path, plot, title))
+            goto out;
     }
     if (json) {
         workloads_json(&j.w, path, rows, n);
@@ -295,8 +325,12 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     }
     if (csv && !j.to_stdout)
         printf("%swrote %s\n", json ? "" : "\n", csv);
+    if (plot && !j.to_stdout)
+        printf("%swrote %s\n", json || csv ? "" : "\n", plot);
     rc = 0;
 out:
+    if (tmpcsv[0])
+        remove(tmpcsv);
     cli_json_abandon(&j);
     workload_free_steps(rows, n);
     free(rows);
@@ -390,15 +424,8 @@ static int validate_write_plot(const validate_opts *o, const validate_data *d)
 {
     unpad_err err = {0};
     char tmpcsv[64] = "";
-    if (!o->csv && o->plot) {
-        strcpy(tmpcsv, "/tmp/unpad-validate-XXXXXX.csv");
-        int fd = mkstemps(tmpcsv, 4);
-        if (fd < 0) {
-            fprintf(stderr, "unpad validate: cannot create a temporary CSV for the plot\n");
-            return 1;
-        }
-        close(fd);
-    }
+    if (!o->csv && o->plot && temp_csv(tmpcsv))
+        return 1;
     const char *csv_path = o->csv ? o->csv : tmpcsv[0] ? tmpcsv : NULL;
     char pc[8192];
     cli_prov_comment(&d->prov, pc, sizeof pc);
@@ -415,7 +442,7 @@ static int validate_write_plot(const validate_opts *o, const validate_data *d)
                  "unpad validate: predicted (%s calibration%s%s) against measured, %d trace%s on %s",
                  p->calibration, p->calibration_path ? " " : "", p->calibration_path ? p->calibration_path : "",
                  n, n > 1 ? "s" : "", d->in.hw.name);
-        rc = run_gnuplot(csv_path, o->plot, title);
+        rc = run_gnuplot("validate.gp", csv_path, o->plot, title);
         if (!rc)
             printf("wrote %s\n", o->plot);
     }
@@ -483,14 +510,14 @@ int cmd_validate(int argc, char **argv)
                         "untraced wall step times): give one\n");
         return 2;
     }
-    if (o.workloads && (o.plot || o.models.n)) {
-        fprintf(stderr, "unpad validate: --%s applies to --traces, not to --workloads (which takes "
-                        "--json and --csv)\n", o.plot ? "plot" : "model");
+    if (o.workloads && o.models.n) {
+        fprintf(stderr, "unpad validate: --model applies to --traces, not to --workloads (whose table names "
+                        "each workload's model)\n");
         return 2;
     }
     if (o.workloads)
-        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, o.csv, argc,
-                                  argv);
+        return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, o.csv, o.plot,
+                                  argc, argv);
     if (!o.traces.n) {
         fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
