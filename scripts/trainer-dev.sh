@@ -12,8 +12,7 @@
 #           --gemm-tune on through TRAIN_ARGS), which makes the resumed run read the interrupted
 #           run's gemm-algos.txt
 #   ln      bin/bench_kernels --only layernorm built with other LN_FWD_ROWS / LN_BWD_ROWS /
-#           LN_BWD_ROWS_FUSED /
-#           LN_BWD_BLOCKS (kernels/layernorm.cu), one binary per variant
+#           LN_BWD_ROWS_FUSED / LN_BWD_BLOCKS (kernels/layernorm.cu), one binary per variant
 #   scripts/trainer-dev.sh [STAGES]      (default test,gemm,train,check,ln)
 # $OUT (default out/trainer-dev) gets summary.txt and logs.tgz; the summary is printed last.
 # DEPS=dir is passed to make (unpacked GSL and Check where the machine has none).

@@ -143,29 +143,31 @@ static int synthetic_dist(const unpad_dist *d, int max_len, unpad_dist *out, unp
     return UNPAD_OK;
 }
 
-/* The lengths of the trainer's step st (n = K x B sequences, loader order): sample at stream
- * position p drawn with the generator seeded seed x 1000003 + p + 1, clamped to [8, maxl].
- * exact 0: drawn on from the sampler's current state instead (the same distribution and clamp,
- * one seeding per run instead of one per sample: for the band's other runs, which need the
- * spread of the loader's batches, not its very draws). */
-static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, int *len, int exact)
+/* The trainer's clamp of a synthetic length to [8, maxl]. */
+static void clamp_lengths(int *len, int n, int maxl)
 {
-    if (!exact)
-        dist_sample(ds, len, n);
-    for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
-        if (exact) {
-            uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
-            dist_sampler_seed(ds, seed * 1000003ull + p + 1);
-            dist_sample(ds, &len[k], 1);
-        }
+    for (int k = 0; k < n; k++)
         len[k] = len[k] > maxl ? maxl : len[k] < SYNTH_MIN_LEN ? SYNTH_MIN_LEN : len[k];
+}
+
+/* The lengths of the trainer's step st (n = K x B sequences, loader order): sample at stream
+ * position p drawn with the generator seeded seed x 1000003 + p + 1, clamped to [8, maxl]. */
+static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, int *len)
+{
+    for (int k = 0; k < n; k++) { /* exec/gpu/source.c get_synthetic */
+        uint64_t p = (uint64_t)(st - 1) * n + (uint64_t)k;
+        dist_sampler_seed(ds, seed * 1000003ull + p + 1);
+        dist_sample(ds, &len[k], 1);
     }
+    clamp_lengths(len, n, maxl);
 }
 
 /* The step times the step model gives for the trainer's steps first..steps under each of the
  * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
- * clamped afterwards, as the trainer does; exact: with the trainer's own generator, one seeding
- * per sample (draw_step). */
+ * clamped afterwards, as the trainer does. exact: the trainer's very draws (draw_step: one
+ * seeding per sample); 0: the same distribution, batch and clamp drawn on from one seeding per
+ * seed (for the band's other runs, which need the spread of such batches, not the loader's very
+ * draws, at a fraction of the cost). */
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
                          const unpad_dist *d, const uint64_t *seeds, int nseeds, int exact, double *out,
                          workload_step *shape, unpad_err *err)
@@ -193,9 +195,14 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         goto out;
     for (int j = 0; j < nseeds; j++)
     for (int st = WORKLOAD_FIRST_STEP; st < WORKLOAD_FIRST_STEP + w->steps; st++) {
-        if (!exact && st == WORKLOAD_FIRST_STEP)
-            dist_sampler_seed(ds, seeds[j]);
-        draw_step(ds, seeds[j], st, n, maxl, len, exact);
+        if (exact) {
+            draw_step(ds, seeds[j], st, n, maxl, len);
+        } else {
+            if (st == WORKLOAD_FIRST_STEP)
+                dist_sampler_seed(ds, seeds[j]);
+            dist_sample(ds, len, n);
+            clamp_lengths(len, n, maxl);
+        }
         if (shape && j == 0) { /* the first seed's batches: the trainer's own */
             workload_step *q = &shape[st - WORKLOAD_FIRST_STEP];
             *q = (workload_step){.step = st, .seqs = n};
@@ -255,7 +262,7 @@ static double mean_of(const double *t, int n)
 }
 
 /* The spread of a `steps`-step mean: the same distribution and batch under other seeds (drawn
- * on from one seeding per run: draw_step's exact 0). */
+ * on from one seeding per run: predict_steps' exact 0). */
 static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *m,
                        const unpad_dist *d, double *t, unpad_err *err)
 {
@@ -419,7 +426,7 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, const
         rc = dist_sampler_alloc(&raw, 1, &ds, err);
     for (int j = 0; !rc && j < nsteps; j++)
         draw_step(ds, s->seed, steps[j], w->batch, raw.max_len < m.max_len ? raw.max_len : m.max_len,
-                  len + (size_t)j * w->batch, 1);
+                  len + (size_t)j * w->batch);
     dist_sampler_free(ds);
     dist_free(&raw);
     return rc;

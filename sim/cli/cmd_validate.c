@@ -227,7 +227,6 @@ static void workloads_json(json_w *w, const char *path, const workload_row *rows
     json_end(w);
 }
 
-/* --workloads: measured wall step times against predict and whatif (workload.h). */
 /* A temporary CSV under /tmp for a plot drawn without --csv: its path in tmp (64 bytes). */
 static int temp_csv(char *tmp)
 {
@@ -242,6 +241,7 @@ static int temp_csv(char *tmp)
     return 0;
 }
 
+/* --workloads: measured wall step times against predict and whatif (workload.h). */
 static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, int steps, int quiet,
                               const char *json, const char *csv, const char *plot, int argc, char **argv)
 {
