@@ -6,8 +6,10 @@
  * on 3 streams. Writes the lengths (one per line) for bench/fmha_peer.py and a CSV result (the
  * default shapes without and with dropout):
  *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE]
- *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD]
- * (only the listed shapes; the rows of the launchers' shapes 0/0 taken from --default instead) */
+ *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD] [--order drawn|longest]
+ * (only the listed shapes; the rows of the launchers' shapes 0/0 taken from --default instead;
+ * --order longest puts the sequences longest first, the order the trainer's balanced path
+ * launches them in, instead of the order they were drawn in) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,12 +135,13 @@ typedef struct {
     unsigned long seed;
     const char *len_path, *res_path, *fwd_list, *bwd_list;
     int def_fwd, def_bwd;
+    int longest_first; /* --order longest */
 } bench_args;
 
 /* 0 when the run goes on, else the exit code. */
 static int args_parse(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){56, 16, 30, 1, "fmha_lengths.txt", "fmha_result.csv", NULL, NULL, 0, 0};
+    *a = (bench_args){56, 16, 30, 1, "fmha_lengths.txt", "fmha_result.csv", NULL, NULL, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -161,6 +164,13 @@ static int args_parse(int argc, char **argv, bench_args *a)
             a->fwd_list = v;
         else if (!strcmp(argv[i], "--bwd-shapes"))
             a->bwd_list = v;
+        else if (!strcmp(argv[i], "--order")) {
+            if (strcmp(v, "drawn") && strcmp(v, "longest")) {
+                fprintf(stderr, "bench_fmha: --order: '%s' is neither drawn nor longest\n", v);
+                return 1;
+            }
+            a->longest_first = !strcmp(v, "longest");
+        }
         else if (!strcmp(argv[i], "--default")) {
             if (sscanf(v, "%d/%d", &a->def_fwd, &a->def_bwd) != 2 || a->def_fwd < 0 ||
                 a->def_fwd >= fmha_fwd_shape_count() || a->def_bwd < 0 || a->def_bwd >= fmha_bwd_shape_count()) {
@@ -181,6 +191,12 @@ static int args_parse(int argc, char **argv, bench_args *a)
     return 0;
 }
 
+static int longer_first(const void *a, const void *b)
+{
+    const int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
 /* The problem: lengths (written to a->len_path for the peer), their sum of squares, random q, k, v
  * and output gradient on the device. */
 static int problem_make(const bench_args *a, problem *P, double *sum_len2)
@@ -192,6 +208,11 @@ static int problem_make(const bench_args *a, problem *P, double *sum_len2)
     P->NH = NH;
     if (bench_wiki_lengths("bench_fmha", a->seed, n, &P->len, &cu))
         return 1;
+    if (a->longest_first) {
+        qsort(P->len, (size_t)n, sizeof *P->len, longer_first);
+        for (int i = 0; i < n; i++)
+            cu[i + 1] = cu[i] + P->len[i];
+    }
     *sum_len2 = 0;
     for (int i = 0; i < n; i++) {
         *sum_len2 += (double)P->len[i] * P->len[i];
@@ -203,7 +224,8 @@ static int problem_make(const bench_args *a, problem *P, double *sum_len2)
         fprintf(stderr, "bench_fmha: cannot write %s\n", a->len_path);
         return 1;
     }
-    fprintf(lf, "# %d lengths from models/dists/wiki512.csv, seed %lu (bench_fmha)\n", n, a->seed);
+    fprintf(lf, "# %d lengths from models/dists/wiki512.csv, seed %lu, %s (bench_fmha)\n", n, a->seed,
+            a->longest_first ? "longest first" : "in the order drawn");
     for (int i = 0; i < n; i++)
         fprintf(lf, "%d\n", P->len[i]);
     fclose(lf);
