@@ -30,6 +30,17 @@ __global__ void init_trunc_normal_kernel(float *w, int64_t n, float std, uint64_
     }
 }
 
+/* One thread that returns once the GPU's global timer has advanced ns nanoseconds. */
+__global__ void hold_stream_kernel(uint64_t ns)
+{
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
 __global__ void fill_f32_kernel(float *w, int64_t n, float v)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
@@ -51,6 +62,12 @@ void init_trunc_normal(float *w, int64_t n, float std, uint64_t seed, uint64_t i
     if (n == 0)
         return;
     init_trunc_normal_kernel<<<init_grid(n), INIT_THREADS, 0, stream>>>(w, n, std, seed, id);
+    cudaCheck(cudaGetLastError());
+}
+
+void hold_stream(uint64_t ns, cudaStream_t stream)
+{
+    hold_stream_kernel<<<1, 1, 0, stream>>>(ns);
     cudaCheck(cudaGetLastError());
 }
 

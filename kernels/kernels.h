@@ -312,5 +312,9 @@ void init_trunc_normal(float *w,              /* (n) */
 /* w[i] = v. */
 UNPAD_EXTERN_C
 void fill_f32(float *w, int64_t n, float v, cudaStream_t stream); /* (n) */
+/* Keeps the stream busy for ns nanoseconds (one thread on the GPU's timer), so that the host can
+ * enqueue the commands behind it before the GPU reaches them (a diagnostic of host-bound steps). */
+UNPAD_EXTERN_C
+void hold_stream(uint64_t ns, cudaStream_t stream);
 
 #endif

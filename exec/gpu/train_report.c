@@ -14,13 +14,6 @@
 
 #define TRAIN_WARMUP_STEPS 1 /* the first step (plans, allocations) is left out of the steady state */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 void trainer_print_setup(const trainer *t)
 {
     const train_args *a = t->a;
@@ -76,6 +69,7 @@ static void account(trainer *t, const step_result *r)
         t->tot_tokens += r->tokens;
         t->tot_flops += r->flops;
         t->tot_gpu_s += r->gpu_s;
+        t->tot_host_s += r->host_s;
         t->steady_steps++;
         if (r->busy_s > 0) {
             t->tot_busy_s += r->busy_s;
@@ -123,9 +117,9 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
     if (!force && r->step % a->log_every != 0 && r->step != a->steps)
         return;
     train_window *w = &t->win;
-    double dt = now_s() - w->t0, n = w->steps ? w->steps : 1, good = w->finite;
+    double dt = trainer_now_s() - w->t0, n = w->steps ? w->steps : 1, good = w->finite;
     train_step_metrics m = {
-        .step = r->step, .steps = a->steps, .time_s = now_s() - t->t_start,
+        .step = r->step, .steps = a->steps, .time_s = trainer_now_s() - t->t_start,
         .loss = good > 0 ? w->loss / good : r->loss, .mlm_loss = good > 0 ? w->mlm / good : r->mlm,
         .nsp_loss = good > 0 ? w->nsp / good : r->nsp, .mlm_acc = w->acc_p ? w->acc_c / w->acc_p : 0,
         .lr = r->lr, .grad_norm = r->grad_norm, .samples_per_s = w->samples / dt, .tokens_per_s = w->tokens / dt,
@@ -153,7 +147,7 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
     fflush(stdout);
     train_log_step(t->log, &m);
     memset(w, 0, sizeof *w);
-    w->t0 = now_s();
+    w->t0 = trainer_now_s();
 }
 
 void trainer_report_eval(trainer *t, int step, double acc, double loss)
@@ -162,7 +156,7 @@ void trainer_report_eval(trainer *t, int step, double acc, double loss)
     t->eval_loss = loss;
     printf("eval  %6d | mlm loss %.4f | mlm acc %.4f\n", step, loss, acc);
     fflush(stdout);
-    train_log_eval(t->log, step, now_s() - t->t_start, loss, acc);
+    train_log_eval(t->log, step, trainer_now_s() - t->t_start, loss, acc);
 }
 
 static void print_summary_lines(const trainer *t, double wall, double mem_gib)
@@ -182,7 +176,10 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
             printf("; inside the %d traced steps the operators take %.2f of %.2f ms (%.2f ms idle)", t->traced_steps,
                    1e3 * t->tot_busy_s / t->traced_steps, 1e3 * t->tot_traced_wall_s / t->traced_steps,
                    1e3 * (t->tot_traced_wall_s - t->tot_busy_s) / t->traced_steps);
-        printf("\n");
+        printf("\nhost: enqueueing a steady step's commands takes %.2f ms of the host (%.0f%% of the step's GPU "
+               "span)%s\n", 1e3 * t->tot_host_s / n, gpu_ms > 0 ? 100 * t->tot_host_s / t->tot_gpu_s : 0,
+               t->hold_us > 0 ? "; UNPAD_HOLD_STEP_US: the GPU waited before each step until the host was ahead "
+                                "(the span leaves the wait out, the wall time does not)" : "");
     }
     if (t->steps_run)
         printf("start-up: %.2f s of warm-up before step %d (in the whole run, not in the steady state); step %d "
@@ -217,7 +214,7 @@ int trainer_report_summary(trainer *t, const char *outcome, const char *reason, 
 {
     if (!t->rank0)
         return UNPAD_OK;
-    double wall = t->t_start > 0 ? now_s() - t->t_start : 0, mem_gib = 0;
+    double wall = t->t_start > 0 ? trainer_now_s() - t->t_start : 0, mem_gib = 0;
     size_t fr = 0, tot = 0;
     if (t->b && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
         mem_gib = (tot - fr) / 1073741824.0;

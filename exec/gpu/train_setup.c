@@ -211,6 +211,14 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         if (!freopen("/dev/null", "w", stdout))
             return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
                               strerror(errno));
+    const char *hold = getenv("UNPAD_HOLD_STEP_US");
+    if (hold && *hold) {
+        char *end;
+        t->hold_us = strtod(hold, &end);
+        if (*end || !(t->hold_us >= 0 && t->hold_us <= 1e6))
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "UNPAD_HOLD_STEP_US='%s': expected microseconds in 0..1000000", hold);
+    }
     const char *poison = getenv("UNPAD_POISON_GRADS");
     t->poison_grads = a->grad_write && poison && !strcmp(poison, "1");
     trainer_print_setup(t);
@@ -218,6 +226,9 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         printf("  UNPAD_POISON_GRADS=1: the gradients are filled with NaN before every step (each must be written)\n");
     else if (poison && !strcmp(poison, "1"))
         printf("  UNPAD_POISON_GRADS=1 ignored: --grad-write off zeroes the gradients before every step\n");
+    if (t->hold_us > 0)
+        printf("  UNPAD_HOLD_STEP_US=%g: the stream waits that long before each step, so the host enqueues the "
+               "step ahead of the GPU (a diagnostic; the wall time includes the wait)\n", t->hold_us);
     t->gemm_presets = -2;
     if (a->resume && (rc = trainer_resume(t, err)))
         return rc;

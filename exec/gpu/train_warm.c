@@ -16,13 +16,6 @@
 
 #include "gpu/trainer.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The tuning's settings: UNPAD_GEMM_TUNE="candidates,reps,budget_s,min_gflop" overrides the
  * defaults (for measuring the tuning itself). */
 static gemm_tune_opts tune_opts(void)
@@ -92,11 +85,11 @@ int trainer_warm(trainer *t, unpad_err *err)
         nmax = mb->n > nmax ? mb->n : nmax;
     }
     /* the dry pass first: its products are the templates the GEMM warm-up varies (gemm.h) */
-    double t0 = now_s();
+    double t0 = trainer_now_s();
     int rc;
     if ((rc = trainer_dry_pass(t, err)))
         return rc;
-    double dry_s = now_s() - t0;
+    double dry_s = trainer_now_s() - t0;
     long hi = tmax + tmax / 2 < t->opt.max_tokens ? tmax + tmax / 2 : t->opt.max_tokens;
     long lo = pmin / 2 > 1 ? pmin / 2 : 1;
     int made = 0, made_n = 0, ran = 0, ran_n = 0;
@@ -106,11 +99,11 @@ int trainer_warm(trainer *t, unpad_err *err)
     if (nmin / 2 < lo &&
         (rc = bert_gemm_warm(t->b, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, t->s, &made_n, &ran_n, err)))
         return rc;
-    double warm_s = now_s() - t0 - dry_s;
+    double warm_s = trainer_now_s() - t0 - dry_s;
     char tuned[512];
     if ((rc = trainer_tune(t, tmin, tmax, pmin, pmax, tuned, sizeof tuned, err)))
         return rc;
-    t->warm_s = now_s() - t0;
+    t->warm_s = trainer_now_s() - t0;
     printf("  warm-up: one forward and backward of the first micro-batch (plans and kernel loads of its shapes) "
            "in %.2f s; %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, %d of them "
            "launched once to load their kernels, in %.2f s%s; %.2f s in all, before step %d\n",

@@ -18,7 +18,7 @@ static void on_signal(int sig) { g_signal = sig; }
 
 int trainer_signal(void) { return (int)g_signal; }
 
-static double now_s(void)
+double trainer_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -78,7 +78,7 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     *outcome = "failed";
-    t->t_start = now_s();
+    t->t_start = trainer_now_s();
     int rc, evaluated_last = 0;
     /* the first step's micro-batches, then the warm-up on them: the first step then runs as the
      * rest do (no plan made, no kernel loaded inside it); the whole-run figure includes both */
@@ -89,13 +89,13 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
         if ((rc = trainer_warm(t, err)))
             return 1;
     }
-    t->win.t0 = now_s();
+    t->win.t0 = trainer_now_s();
     for (int step = t->first_step; step <= a->steps; step++) {
         step_result r;
-        double ts = now_s();
+        double ts = trainer_now_s();
         if ((rc = trainer_step(t, step, &r, err)))
             return 1;
-        r.step_s = now_s() - ts;
+        r.step_s = trainer_now_s() - ts;
         if (step == t->first_step)
             t->first_step_s = r.step_s;
         trainer_report_step(t, &r, r.nonfinite);

@@ -84,6 +84,7 @@ typedef struct {
     double gpu_s;                   /* the step's span on the compute stream: its first command
                                        (the statistics reset) to the end of LAMB */
     double busy_s;                  /* traced steps: the summed operator times of rank 0 (else 0) */
+    double host_s;                  /* host time to enqueue the commands the GPU span covers */
     double meas_max, meas_mean, pred_max, pred_mean; /* per-rank compute, measured and predicted (us) */
     int nonfinite;                  /* the loss or the gradient norm is not finite */
 } step_result;
@@ -155,11 +156,13 @@ typedef struct {
     double t_start;
     double warm_s, first_step_s; /* the warm-up before the first step, and that step's wall time */
     int poison_grads;            /* UNPAD_POISON_GRADS=1 with --grad-write on: NaN before each step */
+    double hold_us;              /* UNPAD_HOLD_STEP_US: the stream held this long before each step */
     train_window win;
     double tot_time, tot_samples, tot_tokens, tot_flops, all_samples, all_tokens, all_flops;
     double first_loss, last_loss, last_mlm, last_nsp, last_acc, eval_loss, eval_acc;
     double imb_meas_sum, imb_pred_sum;
     double tot_gpu_s, tot_busy_s, tot_traced_wall_s; /* steady state: GPU span; traced steps' busy and wall */
+    double tot_host_s;                               /* steady state: host time enqueueing the span */
     int traced_steps;
     int imb_steps, steps_run, steady_steps, skipped;
     /* a stop asked for by a signal, agreed by every rank at the end of a step (an all-reduce of
@@ -178,6 +181,8 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err);
 
 /* trainer.c: the signal that asked this process to stop (0: none). */
 int trainer_signal(void);
+/* Seconds on the host's monotonic clock. */
+double trainer_now_s(void);
 
 /* train_step.c */
 int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
