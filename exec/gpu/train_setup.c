@@ -204,13 +204,6 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
     t->step_samples = (int64_t)t->R * t->B;
     /* ranks = all ranks x virtual ranks: the global batch's layout, whatever the process count */
     t->st = (ckpt_state){.step = 0, .data_pos = 0, .seed = (uint64_t)a->seed, .batch = t->B, .ranks = t->R};
-    if ((rc = resolve_run_inputs(t, err)) || (rc = setup_data(t, err)) || (rc = setup_model(t, err)) ||
-        (rc = setup_buffers(t, err)) || (rc = setup_outputs(t, err)))
-        return rc;
-    if (!t->rank0) /* one voice: rank 0 reports for all */
-        if (!freopen("/dev/null", "w", stdout))
-            return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
-                              strerror(errno));
     const char *hold = getenv("UNPAD_HOLD_STEP_US");
     if (hold && *hold) {
         char *end;
@@ -218,7 +211,17 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         if (*end || !(t->hold_us >= 0 && t->hold_us <= 1e6))
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                               "UNPAD_HOLD_STEP_US='%s': expected microseconds in 0..1000000", hold);
+        if (t->hold_us > 0 && a->trace)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "UNPAD_HOLD_STEP_US with --trace: the traced steps would count the wait");
     }
+    if ((rc = resolve_run_inputs(t, err)) || (rc = setup_data(t, err)) || (rc = setup_model(t, err)) ||
+        (rc = setup_buffers(t, err)) || (rc = setup_outputs(t, err)))
+        return rc;
+    if (!t->rank0) /* one voice: rank 0 reports for all */
+        if (!freopen("/dev/null", "w", stdout))
+            return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
+                              strerror(errno));
     const char *poison = getenv("UNPAD_POISON_GRADS");
     t->poison_grads = a->grad_write && poison && !strcmp(poison, "1");
     trainer_print_setup(t);
