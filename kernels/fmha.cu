@@ -360,14 +360,19 @@ constexpr int PREP_TOKENS = 8;  /* tokens per CTA of the prep and convert kernel
 constexpr int PREP_UNROLL = 4;  /* rows (prep) or chunks (convert) per thread whose loads are in flight at once */
 constexpr int BWD2_STAGES = 3;  /* Q / dO stages of the two-warpgroup backward */
 
-constexpr int DQ_LD = 72; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD) and of its shared
-                             staging tile: 288-byte rows keep each half-warp's float2 stores on 32
-                             banks, and a query tile's rows of one head stay one contiguous block
-                             that a single bulk reduction adds (the 8 padding floats are ignored) */
+constexpr int DQ_LD = 64; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD) and of its shared
+                             staging tile: a query tile's rows of one head are one contiguous block
+                             that a single bulk reduction adds */
 
-/* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed (whole rows, the
- * padding too: a query range of one head is one contiguous block, written by coalesced 16-byte
- * stores). Grid (ceil(max_len / PREP_TOKENS), 1, sequences), 256 threads; for D, 8 lanes per
+/* Where column chunk ch (8 floats) of a dQ row lives, in the staging tile and in the accumulator
+ * alike: chunks XOR the row's position in its sequence mod 4, so that the four rows a half-warp
+ * stages at once fall on four different groups of 8 banks (a plain 64-float row stride would put
+ * them on the same 8). The position's low bits are the same in every CTA that adds to the row
+ * (query tiles start at multiples of 64), and the convert pass undoes the XOR. */
+__device__ __forceinline__ int dq_chunk(int pos, int ch) { return ch ^ (pos & 3); }
+
+/* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed (a query range
+ * of one head is one contiguous block, written by coalesced 16-byte stores). Grid (ceil(max_len / PREP_TOKENS), 1, sequences), 256 threads; for D, 8 lanes per
  * (token, head) row, PREP_UNROLL passes of 32 rows loaded before any is reduced (a few bytes in
  * flight per thread would leave the kernel waiting on latency). */
 __global__ void __launch_bounds__(256)
@@ -448,7 +453,7 @@ fmha_bwd_convert_kernel(bf16_t *__restrict__ dqkv,        /* (T, 3, NH, 64) */
             const int c = cb + 256 * u, r = c >> 3, ch = c & 7;
             if (c < chunks) {
                 const float4 *src = reinterpret_cast<const float4 *>(
-                    dq_acc + ((size_t)(r % NH) * T + start + t0 + r / NH) * DQ_LD + ch * 8);
+                    dq_acc + ((size_t)(r % NH) * T + start + t0 + r / NH) * DQ_LD + dq_chunk(t0 + r / NH, ch) * 8);
                 x[u] = __ldcs(src);
                 y[u] = __ldcs(src + 1);
             }
@@ -598,7 +603,7 @@ __device__ __forceinline__ void bwd_store_ds(unsigned char *sdS, int kl, int t4,
 }
 
 /* The thread's fp32 dQ fragment of NT n8 tiles to rows kl, kl + 8 of a staging tile (row stride
- * DQ_LD, sdq at its first column). */
+ * DQ_LD, sdq at its first column, a multiple of 32 floats; chunks placed by dq_chunk). */
 template <int NT>
 __device__ __forceinline__ void bwd_stage_dq(float *sdq, int kl, int t4, const float (&dq)[4 * NT])
 {
@@ -606,7 +611,7 @@ __device__ __forceinline__ void bwd_stage_dq(float *sdq, int kl, int t4, const f
     for (int nt = 0; nt < NT; nt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++)
-            *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LD + nt * 8 + 2 * t4) =
+            *reinterpret_cast<float2 *>(sdq + (kl + 8 * hr) * DQ_LD + dq_chunk(kl + 8 * hr, nt) * 8 + 2 * t4) =
                 make_float2(dq[nt * 4 + 2 * hr], dq[nt * 4 + 2 * hr + 1]);
 }
 

@@ -42,8 +42,8 @@ typedef struct CUstream_st *cudaStream_t;
 #define FMHA_HEAD_DIM 64
 #define FMHA_MAX_LEN 512
 
-/* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (NH, T, 72:
- * rows padded for the bulk reductions that add into it) and the fp32 row dot products
+/* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (NH, T, 64,
+ * each row's 8-float chunks permuted by its position, kernels/fmha.cu dq_chunk) and the fp32 row dot products
  * D = rowsum(dout .* out) (NH, T); the fp32 build's
  * kernels/fmha_fp32.cu needs only D. No initial contents needed. Groups running
  * at once on different streams may share one workspace: each touches only its own tokens' rows. */

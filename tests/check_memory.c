@@ -66,9 +66,12 @@ END_TEST
 START_TEST(test_against_the_trainer)
 {
     /* bert.c's layout_acts and parameter table, compiled on the host with the kernels' scratch
-     * sizes, give 12.0177, 27.8207 and 43.6235 GiB for bert-large at 16, 56 and 96 x 512. */
+     * sizes, give 12.0177, 27.8207 and 43.6235 GiB for bert-large at 16, 56 and 96 x 512 with the
+     * FMHA's dQ accumulator rows of 72 floats; rows of 64 take T x 16 heads x 32 bytes less. */
     static const struct { int batch; double code, logged, in_use; } c[] = {
-        {16, 12.0177, 12.01, 12.64}, {56, 27.8207, 27.86, 28.48}, {96, 43.6235, 43.73, 44.35}};
+        {16, 12.0177 - 8192 * 512.0 / (1 << 30), 12.01, 12.64},
+        {56, 27.8207 - 28672 * 512.0 / (1 << 30), 27.86, 28.48},
+        {96, 43.6235 - 49152 * 512.0 / (1 << 30), 43.73, 44.35}};
     for (int i = 0; i < 3; i++) {
         memory_setup s;
         memory_use u;
