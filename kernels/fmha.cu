@@ -372,9 +372,10 @@ constexpr int DQ_LD = 64; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD
 __device__ __forceinline__ int dq_chunk(int pos, int ch) { return ch ^ (pos & 3); }
 
 /* D[h][t] = sum_d dout[t][h][d] * out[t][h][d]; dq_acc rows of the group zeroed (a query range
- * of one head is one contiguous block, written by coalesced 16-byte stores). Grid (ceil(max_len / PREP_TOKENS), 1, sequences), 256 threads; for D, 8 lanes per
- * (token, head) row, PREP_UNROLL passes of 32 rows loaded before any is reduced (a few bytes in
- * flight per thread would leave the kernel waiting on latency). */
+ * of one head is one contiguous block, written by coalesced 16-byte stores). Grid
+ * (ceil(max_len / PREP_TOKENS), 1, sequences), 256 threads; for D, 8 lanes per (token, head) row,
+ * PREP_UNROLL passes of 32 rows loaded before any is reduced (a few bytes in flight per thread
+ * would leave the kernel waiting on latency). */
 __global__ void __launch_bounds__(256)
 fmha_bwd_prep_kernel(float *__restrict__ dq_acc,       /* (NH, T, DQ_LD) */
                      float *__restrict__ Dvec,         /* (NH, T) */

@@ -43,10 +43,10 @@ typedef struct CUstream_st *cudaStream_t;
 #define FMHA_MAX_LEN 512
 
 /* Bytes of workspace fmha_bwd needs for a batch of T tokens: the fp32 dQ accumulator (NH, T, 64,
- * each row's 8-float chunks permuted by its position, kernels/fmha.cu dq_chunk) and the fp32 row dot products
- * D = rowsum(dout .* out) (NH, T); the fp32 build's
- * kernels/fmha_fp32.cu needs only D. No initial contents needed. Groups running
- * at once on different streams may share one workspace: each touches only its own tokens' rows. */
+ * each row's 8-float chunks permuted by its position, kernels/fmha.cu dq_chunk) and the fp32 row
+ * dot products D = rowsum(dout .* out) (NH, T); the fp32 build's kernels/fmha_fp32.cu needs only D.
+ * No initial contents needed. Groups running at once on different streams may share one
+ * workspace: each touches only its own tokens' rows. */
 UNPAD_EXTERN_C
 size_t fmha_bwd_workspace_bytes(int T, int NH);
 
