@@ -362,7 +362,7 @@ constexpr int BWD2_STAGES = 3;  /* Q / dO stages of the two-warpgroup backward *
 
 constexpr int DQ_LD = 64; /* fp32 row stride of the dQ accumulator (NH, T, DQ_LD) and of its shared
                              staging tile: a query tile's rows of one head are one contiguous block
-                             that a single bulk reduction adds */
+                             that a single bulk reduction adds (sim/memory.c FMHA_DQ_LD mirrors it) */
 
 /* Where column chunk ch (8 floats) of a dQ row lives, in the staging tile and in the accumulator
  * alike: chunks XOR the row's position in its sequence mod 4, so that the four rows a half-warp

@@ -12,6 +12,7 @@
 #define LAMB_CHUNK 16384                  /* kernels.h UNPAD_LAMB_CHUNK */
 #define EMB_THREADS 256                   /* kernels/embedding.cu */
 #define EMB_MAX_TYPES 4
+#define FMHA_DQ_LD 64                     /* kernels/fmha.cu DQ_LD: floats per dQ accumulator row */
 
 /* The trainer's parameter table (bert.c build_table): each tensor at a multiple of 64 elements. */
 typedef struct {
@@ -89,8 +90,8 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     double grads[] = {T * H * X, T * H * X, T * H * X, T * H * X, T * F * X, T * 3 * H * X};
     for (size_t k = 0; k < sizeof grads / sizeof grads[0]; k++)
         a = carve(a, grads[k]);
-    /* fmha_bwd_workspace_bytes: the bf16 kernels' dQ accumulator (NH, T, 64) and D (NH, T) */
-    a = carve(a, (s->fp32 ? 0 : T * NH * 64 * 4) + NH * T * 4);
+    /* fmha_bwd_workspace_bytes: the bf16 kernels' dQ accumulator (NH, T, FMHA_DQ_LD) and D (NH, T) */
+    a = carve(a, (s->fp32 ? 0 : T * NH * FMHA_DQ_LD * 4) + NH * T * 4);
     /* the largest kernel scratch: LayerNorm, bias backward over the widest, embedding, LAMB */
     double widest = V > F ? V : F;
     widest = 3 * H > widest ? 3 * H : widest;
