@@ -1,6 +1,7 @@
 /* bench_util.h — what the GPU benchmarks share: the lengths of a batch drawn from the Wikipedia
  * distribution (models/dists/wiki512.csv, a fixed seed) and their prefix sums, and the order of
- * floats for medians. Header-only: each benchmark is one program. */
+ * floats for medians. Header-only: each benchmark is one program (static inline: one may use
+ * either). */
 #ifndef UNPAD_BENCH_UTIL_H
 #define UNPAD_BENCH_UTIL_H
 
@@ -22,7 +23,7 @@ static int bench_cmp_float(const void *a, const void *b)
 
 /* n lengths into len (malloc'd) and their prefix sums into cu (n + 1, malloc'd); prints
  * "WHO: reason" and returns 1 when the distribution cannot be read. */
-static int bench_wiki_lengths(const char *who, unsigned long seed, int n, int **len, int32_t **cu)
+static inline int bench_wiki_lengths(const char *who, unsigned long seed, int n, int **len, int32_t **cu)
 {
     unpad_dist dist;
     unpad_err err;

@@ -1,7 +1,7 @@
 /* kernels.h — the C-callable launchers of the unpadded encoder's memory-bound kernels:
  * embedding, bias + dropout + residual + LayerNorm (and plain LayerNorm), bias + GELU / tanh,
  * bias gradients, masked-LM and next-sentence losses and accuracy, row gather/scatter, the fused
- * LAMB step, and parameter initialisation.
+ * LAMB step, parameter initialisation, and the bf16 -> FP8 casts of FP8 GEMM operands.
  * (The FMHA and the cuBLASLt wrapper have their own headers.)
  *
  * Conventions shared by every launcher here:
@@ -299,6 +299,36 @@ void lamb_update(float *master,               /* (N) fp32 */
 /* out = floatX(in): the initial working copy of the master weights. */
 UNPAD_EXTERN_C
 void convert_f32_to_floatX(floatX *out, const float *in, int64_t n, cudaStream_t stream);
+
+/* ---- FP8 casts (kernels/fp8.cu) ---------------------------------------------------------------- */
+/* The operands of FP8 GEMMs, for measuring what they would save (bench_gemm --fp8); the trainer does
+ * not use them. Input bf16 in both builds. Per-tensor scaling: y = sat(x * scale) in fp32
+ * (x * scale rounded to fp32, then to FP8 by round to nearest even; values beyond the format's
+ * largest finite, infinities too, become that value with their sign; NaN stays NaN; the sign of a
+ * zero is kept). *amax = max(*amax, max |x| over the input), NaNs ignored: the caller zeroes it for
+ * this tensor's own maximum (amax NULL: not reduced). Any rows, cols >= 1; the fast paths need
+ * 16-byte aligned pointers and (cast_transpose_fp8) cols % 8 == 0 and ld_t % 16 == 0, the rest runs
+ * one element at a time. */
+typedef enum { FP8_E4M3 = 0, FP8_E5M2 = 1 } fp8_format; /* max finite 448 / 57344 */
+
+/* out (rows, cols) FP8 bytes. */
+UNPAD_EXTERN_C
+void cast_fp8(uint8_t *out,                   /* (rows, cols) */
+              float *amax,                    /* (1) max= , or NULL */
+              const bf16 *in,                 /* (rows, cols) */
+              const float *scale,             /* (1) device */
+              int rows, int cols, fp8_format fmt, cudaStream_t stream);
+/* out as cast_fp8, and out_t its transpose: out_t[c * ld_t + r] = out[r * cols + c]; the bytes
+ * [rows, ld_t) of each out_t row are not written (a K padded to 16 for the GEMM stays as the caller
+ * set it). */
+UNPAD_EXTERN_C
+void cast_transpose_fp8(uint8_t *out,         /* (rows, cols) */
+                        uint8_t *out_t,       /* (cols, ld_t), ld_t >= rows */
+                        int ld_t,
+                        float *amax,          /* (1) max= , or NULL */
+                        const bf16 *in,       /* (rows, cols) */
+                        const float *scale,   /* (1) device */
+                        int rows, int cols, fp8_format fmt, cudaStream_t stream);
 
 /* ---- initialisation (kernels/init.cu) ---------------------------------------------------------- */
 /* Redraws of the truncated normal before an element is left at 0 (P(all rejected) = 0.05^64). */

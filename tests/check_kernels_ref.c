@@ -918,6 +918,84 @@ START_TEST(test_attention_mask_rate_and_pairs)
 }
 END_TEST
 
+START_TEST(test_fp8_known_values)
+{
+    /* E4M3: 1 = 0.0111.000, the largest finite 448 = 0.1111.110, the smallest subnormal 2^-9 */
+    const struct {
+        float x;
+        fp8_format f;
+        uint8_t q;
+    } known[] = {
+        {1.0f, FP8_E4M3, 0x38},   {-1.0f, FP8_E4M3, 0xb8},     {448.0f, FP8_E4M3, 0x7e},
+        {449.0f, FP8_E4M3, 0x7e}, {1e30f, FP8_E4M3, 0x7e},     {-INFINITY, FP8_E4M3, 0xfe},
+        {0x1p-9f, FP8_E4M3, 0x01}, {0x1p-10f, FP8_E4M3, 0x00}, /* half the smallest: a tie, to even 0 */
+        {0x1.8p-10f, FP8_E4M3, 0x01}, {-0x1p-12f, FP8_E4M3, 0x80}, {-0.0f, FP8_E4M3, 0x80},
+        {0x1.cp-7f, FP8_E4M3, 0x07}, /* the largest subnormal 7 x 2^-9 */
+        {0x1.ep-7f, FP8_E4M3, 0x08}, /* halfway to the smallest normal 2^-6: rounds to it (even) */
+        {17.0f, FP8_E4M3, 0x58},  /* between 16 (mantissa 000) and 18 (001): to 16 */
+        {19.0f, FP8_E4M3, 0x5a},  /* between 18 and 20: to 20 (mantissa 010) */
+        {15.5f, FP8_E4M3, 0x58},  /* between 15 (0.1010.111) and 16: to 16, carried into the binade */
+        {1.0f, FP8_E5M2, 0x3c},   {57344.0f, FP8_E5M2, 0x7b},  {INFINITY, FP8_E5M2, 0x7b},
+        {-1e9f, FP8_E5M2, 0xfb},  {0x1p-16f, FP8_E5M2, 0x01},  {0x1p-17f, FP8_E5M2, 0x00},
+        {0x1.8p-17f, FP8_E5M2, 0x01}, {1.125f, FP8_E5M2, 0x3c}, {1.375f, FP8_E5M2, 0x3e},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        ck_assert_msg(fp8_from_float_ref(known[i].x, known[i].f) == known[i].q, "%a -> 0x%02x, want 0x%02x",
+                      (double)known[i].x, fp8_from_float_ref(known[i].x, known[i].f), known[i].q);
+    ck_assert(isnan(fp8_to_float_ref(fp8_from_float_ref(NAN, FP8_E4M3), FP8_E4M3)));
+    ck_assert(isnan(fp8_to_float_ref(fp8_from_float_ref(NAN, FP8_E5M2), FP8_E5M2)));
+    ck_assert(isinf(fp8_to_float_ref(0x7c, FP8_E5M2)));
+    ck_assert_float_eq(fp8_to_float_ref(0x7e, FP8_E4M3), 448.0f);
+    ck_assert_float_eq(fp8_to_float_ref(0x01, FP8_E5M2), 0x1p-16f);
+    /* the casts: scale applied in float, amax of the input, the transpose's padding left alone */
+    const float in[6] = {1.0f, -3.0f, 0.25f, 200.0f, -0.0f, 2.0f}, scale = 4.0f;
+    uint8_t out[6], out_t[3 * 4];
+    memset(out_t, 0xab, sizeof out_t);
+    float amax = 0.0f;
+    cast_transpose_fp8_ref(out, out_t, 4, &amax, in, &scale, 2, 3, FP8_E4M3);
+    const uint8_t want[6] = {0x48, 0xd4, 0x38, 0x7e, 0x80, 0x50}; /* 4, -12, 1, 448 (800 saturated), -0, 8 */
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(out[i], want[i]);
+    for (int c = 0; c < 3; c++) {
+        ck_assert_uint_eq(out_t[c * 4 + 0], want[c]);
+        ck_assert_uint_eq(out_t[c * 4 + 1], want[3 + c]);
+        ck_assert_uint_eq(out_t[c * 4 + 2], 0xab);
+        ck_assert_uint_eq(out_t[c * 4 + 3], 0xab);
+    }
+    ck_assert_float_eq(amax, 200.0f);
+}
+END_TEST
+
+START_TEST(test_fp8_every_code_round_trips_and_ties_go_to_even)
+{
+    /* Every finite code decodes to a value that encodes back to it; between two neighbouring
+     * positive values the midpoint goes to the one with the even code (mantissa's last bit 0), a
+     * hair off the midpoint to the nearer one. */
+    const fp8_format fmts[2] = {FP8_E4M3, FP8_E5M2};
+    for (int k = 0; k < 2; k++) {
+        fp8_format f = fmts[k];
+        uint8_t last = f == FP8_E4M3 ? 0x7e : 0x7b;
+        for (int q = 0; q < 256; q++) {
+            float v = fp8_to_float_ref((uint8_t)q, f);
+            if (isnan(v) || isinf(v))
+                continue;
+            ck_assert_msg(fp8_from_float_ref(v, f) == q, "fmt %d code 0x%02x (%a) -> 0x%02x", k, q, (double)v,
+                          fp8_from_float_ref(v, f));
+        }
+        for (int q = 0; q < last; q++) {
+            double lo = fp8_to_float_ref((uint8_t)q, f), hi = fp8_to_float_ref((uint8_t)(q + 1), f);
+            ck_assert(hi > lo);
+            float mid = (float)(0.5 * (lo + hi)), eps = (float)((hi - lo) * 1e-3);
+            uint8_t even = q % 2 == 0 ? (uint8_t)q : (uint8_t)(q + 1);
+            ck_assert_msg(fp8_from_float_ref(mid, f) == even, "fmt %d midpoint of 0x%02x", k, q);
+            ck_assert_uint_eq(fp8_from_float_ref(mid - eps, f), q);
+            ck_assert_uint_eq(fp8_from_float_ref(mid + eps, f), q + 1);
+            ck_assert_uint_eq(fp8_from_float_ref(-(mid + eps), f), 0x80 | (q + 1));
+        }
+    }
+}
+END_TEST
+
 Suite *kernels_ref_suite(void)
 {
     Suite *s = suite_create("kernels_ref");
@@ -941,6 +1019,8 @@ Suite *kernels_ref_suite(void)
     tcase_add_test(tc, test_embedding_every_element);
     tcase_add_test(tc, test_gemm_every_element);
     tcase_add_test(tc, test_attention_mask_rate_and_pairs);
+    tcase_add_test(tc, test_fp8_known_values);
+    tcase_add_test(tc, test_fp8_every_code_round_trips_and_ties_go_to_even);
     suite_add_tcase(s, tc);
     return s;
 }

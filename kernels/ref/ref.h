@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "kernels.h" /* lamb_tensor, lamb_hparams; compiles without the CUDA headers */
+#include "kernels.h" /* lamb_tensor, lamb_hparams, fp8_format; compiles without the CUDA headers */
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,6 +78,15 @@ void fill_f32_ref(float *w, int64_t n, float v);
 void lamb_update_ref(float *master, float *m, float *v, const float *grad,
                      const lamb_tensor *tensors, int n_tensors, lamb_hparams hp, float *grad_norm,
                      const float *guard, int n_guard);
+
+/* fp8_ref.c: one value's conversion (round to nearest even, saturated to the largest finite; NaN
+ * gives the positive NaN 0x7f) and back (exact), then the casts: scale is a host pointer here. */
+uint8_t fp8_from_float_ref(float x, fp8_format fmt);
+float fp8_to_float_ref(uint8_t q, fp8_format fmt);
+void cast_fp8_ref(uint8_t *out, float *amax, const float *in, const float *scale, int rows, int cols,
+                  fp8_format fmt);
+void cast_transpose_fp8_ref(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, const float *in,
+                            const float *scale, int rows, int cols, fp8_format fmt);
 
 #ifdef __cplusplus
 }
