@@ -130,7 +130,7 @@ static const char *epi_name(gemm_epilogue e)
     return (unsigned)e < sizeof n / sizeof *n ? n[e] : "?";
 }
 
-static cublasLtEpilogue_t lt_epilogue(gemm_epilogue e)
+cublasLtEpilogue_t gemm_lt_epilogue(gemm_epilogue e)
 {
     switch (e) {
     case GEMM_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
@@ -286,7 +286,7 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
     cublasOperation_t tb = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    cublasLtEpilogue_t epi = lt_epilogue(s->epi);
+    cublasLtEpilogue_t epi = gemm_lt_epilogue(s->epi);
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (epi_has_bias(s->epi)) {
         int32_t bt = cuda_type(s->bias_type);

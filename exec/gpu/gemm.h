@@ -78,6 +78,9 @@ typedef struct gemm_ctx gemm_ctx;
 gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err);
 void gemm_ctx_free(gemm_ctx *g);
 
+/* cuBLASLt's epilogue for e (CUBLASLT_EPILOGUE_DEFAULT for GEMM_EPI_NONE); gemm_fp8.c shares it. */
+cublasLtEpilogue_t gemm_lt_epilogue(gemm_epilogue e);
+
 /* D = alpha op(A) op(B) + beta D (+ epilogue), on stream. bias / aux as the epilogue needs them
  * (NULL otherwise); a shape no algorithm supports stops the program naming the shape. */
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,

@@ -65,10 +65,7 @@ gemm_fp8 *gemm_fp8_create(cublasLtHandle_t lt, const gemm_fp8_shape *s, const fl
     set_attr(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa);
     int8_t fast = s->fast_accum ? 1 : 0;
     set_attr(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
-    cublasLtEpilogue_t epi = s->epi == GEMM_EPI_BIAS        ? CUBLASLT_EPILOGUE_BIAS
-                             : s->epi == GEMM_EPI_GELU_BIAS ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                             : s->epi == GEMM_EPI_DGELU     ? CUBLASLT_EPILOGUE_DGELU
-                                                            : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtEpilogue_t epi = gemm_lt_epilogue(s->epi);
     set_attr(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     const int32_t bf16_type = CUDA_R_16BF;
     if (s->epi == GEMM_EPI_BIAS || s->epi == GEMM_EPI_GELU_BIAS) {
