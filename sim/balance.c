@@ -653,69 +653,96 @@ static void list_concat(int32_t *next, kk_entry *a, const kk_entry *b)
     a->tail = b->tail;
 }
 
+/* A lone subset x joins an empty subset of the m < k subsets e (descending): e with x in place.
+ * Ties: x after e's equal sums when x is B's, before them when it is A's (x_first). */
+static int entries_insert(kk_entry *dst, const kk_entry *e, int m, const kk_entry *x, int x_first)
+{
+    int i = 0;
+    int64_t v = x->sum;
+    if (x_first)
+        for (; i < m && e[i].sum > v; i++)
+            dst[i] = e[i];
+    else
+        for (; i < m && e[i].sum >= v; i++)
+            dst[i] = e[i];
+    dst[i] = *x;
+    for (; i < m; i++)
+        dst[i + 1] = e[i];
+    return m + 1;
+}
+
 /* Differencing step: subset i of A (heaviest first) joins subset k-1-i of B, so the heaviest of one
- * meets the lightest of the other. Result entries are written at the arena top. */
-static kk_node kk_merge(kk_ws *s, int k, const kk_node *A, const kk_node *B, int id)
+ * meets the lightest of the other. Result entries are written at the arena top, its node to *nd. */
+static void kk_merge(kk_ws *s, int k, const kk_node *A, const kk_node *B, int id, kk_node *nd)
 {
     kk_entry *ar = s->arena[s->arena_cur];
     const kk_entry *a = (A->single ? s->single : ar) + A->off;
     const kk_entry *b = (B->single ? s->single : ar) + B->off;
-    int ma = A->m, mb = B->m;
-    int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
-    int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
-    int r2 = ma - o_lo > 0 ? ma - o_lo : 0;
-    int r3 = mb < k - ma ? mb : k - ma;          /* B alone: B[0..r3) */
-    if (r1 < 0)
-        r1 = 0;
-    if (r3 < 0)
-        r3 = 0;
-    kk_entry *run = s->run;
-    for (int t = 0; t < r2; t++) {
-        int i = o_lo + t;
-        run[t] = a[i];
-        run[t].sum += b[k - 1 - i].sum;
-        list_concat(s->next, &run[t], &b[k - 1 - i]);
-    }
-    entries_sort(run, s->run_tmp, r2);
-    /* Three descending runs -> one; ties: A's run, then the combined run, then B's. */
+    int ma = A->m, mb = B->m, o = 0;
     kk_entry *dst = ar + s->arena_top;
-    int i1 = 0, i2 = 0, i3 = 0, o = 0;
-    while (i1 < r1 || i2 < r2 || i3 < r3) {
-        int pick = 0;
-        int64_t best = INT64_MIN;
-        if (i1 < r1 && a[i1].sum > best) {
-            best = a[i1].sum;
-            pick = 1;
+    if (mb == 1 && ma < k) { /* nothing to combine, one subset more: most merges */
+        o = entries_insert(dst, a, ma, b, 0);
+    } else if (ma == 1 && mb < k) {
+        o = entries_insert(dst, b, mb, a, 1);
+    } else {
+        int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
+        int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
+        int r2 = ma - o_lo > 0 ? ma - o_lo : 0;
+        int r3 = mb < k - ma ? mb : k - ma;          /* B alone: B[0..r3) */
+        if (r1 < 0)
+            r1 = 0;
+        if (r3 < 0)
+            r3 = 0;
+        kk_entry *run = s->run;
+        for (int t = 0; t < r2; t++) {
+            int i = o_lo + t;
+            run[t] = a[i];
+            run[t].sum += b[k - 1 - i].sum;
+            list_concat(s->next, &run[t], &b[k - 1 - i]);
         }
-        if (i2 < r2 && run[i2].sum > best) {
-            best = run[i2].sum;
-            pick = 2;
+        entries_sort(run, s->run_tmp, r2);
+        /* Three descending runs -> one; ties: A's run, then the combined run, then B's. */
+        int i1 = 0, i2 = 0, i3 = 0;
+        while (i1 < r1 || i2 < r2 || i3 < r3) {
+            int pick = 0;
+            int64_t best = INT64_MIN;
+            if (i1 < r1 && a[i1].sum > best) {
+                best = a[i1].sum;
+                pick = 1;
+            }
+            if (i2 < r2 && run[i2].sum > best) {
+                best = run[i2].sum;
+                pick = 2;
+            }
+            if (i3 < r3 && b[i3].sum > best) {
+                best = b[i3].sum;
+                pick = 3;
+            }
+            dst[o++] = pick == 1 ? a[i1++] : pick == 2 ? run[i2++] : b[i3++];
         }
-        if (i3 < r3 && b[i3].sum > best) {
-            best = b[i3].sum;
-            pick = 3;
-        }
-        dst[o++] = pick == 1 ? a[i1++] : pick == 2 ? run[i2++] : b[i3++];
     }
-    kk_node nd = {.off = s->arena_top, .m = o, .id = id};
+    *nd = (kk_node){.diff = o ? dst[0].sum - (o == k ? dst[k - 1].sum : 0) : 0, .off = s->arena_top,
+                    .m = o, .id = id};
     s->arena_top += o;
-    nd.diff = o ? dst[0].sum - (o == k ? dst[k - 1].sum : 0) : 0;
-    return nd;
 }
 
-/* The next node to difference: the queue of lone sequences (heaviest first, which is also the
- * heap's order among them) or the heap of merged nodes, whichever comes first. */
-static kk_node kk_take(kk_ws *s, const int64_t *w, int *qh, int n, int *live)
+/* The queue's next lone sequence as a node (ids = sequence indices, as if it were in the heap). */
+static kk_node kk_queued(const kk_ws *s, const int64_t *w, int qh)
 {
-    if (*qh < n) {
-        int i = s->order[*qh];
-        kk_node q = {.diff = w[i], .off = *qh, .m = 1, .id = i, .single = 1};
-        if (*live == 0 || node_before(&q, &s->nodes[0])) {
-            ++*qh;
-            return q;
-        }
-    }
-    return node_pop(s->nodes, live);
+    int i = s->order[qh];
+    return (kk_node){.diff = w[i], .off = qh, .m = 1, .id = i, .single = 1};
+}
+
+/* The heap's second node: the first of the top's children; -1 when the top is alone. */
+static int node_second(const kk_node *h, int size)
+{
+    if (size < 2)
+        return -1;
+    int best = 1, end = 1 + KK_ARITY < size ? 1 + KK_ARITY : size;
+    for (int j = 2; j < end; j++)
+        if (node_before(&h[j], &h[best]))
+            best = j;
+    return best;
 }
 
 static int assign_kk(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
@@ -758,27 +785,42 @@ static int assign_kk(balance_ws *ws, const balance_input *in, balance_result *ou
         for (int i = (live - 2) / KK_ARITY; i >= 0; i--)
             node_down(h, live, i);
     }
+    /* Each step differences the first two nodes of the queue of lone sequences (heaviest first,
+     * which is also the heap's order among them) and the heap of merged nodes taken together. A
+     * merge that takes the heap's top writes its result there (one sift instead of a pop and a
+     * push; the heap's order is total, so what it yields next is the same), and skips the sift
+     * when the result still comes before the top's children. */
     while (live + (n - qh) > 1) {
         if (s->arena_top + k > s->arena_cap)
             arena_compact(s, live);
-        kk_node A = kk_take(s, w, &qh, n, &live);
-        /* B from the heap: the merge replaces it at the top (one sift instead of a pop and a
-         * push; the heap's order is total, so what it yields next is the same) */
-        int from_queue = 0;
-        if (qh < n) {
-            int i = s->order[qh];
-            kk_node q = {.diff = w[i], .off = qh, .m = 1, .id = i, .single = 1};
-            from_queue = live == 0 || node_before(&q, &h[0]);
-        }
-        if (from_queue) {
-            kk_node B = kk_take(s, w, &qh, n, &live);
-            h[live] = kk_merge(s, k, &A, &B, id++);
-            node_up(h, live++);
+        kk_node A, B, q = qh < n ? kk_queued(s, w, qh) : (kk_node){0};
+        if (qh < n && (live == 0 || node_before(&q, &h[0]))) {
+            A = q;
+            if (++qh < n)
+                q = kk_queued(s, w, qh);
+            if (qh < n && (live == 0 || node_before(&q, &h[0]))) {
+                B = q;
+                qh++;
+                kk_merge(s, k, &A, &B, id++, &h[live]);
+                node_up(h, live++);
+                continue;
+            }
         } else {
-            kk_node B = h[0];
-            h[0] = kk_merge(s, k, &A, &B, id++);
-            node_down(h, live, 0);
+            A = h[0];
+            int c = node_second(h, live);
+            if (qh < n && (c < 0 || node_before(&q, &h[c]))) {
+                B = q;
+                qh++;
+                kk_merge(s, k, &A, &B, id++, &h[0]);
+                if (c >= 0 && !node_before(&h[0], &h[c]))
+                    node_down(h, live, 0);
+                continue;
+            }
+            node_pop(h, &live);
         }
+        B = h[0];
+        kk_merge(s, k, &A, &B, id++, &h[0]);
+        node_down(h, live, 0);
     }
     /* The last partial partition: subset p (heaviest first) goes to GPU p. */
     kk_node last = live ? h[0] : (kk_node){.off = 0, .m = 1, .single = 1}; /* n == 1 */
