@@ -251,3 +251,38 @@ void cast_transpose_fp8(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, con
 #undef CT_LAUNCH
     cudaCheck(cudaGetLastError());
 }
+
+/* ---- delayed scaling ------------------------------------------------------------------------------ */
+__global__ void fp8_scales_update_kernel(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt,
+                                         int n, int len, int pos, int init)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float a = amax[i];
+    a = isfinite(a) ? a : 0.0f;
+    amax[i] = 0.0f;
+    float *h = history + (size_t)i * len, m = 0.0f;
+    for (int j = 0; j < len; j++) {
+        if (init || j == pos)
+            h[j] = a;
+        m = fmaxf(m, h[j]);
+    }
+    if (!(m > 0.0f))
+        return;
+    /* the largest k with m 2^k <= fmax: m = fm 2^em, fmax = ff 2^ef (fm, ff in [0.5, 1)) */
+    int em, ef;
+    float fm = frexpf(m, &em), ff = frexpf(fmt[i] == FP8_E4M3 ? 448.0f : 57344.0f, &ef);
+    int k = ef - em - (fm > ff ? 1 : 0);
+    k = k < -126 ? -126 : k > 126 ? 126 : k;
+    scale[i] = ldexpf(1.0f, k);
+    inv[4 * i] = ldexpf(1.0f, -k);
+}
+
+void fp8_scales_update(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n, int len,
+                       int pos, int init, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 1 && len >= 1 && pos >= 0 && pos < len);
+    fp8_scales_update_kernel<<<(n + 127) / 128, 128, 0, stream>>>(amax, history, scale, inv, fmt, n, len, pos, init);
+    cudaCheck(cudaGetLastError());
+}

@@ -330,6 +330,19 @@ void cast_transpose_fp8(uint8_t *out,         /* (rows, cols) */
                         const float *scale,   /* (1) device */
                         int rows, int cols, fp8_format fmt, cudaStream_t stream);
 
+/* Delayed scaling (TransformerEngine's recipe, with power-of-two scales): tensor i keeps the
+ * maxima |x| of its last `len` steps in history (n, len); once a step fp8_scales_update moves amax[i]
+ * (what the casts reduced since the last update; a non-finite one counts as 0) into slot pos of
+ * its history (into every slot when init: the first maxima seen), zeroes amax[i], and where the
+ * history's maximum m is finite and > 0 sets scale[i] = 2^k, the largest k in [-126, 126] with
+ * m 2^k <= the format's largest finite (fmt[i]: FP8_E4M3 448, FP8_E5M2 57344), and inv[4 i] = 2^-k
+ * (the dequantization scale cuBLASLt reads: 16-byte aligned); elsewhere both are left as they are.
+ * Power-of-two scales make the scaling itself exact. Reference: fp8_scales_update_ref. */
+#define FP8_HISTORY 16
+UNPAD_EXTERN_C
+void fp8_scales_update(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n, int len,
+                       int pos, int init, cudaStream_t stream);
+
 /* ---- initialisation (kernels/init.cu) ---------------------------------------------------------- */
 /* Redraws of the truncated normal before an element is left at 0 (P(all rejected) = 0.05^64). */
 #define INIT_TRUNC_DRAWS 64

@@ -103,7 +103,24 @@ struct bert {
     cudaEvent_t ev_fork, ev_join[BERT_MAX_STREAMS];
     bert_grads_ready_fn grads_ready;
     void *grads_ready_ctx;
+    /* FP8 (opt.fp8): the four Linear layers of each encoder layer (FP8_QKV..FP8_F2) run their forward
+     * and data-gradient products in FP8. Tensor slots of the scaling state, per layer: 0..3 the
+     * inputs, 4..7 the weights, 8..11 the output gradients (FP8_SLOTS). */
+    uint8_t *w8, *w8t;           /* E4M3 weights (out, in) and their transposes (in, out), layer-major */
+    int64_t w8_layer;            /* bytes of one layer's four weights */
+    uint8_t *q8;                 /* (max_tokens, max(3H, F)): the operand cast for the next product */
+    float *f8_amax, *f8_hist, *f8_scale, *f8_inv; /* (n), (n, FP8_HISTORY), (n), (n, 4): kernels.h */
+    uint8_t *f8_fmt;             /* (n) FP8_E4M3 / FP8_E5M2 */
+    int f8_n, f8_pos;
+    int f8_ready;                /* the scales have seen one forward and backward; before, the products
+                                    run in bf16 (their FP8 twins too, for the plans) and only the
+                                    maxima are gathered */
+    int w8_stale;                /* the working weights changed since the last cast */
+    long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
 };
+
+enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
+#define FP8_SLOTS (3 * FP8_LINEARS)
 
 #define W(off) (b->work + (off))
 #define G(off) (b->grad + (off))
@@ -306,6 +323,73 @@ static size_t layout_acts(bert *b, char *base)
     return a.off;
 }
 
+/* ---- FP8 state --------------------------------------------------------------------------------- */
+
+static void fp8_dims(const bert *b, int k, int *in, int *out)
+{
+    int H = b->cfg.hidden, F = b->cfg.ffn;
+    const int ins[FP8_LINEARS] = {H, H, H, F}, outs[FP8_LINEARS] = {3 * H, H, F, H};
+    *in = ins[k];
+    *out = outs[k];
+}
+
+static int64_t fp8_woff(const bert *b, int l, int k) /* byte offset of layer l's weight k in w8, w8t */
+{
+    int64_t off = (int64_t)l * b->w8_layer;
+    for (int j = 0; j < k; j++) {
+        int in, out;
+        fp8_dims(b, j, &in, &out);
+        off += (int64_t)in * out;
+    }
+    return off;
+}
+
+static int64_t fp8_wparam(const bert *b, int l, int k) /* the weight's offset in the flat buffers */
+{
+    const layer_offsets *o = &b->lo[l];
+    const int64_t w[FP8_LINEARS] = {o->qkv_w, o->o_w, o->f1_w, o->f2_w};
+    return w[k];
+}
+
+static int fp8_create(bert *b, unpad_err *err)
+{
+    if (sizeof(floatX) != 2)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "FP8 products need the bf16 build");
+    const model_cfg *c = &b->cfg;
+    b->w8_layer = fp8_woff(b, 0, FP8_LINEARS);
+    int n = b->f8_n = c->layers * FP8_SLOTS;
+    size_t wide = 3 * (size_t)c->hidden > (size_t)c->ffn ? 3 * (size_t)c->hidden : (size_t)c->ffn;
+    size_t wb = (size_t)c->layers * (size_t)b->w8_layer;
+    if (dev_alloc((void **)&b->w8, wb, "FP8 weights", err) || dev_alloc((void **)&b->w8t, wb, "FP8 weights", err) ||
+        dev_alloc((void **)&b->q8, (size_t)b->opt.max_tokens * wide, "the FP8 operand", err) ||
+        dev_alloc((void **)&b->f8_amax, (size_t)n * 4, "FP8 scaling", err) ||
+        dev_alloc((void **)&b->f8_hist, (size_t)n * 4 * FP8_HISTORY, "FP8 scaling", err) ||
+        dev_alloc((void **)&b->f8_scale, (size_t)n * 4, "FP8 scaling", err) ||
+        dev_alloc((void **)&b->f8_inv, (size_t)n * 16, "FP8 scaling", err) ||
+        dev_alloc((void **)&b->f8_fmt, (size_t)n, "FP8 scaling", err))
+        return err->code;
+    float *one = malloc((size_t)n * 16);
+    uint8_t *fmt = malloc((size_t)n);
+    if (!one || !fmt) {
+        free(one);
+        free(fmt);
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
+    }
+    for (int i = 0; i < 4 * n; i++)
+        one[i] = 1.0f;
+    for (int i = 0; i < n; i++)
+        fmt[i] = i % FP8_SLOTS >= 2 * FP8_LINEARS ? FP8_E5M2 : FP8_E4M3;
+    cudaCheck(cudaMemcpy(b->f8_scale, one, (size_t)n * 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(b->f8_inv, one, (size_t)n * 16, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(b->f8_fmt, fmt, (size_t)n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(b->f8_amax, 0, (size_t)n * 4));
+    cudaCheck(cudaMemset(b->f8_hist, 0, (size_t)n * 4 * FP8_HISTORY));
+    free(one);
+    free(fmt);
+    b->w8_stale = 1;
+    return UNPAD_OK;
+}
+
 /* ---- create / free ----------------------------------------------------------------------------- */
 
 bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
@@ -409,7 +493,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     for (int k = 0; k < 2; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_stage[k], cudaEventDisableTiming));
     b->gemm = gemm_ctx_create(1, err); /* the fp32 build's products are true fp32, never TF32 */
-    if (!b->gemm) {
+    if (!b->gemm || (opt->fp8 && fp8_create(b, err))) {
         bert_free(b);
         return NULL;
     }
@@ -433,6 +517,14 @@ void bert_free(bert *b)
     cudaFree(b->work);
     cudaFree(b->d_lamb);
     cudaFree(b->arena);
+    cudaFree(b->w8);
+    cudaFree(b->w8t);
+    cudaFree(b->q8);
+    cudaFree(b->f8_amax);
+    cudaFree(b->f8_hist);
+    cudaFree(b->f8_scale);
+    cudaFree(b->f8_inv);
+    cudaFree(b->f8_fmt);
     if (b->h_stage)
         cudaFreeHost(b->h_stage);
     if (b->h_stats)
@@ -461,14 +553,31 @@ const model_cfg *bert_cfg(const bert *b) { return &b->cfg; }
 int bert_tensor_count(const bert *b) { return b->ntensors; }
 const bert_tensor *bert_tensor_at(const bert *b, int i) { return &b->tensors[i]; }
 int64_t bert_param_count(const bert *b) { return b->nparams; }
+/* Bytes of the FP8 buffers (opt.fp8; 0 without): two copies of the encoder's Linear weights, the
+ * cast operand and the scaling state. */
+static size_t fp8_bytes(const bert *b)
+{
+    if (!b->opt.fp8)
+        return 0;
+    const model_cfg *c = &b->cfg;
+    size_t wide = 3 * (size_t)c->hidden > (size_t)c->ffn ? 3 * (size_t)c->hidden : (size_t)c->ffn;
+    size_t n = (size_t)c->layers * FP8_SLOTS;
+    return 2 * (size_t)c->layers * (size_t)b->w8_layer + (size_t)b->opt.max_tokens * wide +
+           n * (4 + 4 * FP8_HISTORY + 4 + 16 + 1);
+}
+
 size_t bert_device_bytes(const bert *b)
 {
     /* master, gradient, m, v (fp32) and the working copy, per parameter */
-    return (size_t)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->arena_bytes;
+    return (size_t)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->arena_bytes + fp8_bytes(b);
 }
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
-floatX *bert_work(bert *b) { return b->work; }
+floatX *bert_work(bert *b)
+{
+    b->w8_stale = 1; /* the caller may write the weights */
+    return b->work;
+}
 /* The model's feature sizes: the GEMM dimensions that do not vary with the batch. */
 #define GEMM_FIXED(b) {(b)->cfg.hidden, 3 * (b)->cfg.hidden, (b)->cfg.ffn, (b)->cfg.vocab, (b)->Vpad, 2}
 
@@ -486,6 +595,12 @@ int bert_gemm_tune(bert *b, int lo, int hi, const gemm_tune_opts *o, cudaStream_
 }
 
 gemm_ctx *bert_gemm(bert *b) { return b->gemm; }
+
+void bert_fp8_counts(const bert *b, long *fp8, long *calib)
+{
+    *fp8 = b->f8_runs;
+    *calib = b->f8_calib;
+}
 
 void bert_gemm_counts(const bert *b, int *plans, int *fallbacks, int *late, int *evicted)
 {
@@ -557,7 +672,11 @@ int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err)
     return UNPAD_OK;
 }
 
-void bert_sync_work(bert *b, cudaStream_t s) { convert_f32_to_floatX(b->work, b->master, b->nparams, s); }
+void bert_sync_work(bert *b, cudaStream_t s)
+{
+    convert_f32_to_floatX(b->work, b->master, b->nparams, s);
+    b->w8_stale = 1;
+}
 
 void bert_grad_zero(bert *b, cudaStream_t s)
 {
@@ -759,6 +878,89 @@ static void grads_ready(bert *b, int64_t begin, int64_t end, cudaStream_t s)
         b->grads_ready(b->grads_ready_ctx, begin, end, s);
 }
 
+/* ---- FP8 products ------------------------------------------------------------------------------ */
+
+static const float *f8_inv(const bert *b, int i) { return b->f8_inv + 4 * (size_t)i; }
+
+/* The encoder's Linear weights in E4M3, row-major and transposed, when the working copy changed. */
+static void fp8_cast_weights(bert *b, cudaStream_t s)
+{
+    if (!b->opt.fp8 || !b->w8_stale)
+        return;
+    for (int l = 0; l < b->cfg.layers; l++)
+        for (int k = 0; k < FP8_LINEARS; k++) {
+            int in, out, i = l * FP8_SLOTS + FP8_LINEARS + k;
+            fp8_dims(b, k, &in, &out);
+            int64_t o = fp8_woff(b, l, k);
+            cast_transpose_fp8(b->w8 + o, b->w8t + o, out, b->f8_amax + i, (const bf16 *)W(fp8_wparam(b, l, k)),
+                               b->f8_scale + i, out, in, FP8_E4M3, s);
+        }
+    b->w8_stale = 0;
+}
+
+/* Once a step (init: after the first forward and backward, every history slot): the scales from
+ * the maxima gathered since the last update. */
+static void fp8_update(bert *b, int init, cudaStream_t s)
+{
+    fp8_scales_update(b->f8_amax, b->f8_hist, b->f8_scale, b->f8_inv, b->f8_fmt, b->f8_n, FP8_HISTORY, b->f8_pos,
+                      init, s);
+    if (!init)
+        b->f8_pos = (b->f8_pos + 1) % FP8_HISTORY;
+    b->w8_stale = 1;
+}
+
+/* Y (T, out) = X W^T (+ bias, + GELU with aux) of layer l's Linear k: the bf16 product, or with
+ * opt.fp8 X cast to E4M3 (its maximum gathered) and the FP8 product; while the scales are not
+ * known yet (the first forward) the bf16 product follows it and its values count. */
+static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bias, floatX *Y, floatX *aux, int gelu,
+                       cudaStream_t s)
+{
+    int in, out, T = b->T;
+    fp8_dims(b, k, &in, &out);
+    const floatX *Wb = W(fp8_wparam(b, l, k));
+    if (!b->opt.fp8) {
+        gemm_linear_fwd(b->gemm, GEMM_X, T, in, out, X, Wb, bias, Y, aux, gelu, s);
+        return;
+    }
+    int xi = l * FP8_SLOTS + k, wi = xi + FP8_LINEARS;
+    cast_fp8(b->q8, b->f8_amax + xi, (const bf16 *)X, b->f8_scale + xi, T, in, FP8_E4M3, s);
+    gemm_linear_fwd_fp8(b->gemm, T, in, out, b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi), bias,
+                        Y, aux, gelu, s);
+    if (!b->f8_ready)
+        gemm_linear_fwd(b->gemm, GEMM_X, T, in, out, X, Wb, bias, Y, aux, gelu, s);
+    b->f8_runs += b->f8_ready;
+    b->f8_calib += !b->f8_ready;
+}
+
+/* dX (T, in) = dY W + beta dX of layer l's Linear k (aux: times gelu'(aux), bf16 products only),
+ * in FP8 as linear_fwd: dY cast to E5M2, the weight's transposed copy. While the scales are not
+ * known the FP8 twin writes scratch (b->tmp, free in the backward, where beta is 1) and the bf16
+ * product counts. */
+static void linear_bwd_data(bert *b, int l, int k, const floatX *dY, floatX *dX, float beta, const floatX *aux,
+                            cudaStream_t s)
+{
+    int in, out, T = b->T;
+    fp8_dims(b, k, &in, &out);
+    const floatX *Wb = W(fp8_wparam(b, l, k));
+    if (!b->opt.fp8) {
+        gemm_linear_bwd_data(b->gemm, GEMM_X, T, in, out, dY, Wb, dX, beta, aux, NULL, s);
+        return;
+    }
+    invariantCheck(!aux, "FP8 data gradients run their GELU derivative as a pass of their own");
+    int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + k, wi = l * FP8_SLOTS + FP8_LINEARS + k;
+    cast_fp8(b->q8, b->f8_amax + gi, (const bf16 *)dY, b->f8_scale + gi, T, out, FP8_E5M2, s);
+    const uint8_t *wt = b->w8t + fp8_woff(b, l, k);
+    if (b->f8_ready) {
+        gemm_linear_bwd_data_fp8(b->gemm, T, in, out, b->q8, wt, f8_inv(b, gi), f8_inv(b, wi), dX, beta, s);
+        b->f8_runs++;
+        return;
+    }
+    b->f8_calib++;
+    gemm_linear_bwd_data_fp8(b->gemm, T, in, out, b->q8, wt, f8_inv(b, gi), f8_inv(b, wi), beta == 0.0f ? dX : b->tmp,
+                             beta, s);
+    gemm_linear_bwd_data(b->gemm, GEMM_X, T, in, out, dY, Wb, dX, beta, NULL, NULL, s);
+}
+
 void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 {
     const model_cfg *c = &b->cfg;
@@ -768,6 +970,7 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
     float pa = b->dropout_on ? (float)c->attn_dropout : 0.0f;
     gemm_ctx *g = b->gemm;
     b->dseed = dseed;
+    fp8_cast_weights(b, s);
 
     BEGIN(OP_EMBED_FWD, -1);
     embedding_fwd(b->x[0], b->emb_mean, b->emb_rstd, b->d_ids, b->d_types, b->d_cu, n, W(b->word),
@@ -777,11 +980,11 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         const layer_offsets *o = &b->lo[l];
         layer_acts *a = &b->la[l];
         BEGIN(OP_QKV_FWD, l);
-        gemm_linear_fwd(g, GEMM_X, T, H, 3 * H, b->x[l], W(o->qkv_w), W(o->qkv_b), a->qkv, NULL, 0, s);
+        linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, s);
         END(OP_QKV_FWD, l);
         attention_fwd(b, l, pa, s);
         BEGIN(OP_ATTN_OUT_FWD, l);
-        gemm_linear_fwd(g, GEMM_X, T, H, H, a->ctx, W(o->o_w), NULL, b->tmp, NULL, 0, s);
+        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, s);
         END(OP_ATTN_OUT_FWD, l);
         BEGIN(OP_ATTN_LN_FWD, l);
         bias_dropout_residual_layernorm_fwd(a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, b->tmp, W(o->o_b),
@@ -790,14 +993,14 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         END(OP_ATTN_LN_FWD, l);
         BEGIN(OP_FFN1_FWD, l);
         if (b->opt.gelu_erf) {
-            gemm_linear_fwd(g, GEMM_X, T, H, F, a->a, W(o->f1_w), NULL, a->pre, NULL, 0, s);
+            linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, s);
             bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
         } else {
-            gemm_linear_fwd(g, GEMM_X, T, H, F, a->a, W(o->f1_w), W(o->f1_b), a->h, a->pre, 1, s);
+            linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, s);
         }
         END(OP_FFN1_FWD, l);
         BEGIN(OP_FFN2_FWD, l);
-        gemm_linear_fwd(g, GEMM_X, T, F, H, a->h, W(o->f2_w), NULL, b->tmp, NULL, 0, s);
+        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0, s);
         END(OP_FFN2_FWD, l);
         BEGIN(OP_FFN_LN_FWD, l);
         bias_dropout_residual_layernorm_fwd(b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, b->tmp,
@@ -914,16 +1117,20 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         END(OP_FFN_LN_BWD, l);
         BEGIN(OP_FFN2_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
-        gemm_linear_bwd_data(g, GEMM_X, T, F, H, b->dA, W(o->f2_w), b->dF, 0.0f,
-                             b->opt.gelu_erf ? NULL : a->pre, NULL, s);
+        /* the tanh GELU's derivative: the product's epilogue in bf16, a pass of its own in FP8 (whose
+         * DGELU epilogue runs 3x slower than the bf16 one, docs/kernels.md) */
+        linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, s);
         END(OP_FFN2_BWD, l);
         BEGIN(OP_FFN1_BWD, l);
-        if (b->opt.gelu_erf)
+        if (b->opt.gelu_erf) {
             bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
-        else
+        } else {
+            if (b->opt.fp8)
+                gelu_tanh_bwd(b->dF, b->dF, a->pre, (int64_t)T * F, s);
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
+        }
         gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), wb, s);
-        gemm_linear_bwd_data(g, GEMM_X, T, H, F, b->dF, W(o->f1_w), b->dR, 1.0f, NULL, NULL, s);
+        linear_bwd_data(b, l, FP8_F1, b->dF, b->dR, 1.0f, NULL, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
         BEGIN(OP_ATTN_LN_BWD, l);
@@ -933,13 +1140,13 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), wb, s);
-        gemm_linear_bwd_data(g, GEMM_X, T, H, H, b->dA, W(o->o_w), b->dR, 0.0f, NULL, NULL, s);
+        linear_bwd_data(b, l, FP8_O, b->dA, b->dR, 0.0f, NULL, s);
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
         bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
-        gemm_linear_bwd_data(g, GEMM_X, T, H, 3 * H, b->dQKV, W(o->qkv_w), b->dY, 1.0f, NULL, NULL, s);
+        linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
         grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);
@@ -952,6 +1159,10 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
                   b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);
     END(OP_EMBED_BWD, -1);
     grads_ready(b, 0, b->lo[0].qkv_w, s); /* embeddings, with the tied decoder's share */
+    if (b->opt.fp8 && !b->f8_ready) { /* the first maxima: every product from now on in FP8 */
+        fp8_update(b, 1, s);
+        b->f8_ready = 1;
+    }
 }
 
 /* ---- optimizer --------------------------------------------------------------------------------- */
@@ -964,4 +1175,6 @@ void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s)
     /* the norm lands beside the loss sums (one read-back); a non-finite loss sum skips the step */
     lamb_update(b->master, b->work, b->m, b->v, b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, h,
                 b->stats + 4, b->stats, 4, b->scratch, s);
+    if (b->opt.fp8 && b->f8_ready)
+        fp8_update(b, 0, s); /* also marks the weights for their cast before the next forward */
 }

@@ -56,6 +56,9 @@ typedef struct {
     int max_tokens;        /* activations sized for this many tokens per micro-batch */
     int max_seqs;          /* ... sequences */
     int max_preds;         /* ... masked positions */
+    int fp8;               /* 1: the encoder's Linear forwards and data gradients as FP8 products (bf16
+                              build only): E4M3 activations and weights, E5M2 gradients, per-tensor
+                              delayed scaling (kernels.h fp8_scales_update); weight gradients stay bf16 */
 } bert_options;
 
 /* Timing hook: the trainer's tracer; called around every operator when set (else no-op). */
@@ -141,6 +144,9 @@ gemm_ctx *bert_gemm(bert *b);
  * heuristic query each), shapes the warm-up missed (gemm_ctx_late) and plans evicted from the
  * table (gemm_ctx_evicted). */
 void bert_gemm_counts(const bert *b, int *plans, int *fallbacks, int *late, int *evicted);
+/* opt.fp8: the encoder's Linear products run in FP8 so far, and those run in bf16 while the first
+ * forward and backward gathered the maxima the scales start from (0 and 0 without FP8). */
+void bert_fp8_counts(const bert *b, long *fp8, long *calib);
 
 /* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);

@@ -16,6 +16,7 @@ typedef struct {
     uint8_t align[5]; /* log2 of the alignment (<= 256 bytes) of A, B, D, bias, aux */
     int used;
     void *bias, *aux;  /* the pointers the plan was last run with (gemm_ctx_warm reuses them) */
+    const float *sa, *sb; /* FP8 plans: the dequantization scales of A and B, likewise */
     const void *A, *B; /* the operands and exact shape of its last run (NULL: never run) */
     void *D;
     gemm_shape last;
@@ -59,6 +60,8 @@ struct gemm_ctx {
     gemm_preset *presets; /* (npresets): tens of entries, searched in order */
     int npresets;
     int presets_refused; /* plans whose preset cuBLASLt did not accept (they run the heuristic's) */
+    const float *sa, *sb; /* the scale pointers of the FP8 product being run or warmed (plans made
+                             for it take them; NULL for the others) */
 };
 
 gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
@@ -122,7 +125,24 @@ static int align_log2(const void *p)
     return l;
 }
 
-static cudaDataType_t cuda_type(gemm_dtype t) { return t == GEMM_F32 ? CUDA_R_32F : CUDA_R_16BF; }
+static int is_fp8(gemm_dtype t) { return t == GEMM_FP8_E4M3 || t == GEMM_FP8_E5M2; }
+
+/* cuBLASLt's type of operand A (which = 0) or B (1) of a product of ab_type t, or of C/D and bias. */
+static cudaDataType_t cuda_type_of(gemm_dtype t, int which)
+{
+    switch (t) {
+    case GEMM_F32: return CUDA_R_32F;
+    case GEMM_FP8_E4M3: return CUDA_R_8F_E4M3;
+    case GEMM_FP8_E5M2: return which == 0 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+    default: return CUDA_R_16BF;
+    }
+}
+static cudaDataType_t cuda_type(gemm_dtype t) { return cuda_type_of(t, 0); }
+static const char *type_name(gemm_dtype t)
+{
+    static const char *n[] = {"bf16", "fp32", "e4m3 x e4m3", "e5m2 x e4m3"};
+    return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
+}
 
 static const char *epi_name(gemm_epilogue e)
 {
@@ -166,7 +186,7 @@ static void shape_fail(const gemm_shape *s, const char *why)
     invariantCheck(0, "cuBLASLt: %s for D (%d, %d) = op(A) (%d, %d) op(B) (%d, %d), trans_a %d trans_b %d, "
                    "A/B %s, D %s, epilogue %s",
                    why, s->M, s->N, s->M, s->K, s->K, s->N, s->trans_a, s->trans_b,
-                   s->ab_type == GEMM_F32 ? "fp32" : "bf16", s->d_type == GEMM_F32 ? "fp32" : "bf16",
+                   type_name(s->ab_type), type_name(s->d_type),
                    epi_name(s->epi));
 }
 
@@ -195,6 +215,19 @@ static int plan_matches(const gemm_plan *p, const gemm_shape *s, const uint8_t a
            p->s.trans_a == s->trans_a && p->s.trans_b == s->trans_b && p->s.ab_type == s->ab_type &&
            p->s.d_type == s->d_type && p->s.epi == s->epi && p->s.bias_type == s->bias_type &&
            !memcmp(p->align, align, 5);
+}
+
+/* An FP8 plan's descriptor reads its scales through these pointers (set before every run, as bias
+ * and aux: plans are shared by the layers, whose scales differ). */
+static void set_scales(gemm_plan *p, const float *sa, const float *sb)
+{
+    if (!is_fp8(p->s.ab_type))
+        return;
+    p->sa = sa;
+    p->sb = sb;
+    /* cuBLASLt's A is our B */
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
 }
 
 static void set_pointers(gemm_plan *p, void *bias, void *aux)
@@ -297,19 +330,30 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
         int64_t ld = s->N; /* aux is (M, N) row-major: N rows of the column-major D */
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                                    sizeof ld));
+        if (is_fp8(s->ab_type)) { /* in FP8 products aux has a type of its own (by default D's) */
+            int32_t at = cuda_type(s->d_type);
+            cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &at,
+                                                       sizeof at));
+        }
+    }
+    if (is_fp8(s->ab_type)) {
+        int8_t fast = s->ab_type == GEMM_FP8_E4M3;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
     }
     set_pointers(p, bias, aux);
+    set_scales(p, g->sa, g->sb);
 
-    cudaDataType_t tab = cuda_type(s->ab_type), td = cuda_type(s->d_type);
+    /* our B is cuBLASLt's A */
+    cudaDataType_t ta_ = cuda_type_of(s->ab_type, 1), tb_ = cuda_type_of(s->ab_type, 0), td = cuda_type(s->d_type);
     /* stored shapes, column-major: our B is (K, N) row-major = (N, K) col-major, or its transpose */
     if (s->trans_b)
-        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, tab, s->K, s->N, s->K));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, ta_, s->K, s->N, s->K));
     else
-        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, tab, s->N, s->K, s->N));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->la, ta_, s->N, s->K, s->N));
     if (s->trans_a)
-        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tab, s->M, s->K, s->M));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tb_, s->M, s->K, s->M));
     else
-        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tab, s->K, s->M, s->K));
+        cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tb_, s->K, s->M, s->K));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, td, s->N, s->M, s->N));
 
     cublasLtMatmulHeuristicResult_t res;
@@ -442,6 +486,7 @@ static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t a
         return plan_make_from(g, p, sb, align, bias, aux, 1, why, nwhy) ? NULL : p;
     }
     set_pointers(p, bias, aux);
+    set_scales(p, g->sa, g->sb);
     return p;
 }
 
@@ -505,8 +550,8 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
     return st;
 }
 
-void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
-              float beta, void *bias, void *aux, cudaStream_t stream)
+static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+                        float beta, void *bias, void *aux, cudaStream_t stream)
 {
     if (s->M <= 0 || s->N <= 0 || s->K <= 0)
         shape_fail(s, "empty or negative dimension");
@@ -545,6 +590,29 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
     p->beta = beta;
 }
 
+void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+              float beta, void *bias, void *aux, cudaStream_t stream)
+{
+    if (is_fp8(s->ab_type))
+        shape_fail(s, "FP8 operands without scales (gemm_run_fp8 runs them)");
+    g->sa = g->sb = NULL;
+    run_product(g, s, A, B, D, alpha, beta, bias, aux, stream);
+}
+
+void gemm_run_fp8(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+                  float beta, void *bias, void *aux, const float *sa, const float *sb, cudaStream_t stream)
+{
+    if (!is_fp8(s->ab_type) || s->d_type != GEMM_BF16 || s->trans_a || !s->trans_b || s->K % 16)
+        shape_fail(s, "FP8 products take FP8 A and B, K-major (trans_a 0, trans_b 1), K % 16 == 0 and a bf16 D");
+    /* cuBLASLt's heuristic accepts other scale pointers, and then refuses every matmul */
+    if (!sa || !sb || (((uintptr_t)sa | (uintptr_t)sb) & 15))
+        shape_fail(s, "FP8 scale pointers must be 16-byte aligned");
+    g->sa = sa;
+    g->sb = sb;
+    run_product(g, s, A, B, D, alpha, beta, bias, aux, stream);
+    g->sa = g->sb = NULL;
+}
+
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
 int gemm_ctx_late(const gemm_ctx *g) { return g->late; }
 int gemm_ctx_evicted(const gemm_ctx *g) { return g->evicted; }
@@ -564,6 +632,7 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
     int *dim = shape_dim(&s, d);
     *dim = x < *dim ? x : *dim;
     set_pointers(p, t->bias, t->aux);
+    set_scales(p, t->sa, t->sb);
     float alpha = 1.0f, beta = 0.0f;
     int ran = 0, top = *dim;
     /* every alignment class of this dimension (a multiple of 8, of 4, of 2, odd), each at the
@@ -619,6 +688,8 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
                 char why[160];
                 *dim = x;
                 int had = g->nplans;
+                g->sa = tpl[i].sa;
+                g->sb = tpl[i].sb;
                 /* a bucket no algorithm runs is left to gemm_run, which names it if a step needs it */
                 gemm_plan *p = plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
                 if (!p)
@@ -632,6 +703,7 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
         }
     }
     free(tpl);
+    g->sa = g->sb = NULL;
     g->warming = 0;
     g->warmed = 1;
     *made = g->nplans - before;
@@ -656,6 +728,24 @@ void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, con
                     .epi = aux ? (dbias ? GEMM_EPI_DGELU_BGRAD : GEMM_EPI_DGELU) : GEMM_EPI_NONE,
                     .bias_type = t};
     gemm_run(g, &s, dY, W, dX, 1.0f, beta, dbias, (void *)aux, stream);
+}
+
+void gemm_linear_fwd_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *X8, const uint8_t *W8,
+                         const float *sx, const float *sw, const void *bias, void *Y, void *aux, int gelu,
+                         cudaStream_t stream)
+{
+    gemm_shape s = {.M = T, .N = out, .K = in, .trans_a = 0, .trans_b = 1, .ab_type = GEMM_FP8_E4M3,
+                    .d_type = GEMM_BF16, .epi = gelu ? GEMM_EPI_GELU_BIAS : bias ? GEMM_EPI_BIAS : GEMM_EPI_NONE,
+                    .bias_type = GEMM_BF16};
+    gemm_run_fp8(g, &s, X8, W8, Y, 1.0f, 0.0f, (void *)bias, aux, sx, sw, stream);
+}
+
+void gemm_linear_bwd_data_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *dY8, const uint8_t *Wt8,
+                              const float *sg, const float *sw, void *dX, float beta, cudaStream_t stream)
+{
+    gemm_shape s = {.M = T, .N = in, .K = out, .trans_a = 0, .trans_b = 1, .ab_type = GEMM_FP8_E5M2,
+                    .d_type = GEMM_BF16, .epi = GEMM_EPI_NONE, .bias_type = GEMM_BF16};
+    gemm_run_fp8(g, &s, dY8, Wt8, dX, 1.0f, beta, NULL, NULL, sg, sw, stream);
 }
 
 void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,

@@ -42,7 +42,9 @@
 extern "C" {
 #endif
 
-typedef enum { GEMM_BF16 = 0, GEMM_F32 = 1 } gemm_dtype;
+/* The FP8 types name both operands of a product (the gemm_run_fp8 products below): GEMM_FP8_E4M3 A and
+ * B E4M3 (a forward), GEMM_FP8_E5M2 A E5M2 and B E4M3 (a data gradient: cuBLASLt has no E5M2 x E5M2). */
+typedef enum { GEMM_BF16 = 0, GEMM_F32 = 1, GEMM_FP8_E4M3 = 2, GEMM_FP8_E5M2 = 3 } gemm_dtype;
 
 /* The type of floatX (common.h): the trainer's activations and working weights. */
 #ifdef UNPAD_FP32
@@ -86,6 +88,15 @@ cublasLtEpilogue_t gemm_lt_epilogue(gemm_epilogue e);
 void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
               float beta, void *bias, void *aux, cudaStream_t stream);
 
+/* FP8 products (ab_type GEMM_FP8_E4M3 or _E5M2, bf16 D, bias and aux): as gemm_run, the product
+ * scaled by *sa * *sb (device floats, 16-byte aligned: the dequantization scales, 1 / the scale each
+ * operand was cast with). Hopper runs FP8 only with both operands K-major: trans_a 0 and trans_b 1
+ * (D (M, N) = A (M, K) B (N, K)^T), K a multiple of 16. E4M3 x E4M3 products accumulate with
+ * CUBLASLT_MATMUL_DESC_FAST_ACCUM (TransformerEngine's choice for the forward), the others promote
+ * every partial sum. The plans share gemm_run's cache, buckets and warm-up. */
+void gemm_run_fp8(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+                  float beta, void *bias, void *aux, const float *sa, const float *sb, cudaStream_t stream);
+
 /* 1 if some algorithm runs shape s with pointers of these alignments (an optional epilogue). */
 int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, const void *D,
                    const void *bias, const void *aux);
@@ -100,6 +111,15 @@ void gemm_linear_fwd(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const vo
 void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,
                           const void *W, void *dX, float beta, const void *aux, void *dbias,
                           cudaStream_t stream);
+
+/* The FP8 forward and data gradient of a Linear layer (gemm_run_fp8): Y = sx sw X8 W8^T (+ bias; with
+ * GELU and aux as gemm_linear_fwd), X8 (T, in) and W8 (out, in) E4M3; dX = sg sw dY8 Wt8^T + beta dX,
+ * dY8 (T, out) E5M2 and Wt8 (in, out) E4M3, the weight's transposed copy. Y, dX, bias, aux bf16. */
+void gemm_linear_fwd_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *X8, const uint8_t *W8,
+                         const float *sx, const float *sw, const void *bias, void *Y, void *aux, int gelu,
+                         cudaStream_t stream);
+void gemm_linear_bwd_data_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *dY8, const uint8_t *Wt8,
+                              const float *sg, const float *sw, void *dX, float beta, cudaStream_t stream);
 
 /* dW (out, in) fp32 = dY^T (out, T) X (T, in) + beta dW. */
 void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, const void *dY,

@@ -21,7 +21,10 @@ void trainer_print_setup(const trainer *t)
     int K = t->K, B = t->B;
     printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s, %s\n", c->name, c->layers, c->hidden,
            (long long)model_param_count(c), t->device,
-           strcmp(UNPAD_PRECISION, "fp32") ? "bf16 activations and weights" : "fp32 throughout (the fp32 build)");
+           strcmp(UNPAD_PRECISION, "fp32") ? (t->opt.fp8 ? "bf16 activations and weights, the encoder's Linear "
+                                                            "forwards and data gradients in FP8"
+                                                          : "bf16 activations and weights")
+                                           : "fp32 throughout (the fp32 build)");
     printf("  data %s\n", source_describe(t->src));
     printf("  batch %d x %d virtual rank%s = %d sequences/step, %d steps, lr %.3g (warm-up %d, poly 1), "
            "wd %.3g, dropout %s (attention %g), GELU %s\n",
@@ -208,6 +211,11 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
     printf("gemm: %d cuBLASLt plans cached (%d evicted), %d products with an uncached exact-shape plan, %d "
            "shapes the warm-up missed (plans made or refusals met by later steps; UNPAD_GEMM_LOG=1 names "
            "them)\n", plans, evicted, fallbacks, late);
+    long f8, f8c;
+    bert_fp8_counts(t->b, &f8, &f8c);
+    if (t->opt.fp8)
+        printf("fp8: %ld Linear products in FP8, %ld in bf16 while the first forward and backward gathered the "
+               "maxima the scales start from\n", f8, f8c);
 }
 
 int trainer_report_summary(trainer *t, const char *outcome, const char *reason, unpad_err *err)

@@ -124,7 +124,7 @@ static int setup_model(trainer *t, unpad_err *err)
     t->seq_cap = t->balanced && t->count == BAL_FREE ? (4 * B < t->R * B ? 4 * B : t->R * B) : B;
     t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
                             .max_tokens = B * t->max_len, .max_seqs = t->seq_cap,
-                            .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B)};
+                            .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B), .fp8 = a->fp8};
     int dev = 0;
     struct cudaDeviceProp prop;
     cudaCheck(cudaGetDevice(&dev));

@@ -88,3 +88,26 @@ void cast_transpose_fp8_ref(uint8_t *out, uint8_t *out_t, int ld_t, float *amax,
         for (int c = 0; c < cols; c++)
             out_t[(size_t)c * ld_t + r] = out[(size_t)r * cols + c];
 }
+
+void fp8_scales_update_ref(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n,
+                           int len, int pos, int init)
+{
+    for (int i = 0; i < n; i++) {
+        float a = isfinite(amax[i]) ? amax[i] : 0.0f;
+        amax[i] = 0.0f;
+        for (int j = 0; j < len; j++)
+            if (init || j == pos)
+                history[(size_t)i * len + j] = a;
+        double m = 0.0;
+        for (int j = 0; j < len; j++)
+            m = fmax(m, history[(size_t)i * len + j]);
+        if (!(m > 0.0))
+            continue;
+        double fmax_ = fmt_info((fp8_format)fmt[i]).max;
+        int k = -126;
+        while (k < 126 && ldexp(m, k + 1) <= fmax_)
+            k++;
+        scale[i] = (float)ldexp(1.0, k);
+        inv[4 * i] = (float)ldexp(1.0, -k);
+    }
+}

@@ -87,6 +87,8 @@ void cast_fp8_ref(uint8_t *out, float *amax, const float *in, const float *scale
                   fp8_format fmt);
 void cast_transpose_fp8_ref(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, const float *in,
                             const float *scale, int rows, int cols, fp8_format fmt);
+void fp8_scales_update_ref(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n,
+                           int len, int pos, int init);
 
 #ifdef __cplusplus
 }

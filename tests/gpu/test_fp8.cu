@@ -27,12 +27,20 @@
  * A weight gradient with K not a multiple of 16 is tried and reported;
  * the bench pads K to 16 where cuBLASLt refuses it.
  * An epilogue cuBLASLt refuses in FP8 is reported and the product checked without it.
+ * The same products through the trainer's path (gemm.h gemm_linear_fwd_fp8 / _bwd_data_fp8: one
+ * gemm_ctx, plans cached per shape bucket and run at the exact token count, odd ones included),
+ * with the same bounds.
+ *
+ * Delayed scaling: fp8_scales_update against fp8_scales_update_ref over 20 updates of random maxima
+ * (zeros, infinities, NaNs, tiny and huge values among them): history, scales and inverse scales
+ * bit for bit.
  * Prints one line per check and exits nonzero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gemm.h"
 #include "gpu/gemm_fp8.h"
 #include "kernels.h"
 #include "ref/gemm_ref.h"
@@ -334,7 +342,10 @@ typedef struct {
     int fast;
     float beta;
     int optional; /* a shape cuBLASLt may refuse: reported, not a failure */
+    int ctx;      /* through the trainer's gemm_ctx (gemm_linear_fwd_fp8 / _bwd_data_fp8): ld 0, fast = (fa E4M3) */
 } prod_case;
+
+static gemm_ctx *the_ctx;
 
 /* max over elements of |got - ref| / bound (NaN: infinity) */
 static double worst_ratio(const float *got, const float *ref, const double *S, const double *AB, size_t n,
@@ -397,21 +408,32 @@ static int check_product(lt_ctx *L, const prod_case *pc)
         cudaCheck(cudaMemset(aux, 0xff, nd * 2));
     gemm_fp8_shape s = {M, N, K, ld, ld, pc->fa, pc->fb, pc->dt, pc->epi, pc->fast};
     char why[200], refused[260] = "";
-    gemm_fp8 *p = plan_and_run(L, &s, d_inv, bias, aux, A, B, D, pc->beta, why, sizeof why);
+    gemm_fp8 *p = NULL;
     gemm_epilogue epi = pc->epi;
-    if (!p && epi != GEMM_EPI_NONE) {
+    int ran_ctx = 0;
+    if (pc->ctx) { /* stops the program, naming the shape, where cuBLASLt refuses it */
+        if (pc->fa == FP8_E4M3)
+            gemm_linear_fwd_fp8(the_ctx, M, K, N, A, B, d_inv, d_inv + 4, epi == GEMM_EPI_NONE ? NULL : bias, D, aux,
+                                epi == GEMM_EPI_GELU_BIAS, 0);
+        else
+            gemm_linear_bwd_data_fp8(the_ctx, M, N, K, A, B, d_inv, d_inv + 4, D, pc->beta, 0);
+        ran_ctx = 1;
+    } else {
+        p = plan_and_run(L, &s, d_inv, bias, aux, A, B, D, pc->beta, why, sizeof why);
+    }
+    if (!p && !pc->ctx && epi != GEMM_EPI_NONE) {
         snprintf(refused, sizeof refused, " [epilogue refused: %s; checked without it]", why);
         s.epi = epi = GEMM_EPI_NONE;
         p = plan_and_run(L, &s, d_inv, bias, aux, A, B, D, pc->beta, why, sizeof why);
     }
     char line[600];
-    snprintf(line, sizeof line, "fp8 gemm %-23s M %4d N %4d K %4d ld %4d %s x %s D %s beta %g fast %d", pc->name, M,
-             N, K, ld, fmt_name(pc->fa), fmt_name(pc->fb), pc->dt == GEMM_F32 ? "fp32" : "bf16", (double)pc->beta,
-             pc->fast);
-    if (!p && (pc->optional || pc->M % 16)) {
+    snprintf(line, sizeof line, "fp8 gemm %-23s M %4d N %4d K %4d ld %4d %s x %s D %s beta %g fast %d%s", pc->name,
+             M, N, K, ld, fmt_name(pc->fa), fmt_name(pc->fb), pc->dt == GEMM_F32 ? "fp32" : "bf16", (double)pc->beta,
+             pc->fast, pc->ctx ? " (gemm_ctx)" : "");
+    if (!p && !ran_ctx && (pc->optional || pc->M % 16)) {
         printf("skip %s: %s\n", line, why);
         rc = -1;
-    } else if (!p) {
+    } else if (!p && !ran_ctx) {
         snprintf(line + strlen(line), sizeof line - strlen(line), ": %s", why);
         result(0, line);
     } else {
@@ -470,13 +492,13 @@ static void test_products(void)
     cublasCheck(cublasLtCreate(&L.lt));
     cudaCheck(cudaMalloc(&L.ws, GEMM_WORKSPACE_BYTES));
     const prod_case cases[] = {
-        {"forward (+bias)", 129, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0},
-        {"forward (GELU_AUX_BIAS)", 129, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f, 0},
-        {"forward, split accum", 129, 192, 1024, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0},
-        {"data grad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0},
-        {"data grad (DGELU)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_DGELU, 0, 0.0f, 0},
-        {"weight grad, K 130", 192, 256, 130, 144, 1, FP8_E5M2, FP8_E4M3, GEMM_F32, GEMM_EPI_NONE, 0, 0.0f, 1},
-        {"weight grad, K 144", 192, 256, 144, 144, 1, FP8_E5M2, FP8_E4M3, GEMM_F32, GEMM_EPI_NONE, 0, 0.0f, 0},
+        {"forward (+bias)", 129, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0, 0},
+        {"forward (GELU_AUX_BIAS)", 129, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f, 0, 0},
+        {"forward, split accum", 129, 192, 1024, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 0},
+        {"data grad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0, 0},
+        {"data grad (DGELU)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_DGELU, 0, 0.0f, 0, 0},
+        {"weight grad, K 130", 192, 256, 130, 144, 1, FP8_E5M2, FP8_E4M3, GEMM_F32, GEMM_EPI_NONE, 0, 0.0f, 1, 0},
+        {"weight grad, K 144", 192, 256, 144, 144, 1, FP8_E5M2, FP8_E4M3, GEMM_F32, GEMM_EPI_NONE, 0, 0.0f, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (check_product(&L, &cases[i]) && cases[i].M % 16) {
@@ -484,8 +506,90 @@ static void test_products(void)
             padded.M = (padded.M + 15) / 16 * 16;
             check_product(&L, &padded);
         }
+    /* the trainer's path: token counts in one bucket and in others, odd and even, one context */
+    unpad_err err = {0, ""};
+    the_ctx = gemm_ctx_create(1, &err);
+    if (!the_ctx) {
+        result(0, err.msg);
+    } else {
+        const prod_case via[] = {
+            {"ctx forward (+bias)", 1003, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0, 1},
+            {"ctx forward (+bias)", 1001, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0, 1},
+            {"ctx forward (+bias)", 1000, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0, 1},
+            {"ctx forward (GELU_AUX)", 4097, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f,
+             0, 1},
+            {"ctx forward", 77, 1024, 4096, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 1, 0.0f, 0, 1},
+            {"ctx data grad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0, 1},
+            {"ctx data grad", 2001, 192, 256, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 1},
+            {"ctx data grad", 2000, 192, 256, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 1},
+        };
+        for (size_t i = 0; i < sizeof via / sizeof *via; i++)
+            check_product(&L, &via[i]);
+        char line[160];
+        snprintf(line, sizeof line, "gemm_ctx: %d plans for %zu FP8 products, %d fallbacks to an exact-shape plan",
+                 gemm_ctx_plans(the_ctx), sizeof via / sizeof *via, gemm_ctx_fallbacks(the_ctx));
+        result(gemm_ctx_plans(the_ctx) > 0, line);
+        gemm_ctx_free(the_ctx);
+    }
     cudaCheck(cudaFree(L.ws));
     cublasCheck(cublasLtDestroy(L.lt));
+}
+
+/* ---- delayed scaling -------------------------------------------------------------------------------- */
+static void test_scales(void)
+{
+    enum { n = 97, len = FP8_HISTORY, rounds = 20 };
+    float amax[n], hist[n * len], scale[n], inv[4 * n], g_hist[n * len], g_scale[n], g_inv[4 * n], g_amax[n];
+    uint8_t fmt[n];
+    for (int i = 0; i < n; i++) {
+        fmt[i] = (uint8_t)(i % 3 == 0 ? FP8_E5M2 : FP8_E4M3);
+        scale[i] = 1.0f;
+    }
+    for (int i = 0; i < 4 * n; i++)
+        inv[i] = 1.0f;
+    memset(hist, 0, sizeof hist);
+    float *d_amax, *d_hist, *d_scale, *d_inv;
+    uint8_t *d_fmt;
+    cudaCheck(cudaMalloc(&d_amax, sizeof amax));
+    cudaCheck(cudaMalloc(&d_hist, sizeof hist));
+    cudaCheck(cudaMalloc(&d_scale, sizeof scale));
+    cudaCheck(cudaMalloc(&d_inv, sizeof inv));
+    cudaCheck(cudaMalloc(&d_fmt, sizeof fmt));
+    cudaCheck(cudaMemcpy(d_hist, hist, sizeof hist, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_scale, scale, sizeof scale, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_inv, inv, sizeof inv, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d_fmt, fmt, sizeof fmt, cudaMemcpyHostToDevice));
+    int bad = 0, pos = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++) {
+            int k = irand(10);
+            amax[i] = k == 0 ? 0.0f : k == 1 ? INFINITY : k == 2 ? NAN : k == 3 ? 1e-40f : k == 4 ? 3e38f
+                    : ldexpf(1.0f + 0.5f * urand(), irand(60) - 30);
+        }
+        int init = r == 0 || r == 7;
+        cudaCheck(cudaMemcpy(d_amax, amax, sizeof amax, cudaMemcpyHostToDevice));
+        fp8_scales_update(d_amax, d_hist, d_scale, d_inv, d_fmt, n, len, pos, init, 0);
+        fp8_scales_update_ref(amax, hist, scale, inv, fmt, n, len, pos, init);
+        if (!init)
+            pos = (pos + 1) % len;
+        cudaCheck(cudaMemcpy(g_amax, d_amax, sizeof amax, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(g_hist, d_hist, sizeof hist, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(g_scale, d_scale, sizeof scale, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(g_inv, d_inv, sizeof inv, cudaMemcpyDeviceToHost));
+        bad += memcmp(g_amax, amax, sizeof amax) != 0 || memcmp(g_hist, hist, sizeof hist) != 0 ||
+               memcmp(g_scale, scale, sizeof scale) != 0;
+        for (int i = 0; i < n; i++)
+            bad += memcmp(&g_inv[4 * i], &inv[4 * i], 4) != 0;
+    }
+    char line[160];
+    snprintf(line, sizeof line, "fp8_scales_update: %d tensors x %d updates, history, scales and inverses as the "
+             "reference bit for bit (%d differ)", n, rounds, bad);
+    result(bad == 0, line);
+    cudaCheck(cudaFree(d_amax));
+    cudaCheck(cudaFree(d_hist));
+    cudaCheck(cudaFree(d_scale));
+    cudaCheck(cudaFree(d_inv));
+    cudaCheck(cudaFree(d_fmt));
 }
 
 int main(void)
@@ -497,6 +601,7 @@ int main(void)
     test_amax_and_alignment();
     test_shapes();
     test_products();
+    test_scales();
     printf("test_fp8: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
