@@ -1044,9 +1044,9 @@ static int assign_ffd_tokens(balance_ws *ws, const balance_input *in, balance_re
 /* Adding a policy: its balance_policy value, a row here and its assign function. */
 const balance_policy_type balance_policy_types[BAL_POLICY_COUNT] = {
     [BAL_NONE] = {"none", assign_none, NULL,
-                  "loader order: GPU g takes the g-th consecutive slice of the batch"},
+                  "loader order: GPU g takes the g-th consecutive slice of the batch", 1},
     [BAL_SORT_DEAL] = {"sort-deal", assign_sort_deal, NULL,
-                       "sort longest first, deal round-robin (the MLPerf BERT submissions)"},
+                       "sort longest first, deal round-robin (the MLPerf BERT submissions)", 1},
     [BAL_LPT] = {"lpt", assign_lpt, lpt_ws_size,
                  "longest processing time: heaviest first onto the least-loaded GPU"},
     [BAL_KK] = {"kk", assign_kk, kk_ws_size,
@@ -1054,6 +1054,11 @@ const balance_policy_type balance_policy_types[BAL_POLICY_COUNT] = {
     [BAL_FFD_TOKENS] = {"ffd-tokens", assign_ffd_tokens, ffd_ws_size,
                         "first-fit decreasing into the least per-GPU token budget that fits"},
 };
+
+int balance_count_matters(balance_policy p)
+{
+    return (unsigned)p >= BAL_POLICY_COUNT || !balance_policy_types[p].equal_always;
+}
 
 int balance_assign(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
 {

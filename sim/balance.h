@@ -92,9 +92,14 @@ typedef struct {
     int (*assign)(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err);
     size_t (*ws_size)(int max_n, int max_gpus); /* its own workspace bytes; NULL: none */
     const char *help;    /* one line for --help texts */
+    int equal_always;    /* 1: every GPU gets an equal count whatever the count asked (free counts
+                          * give the equal assignment) */
 } balance_policy_type;
 
 extern const balance_policy_type balance_policy_types[BAL_POLICY_COUNT];
+
+/* 0 where the count constraint cannot change p's assignment (its equal_always), else 1. */
+int balance_count_matters(balance_policy p);
 
 /* Imbalance of one assignment. A GPU's time is the sum of cost_ns over its sequences (per-sequence
  * predicted cost in nanoseconds, balance_weights with a seq_cost; NULL: the balanced weights

@@ -83,6 +83,7 @@ typedef struct {
     int gpus, batch, accum;
     int sampling;       /* -1: the capped distribution; else a buckets layout's index */
     int *rows, nrows;   /* indices into the row array */
+    int *twin;          /* (nrows) an earlier row of the cell with the same results, or -1 */
     double work;        /* for scheduling */
     long long step_work; /* progress: work of one step of all its rows */
     int chunks_left;    /* chunks not done yet (under the pool's lock) */
@@ -264,7 +265,17 @@ static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
         layout_sample(smp, wk->len, n);
         balance_weights(&sw->sc, wk->len, n, wk->w);
         for (int j = 0; j < c->nrows && !rc; j++)
-            rc = run_row_step(sw, c, j, t, wk, &pa[j], err);
+            if (c->twin[j] < 0)
+                rc = run_row_step(sw, c, j, t, wk, &pa[j], err);
+    }
+    for (int j = 0; j < c->nrows && !rc; j++) { /* a twin's steps are its earlier row's */
+        int j0 = c->twin[j];
+        if (j0 < 0)
+            continue;
+        pa[j] = pa[j0];
+        size_t from = (size_t)c->rows[j0] * s->steps + t0, to = (size_t)c->rows[j] * s->steps + t0;
+        memcpy(sw->imb + to, sw->imb + from, (size_t)(t1 - t0) * sizeof *sw->imb);
+        memcpy(sw->idle + to, sw->idle + from, (size_t)(t1 - t0) * sizeof *sw->idle);
     }
     for (int j = 0; j < c->nrows && !rc; j++) /* one write per row: no sharing between threads */
         sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
@@ -496,7 +507,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     }
     sw.chunks = (s->steps + WHATIF_CHUNK - 1) / WHATIF_CHUNK;
     sw.cells = calloc((size_t)n, sizeof *sw.cells);
-    int *idx = malloc((size_t)n * sizeof *idx);
+    int *idx = malloc(2 * (size_t)n * sizeof *idx); /* the cells' rows, then their twins */
     batch_groups *bg = calloc((size_t)n, sizeof *bg);
     sw.bg = bg;
     sw.allreduce_us = calloc((size_t)n, sizeof *sw.allreduce_us);
@@ -563,6 +574,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     /* Row index lists, then heaviest cells first. */
     for (int c = 0, o = 0; c < nc; c++) {
         sw.cells[c].rows = idx + o;
+        sw.cells[c].twin = idx + n + o;
         o += sw.cells[c].nrows;
         sw.cells[c].nrows = 0;
     }
@@ -575,6 +587,20 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
                 break;
             }
     }
+    /* Rows of a cell that balance alike in the same layout have the same steps: the first is timed,
+     * the others copy it (a free-count row of a policy that always gives equal counts, a row asked
+     * twice). The first of equal rows has no twin itself, so every twin is timed. */
+    for (int c = 0; c < nc; c++)
+        for (int j = 0; j < sw.cells[c].nrows; j++) {
+            const whatif_row *a = &rows[sw.cells[c].rows[j]];
+            sw.cells[c].twin[j] = -1;
+            for (int i = 0; i < j && sw.cells[c].twin[j] < 0; i++) {
+                const whatif_row *b = &rows[sw.cells[c].rows[i]];
+                if (b->layout == a->layout && b->policy == a->policy &&
+                    (b->count == a->count || !balance_count_matters(a->policy)))
+                    sw.cells[c].twin[j] = i;
+            }
+        }
     qsort(sw.cells, (size_t)nc, sizeof *sw.cells, cmp_cell_work);
     sw.ncells = nc;
     sw.nbg = nbg;

@@ -11,7 +11,7 @@
 
 int cli_count_matters(int policy)
 {
-    return policy != BAL_NONE && policy != BAL_SORT_DEAL;
+    return balance_count_matters((balance_policy)policy);
 }
 
 void cli_row_json(json_w *w, const char *key, const whatif_row *r)
