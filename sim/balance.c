@@ -424,20 +424,31 @@ static int assign_sort_deal(balance_ws *ws, const balance_input *in, balance_res
 
 /* ---- lpt ------------------------------------------------------------------------------------- */
 
+/* The least-loaded GPU with a free slot comes from a winner tree over the GPUs: node i holds the
+ * first of its two children's GPUs by (key, index), the left child's GPUs having the lower indices;
+ * a placement replays one leaf's path to the root, one comparison a level and no early exit. */
 typedef struct {
-    int *heap;        /* (max_gpus) GPU indices, a min-heap on (load, index) */
+    int *win;         /* (2 * max tree size) winner of node i; leaf size + g holds GPU g */
     int *cap, *cnt;   /* (max_gpus) slots and sequences placed */
-    int64_t *gload;   /* (max_gpus) */
+    int64_t *key;     /* (max tree size) the GPU's load; INT64_MAX once full, and past the GPUs */
 } lpt_ws;
+
+static int tree_size_for(int k)
+{
+    int size = 1;
+    while (size < k)
+        size <<= 1;
+    return size;
+}
 
 static size_t lpt_layout(unsigned char *base, int max_n, int max_gpus, lpt_ws *s)
 {
     ws_carver c = {base, 0};
-    size_t k = (size_t)max_gpus;
-    s->heap = carve(&c, k, sizeof *s->heap);
+    size_t k = (size_t)max_gpus, size = (size_t)tree_size_for(max_gpus);
+    s->win = carve(&c, 2 * size, sizeof *s->win);
     s->cap = carve(&c, k, sizeof *s->cap);
     s->cnt = carve(&c, k, sizeof *s->cnt);
-    s->gload = carve(&c, k, sizeof *s->gload);
+    s->key = carve(&c, size, sizeof *s->key);
     return c.used;
 }
 
@@ -447,27 +458,10 @@ static size_t lpt_ws_size(int max_n, int max_gpus)
     return lpt_layout(NULL, max_n, max_gpus, &s);
 }
 
-static int gpu_before(const lpt_ws *s, int a, int b)
+static void win_set(lpt_ws *s, int i)
 {
-    return s->gload[a] < s->gload[b] || (s->gload[a] == s->gload[b] && a < b);
-}
-
-static void heap_down(lpt_ws *s, int size, int i)
-{
-    int *h = s->heap;
-    for (;;) {
-        int l = 2 * i + 1, best = i;
-        if (l < size && gpu_before(s, h[l], h[best]))
-            best = l;
-        if (l + 1 < size && gpu_before(s, h[l + 1], h[best]))
-            best = l + 1;
-        if (best == i)
-            return;
-        int t = h[i];
-        h[i] = h[best];
-        h[best] = t;
-        i = best;
-    }
+    int a = s->win[2 * i], b = s->win[2 * i + 1];
+    s->win[i] = s->key[b] < s->key[a] ? b : a;
 }
 
 static int assign_lpt(balance_ws *ws, const balance_input *in, balance_result *out, unpad_err *err)
@@ -475,22 +469,23 @@ static int assign_lpt(balance_ws *ws, const balance_input *in, balance_result *o
     lpt_ws s;
     lpt_layout(ws->scratch, ws->max_n, ws->max_gpus, &s);
     const int64_t *w = weights_of(ws, in);
-    int n = in->n, k = in->gpus, size = k;
+    int n = in->n, k = in->gpus, size = tree_size_for(k);
     sort_heaviest_first(ws, w, in->len, n);
     set_caps(s.cap, n, k, in->count);
-    for (int g = 0; g < k; g++) {
-        s.gload[g] = 0;
-        s.cnt[g] = 0;
-        s.heap[g] = g; /* all loads 0: index order is a valid heap */
+    for (int g = 0; g < size; g++) {
+        s.key[g] = g < k ? 0 : INT64_MAX;
+        s.win[size + g] = g;
     }
+    for (int g = 0; g < k; g++)
+        s.cnt[g] = 0;
+    for (int i = size - 1; i >= 1; i--)
+        win_set(&s, i);
     for (int i = 0; i < n; i++) {
-        int q = ws->order[i], g = s.heap[0];
+        int q = ws->order[i], g = s.win[1];
         out->gpu[q] = g;
-        s.gload[g] += w[q];
-        if (++s.cnt[g] == s.cap[g])
-            s.heap[0] = s.heap[--size]; /* full: only GPUs with a free slot stay */
-        if (size > 0)
-            heap_down(&s, size, 0);
+        s.key[g] = ++s.cnt[g] == s.cap[g] ? INT64_MAX : s.key[g] + w[q]; /* full: never first again */
+        for (int j = (size + g) >> 1; j >= 1; j >>= 1)
+            win_set(&s, j);
     }
     finish(in, w, out);
     return UNPAD_OK;
