@@ -131,13 +131,11 @@ __device__ __forceinline__ uint32_t gather_byte(uint32_t w0, uint32_t w1, uint32
  * VEC: cols % 8 == 0 and aligned pointers (16-byte loads, 8-byte row-major stores); else elements
  * one at a time (any cols). Elements outside the tensor read as 0 and are not stored. */
 template <int FMT, bool VEC>
-__global__ void __launch_bounds__(FP8_THREADS)
-    cast_transpose_fp8_kernel(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, const bf16 *in,
-                              const float *scale, int rows, int cols)
+__device__ __forceinline__ void ct_tile(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, const bf16 *in,
+                                        const float *scale, int rows, int cols, int br, int bc)
 {
     __shared__ __align__(16) uint2 tile[CT_SUB][CT_NX][CT_NX];
     const int tx = threadIdx.x % CT_NX, ty = threadIdx.x / CT_NX;
-    const int br = blockIdx.y * CT_TILE, bc = blockIdx.x * CT_TILE;
     const int r0 = br + CT_SUB * ty, c0 = bc + CT_SUB * tx;
     const float s = *scale;
     float m = 0.0f;
@@ -205,6 +203,27 @@ __global__ void __launch_bounds__(FP8_THREADS)
                 p[b] = (uint8_t)(ws[b / 4] >> (8 * (b % 4)));
         }
     }
+}
+
+template <int FMT, bool VEC>
+__global__ void __launch_bounds__(FP8_THREADS)
+    cast_transpose_fp8_kernel(uint8_t *out, uint8_t *out_t, int ld_t, float *amax, const bf16 *in,
+                              const float *scale, int rows, int cols)
+{
+    ct_tile<FMT, VEC>(out, out_t, ld_t, amax, in, scale, rows, cols, blockIdx.y * CT_TILE, blockIdx.x * CT_TILE);
+}
+
+/* Tensor blockIdx.y of the table, its tile blockIdx.x in row-major tile order (none past its last
+ * tile: the whole block returns). */
+template <int FMT>
+__global__ void __launch_bounds__(FP8_THREADS) cast_transpose_fp8_batch_kernel(const fp8_cast_item *items)
+{
+    const fp8_cast_item it = items[blockIdx.y];
+    int tiles_x = (it.cols + CT_TILE - 1) / CT_TILE;
+    int br = (int)(blockIdx.x / tiles_x) * CT_TILE, bc = (int)(blockIdx.x % tiles_x) * CT_TILE;
+    if (br >= it.rows)
+        return;
+    ct_tile<FMT, true>(it.out, it.out_t, it.ld_t, it.amax, it.in, it.scale, it.rows, it.cols, br, bc);
 }
 
 /* ---- launchers ----------------------------------------------------------------------------------- */
@@ -285,4 +304,21 @@ void fp8_scales_update(float *amax, float *history, float *scale, float *inv, co
     UNPAD_REQUIRE(n >= 1 && len >= 1 && pos >= 0 && pos < len);
     fp8_scales_update_kernel<<<(n + 127) / 128, 128, 0, stream>>>(amax, history, scale, inv, fmt, n, len, pos, init);
     cudaCheck(cudaGetLastError());
+}
+
+void cast_transpose_fp8_batch(const fp8_cast_item *items, int n, int max_tiles, fp8_format fmt, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 1 && n <= 65535 && max_tiles >= 1 && (fmt == FP8_E4M3 || fmt == FP8_E5M2));
+    dim3 grid((unsigned)max_tiles, (unsigned)n);
+    if (fmt == FP8_E4M3)
+        cast_transpose_fp8_batch_kernel<FP8_E4M3><<<grid, FP8_THREADS, 0, stream>>>(items);
+    else
+        cast_transpose_fp8_batch_kernel<FP8_E5M2><<<grid, FP8_THREADS, 0, stream>>>(items);
+    cudaCheck(cudaGetLastError());
+}
+
+int fp8_cast_item_ok(const fp8_cast_item *it)
+{
+    return it->rows >= 1 && it->cols >= 1 && it->cols % 8 == 0 && it->ld_t >= it->rows && it->ld_t % 16 == 0 &&
+           !((uintptr_t)it->in & 15) && !((uintptr_t)it->out & 7) && !((uintptr_t)it->out_t & 15);
 }

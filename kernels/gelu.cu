@@ -9,6 +9,7 @@
  * rows, so loads stay coalesced for any N (shapes per activation: see bias_act_bwd); each row
  * block's column sums go to partials, then
  * colsum_finalize adds the row blocks in order: deterministic. */
+#include "fp8.cuh"
 #include "kernels.h"
 #include "rowops.cuh"
 
@@ -18,7 +19,7 @@
 #define ACT_FWD_VECS 4      /* 16-byte vectors per thread in the forward */
 #define ACT_THREADS 256
 
-enum { ACT_NONE = 0, ACT_GELU = 1, ACT_TANH = 2 };
+enum { ACT_NONE = 0, ACT_GELU = 1, ACT_TANH = 2, ACT_GELU_TANH = 3 };
 
 /* ---- kernels ------------------------------------------------------------------------------------ */
 
@@ -65,6 +66,14 @@ __global__ void __launch_bounds__(ACT_THREADS)
     }
 }
 
+/* gelu_tanh'(v), v the GELU's input (kernels/ref/gelu_ref.c gelu_tanh_bwd_ref) */
+__device__ __forceinline__ float gelu_tanh_grad(float v)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    float th = tanhf(c * (v + 0.044715f * v * v * v));
+    return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
 /* Loads VEC floatX (VEC = 8: one vec8; VEC = 1: one element). */
 template <int VEC>
 __device__ __forceinline__ void loadv(float f[VEC], const floatX *p)
@@ -84,16 +93,21 @@ __device__ __forceinline__ void storev(floatX *p, const float f[VEC])
         store1(p, f[0]);
 }
 
-/* d = dout * act'(...): GELU uses aux = x (pre-bias) and bias; tanh uses aux = out; NONE: d = dout.
+/* d = dout * act'(...): GELU uses aux = x (pre-bias) and bias; tanh uses aux = out; GELU_TANH aux =
+ * the GELU's input (bias included); NONE: d = dout.
  * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums.
+ * F8: dx8 receives E5M2(d as stored in dx, times *scale8) and *amax8 the maximum |d as stored|.
  * Block (x, y) of the grid takes rows [x * rows_per_block, ...) and column vectors
  * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
-template <int ACT, int VEC, int ROWS>
+template <int ACT, int VEC, int ROWS, bool F8> /* F8: VEC 8 only */
 __global__ void __launch_bounds__(ACT_THREADS)
     bias_act_bwd_kernel(floatX *dx, float *partials, const floatX *dout, const floatX *aux,
-                        const floatX *bias, int T, int N, int rows_per_block)
+                        const floatX *bias, int T, int N, int rows_per_block, uint8_t *dx8,
+                        const float *scale8, float *amax8)
 {
     __shared__ float sh[ACT_THREADS * VEC];
+    __shared__ unsigned smax;
+    float s8 = fp8_begin<F8>(scale8, &smax), m8 = 0.0f;
     int tx = blockDim.x, ty = blockDim.y;
     int cvn = N / VEC;
     int r0 = blockIdx.x * rows_per_block, r1 = min(T, r0 + rows_per_block);
@@ -132,13 +146,19 @@ __global__ void __launch_bounds__(ACT_THREADS)
                         d[u][j] *= gelu_erf_grad(a[u][j] + b[j]);
                     else if (ACT == ACT_TANH)
                         d[u][j] *= 1.0f - a[u][j] * a[u][j];
+                    else if (ACT == ACT_GELU_TANH)
+                        d[u][j] *= gelu_tanh_grad(a[u][j]);
                     acc[j] += d[u][j];
                 }
                 if (dx)
                     storev<VEC>(dx + off, d[u]);
+                if constexpr (F8 && VEC == 8)
+                    *reinterpret_cast<uint2 *>(dx8 + off) = fp8_pack8<FP8_E5M2>(d[u], s8, m8);
             }
         }
     }
+    if (F8)
+        fp8_amax_block(m8, &smax, amax8);
     if (!partials)
         return;
 #pragma unroll
@@ -206,7 +226,8 @@ static void bias_act_fwd(floatX *out, const floatX *x, const floatX *bias, int T
 template <int ACT, int VEC>
 static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
                          const floatX *bias, int T, int N, float *scratch, int accumulate,
-                         cudaStream_t stream)
+                         cudaStream_t stream, uint8_t *dx8 = NULL, const float *scale8 = NULL,
+                         float *amax8 = NULL)
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
     UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
@@ -238,8 +259,19 @@ static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const flo
     blocks = (T + rows_per_block - 1) / rows_per_block;
     float *partials = dbias ? scratch : NULL;
     constexpr int rows = ACT == ACT_NONE ? ACT_BWD_ROWS : 1;
-    bias_act_bwd_kernel<ACT, VEC, rows><<<dim3(blocks, col_chunks), dim3(tx, ty), 0, stream>>>(
-        dx, partials, dout, aux, bias, T, N, rows_per_block);
+    dim3 grid(blocks, col_chunks), block(tx, ty);
+    if constexpr (VEC == 8) {
+        if (dx8)
+            bias_act_bwd_kernel<ACT, VEC, rows, true><<<grid, block, 0, stream>>>(
+                dx, partials, dout, aux, bias, T, N, rows_per_block, dx8, scale8, amax8);
+        else
+            bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(
+                dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL);
+    } else {
+        UNPAD_REQUIRE(dx8 == NULL);
+        bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(dx, partials, dout, aux, bias, T, N,
+                                                                            rows_per_block, NULL, NULL, NULL);
+    }
     cudaCheck(cudaGetLastError());
     if (dbias)
         colsum_finalize(dbias, scratch, blocks, N, accumulate, stream);
@@ -255,6 +287,14 @@ void bias_gelu_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *x
 {
     UNPAD_REQUIRE(dx != NULL);
     bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, accumulate, stream);
+}
+
+void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8, const floatX *dout,
+                        const floatX *x, int T, int N, float *scratch, int accumulate, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(dx != NULL && N % 8 == 0 && (dx8 == NULL || (scale8 != NULL && amax8 != NULL)));
+    UNPAD_REQUIRE(dx8 == NULL || !((uintptr_t)dx8 & 7));
+    bias_act_bwd<ACT_GELU_TANH, 8>(dx, dbias, dout, x, NULL, T, N, scratch, accumulate, stream, dx8, scale8, amax8);
 }
 
 void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)

@@ -124,6 +124,15 @@ void bias_dropout_residual_layernorm_fwd(
     const floatX *gamma, const floatX *beta, /* (H) */
     int T, int H, float eps, float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
+/* The same, also writing out8 (T, H): the E4M3 bytes cast_fp8 makes of out as stored, times
+ * *scale8, max |out| folded into *amax8 (the FP8 operand of the next product; out8 8-byte aligned). */
+UNPAD_EXTERN_C
+void bias_dropout_residual_layernorm_fwd_fp8(floatX *out, floatX *ln_in, float *mean, float *rstd, const floatX *x,
+                                             const floatX *bias, const floatX *residual, const floatX *gamma,
+                                             const floatX *beta, int T, int H, float eps, float p_drop, uint64_t seed,
+                                             uint64_t stream_id, uint8_t *out8, float *amax8, const float *scale8,
+                                             cudaStream_t stream);
+
 /* Backward: dy = dout (+ dout_add) is the gradient of `out` (e.g. dout from the next GEMM's input
  * gradient, dout_add the next residual branch's dresidual). dr = LayerNorm backward of dy;
  * dresidual = dr; dx = dr * keep / (1 - p) (the gradient of the GEMM output);
@@ -142,6 +151,14 @@ void bias_dropout_residual_layernorm_bwd(
     const floatX *gamma,         /* (H) */
     int T, int H, float p_drop, uint64_t seed, uint64_t stream_id,
     float *scratch, int accumulate, cudaStream_t stream);
+/* The same, also writing dx8 (T, H): the E5M2 bytes cast_fp8 makes of dx as stored (dx not NULL). */
+UNPAD_EXTERN_C
+void bias_dropout_residual_layernorm_bwd_fp8(floatX *dx, floatX *dresidual, float *dbias, float *dgamma, float *dbeta,
+                                             const floatX *dout, const floatX *dout_add, const floatX *ln_in,
+                                             const float *mean, const float *rstd, const floatX *gamma, int T, int H,
+                                             float p_drop, uint64_t seed, uint64_t stream_id, float *scratch,
+                                             int accumulate, uint8_t *dx8, float *amax8, const float *scale8,
+                                             cudaStream_t stream);
 
 /* ---- bias + activation (kernels/gelu.cu) ------------------------------------------------------- */
 /* GELU is the exact erf form used by BERT: gelu(z) = z * 0.5 * (1 + erf(z / sqrt 2)). */
@@ -168,6 +185,15 @@ UNPAD_EXTERN_C
 void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) (+)= */
                    const floatX *dout, const floatX *out, /* (T, N) */
                    int T, int N, float *scratch, int accumulate, cudaStream_t stream);
+/* dx = dout * gelu_tanh'(x), x the tanh GELU's input with its bias (FFN1's, from the product's
+ * epilogue), and dbias (+)= colsum(dx) (NULL: none); with dx8 != NULL also the E5M2 bytes cast_fp8
+ * makes of dx as stored (times *scale8, 8-byte aligned), max |dx| folded into *amax8: the FP8
+ * operand of the next data gradient without reading dx back. N % 8 == 0. In place (dx = dout) is
+ * allowed. Reference: gelu_tanh_bwd_ref, bias_bwd_ref, cast_fp8_ref. */
+UNPAD_EXTERN_C
+void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8,
+                        const floatX *dout, const floatX *x, int T, int N, float *scratch, int accumulate,
+                        cudaStream_t stream);
 /* dbias (+)= colsum(dout), for biases whose GEMM epilogue did not produce it (accumulate: 1 adds,
  * 0 writes). Any N >= 1. */
 UNPAD_EXTERN_C
@@ -329,6 +355,24 @@ void cast_transpose_fp8(uint8_t *out,         /* (rows, cols) */
                         const bf16 *in,       /* (rows, cols) */
                         const float *scale,   /* (1) device */
                         int rows, int cols, fp8_format fmt, cudaStream_t stream);
+
+/* Many cast_transpose_fp8 calls in one launch (the FP8 trainer's weights, once a step): items a
+ * device array of n tensors, each cast as cast_transpose_fp8 would (same bytes, same amax), every
+ * one of the fast path's shape (fp8_cast_item_ok: cols % 8 == 0, ld_t % 16 == 0, in 16-byte and out
+ * 8-byte aligned, out_t 16-byte aligned); max_tiles: the most 128 x 128 tiles of one tensor
+ * (ceil(rows / 128) ceil(cols / 128)). */
+typedef struct {
+    uint8_t *out, *out_t;
+    int ld_t;
+    float *amax;
+    const bf16 *in;
+    const float *scale;
+    int rows, cols;
+} fp8_cast_item;
+UNPAD_EXTERN_C
+void cast_transpose_fp8_batch(const fp8_cast_item *items, int n, int max_tiles, fp8_format fmt, cudaStream_t stream);
+UNPAD_EXTERN_C
+int fp8_cast_item_ok(const fp8_cast_item *it);
 
 /* Delayed scaling (TransformerEngine's recipe, with power-of-two scales): tensor i keeps the
  * maxima |x| of its last `len` steps in history (n, len); once a step fp8_scales_update moves amax[i]

@@ -111,6 +111,8 @@ struct bert {
     uint8_t *q8;                 /* (max_tokens, max(3H, F)): the operand cast for the next product */
     float *f8_amax, *f8_hist, *f8_scale, *f8_inv; /* (n), (n, FP8_HISTORY), (n), (n, 4): kernels.h */
     uint8_t *f8_fmt;             /* (n) FP8_E4M3 / FP8_E5M2 */
+    fp8_cast_item *f8_items;     /* (layers x FP8_LINEARS) device: the weights' casts, one launch */
+    int f8_tiles;                /* the most 128 x 128 tiles of one weight */
     int f8_n, f8_pos;
     int f8_ready;                /* the scales have seen one forward and backward; before, the products
                                     run in bf16 (their FP8 twins too, for the plans) and only the
@@ -368,13 +370,32 @@ static int fp8_create(bert *b, unpad_err *err)
         dev_alloc((void **)&b->f8_inv, (size_t)n * 16, "FP8 scaling", err) ||
         dev_alloc((void **)&b->f8_fmt, (size_t)n, "FP8 scaling", err))
         return err->code;
+    int nw = c->layers * FP8_LINEARS;
+    if (dev_alloc((void **)&b->f8_items, (size_t)nw * sizeof(fp8_cast_item), "FP8 scaling", err))
+        return err->code;
     float *one = malloc((size_t)n * 16);
     uint8_t *fmt = malloc((size_t)n);
-    if (!one || !fmt) {
+    fp8_cast_item *it = malloc((size_t)nw * sizeof *it);
+    if (!one || !fmt || !it) {
         free(one);
         free(fmt);
+        free(it);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
     }
+    for (int l = 0; l < c->layers; l++)
+        for (int k = 0; k < FP8_LINEARS; k++) {
+            int in, out, i = l * FP8_SLOTS + FP8_LINEARS + k;
+            fp8_dims(b, k, &in, &out);
+            int64_t o = fp8_woff(b, l, k);
+            it[l * FP8_LINEARS + k] = (fp8_cast_item){.out = b->w8 + o, .out_t = b->w8t + o, .ld_t = out,
+                                                      .amax = b->f8_amax + i, .in = (const bf16 *)W(fp8_wparam(b, l, k)),
+                                                      .scale = b->f8_scale + i, .rows = out, .cols = in};
+            invariantCheck(fp8_cast_item_ok(&it[l * FP8_LINEARS + k]), "FP8 weight cast of layer %d, Linear %d", l, k);
+            int tiles = ((out + 127) / 128) * ((in + 127) / 128);
+            b->f8_tiles = tiles > b->f8_tiles ? tiles : b->f8_tiles;
+        }
+    cudaCheck(cudaMemcpy(b->f8_items, it, (size_t)nw * sizeof *it, cudaMemcpyHostToDevice));
+    free(it);
     for (int i = 0; i < 4 * n; i++)
         one[i] = 1.0f;
     for (int i = 0; i < n; i++)
@@ -525,6 +546,7 @@ void bert_free(bert *b)
     cudaFree(b->f8_scale);
     cudaFree(b->f8_inv);
     cudaFree(b->f8_fmt);
+    cudaFree(b->f8_items);
     if (b->h_stage)
         cudaFreeHost(b->h_stage);
     if (b->h_stats)
@@ -887,14 +909,7 @@ static void fp8_cast_weights(bert *b, cudaStream_t s)
 {
     if (!b->opt.fp8 || !b->w8_stale)
         return;
-    for (int l = 0; l < b->cfg.layers; l++)
-        for (int k = 0; k < FP8_LINEARS; k++) {
-            int in, out, i = l * FP8_SLOTS + FP8_LINEARS + k;
-            fp8_dims(b, k, &in, &out);
-            int64_t o = fp8_woff(b, l, k);
-            cast_transpose_fp8(b->w8 + o, b->w8t + o, out, b->f8_amax + i, (const bf16 *)W(fp8_wparam(b, l, k)),
-                               b->f8_scale + i, out, in, FP8_E4M3, s);
-        }
+    cast_transpose_fp8_batch(b->f8_items, b->cfg.layers * FP8_LINEARS, b->f8_tiles, FP8_E4M3, s);
     b->w8_stale = 0;
 }
 
@@ -910,10 +925,11 @@ static void fp8_update(bert *b, int init, cudaStream_t s)
 }
 
 /* Y (T, out) = X W^T (+ bias, + GELU with aux) of layer l's Linear k: the bf16 product, or with
- * opt.fp8 X cast to E4M3 (its maximum gathered) and the FP8 product; while the scales are not
- * known yet (the first forward) the bf16 product follows it and its values count. */
+ * opt.fp8 X cast to E4M3 (its maximum gathered; unless cast: the kernel that wrote X left it in
+ * b->q8) and the FP8 product; while the scales are not known yet (the first forward) the bf16
+ * product follows it and its values count. */
 static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bias, floatX *Y, floatX *aux, int gelu,
-                       cudaStream_t s)
+                       int cast, cudaStream_t s)
 {
     int in, out, T = b->T;
     fp8_dims(b, k, &in, &out);
@@ -923,7 +939,8 @@ static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bia
         return;
     }
     int xi = l * FP8_SLOTS + k, wi = xi + FP8_LINEARS;
-    cast_fp8(b->q8, b->f8_amax + xi, (const bf16 *)X, b->f8_scale + xi, T, in, FP8_E4M3, s);
+    if (!cast)
+        cast_fp8(b->q8, b->f8_amax + xi, (const bf16 *)X, b->f8_scale + xi, T, in, FP8_E4M3, s);
     gemm_linear_fwd_fp8(b->gemm, T, in, out, b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi), bias,
                         Y, aux, gelu, s);
     if (!b->f8_ready)
@@ -933,11 +950,11 @@ static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bia
 }
 
 /* dX (T, in) = dY W + beta dX of layer l's Linear k (aux: times gelu'(aux), bf16 products only),
- * in FP8 as linear_fwd: dY cast to E5M2, the weight's transposed copy. While the scales are not
- * known the FP8 twin writes scratch (b->tmp, free in the backward, where beta is 1) and the bf16
- * product counts. */
+ * in FP8 as linear_fwd: dY cast to E5M2 (unless cast: b->q8 holds it already), the weight's
+ * transposed copy. While the scales are not known the FP8 twin writes scratch (b->tmp, free in the
+ * backward, where beta is 1) and the bf16 product counts. */
 static void linear_bwd_data(bert *b, int l, int k, const floatX *dY, floatX *dX, float beta, const floatX *aux,
-                            cudaStream_t s)
+                            int cast, cudaStream_t s)
 {
     int in, out, T = b->T;
     fp8_dims(b, k, &in, &out);
@@ -948,7 +965,8 @@ static void linear_bwd_data(bert *b, int l, int k, const floatX *dY, floatX *dX,
     }
     invariantCheck(!aux, "FP8 data gradients run their GELU derivative as a pass of their own");
     int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + k, wi = l * FP8_SLOTS + FP8_LINEARS + k;
-    cast_fp8(b->q8, b->f8_amax + gi, (const bf16 *)dY, b->f8_scale + gi, T, out, FP8_E5M2, s);
+    if (!cast)
+        cast_fp8(b->q8, b->f8_amax + gi, (const bf16 *)dY, b->f8_scale + gi, T, out, FP8_E5M2, s);
     const uint8_t *wt = b->w8t + fp8_woff(b, l, k);
     if (b->f8_ready) {
         gemm_linear_bwd_data_fp8(b->gemm, T, in, out, b->q8, wt, f8_inv(b, gi), f8_inv(b, wi), dX, beta, s);
@@ -959,6 +977,38 @@ static void linear_bwd_data(bert *b, int l, int k, const floatX *dY, floatX *dX,
     gemm_linear_bwd_data_fp8(b->gemm, T, in, out, b->q8, wt, f8_inv(b, gi), f8_inv(b, wi), beta == 0.0f ? dX : b->tmp,
                              beta, s);
     gemm_linear_bwd_data(b->gemm, GEMM_X, T, in, out, dY, Wb, dX, beta, NULL, NULL, s);
+}
+
+/* The encoder's bias + dropout + residual + LayerNorm (site 1 after the attention, 2 after the FFN) of
+ * the current micro-batch; slot >= 0: with the FP8 copy of the output (forward, E4M3) or of dx
+ * (backward, E5M2) in b->q8, its maximum into FP8 slot `slot` (the next product's operand). */
+static void ln_fwd(bert *b, floatX *out, floatX *ln_in, float *mean, float *rstd, const floatX *bias,
+                   const floatX *residual, const floatX *gamma, const floatX *beta, float pd, int l, int site, int slot,
+                   cudaStream_t s)
+{
+    int T = b->T, H = b->cfg.hidden;
+    float eps = (float)b->cfg.layernorm_eps;
+    if (slot >= 0)
+        bias_dropout_residual_layernorm_fwd_fp8(out, ln_in, mean, rstd, b->tmp, bias, residual, gamma, beta, T, H, eps,
+                                                pd, b->dseed, drop_stream(l, site), b->q8, b->f8_amax + slot,
+                                                b->f8_scale + slot, s);
+    else
+        bias_dropout_residual_layernorm_fwd(out, ln_in, mean, rstd, b->tmp, bias, residual, gamma, beta, T, H, eps,
+                                            pd, b->dseed, drop_stream(l, site), s);
+}
+
+static void ln_bwd(bert *b, floatX *dx, floatX *dresid, float *dbias, float *dgamma, float *dbeta, const floatX *dout,
+                   const floatX *ln_in, const float *mean, const float *rstd, const floatX *gamma, float pd, int l,
+                   int site, int acc, int slot, cudaStream_t s)
+{
+    int T = b->T, H = b->cfg.hidden;
+    if (slot >= 0)
+        bias_dropout_residual_layernorm_bwd_fp8(dx, dresid, dbias, dgamma, dbeta, dout, NULL, ln_in, mean, rstd, gamma,
+                                                T, H, pd, b->dseed, drop_stream(l, site), b->scratch, acc, b->q8,
+                                                b->f8_amax + slot, b->f8_scale + slot, s);
+    else
+        bias_dropout_residual_layernorm_bwd(dx, dresid, dbias, dgamma, dbeta, dout, NULL, ln_in, mean, rstd, gamma, T,
+                                            H, pd, b->dseed, drop_stream(l, site), b->scratch, acc, s);
 }
 
 void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
@@ -980,32 +1030,32 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         const layer_offsets *o = &b->lo[l];
         layer_acts *a = &b->la[l];
         BEGIN(OP_QKV_FWD, l);
-        linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, s);
+        linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, l > 0 && b->opt.fp8, s);
         END(OP_QKV_FWD, l);
         attention_fwd(b, l, pa, s);
         BEGIN(OP_ATTN_OUT_FWD, l);
-        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, s);
+        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, 0, s);
         END(OP_ATTN_OUT_FWD, l);
         BEGIN(OP_ATTN_LN_FWD, l);
-        bias_dropout_residual_layernorm_fwd(a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, b->tmp, W(o->o_b),
-                                            b->x[l], W(o->ln1_g), W(o->ln1_b), T, H, eps, pd, dseed,
-                                            drop_stream(l, 1), s);
+        /* with FP8, the E4M3 copy of its output: FFN1's operand */
+        ln_fwd(b, a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->o_b), b->x[l], W(o->ln1_g), W(o->ln1_b), pd, l, 1,
+               b->opt.fp8 ? l * FP8_SLOTS + FP8_F1 : -1, s);
         END(OP_ATTN_LN_FWD, l);
         BEGIN(OP_FFN1_FWD, l);
         if (b->opt.gelu_erf) {
-            linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, s);
+            linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, b->opt.fp8, s);
             bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
         } else {
-            linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, s);
+            linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->opt.fp8, s);
         }
         END(OP_FFN1_FWD, l);
         BEGIN(OP_FFN2_FWD, l);
-        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0, s);
+        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0, 0, s);
         END(OP_FFN2_FWD, l);
         BEGIN(OP_FFN_LN_FWD, l);
-        bias_dropout_residual_layernorm_fwd(b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, b->tmp,
-                                            W(o->f2_b), a->a, W(o->ln2_g), W(o->ln2_b), T, H, eps, pd,
-                                            dseed, drop_stream(l, 2), s);
+        /* with FP8 (but the last layer's), the E4M3 copy of its output: the next QKV's operand */
+        ln_fwd(b, b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, W(o->f2_b), a->a, W(o->ln2_g), W(o->ln2_b), pd, l,
+               2, b->opt.fp8 && l + 1 < L ? (l + 1) * FP8_SLOTS + FP8_QKV : -1, s);
         END(OP_FFN_LN_FWD, l);
     }
 
@@ -1111,42 +1161,47 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         layer_acts *a = &b->la[l];
         /* dY: gradient of the layer's output x[l + 1] */
         BEGIN(OP_FFN_LN_BWD, l);
-        bias_dropout_residual_layernorm_bwd(b->dA, b->dR, G(o->f2_b), G(o->ln2_g), G(o->ln2_b), b->dY, NULL,
-                                            a->ln2_in, a->ln2_mean, a->ln2_rstd, W(o->ln2_g), T, H, pd,
-                                            dseed, drop_stream(l, 2), b->scratch, acc, s);
+        /* with FP8, the E5M2 copy of dA: FFN2's data-gradient operand */
+        ln_bwd(b, b->dA, b->dR, G(o->f2_b), G(o->ln2_g), G(o->ln2_b), b->dY, a->ln2_in, a->ln2_mean, a->ln2_rstd,
+               W(o->ln2_g), pd, l, 2, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F2 : -1, s);
         END(OP_FFN_LN_BWD, l);
         BEGIN(OP_FFN2_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
         /* the tanh GELU's derivative: the product's epilogue in bf16, a pass of its own in FP8 (whose
          * DGELU epilogue runs 3x slower than the bf16 one, docs/kernels.md) */
-        linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, s);
+        linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, b->opt.fp8,
+                        s);
         END(OP_FFN2_BWD, l);
         BEGIN(OP_FFN1_BWD, l);
+        int f1_cast = 0; /* b->q8 holds dF in E5M2 (FP8, tanh GELU: made by the GELU's backward) */
         if (b->opt.gelu_erf) {
             bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
+        } else if (b->opt.fp8) {
+            int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F1;
+            bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, b->dF, a->pre, T, F,
+                               b->scratch, acc, s);
+            f1_cast = 1;
         } else {
-            if (b->opt.fp8)
-                gelu_tanh_bwd(b->dF, b->dF, a->pre, (int64_t)T * F, s);
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
         }
         gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), wb, s);
-        linear_bwd_data(b, l, FP8_F1, b->dF, b->dR, 1.0f, NULL, s);
+        linear_bwd_data(b, l, FP8_F1, b->dF, b->dR, 1.0f, NULL, f1_cast, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
         BEGIN(OP_ATTN_LN_BWD, l);
-        bias_dropout_residual_layernorm_bwd(b->dA, b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, NULL,
-                                            a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->ln1_g), T, H, pd,
-                                            dseed, drop_stream(l, 1), b->scratch, acc, s);
+        /* with FP8, the E5M2 copy of dA: the attention output's data-gradient operand */
+        ln_bwd(b, b->dA, b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, a->ln1_in, a->ln1_mean, a->ln1_rstd,
+               W(o->ln1_g), pd, l, 1, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_O : -1, s);
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), wb, s);
-        linear_bwd_data(b, l, FP8_O, b->dA, b->dR, 0.0f, NULL, s);
+        linear_bwd_data(b, l, FP8_O, b->dA, b->dR, 0.0f, NULL, b->opt.fp8, s);
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
         bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
-        linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, s);
+        linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, 0, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
         grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);

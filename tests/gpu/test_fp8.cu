@@ -535,6 +535,84 @@ static void test_products(void)
     cublasCheck(cublasLtDestroy(L.lt));
 }
 
+/* cast_transpose_fp8_batch: the bytes and maxima of one cast_transpose_fp8 per tensor, for tensors of
+ * BERT's weight shapes and smaller ones in one launch (outputs poisoned; the transposes' padding
+ * columns must stay poisoned). */
+static void test_batch(void)
+{
+    enum { n = 6 };
+    const int shape[n][3] = {{3072, 1024, 3072}, {1024, 1024, 1040}, {4096, 1024, 4096}, {1024, 4096, 1024},
+                             {8, 8, 16}, {200, 136, 208}}; /* rows, cols, ld_t */
+    fp8_cast_item h[n];
+    uint8_t *ref_out[n], *ref_t[n];
+    float *d_amax, *d_scale, scales[n * 4];
+    cudaCheck(cudaMalloc(&d_amax, 2 * n * 4));
+    cudaCheck(cudaMalloc(&d_scale, n * 4));
+    cudaCheck(cudaMemset(d_amax, 0, 2 * n * 4));
+    for (int i = 0; i < n; i++)
+        scales[i] = (float)(1 << (i + 2));
+    cudaCheck(cudaMemcpy(d_scale, scales, n * 4, cudaMemcpyHostToDevice));
+    int tiles = 0;
+    for (int i = 0; i < n; i++) {
+        int R = shape[i][0], C = shape[i][1], ld = shape[i][2];
+        size_t e = (size_t)R * C;
+        bf16 *hb = (bf16 *)xmalloc(e * 2);
+        for (size_t j = 0; j < e; j++)
+            hb[j] = float_to_bf16(urand() * 4.0f);
+        bf16 *d = to_device(hb, e);
+        free(hb);
+        uint8_t *o, *ot;
+        cudaCheck(cudaMalloc(&o, e));
+        cudaCheck(cudaMalloc(&ot, (size_t)C * ld));
+        cudaCheck(cudaMalloc(&ref_out[i], e));
+        cudaCheck(cudaMalloc(&ref_t[i], (size_t)C * ld));
+        cudaCheck(cudaMemset(o, 0xff, e));
+        cudaCheck(cudaMemset(ot, 0xff, (size_t)C * ld));
+        cudaCheck(cudaMemset(ref_out[i], 0xff, e));
+        cudaCheck(cudaMemset(ref_t[i], 0xff, (size_t)C * ld));
+        h[i] = fp8_cast_item{o, ot, ld, d_amax + i, d, d_scale + i, R, C};
+        cast_transpose_fp8(ref_out[i], ref_t[i], ld, d_amax + n + i, d, d_scale + i, R, C, FP8_E4M3, 0);
+        int t = ((R + 127) / 128) * ((C + 127) / 128);
+        tiles = t > tiles ? t : tiles;
+    }
+    fp8_cast_item *d_items;
+    cudaCheck(cudaMalloc(&d_items, sizeof h));
+    cudaCheck(cudaMemcpy(d_items, h, sizeof h, cudaMemcpyHostToDevice));
+    int ok_shapes = 1;
+    for (int i = 0; i < n; i++)
+        ok_shapes &= fp8_cast_item_ok(&h[i]);
+    cast_transpose_fp8_batch(d_items, n, tiles, FP8_E4M3, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    size_t bad = 0;
+    float am[2 * n];
+    cudaCheck(cudaMemcpy(am, d_amax, sizeof am, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < n; i++) {
+        size_t e = (size_t)shape[i][0] * shape[i][1], et = (size_t)shape[i][1] * shape[i][2];
+        uint8_t *a = (uint8_t *)xmalloc(et), *b = (uint8_t *)xmalloc(et);
+        cudaCheck(cudaMemcpy(a, h[i].out, e, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(b, ref_out[i], e, cudaMemcpyDeviceToHost));
+        bad += memcmp(a, b, e) != 0;
+        cudaCheck(cudaMemcpy(a, h[i].out_t, et, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(b, ref_t[i], et, cudaMemcpyDeviceToHost));
+        bad += memcmp(a, b, et) != 0;
+        bad += am[i] != am[n + i];
+        free(a), free(b);
+        cudaCheck(cudaFree(h[i].out));
+        cudaCheck(cudaFree(h[i].out_t));
+        cudaCheck(cudaFree((void *)h[i].in));
+        cudaCheck(cudaFree(ref_out[i]));
+        cudaCheck(cudaFree(ref_t[i]));
+    }
+    char line[200];
+    snprintf(line, sizeof line, "cast_transpose_fp8_batch: %d tensors (BERT-Large's weight shapes and two others) as "
+             "cast_transpose_fp8 each: %zu of %d outputs or maxima differ%s", n, bad, 3 * n,
+             ok_shapes ? "" : " (fp8_cast_item_ok refused a shape)");
+    result(bad == 0 && ok_shapes, line);
+    cudaCheck(cudaFree(d_items));
+    cudaCheck(cudaFree(d_amax));
+    cudaCheck(cudaFree(d_scale));
+}
+
 /* ---- delayed scaling -------------------------------------------------------------------------------- */
 static void test_scales(void)
 {
@@ -602,6 +680,7 @@ int main(void)
     test_shapes();
     test_products();
     test_scales();
+    test_batch();
     printf("test_fp8: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -791,6 +791,164 @@ static void test_gelu_tanh_bwd(int64_t n)
     free(hx), free(hdo), free(got), free(ref);
 }
 
+/* The FFN1 tanh GELU's backward of the FP8 trainer: dx and the bias gradient against the references,
+ * and its E5M2 bytes and maximum exactly as cast_fp8_ref makes them from the dx it wrote (poisoned
+ * before; in place into dout the second time, accumulating the bias gradient). */
+static void test_bias_gelu_tanh_bwd(int T, int N)
+{
+    size_t TN = (size_t)T * N;
+    float *hx = hmalloc(TN), *hdo = hmalloc(TN), *got = hmalloc(TN), *ref = hmalloc(TN);
+    float *rdb = hmalloc(N), *gdb = hmalloc(N), *db2 = hmalloc(N);
+    floatX *x = dev_floatX_rand(hx, TN, 4.0f, 0), *dout = dev_floatX_rand(hdo, TN, 1e-3f, 0);
+    floatX *dx = (floatX *)dev_poisoned(TN * sizeof(floatX));
+    float *db = (float *)dev_poisoned((size_t)N * 4), *scratch, *amax, *scale;
+    uint8_t *q = (uint8_t *)dev_poisoned(TN), *hq = (uint8_t *)malloc(TN), *rq = (uint8_t *)malloc(TN);
+    const float s = 4096.0f, zero = 0.0f;
+    cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes(N)));
+    cudaCheck(cudaMalloc(&amax, 4));
+    cudaCheck(cudaMalloc(&scale, 4));
+    cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(scale, &s, 4, cudaMemcpyHostToDevice));
+    gelu_tanh_bwd_ref(ref, hdo, hx, (int64_t)TN);
+    memset(rdb, 0, (size_t)N * 4); /* bias_bwd_ref adds */
+    bias_bwd_ref(rdb, ref, T, N);
+    char name[96];
+    for (int pass = 0; pass < 2; pass++) { /* 0: into dx, bias gradient written; 1: in place, added */
+        floatX *out = pass ? dout : dx;
+        bias_gelu_tanh_bwd(out, db, q, amax, scale, dout, x, T, N, scratch, pass, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        get_floatX(got, out, TN);
+        snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d%s: dx", T, N, pass ? " (in place)" : "");
+        check(name, got, ref, TN, TOL(1e-6, 8e-3, 1e-9, 1e-5));
+        get_f32(gdb, db, N);
+        for (int i = 0; i < N; i++)
+            db2[i] = (pass + 1) * rdb[i];
+        snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d%s: dbias", T, N, pass ? " (+=)" : "");
+        check(name, gdb, db2, N, TOL(1e-5, 1e-3, 1e-7, 1e-5));
+        float ramax = 0.0f, gamax;
+        cast_fp8_ref(rq, &ramax, got, &s, T, N, FP8_E5M2);
+        cudaCheck(cudaMemcpy(hq, q, TN, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(&gamax, amax, 4, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t i = 0; i < TN; i++)
+            bad += hq[i] != rq[i];
+        int ok = bad == 0 && gamax == ramax;
+        failures += !ok;
+        rows_printed++;
+        printf("bias_gelu_tanh_bwd T%d N%d%s: E5M2 bytes as cast_fp8_ref of dx: %zu differ, amax %g (ref %g) %s\n", T,
+               N, pass ? " (in place)" : "", bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
+        cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(q, 0xff, TN));
+    }
+    dfree(x), dfree(dout), dfree(dx), dfree(db), dfree(scratch), dfree(amax), dfree(scale), dfree(q);
+    free(hx), free(hdo), free(got), free(ref), free(rdb), free(gdb), free(db2), free(hq), free(rq);
+}
+
+/* FP8 bytes on the device against cast_fp8_ref of the floatX tensor got (as the kernel stored it), and
+ * the maximum; one table row. */
+static void check_fp8_copy(const char *name, const uint8_t *d_q, const float *d_amax, const float *got, size_t n,
+                           float s, fp8_format f)
+{
+    uint8_t *hq = (uint8_t *)malloc(n), *rq = (uint8_t *)malloc(n);
+    float ramax = 0.0f, gamax;
+    cast_fp8_ref(rq, &ramax, got, &s, 1, (int)n, f);
+    cudaCheck(cudaMemcpy(hq, d_q, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&gamax, d_amax, 4, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += hq[i] != rq[i];
+    int ok = bad == 0 && gamax == ramax;
+    failures += !ok;
+    rows_printed++;
+    printf("%s: %s bytes as cast_fp8_ref: %zu differ, amax %g (ref %g) %s\n", name, f == FP8_E4M3 ? "E4M3" : "E5M2",
+           bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
+    free(hq), free(rq);
+}
+
+/* The fused LayerNorm's FP8 variants: every floatX and fp32 output bit for bit as the plain kernels',
+ * and the FP8 copy (E4M3 forward, E5M2 backward dx) as cast_fp8_ref makes it from the stored output. */
+static void test_layernorm_fp8(int T, int H, float p)
+{
+    const uint64_t seed = 99, sid = 5;
+    const float s = 8.0f, zero = 0.0f;
+    size_t TH = (size_t)T * H;
+    float *h = hmalloc(TH), *hv = hmalloc(H), *got = hmalloc(TH), *got2 = hmalloc(TH), *st = hmalloc(T);
+    floatX *x = dev_floatX_rand(h, TH, 2.0f, 0.3f), *res = dev_floatX_rand(h, TH, 1.0f, 0);
+    floatX *bias = dev_floatX_rand(hv, H, 0.5f, 0), *g = dev_floatX_rand(hv, H, 0.5f, 1.0f);
+    floatX *be = dev_floatX_rand(hv, H, 0.5f, 0);
+    floatX *out[2], *lnin[2];
+    float *mean[2], *rstd[2], *amax, *scale, *scratch;
+    uint8_t *q = (uint8_t *)dev_poisoned(TH);
+    cudaCheck(cudaMalloc(&amax, 4));
+    cudaCheck(cudaMalloc(&scale, 4));
+    cudaCheck(cudaMalloc(&scratch, layernorm_bwd_scratch_bytes(H)));
+    cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(scale, &s, 4, cudaMemcpyHostToDevice));
+    for (int k = 0; k < 2; k++) {
+        out[k] = dev_floatX_poisoned(TH), lnin[k] = dev_floatX_poisoned(TH);
+        mean[k] = (float *)dev_poisoned(T * 4), rstd[k] = (float *)dev_poisoned(T * 4);
+    }
+    bias_dropout_residual_layernorm_fwd(out[0], lnin[0], mean[0], rstd[0], x, bias, res, g, be, T, H, 1e-12f, p, seed,
+                                        sid, 0);
+    bias_dropout_residual_layernorm_fwd_fp8(out[1], lnin[1], mean[1], rstd[1], x, bias, res, g, be, T, H, 1e-12f, p,
+                                            seed, sid, q, amax, scale, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    char name[96];
+    get_floatX(got, out[0], TH), get_floatX(got2, out[1], TH);
+    snprintf(name, sizeof name, "bdr_layernorm_fwd_fp8 T%d H%d: out", T, H);
+    check_same(name, got2, got, TH);
+    get_floatX(got, lnin[0], TH), get_floatX(h, lnin[1], TH);
+    snprintf(name, sizeof name, "bdr_layernorm_fwd_fp8 T%d H%d: ln_in", T, H);
+    check_same(name, h, got, TH);
+    float *stats[2][2] = {{mean[0], mean[1]}, {rstd[0], rstd[1]}};
+    for (int k = 0; k < 2; k++) {
+        get_f32(st, stats[k][0], T), get_f32(h, stats[k][1], T);
+        snprintf(name, sizeof name, "bdr_layernorm_fwd_fp8 T%d H%d: %s", T, H, k ? "rstd" : "mean");
+        check_same(name, h, st, T);
+    }
+    snprintf(name, sizeof name, "bdr_layernorm_fwd_fp8 T%d H%d", T, H);
+    check_fp8_copy(name, q, amax, got2, TH, s, FP8_E4M3);
+
+    floatX *dout = dev_floatX_rand(h, TH, 1.0f, 0), *dx[2], *dres[2];
+    float *dg[2], *db[2], *dbias[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = dev_floatX_poisoned(TH), dres[k] = dev_floatX_poisoned(TH);
+        dg[k] = (float *)dev_poisoned(H * 4), db[k] = (float *)dev_poisoned(H * 4);
+        dbias[k] = (float *)dev_poisoned(H * 4);
+    }
+    cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(q, 0xff, TH));
+    bias_dropout_residual_layernorm_bwd(dx[0], dres[0], dbias[0], dg[0], db[0], dout, NULL, lnin[0], mean[0], rstd[0],
+                                        g, T, H, p, seed, sid, scratch, 0, 0);
+    bias_dropout_residual_layernorm_bwd_fp8(dx[1], dres[1], dbias[1], dg[1], db[1], dout, NULL, lnin[0], mean[0],
+                                            rstd[0], g, T, H, p, seed, sid, scratch, 0, q, amax, scale, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    floatX *pairs[2][2] = {{dx[0], dx[1]}, {dres[0], dres[1]}};
+    const char *pn[2] = {"dx", "dresidual"};
+    for (int k = 0; k < 2; k++) {
+        get_floatX(got, pairs[k][0], TH), get_floatX(got2, pairs[k][1], TH);
+        snprintf(name, sizeof name, "bdr_layernorm_bwd_fp8 T%d H%d: %s", T, H, pn[k]);
+        check_same(name, got2, got, TH);
+    }
+    float *vp[3][2] = {{dg[0], dg[1]}, {db[0], db[1]}, {dbias[0], dbias[1]}};
+    const char *vn[3] = {"dgamma", "dbeta", "dbias"};
+    for (int k = 0; k < 3; k++) {
+        get_f32(got, vp[k][0], H), get_f32(got2, vp[k][1], H);
+        snprintf(name, sizeof name, "bdr_layernorm_bwd_fp8 T%d H%d: %s", T, H, vn[k]);
+        check_same(name, got2, got, H);
+    }
+    get_floatX(got, dx[1], TH);
+    snprintf(name, sizeof name, "bdr_layernorm_bwd_fp8 T%d H%d: dx", T, H);
+    check_fp8_copy(name, q, amax, got, TH, s, FP8_E5M2);
+    for (int k = 0; k < 2; k++) {
+        dfree(out[k]), dfree(lnin[k]), dfree(mean[k]), dfree(rstd[k]), dfree(dx[k]), dfree(dres[k]);
+        dfree(dg[k]), dfree(db[k]), dfree(dbias[k]);
+    }
+    dfree(x), dfree(res), dfree(bias), dfree(g), dfree(be), dfree(q), dfree(amax), dfree(scale), dfree(scratch);
+    dfree(dout);
+    free(h), free(hv), free(got), free(got2), free(st);
+}
+
 /* ---- LAMB ---------------------------------------------------------------------------------------- */
 static void test_lamb(float grad_scale, int step)
 {
@@ -933,6 +1091,15 @@ int main(void)
     /* the MLM head's (P, H) of the ragged batch's 15% predictions */
     test_gelu_tanh_bwd((int64_t)241 * 1024);
     test_gelu_tanh_bwd(63);
+#ifndef UNPAD_FP32
+    /* the FP8 trainer's FFN1 backward (bf16 build only) */
+    test_bias_gelu_tanh_bwd(b.T, 4096);
+    test_bias_gelu_tanh_bwd(77, 1024);
+    test_bias_gelu_tanh_bwd(1, 8);
+    test_layernorm_fp8(b.T, 1024, 0.1f);
+    test_layernorm_fp8(77, 768, 0.0f);
+    test_layernorm_fp8(3, 4096, 0.1f);
+#endif
 
     printf("test_kernels: %d checks, %d failed\n", rows_printed, failures);
     return failures ? 1 : 0;
