@@ -679,6 +679,14 @@ static void kk_merge(kk_ws *s, int k, const kk_node *A, const kk_node *B, int id
         o = entries_insert(dst, a, ma, b, 0);
     } else if (ma == 1 && mb < k) {
         o = entries_insert(dst, b, mb, a, 1);
+    } else if (ma == k && mb == k) { /* every subset combined: the sorted run is the result */
+        for (int i = 0; i < k; i++) {
+            dst[i] = a[i];
+            dst[i].sum += b[k - 1 - i].sum;
+            list_concat(s->next, &dst[i], &b[k - 1 - i]);
+        }
+        entries_sort(dst, s->run_tmp, k);
+        o = k;
     } else {
         int r1 = ma < k - mb ? ma : k - mb;          /* A alone: i in [0, r1) */
         int o_lo = k - mb > 0 ? k - mb : 0;          /* both: i in [o_lo, ma) */
