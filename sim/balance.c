@@ -881,7 +881,7 @@ static void tree_set(ffd_ws *s, int g, int64_t v)
 
 /* Lowest-index GPU whose key (ffd_key at `reserve`) is >= need, or -1. */
 static int64_t ffd_key(const ffd_ws *s, int g, int64_t reserve);
-static int tree_first_fit(const ffd_ws *s, int64_t need, int64_t reserve)
+static inline int tree_first_fit(const ffd_ws *s, int64_t need, int64_t reserve)
 {
     if (s->tree_linear) { /* few GPUs: the keys from the state directly, no tree to keep */
         if (!s->equal) { /* no reservation, no GPU full: the key is the remaining budget */
@@ -971,7 +971,8 @@ static int ffd_fits(ffd_ws *s, const int *len, int n, int k, int64_t budget, int
         s->gload[g] -= len[q];
         s->left[g]--;
         left_tokens -= len[q];
-        tree_set(s, g, ffd_key(s, g, reserve));
+        if (!s->tree_linear) /* the linear scan reads the state itself */
+            tree_set(s, g, ffd_key(s, g, reserve));
     }
     return 1;
 }
