@@ -2,7 +2,8 @@
  * weights, E5M2 gradients, as NVIDIA's TransformerEngine does): cast_fp8 writes the (rows, cols)
  * copy, cast_transpose_fp8 also the (cols, rows) copy that Hopper's K-major FP8 products need for
  * the data and weight gradients. Both reduce max |x| of the input into a device float.
- * Reference: kernels/ref/fp8_ref.c. Used by bench_gemm --fp8 and test_fp8, not by the trainer.
+ * Reference: kernels/ref/fp8_ref.c. Used by the trainer's --fp8 on (the casts no producer kernel
+ * makes, the weights' batched cast, the scale update), bench_gemm --fp8 and test_fp8.
  *
  * The conversion is the hardware's cvt.rn.satfinite (two floats per instruction): round to nearest
  * even, anything beyond the largest finite value (infinities too) to that value, NaN to NaN. The

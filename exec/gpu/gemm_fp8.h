@@ -1,5 +1,6 @@
 /* gemm_fp8.h — FP8 matrix products over cuBLASLt, for measuring what FP8 GEMMs would save
- * (bench_gemm --fp8) and checking them (test_fp8). The trainer does not call them.
+ * (bench_gemm --fp8) and checking them (test_fp8), one plan per shape. The trainer's FP8 products
+ * (--fp8 on) go through gemm.h's gemm_run_fp8 and its plan cache instead.
  *
  * On Hopper cuBLASLt runs FP8 products only with both operands K-major (its "TN" layout: in its
  * column-major terms transa = T, transb = N), so in the row-major terms of gemm.h every product here is
