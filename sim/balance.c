@@ -1052,11 +1052,11 @@ const balance_policy_type balance_policy_types[BAL_POLICY_COUNT] = {
     [BAL_SORT_DEAL] = {"sort-deal", assign_sort_deal, NULL,
                        "sort longest first, deal round-robin (the MLPerf BERT submissions)", 1},
     [BAL_LPT] = {"lpt", assign_lpt, lpt_ws_size,
-                 "longest processing time: heaviest first onto the least-loaded GPU"},
+                 "longest processing time: heaviest first onto the least-loaded GPU", 0},
     [BAL_KK] = {"kk", assign_kk, kk_ws_size,
-                "Karmarkar-Karp largest differencing (equal counts: the balanced variant)"},
+                "Karmarkar-Karp largest differencing (equal counts: the balanced variant)", 0},
     [BAL_FFD_TOKENS] = {"ffd-tokens", assign_ffd_tokens, ffd_ws_size,
-                        "first-fit decreasing into the least per-GPU token budget that fits"},
+                        "first-fit decreasing into the least per-GPU token budget that fits", 0},
 };
 
 int balance_count_matters(balance_policy p)
