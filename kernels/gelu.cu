@@ -184,14 +184,9 @@ __global__ void __launch_bounds__(ACT_THREADS)
  * build (the encoder's tanh GELU runs in the GEMM epilogues). */
 __global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout, const floatX *x, int64_t n)
 {
-    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v = load1(x + i);
-        float th = tanhf(c * (v + 0.044715f * v * v * v));
-        float g = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * 0.044715f * v * v);
-        store1(dx + i, load1(dout + i) * g);
-    }
+         i += (int64_t)gridDim.x * blockDim.x)
+        store1(dx + i, load1(dout + i) * gelu_tanh_grad(load1(x + i)));
 }
 
 /* ---- launchers ---------------------------------------------------------------------------------- */

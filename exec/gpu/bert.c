@@ -119,6 +119,7 @@ struct bert {
                                     maxima are gathered */
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
+    size_t f8_bytes;             /* device bytes of all of the above */
 };
 
 enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
@@ -362,17 +363,25 @@ static int fp8_create(bert *b, unpad_err *err)
     int n = b->f8_n = c->layers * FP8_SLOTS;
     size_t wide = 3 * (size_t)c->hidden > (size_t)c->ffn ? 3 * (size_t)c->hidden : (size_t)c->ffn;
     size_t wb = (size_t)c->layers * (size_t)b->w8_layer;
-    if (dev_alloc((void **)&b->w8, wb, "FP8 weights", err) || dev_alloc((void **)&b->w8t, wb, "FP8 weights", err) ||
-        dev_alloc((void **)&b->q8, (size_t)b->opt.max_tokens * wide, "the FP8 operand", err) ||
-        dev_alloc((void **)&b->f8_amax, (size_t)n * 4, "FP8 scaling", err) ||
-        dev_alloc((void **)&b->f8_hist, (size_t)n * 4 * FP8_HISTORY, "FP8 scaling", err) ||
-        dev_alloc((void **)&b->f8_scale, (size_t)n * 4, "FP8 scaling", err) ||
-        dev_alloc((void **)&b->f8_inv, (size_t)n * 16, "FP8 scaling", err) ||
-        dev_alloc((void **)&b->f8_fmt, (size_t)n, "FP8 scaling", err))
-        return err->code;
     int nw = c->layers * FP8_LINEARS;
-    if (dev_alloc((void **)&b->f8_items, (size_t)nw * sizeof(fp8_cast_item), "FP8 scaling", err))
-        return err->code;
+    struct {
+        void **p;
+        size_t bytes;
+        const char *what;
+    } buf[] = {{(void **)&b->w8, wb, "FP8 weights"},
+               {(void **)&b->w8t, wb, "FP8 weights"},
+               {(void **)&b->q8, (size_t)b->opt.max_tokens * wide, "the FP8 operand"},
+               {(void **)&b->f8_amax, (size_t)n * 4, "FP8 scaling"},
+               {(void **)&b->f8_hist, (size_t)n * 4 * FP8_HISTORY, "FP8 scaling"},
+               {(void **)&b->f8_scale, (size_t)n * 4, "FP8 scaling"},
+               {(void **)&b->f8_inv, (size_t)n * 16, "FP8 scaling"},
+               {(void **)&b->f8_fmt, (size_t)n, "FP8 scaling"},
+               {(void **)&b->f8_items, (size_t)nw * sizeof(fp8_cast_item), "FP8 scaling"}};
+    for (size_t i = 0; i < sizeof buf / sizeof *buf; i++) {
+        if (dev_alloc(buf[i].p, buf[i].bytes, buf[i].what, err))
+            return err->code;
+        b->f8_bytes += buf[i].bytes;
+    }
     float *one = malloc((size_t)n * 16);
     uint8_t *fmt = malloc((size_t)n);
     fp8_cast_item *it = malloc((size_t)nw * sizeof *it);
@@ -575,23 +584,10 @@ const model_cfg *bert_cfg(const bert *b) { return &b->cfg; }
 int bert_tensor_count(const bert *b) { return b->ntensors; }
 const bert_tensor *bert_tensor_at(const bert *b, int i) { return &b->tensors[i]; }
 int64_t bert_param_count(const bert *b) { return b->nparams; }
-/* Bytes of the FP8 buffers (opt.fp8; 0 without): two copies of the encoder's Linear weights, the
- * cast operand and the scaling state. */
-static size_t fp8_bytes(const bert *b)
-{
-    if (!b->opt.fp8)
-        return 0;
-    const model_cfg *c = &b->cfg;
-    size_t wide = 3 * (size_t)c->hidden > (size_t)c->ffn ? 3 * (size_t)c->hidden : (size_t)c->ffn;
-    size_t n = (size_t)c->layers * FP8_SLOTS;
-    return 2 * (size_t)c->layers * (size_t)b->w8_layer + (size_t)b->opt.max_tokens * wide +
-           n * (4 + 4 * FP8_HISTORY + 4 + 16 + 1);
-}
-
 size_t bert_device_bytes(const bert *b)
 {
     /* master, gradient, m, v (fp32) and the working copy, per parameter */
-    return (size_t)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->arena_bytes + fp8_bytes(b);
+    return (size_t)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->arena_bytes + b->f8_bytes;
 }
 float *bert_master(bert *b) { return b->master; }
 float *bert_grad(bert *b) { return b->grad; }
