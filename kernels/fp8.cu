@@ -296,7 +296,8 @@ __global__ void fp8_scales_update_kernel(float *amax, float *history, float *sca
     int k = ef - em - (fm > ff ? 1 : 0);
     k = k < -126 ? -126 : k > 126 ? 126 : k;
     scale[i] = ldexpf(1.0f, k);
-    inv[4 * i] = ldexpf(1.0f, -k);
+    inv[8 * i] = ldexpf(1.0f, -k);
+    inv[8 * i + 4] = scale[i];
 }
 
 void fp8_scales_update(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n, int len,
@@ -322,4 +323,21 @@ int fp8_cast_item_ok(const fp8_cast_item *it)
 {
     return it->rows >= 1 && it->cols >= 1 && it->cols % 8 == 0 && it->ld_t >= it->rows && it->ld_t % 16 == 0 &&
            !((uintptr_t)it->in & 15) && !((uintptr_t)it->out & 7) && !((uintptr_t)it->out_t & 15);
+}
+
+__global__ void fp8_amax_fold_kernel(float *amax, int stride, int offset, float *src, int src_stride, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n)
+        return;
+    float *a = amax + (size_t)i * stride + offset, *m = src + (size_t)i * src_stride;
+    *a = fmaxf(*a, *m);
+    *m = 0.0f;
+}
+
+void fp8_amax_fold(float *amax, int stride, int offset, float *src, int src_stride, int n, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(n >= 1 && stride >= 1 && offset >= 0 && src_stride >= 1);
+    fp8_amax_fold_kernel<<<(n + 127) / 128, 128, 0, stream>>>(amax, stride, offset, src, src_stride, n);
+    cudaCheck(cudaGetLastError());
 }

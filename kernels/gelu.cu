@@ -66,11 +66,13 @@ __global__ void __launch_bounds__(ACT_THREADS)
     }
 }
 
-/* gelu_tanh'(v), v the GELU's input (kernels/ref/gelu_ref.c gelu_tanh_bwd_ref) */
-__device__ __forceinline__ float gelu_tanh_grad(float v)
+/* gelu_tanh'(v), v the GELU's input (kernels/ref/gelu_ref.c gelu_tanh_bwd_ref), and gelu_tanh(v)
+ * itself into *g */
+__device__ __forceinline__ float gelu_tanh_grad(float v, float *g)
 {
     const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
     float th = tanhf(c * (v + 0.044715f * v * v * v));
+    *g = 0.5f * v * (1.0f + th);
     return 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * 0.044715f * v * v);
 }
 
@@ -97,13 +99,14 @@ __device__ __forceinline__ void storev(floatX *p, const float f[VEC])
  * the GELU's input (bias included); NONE: d = dout.
  * dx (optional) receives d; partials (gridDim.x, N) (optional) receive the block's column sums.
  * F8: dx8 receives E5M2(d as stored in dx, times *scale8) and *amax8 the maximum |d as stored|.
+ * act (GELU_TANH, optional): the activation's value gelu_tanh(aux).
  * Block (x, y) of the grid takes rows [x * rows_per_block, ...) and column vectors
  * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
 template <int ACT, int VEC, int ROWS, bool F8> /* F8: VEC 8 only */
 __global__ void __launch_bounds__(ACT_THREADS)
     bias_act_bwd_kernel(floatX *dx, float *partials, const floatX *dout, const floatX *aux,
                         const floatX *bias, int T, int N, int rows_per_block, uint8_t *dx8,
-                        const float *scale8, float *amax8)
+                        const float *scale8, float *amax8, floatX *act)
 {
     __shared__ float sh[ACT_THREADS * VEC];
     __shared__ unsigned smax;
@@ -140,6 +143,7 @@ __global__ void __launch_bounds__(ACT_THREADS)
                 if (r + u * ty >= r1)
                     break;
                 size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
+                float gv[VEC];
 #pragma unroll
                 for (int j = 0; j < VEC; j++) {
                     if (ACT == ACT_GELU)
@@ -147,11 +151,13 @@ __global__ void __launch_bounds__(ACT_THREADS)
                     else if (ACT == ACT_TANH)
                         d[u][j] *= 1.0f - a[u][j] * a[u][j];
                     else if (ACT == ACT_GELU_TANH)
-                        d[u][j] *= gelu_tanh_grad(a[u][j]);
+                        d[u][j] *= gelu_tanh_grad(a[u][j], &gv[j]);
                     acc[j] += d[u][j];
                 }
                 if (dx)
                     storev<VEC>(dx + off, d[u]);
+                if (ACT == ACT_GELU_TANH && act)
+                    storev<VEC>(act + off, gv);
                 if constexpr (F8 && VEC == 8)
                     *reinterpret_cast<uint2 *>(dx8 + off) = fp8_pack8<FP8_E5M2>(d[u], s8, m8);
             }
@@ -186,7 +192,10 @@ __global__ void gelu_tanh_bwd_kernel(floatX *dx, const floatX *dout, const float
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        store1(dx + i, load1(dout + i) * gelu_tanh_grad(load1(x + i)));
+    {
+        float g;
+        store1(dx + i, load1(dout + i) * gelu_tanh_grad(load1(x + i), &g));
+    }
 }
 
 /* ---- launchers ---------------------------------------------------------------------------------- */
@@ -222,7 +231,7 @@ template <int ACT, int VEC>
 static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
                          const floatX *bias, int T, int N, float *scratch, int accumulate,
                          cudaStream_t stream, uint8_t *dx8 = NULL, const float *scale8 = NULL,
-                         float *amax8 = NULL)
+                         float *amax8 = NULL, floatX *act = NULL)
 {
     UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
     UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
@@ -258,14 +267,14 @@ static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const flo
     if constexpr (VEC == 8) {
         if (dx8)
             bias_act_bwd_kernel<ACT, VEC, rows, true><<<grid, block, 0, stream>>>(
-                dx, partials, dout, aux, bias, T, N, rows_per_block, dx8, scale8, amax8);
+                dx, partials, dout, aux, bias, T, N, rows_per_block, dx8, scale8, amax8, act);
         else
             bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(
-                dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL);
+                dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL, act);
     } else {
-        UNPAD_REQUIRE(dx8 == NULL);
+        UNPAD_REQUIRE(dx8 == NULL && act == NULL);
         bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(dx, partials, dout, aux, bias, T, N,
-                                                                            rows_per_block, NULL, NULL, NULL);
+                                                                            rows_per_block, NULL, NULL, NULL, NULL);
     }
     cudaCheck(cudaGetLastError());
     if (dbias)
@@ -284,12 +293,13 @@ void bias_gelu_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *x
     bias_act_bwd<ACT_GELU, 8>(dx, dbias, dout, x, bias, T, N, scratch, accumulate, stream);
 }
 
-void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8, const floatX *dout,
-                        const floatX *x, int T, int N, float *scratch, int accumulate, cudaStream_t stream)
+void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8, floatX *h,
+                        const floatX *dout, const floatX *x, int T, int N, float *scratch, int accumulate,
+                        cudaStream_t stream)
 {
     UNPAD_REQUIRE(dx != NULL && N % 8 == 0 && (dx8 == NULL || (scale8 != NULL && amax8 != NULL)));
     UNPAD_REQUIRE(dx8 == NULL || !((uintptr_t)dx8 & 7));
-    bias_act_bwd<ACT_GELU_TANH, 8>(dx, dbias, dout, x, NULL, T, N, scratch, accumulate, stream, dx8, scale8, amax8);
+    bias_act_bwd<ACT_GELU_TANH, 8>(dx, dbias, dout, x, NULL, T, N, scratch, accumulate, stream, dx8, scale8, amax8, h);
 }
 
 void bias_tanh_fwd(floatX *out, const floatX *x, const floatX *bias, int T, int N, cudaStream_t stream)
@@ -312,6 +322,14 @@ void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, in
         bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream);
     else
         bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream);
+}
+
+void bias_bwd_fp8(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T, int N,
+                  float *scratch, int accumulate, cudaStream_t stream)
+{
+    UNPAD_REQUIRE(dbias != NULL && dout8 != NULL && scale8 != NULL && amax8 != NULL && N % 8 == 0);
+    UNPAD_REQUIRE(!((uintptr_t)dout8 & 7));
+    bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream, dout8, scale8, amax8);
 }
 
 void gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n, cudaStream_t stream)

@@ -185,13 +185,20 @@ UNPAD_EXTERN_C
 void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) (+)= */
                    const floatX *dout, const floatX *out, /* (T, N) */
                    int T, int N, float *scratch, int accumulate, cudaStream_t stream);
+/* bias_bwd, also writing dout8: the E5M2 bytes cast_fp8 makes of dout (times *scale8, 8-byte
+ * aligned), max |dout| folded into *amax8 (the FP8 trainer's QKV gradient: one read for both).
+ * N % 8 == 0. */
+UNPAD_EXTERN_C
+void bias_bwd_fp8(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T, int N,
+                  float *scratch, int accumulate, cudaStream_t stream);
 /* dx = dout * gelu_tanh'(x), x the tanh GELU's input with its bias (FFN1's, from the product's
  * epilogue), and dbias (+)= colsum(dx) (NULL: none); with dx8 != NULL also the E5M2 bytes cast_fp8
  * makes of dx as stored (times *scale8, 8-byte aligned), max |dx| folded into *amax8: the FP8
- * operand of the next data gradient without reading dx back. N % 8 == 0. In place (dx = dout) is
- * allowed. Reference: gelu_tanh_bwd_ref, bias_bwd_ref, cast_fp8_ref. */
+ * operand of the next data gradient without reading dx back; with h != NULL also h = gelu_tanh(x),
+ * the forward's output again (where the forward kept only its FP8 copy). N % 8 == 0. In place
+ * (dx = dout) is allowed. Reference: gelu_tanh_bwd_ref, gelu_tanh_ref, bias_bwd_ref, cast_fp8_ref. */
 UNPAD_EXTERN_C
-void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8,
+void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8, floatX *h,
                         const floatX *dout, const floatX *x, int T, int N, float *scratch, int accumulate,
                         cudaStream_t stream);
 /* dbias (+)= colsum(dout), for biases whose GEMM epilogue did not produce it (accumulate: 1 adds,
@@ -378,10 +385,15 @@ int fp8_cast_item_ok(const fp8_cast_item *it);
  * (what the casts reduced since the last update; a non-finite one counts as 0) into slot pos of
  * its history (into every slot when init: the first maxima seen), zeroes amax[i], and where the
  * history's maximum m is finite and > 0 sets scale[i] = 2^k, the largest k in [-126, 126] with
- * m 2^k <= the format's largest finite (fmt[i]: FP8_E4M3 448, FP8_E5M2 57344), and inv[4 i] = 2^-k
- * (the dequantization scale cuBLASLt reads: 16-byte aligned); elsewhere both are left as they are.
+ * m 2^k <= the format's largest finite (fmt[i]: FP8_E4M3 448, FP8_E5M2 57344), inv[8 i] = 2^-k (the
+ * dequantization scale cuBLASLt reads) and inv[8 i + 4] = 2^k (the scale of a product's FP8 output),
+ * each 16-byte aligned as cuBLASLt needs; elsewhere all three are left as they are.
  * Power-of-two scales make the scaling itself exact. Reference: fp8_scales_update_ref. */
 #define FP8_HISTORY 16
+/* amax[i * stride + offset] = max(that, src[i * src_stride]), then that src = 0, for i < n: maxima
+ * a product wrote (cuBLASLt's amax of an FP8 output is set, not folded) moved into the running ones. */
+UNPAD_EXTERN_C
+void fp8_amax_fold(float *amax, int stride, int offset, float *src, int src_stride, int n, cudaStream_t stream);
 UNPAD_EXTERN_C
 void fp8_scales_update(float *amax, float *history, float *scale, float *inv, const uint8_t *fmt, int n, int len,
                        int pos, int init, cudaStream_t stream);

@@ -1003,21 +1003,22 @@ START_TEST(test_fp8_delayed_scaling)
      * E5M2 (57344 = 1.75 x 2^15): amax 1 -> 2^15, 1.75 -> 2^15, 1.76 -> 2^14 */
     enum { n = 7, len = 4 };
     const uint8_t fmt[n] = {FP8_E4M3, FP8_E4M3, FP8_E4M3, FP8_E4M3, FP8_E5M2, FP8_E5M2, FP8_E5M2};
-    float amax[n] = {1.0f, 448.0f, 449.0f, 3.5f, 1.0f, 1.75f, 1.76f}, hist[n * len], scale[n], inv[4 * n];
+    float amax[n] = {1.0f, 448.0f, 449.0f, 3.5f, 1.0f, 1.75f, 1.76f}, hist[n * len], scale[n], inv[8 * n];
     const float want[n] = {256.0f, 1.0f, 0.5f, 128.0f, 0x1p15f, 0x1p15f, 0x1p14f};
     for (int i = 0; i < n; i++)
-        scale[i] = inv[4 * i] = -1.0f;
+        scale[i] = inv[8 * i] = inv[8 * i + 4] = -1.0f;
     fp8_scales_update_ref(amax, hist, scale, inv, fmt, n, len, 0, 1);
     for (int i = 0; i < n; i++) {
         ck_assert_msg(scale[i] == want[i], "tensor %d: scale %g, want %g", i, (double)scale[i], (double)want[i]);
-        ck_assert_float_eq(inv[4 * i], 1.0f / want[i]);
+        ck_assert_float_eq(inv[8 * i], 1.0f / want[i]);
+        ck_assert_float_eq(inv[8 * i + 4], want[i]);
         ck_assert_float_eq(amax[i], 0.0f);
         for (int j = 0; j < len; j++) /* init: every slot */
             ck_assert(hist[i * len + j] > 0.0f);
     }
     /* the maximum over the history: a smaller amax leaves the scale; once the larger value has left
      * every slot, the scale grows */
-    float h1[len] = {0}, s1 = 1.0f, i1[4] = {1.0f}, a1;
+    float h1[len] = {0}, s1 = 1.0f, i1[8] = {1.0f}, a1;
     const uint8_t f1 = FP8_E4M3;
     a1 = 100.0f;
     fp8_scales_update_ref(&a1, h1, &s1, i1, &f1, 1, len, 0, 1); /* 100 x 4 = 400 */
@@ -1028,7 +1029,7 @@ START_TEST(test_fp8_delayed_scaling)
         ck_assert_float_eq(s1, step < len - 1 ? 4.0f : 256.0f);
     }
     /* nothing finite and positive seen: the scale stays; an infinite amax counts as 0 */
-    float h2[len] = {0}, s2 = 8.0f, i2[4] = {0.125f}, a2 = INFINITY;
+    float h2[len] = {0}, s2 = 8.0f, i2[8] = {0.125f}, a2 = INFINITY;
     fp8_scales_update_ref(&a2, h2, &s2, i2, &f1, 1, len, 0, 0);
     ck_assert_float_eq(s2, 8.0f);
     ck_assert_float_eq(i2[0], 0.125f);

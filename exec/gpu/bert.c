@@ -109,7 +109,7 @@ struct bert {
     uint8_t *w8, *w8t;           /* E4M3 weights (out, in) and their transposes (in, out), layer-major */
     int64_t w8_layer;            /* bytes of one layer's four weights */
     uint8_t *q8;                 /* (max_tokens, max(3H, F)): the operand cast for the next product */
-    float *f8_amax, *f8_hist, *f8_scale, *f8_inv; /* (n), (n, FP8_HISTORY), (n), (n, 4): kernels.h */
+    float *f8_amax, *f8_hist, *f8_scale, *f8_inv; /* (n), (n, FP8_HISTORY), (n), (n, 8): kernels.h */
     uint8_t *f8_fmt;             /* (n) FP8_E4M3 / FP8_E5M2 */
     fp8_cast_item *f8_items;     /* (layers x FP8_LINEARS) device: the weights' casts, one launch */
     int f8_tiles;                /* the most 128 x 128 tiles of one weight */
@@ -120,6 +120,12 @@ struct bert {
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
     size_t f8_bytes;             /* device bytes of all of the above */
+    /* FFN1's forward writes its GELU's output only in E4M3 (into the memory of layer_acts.h, which the
+     * backward's GELU pass fills with the bf16 values FFN2's weight gradient reads): cuBLASLt sets
+     * max |h| of layer l in f8_amax_d[4 l] (16-byte aligned), folded into the running maximum after
+     * each backward. UNPAD_FP8_GELU_OUT=0 keeps the bf16 output and its cast instead. */
+    int f8_gelu_out;
+    float *f8_amax_d;
 };
 
 enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
@@ -374,15 +380,19 @@ static int fp8_create(bert *b, unpad_err *err)
                {(void **)&b->f8_amax, (size_t)n * 4, "FP8 scaling"},
                {(void **)&b->f8_hist, (size_t)n * 4 * FP8_HISTORY, "FP8 scaling"},
                {(void **)&b->f8_scale, (size_t)n * 4, "FP8 scaling"},
-               {(void **)&b->f8_inv, (size_t)n * 16, "FP8 scaling"},
+               {(void **)&b->f8_inv, (size_t)n * 32, "FP8 scaling"},
                {(void **)&b->f8_fmt, (size_t)n, "FP8 scaling"},
-               {(void **)&b->f8_items, (size_t)nw * sizeof(fp8_cast_item), "FP8 scaling"}};
+               {(void **)&b->f8_items, (size_t)nw * sizeof(fp8_cast_item), "FP8 scaling"},
+               {(void **)&b->f8_amax_d, (size_t)c->layers * 16, "FP8 scaling"}};
     for (size_t i = 0; i < sizeof buf / sizeof *buf; i++) {
         if (dev_alloc(buf[i].p, buf[i].bytes, buf[i].what, err))
             return err->code;
         b->f8_bytes += buf[i].bytes;
     }
-    float *one = malloc((size_t)n * 16);
+    cudaCheck(cudaMemset(b->f8_amax_d, 0, (size_t)c->layers * 16));
+    const char *go = getenv("UNPAD_FP8_GELU_OUT");
+    b->f8_gelu_out = !b->opt.gelu_erf && !(go && !strcmp(go, "0"));
+    float *one = malloc((size_t)n * 32);
     uint8_t *fmt = malloc((size_t)n);
     fp8_cast_item *it = malloc((size_t)nw * sizeof *it);
     if (!one || !fmt || !it) {
@@ -405,12 +415,12 @@ static int fp8_create(bert *b, unpad_err *err)
         }
     cudaCheck(cudaMemcpy(b->f8_items, it, (size_t)nw * sizeof *it, cudaMemcpyHostToDevice));
     free(it);
-    for (int i = 0; i < 4 * n; i++)
+    for (int i = 0; i < 8 * n; i++)
         one[i] = 1.0f;
     for (int i = 0; i < n; i++)
         fmt[i] = i % FP8_SLOTS >= 2 * FP8_LINEARS ? FP8_E5M2 : FP8_E4M3;
     cudaCheck(cudaMemcpy(b->f8_scale, one, (size_t)n * 4, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(b->f8_inv, one, (size_t)n * 16, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(b->f8_inv, one, (size_t)n * 32, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(b->f8_fmt, fmt, (size_t)n, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemset(b->f8_amax, 0, (size_t)n * 4));
     cudaCheck(cudaMemset(b->f8_hist, 0, (size_t)n * 4 * FP8_HISTORY));
@@ -556,6 +566,7 @@ void bert_free(bert *b)
     cudaFree(b->f8_inv);
     cudaFree(b->f8_fmt);
     cudaFree(b->f8_items);
+    cudaFree(b->f8_amax_d);
     if (b->h_stage)
         cudaFreeHost(b->h_stage);
     if (b->h_stats)
@@ -898,7 +909,9 @@ static void grads_ready(bert *b, int64_t begin, int64_t end, cudaStream_t s)
 
 /* ---- FP8 products ------------------------------------------------------------------------------ */
 
-static const float *f8_inv(const bert *b, int i) { return b->f8_inv + 4 * (size_t)i; }
+static const float *f8_inv(const bert *b, int i) { return b->f8_inv + 8 * (size_t)i; }
+/* the scale of slot i, 16-byte aligned (a product's FP8 output) */
+static const float *f8_scale16(const bert *b, int i) { return b->f8_inv + 8 * (size_t)i + 4; }
 
 /* The encoder's Linear weights in E4M3, row-major and transposed, when the working copy changed. */
 static void fp8_cast_weights(bert *b, cudaStream_t s)
@@ -921,11 +934,11 @@ static void fp8_update(bert *b, int init, cudaStream_t s)
 }
 
 /* Y (T, out) = X W^T (+ bias, + GELU with aux) of layer l's Linear k: the bf16 product, or with
- * opt.fp8 X cast to E4M3 (its maximum gathered; unless cast: the kernel that wrote X left it in
- * b->q8) and the FP8 product; while the scales are not known yet (the first forward) the bf16
- * product follows it and its values count. */
+ * opt.fp8 X cast to E4M3 into b->q8 (its maximum gathered; x8 != NULL: the kernel that wrote X left
+ * its E4M3 copy there) and the FP8 product; while the scales are not known yet (the first forward)
+ * the bf16 product follows it and its values count. */
 static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bias, floatX *Y, floatX *aux, int gelu,
-                       int cast, cudaStream_t s)
+                       const uint8_t *x8, cudaStream_t s)
 {
     int in, out, T = b->T;
     fp8_dims(b, k, &in, &out);
@@ -935,9 +948,9 @@ static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bia
         return;
     }
     int xi = l * FP8_SLOTS + k, wi = xi + FP8_LINEARS;
-    if (!cast)
+    if (!x8)
         cast_fp8(b->q8, b->f8_amax + xi, (const bf16 *)X, b->f8_scale + xi, T, in, FP8_E4M3, s);
-    gemm_linear_fwd_fp8(b->gemm, T, in, out, b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi), bias,
+    gemm_linear_fwd_fp8(b->gemm, T, in, out, x8 ? x8 : b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi), bias,
                         Y, aux, gelu, s);
     if (!b->f8_ready)
         gemm_linear_fwd(b->gemm, GEMM_X, T, in, out, X, Wb, bias, Y, aux, gelu, s);
@@ -1026,11 +1039,11 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         const layer_offsets *o = &b->lo[l];
         layer_acts *a = &b->la[l];
         BEGIN(OP_QKV_FWD, l);
-        linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, l > 0 && b->opt.fp8, s);
+        linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, l > 0 && b->opt.fp8 ? b->q8 : NULL, s);
         END(OP_QKV_FWD, l);
         attention_fwd(b, l, pa, s);
         BEGIN(OP_ATTN_OUT_FWD, l);
-        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, 0, s);
+        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, NULL, s);
         END(OP_ATTN_OUT_FWD, l);
         BEGIN(OP_ATTN_LN_FWD, l);
         /* with FP8, the E4M3 copy of its output: FFN1's operand */
@@ -1039,14 +1052,24 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         END(OP_ATTN_LN_FWD, l);
         BEGIN(OP_FFN1_FWD, l);
         if (b->opt.gelu_erf) {
-            linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, b->opt.fp8, s);
+            linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, b->opt.fp8 ? b->q8 : NULL, s);
             bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
-        } else {
-            linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->opt.fp8, s);
+        } else if (!b->opt.fp8 || !b->f8_gelu_out) {
+            linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->opt.fp8 ? b->q8 : NULL, s);
+        } else { /* FP8, its E4M3 output into h's memory (the bf16 product after it while calibrating) */
+            int xi = l * FP8_SLOTS + FP8_F1;
+            gemm_linear_fwd_fp8_out(g, T, H, F, b->q8, b->w8 + fp8_woff(b, l, FP8_F1), f8_inv(b, xi),
+                                    f8_inv(b, xi + FP8_LINEARS), W(o->f1_b), (uint8_t *)a->h, a->pre, 1,
+                                    f8_scale16(b, l * FP8_SLOTS + FP8_F2), b->f8_amax_d + 4 * l, s);
+            if (b->f8_ready)
+                b->f8_runs++;
+            else
+                linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->q8, s);
         }
         END(OP_FFN1_FWD, l);
         BEGIN(OP_FFN2_FWD, l);
-        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0, 0, s);
+        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0,
+                   b->opt.fp8 && b->f8_gelu_out && b->f8_ready ? (const uint8_t *)a->h : NULL, s);
         END(OP_FFN2_FWD, l);
         BEGIN(OP_FFN_LN_FWD, l);
         /* with FP8 (but the last layer's), the E4M3 copy of its output: the next QKV's operand */
@@ -1161,8 +1184,12 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         ln_bwd(b, b->dA, b->dR, G(o->f2_b), G(o->ln2_g), G(o->ln2_b), b->dY, a->ln2_in, a->ln2_mean, a->ln2_rstd,
                W(o->ln2_g), pd, l, 2, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F2 : -1, s);
         END(OP_FFN_LN_BWD, l);
+        /* With FFN1's output kept only in E4M3, FFN2's weight gradient waits for the GELU pass that
+         * writes h again: traced under ffn1_bwd. */
+        int h_later = b->opt.fp8 && b->f8_gelu_out;
         BEGIN(OP_FFN2_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
+        if (!h_later)
+            gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
         /* the tanh GELU's derivative: the product's epilogue in bf16, a pass of its own in FP8 (whose
          * DGELU epilogue runs 3x slower than the bf16 one, docs/kernels.md) */
         linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, b->opt.fp8,
@@ -1174,9 +1201,11 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
             bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
         } else if (b->opt.fp8) {
             int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F1;
-            bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, b->dF, a->pre, T, F,
-                               b->scratch, acc, s);
+            bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, h_later ? a->h : NULL,
+                               b->dF, a->pre, T, F, b->scratch, acc, s);
             f1_cast = 1;
+            if (h_later)
+                gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
         } else {
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
         }
@@ -1196,8 +1225,13 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
-        bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
-        linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, 0, s);
+        if (b->opt.fp8) { /* the bias gradient and dQKV's E5M2 copy in one read */
+            int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_QKV;
+            bias_bwd_fp8(G(o->qkv_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, b->dQKV, T, 3 * H, b->scratch, acc, s);
+        } else {
+            bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
+        }
+        linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, b->opt.fp8, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */
         grads_ready(b, o->qkv_w, l + 1 < L ? b->lo[l + 1].qkv_w : b->pool_w, s);
@@ -1210,6 +1244,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
                   b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);
     END(OP_EMBED_BWD, -1);
     grads_ready(b, 0, b->lo[0].qkv_w, s); /* embeddings, with the tied decoder's share */
+    if (b->opt.fp8 && b->f8_gelu_out) /* the maxima of FFN1's E4M3 outputs */
+        fp8_amax_fold(b->f8_amax, FP8_SLOTS, FP8_F2, b->f8_amax_d, 4, L, s);
     if (b->opt.fp8 && !b->f8_ready) { /* the first maxima: every product from now on in FP8 */
         fp8_update(b, 1, s);
         b->f8_ready = 1;

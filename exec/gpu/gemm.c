@@ -17,11 +17,14 @@ typedef struct {
     int used;
     void *bias, *aux;  /* the pointers the plan was last run with (gemm_ctx_warm reuses them) */
     const float *sa, *sb; /* FP8 plans: the dequantization scales of A and B, likewise */
+    const float *sd;      /* FP8 D: its scale, and where cuBLASLt writes max |D| */
+    float *amax_d;
     const void *A, *B; /* the operands and exact shape of its last run (NULL: never run) */
     void *D;
     gemm_shape last;
     cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), C = D */
+    cublasLtMatrixLayout_t la, lb, ld; /* cuBLASLt's A (our B), B (our A), D */
+    cublasLtMatrixLayout_t lc;         /* C: D's shape and type, bf16 where D is FP8 (C = D in memory) */
     cublasLtMatmulAlgo_t algo;
     /* the algorithm for the exact shapes of the bucket that `algo` does not take (cuBLASLt can
      * refuse an odd K or M an algorithm for the bucket's round size runs): the heuristic's choice
@@ -62,6 +65,8 @@ struct gemm_ctx {
     int presets_refused; /* plans whose preset cuBLASLt did not accept (they run the heuristic's) */
     const float *sa, *sb; /* the scale pointers of the FP8 product being run or warmed (plans made
                              for it take them; NULL for the others) */
+    const float *sd;      /* and of an FP8 D: its scale and its maximum */
+    float *amax_d;
 };
 
 gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
@@ -91,6 +96,7 @@ static void plan_release(gemm_plan *p)
     cublasLtMatrixLayoutDestroy(p->la);
     cublasLtMatrixLayoutDestroy(p->lb);
     cublasLtMatrixLayoutDestroy(p->ld);
+    cublasLtMatrixLayoutDestroy(p->lc);
     cublasLtMatmulDescDestroy(p->desc);
     p->used = 0;
     p->alt_state = 0;
@@ -219,7 +225,7 @@ static int plan_matches(const gemm_plan *p, const gemm_shape *s, const uint8_t a
 
 /* An FP8 plan's descriptor reads its scales through these pointers (set before every run, as bias
  * and aux: plans are shared by the layers, whose scales differ). */
-static void set_scales(gemm_plan *p, const float *sa, const float *sb)
+static void set_scales(gemm_plan *p, const float *sa, const float *sb, const float *sd, float *amax_d)
 {
     if (!is_fp8(p->s.ab_type))
         return;
@@ -228,6 +234,13 @@ static void set_scales(gemm_plan *p, const float *sa, const float *sb)
     /* cuBLASLt's A is our B */
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    if (is_fp8(p->s.d_type)) {
+        p->sd = sd;
+        p->amax_d = amax_d;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &sd, sizeof sd));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax_d,
+                                                   sizeof amax_d));
+    }
 }
 
 static void set_pointers(gemm_plan *p, void *bias, void *aux)
@@ -262,7 +275,7 @@ static cublasStatus_t plan_heuristic(gemm_ctx *g, const gemm_plan *p, int n, cub
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                      &a_d, sizeof a_d));
     *found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, n, res,
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->ld, pref, n, res,
                                                        found);
     cublasLtMatmulPreferenceDestroy(pref);
     return st;
@@ -284,7 +297,7 @@ static const gemm_preset *preset_find(const gemm_ctx *g, const gemm_shape *s, co
 static int plan_take_preset(gemm_ctx *g, gemm_plan *p, const gemm_preset *pr)
 {
     cublasLtMatmulHeuristicResult_t chk;
-    if (cublasLtMatmulAlgoCheck(g->lt, p->desc, p->la, p->lb, p->ld, p->ld, &pr->algo, &chk) !=
+    if (cublasLtMatmulAlgoCheck(g->lt, p->desc, p->la, p->lb, p->lc, p->ld, &pr->algo, &chk) !=
             CUBLAS_STATUS_SUCCESS ||
         chk.workspaceSize > GEMM_WORKSPACE_BYTES)
         return 0;
@@ -330,8 +343,8 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
         int64_t ld = s->N; /* aux is (M, N) row-major: N rows of the column-major D */
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                                    sizeof ld));
-        if (is_fp8(s->ab_type)) { /* in FP8 products aux has a type of its own (by default D's) */
-            int32_t at = cuda_type(s->d_type);
+        if (is_fp8(s->ab_type)) { /* in FP8 products aux has a type of its own (by default D's): the bias's */
+            int32_t at = cuda_type(s->bias_type);
             cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &at,
                                                        sizeof at));
         }
@@ -341,7 +354,7 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
     }
     set_pointers(p, bias, aux);
-    set_scales(p, g->sa, g->sb);
+    set_scales(p, g->sa, g->sb, g->sd, g->amax_d);
 
     /* our B is cuBLASLt's A */
     cudaDataType_t ta_ = cuda_type_of(s->ab_type, 1), tb_ = cuda_type_of(s->ab_type, 0), td = cuda_type(s->d_type);
@@ -355,6 +368,7 @@ static int plan_make_from(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, const 
     else
         cublasCheck(cublasLtMatrixLayoutCreate(&p->lb, tb_, s->K, s->M, s->K));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->ld, td, s->N, s->M, s->N));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->lc, is_fp8(s->d_type) ? CUDA_R_16BF : td, s->N, s->M, s->N));
 
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
@@ -440,6 +454,7 @@ static void plan_set_shape(gemm_plan *p, const gemm_shape *s)
     else
         layout_dims(p->lb, s->K, s->M, s->K);
     layout_dims(p->ld, s->N, s->M, s->N);
+    layout_dims(p->lc, s->N, s->M, s->N);
     if (epi_has_aux(s->epi)) {
         int64_t ld = s->N;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
@@ -486,7 +501,7 @@ static gemm_plan *plan_lookup(gemm_ctx *g, const gemm_shape *sb, const uint8_t a
         return plan_make_from(g, p, sb, align, bias, aux, 1, why, nwhy) ? NULL : p;
     }
     set_pointers(p, bias, aux);
-    set_scales(p, g->sa, g->sb);
+    set_scales(p, g->sa, g->sb, g->sd, g->amax_d);
     return p;
 }
 
@@ -532,7 +547,7 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
     int c = align_class(s);
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (p->takes[c] != 2) {
-        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
+        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld, &p->algo,
                             g->workspace, GEMM_WORKSPACE_BYTES, stream);
         if (st == CUBLAS_STATUS_SUCCESS)
             p->takes[c] = 1;
@@ -544,7 +559,7 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
     if (p->takes[c] == 2) {
         plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
         if (p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt))
-            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld, &p->alt,
+            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld, &p->alt,
                                 g->workspace, GEMM_WORKSPACE_BYTES, stream);
     }
     return st;
@@ -573,7 +588,7 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
         gemm_plan q = {0};
         if (plan_make(g, &q, s, align, bias, aux, why, sizeof why))
             shape_fail(s, why);
-        st = cublasLtMatmul(g->lt, q.desc, &alpha, B, q.la, A, q.lb, &beta, D, q.ld, D, q.ld, &q.algo,
+        st = cublasLtMatmul(g->lt, q.desc, &alpha, B, q.la, A, q.lb, &beta, D, q.lc, D, q.ld, &q.algo,
                             g->workspace, GEMM_WORKSPACE_BYTES, stream);
         plan_release(&q);
         g->nplans--;
@@ -602,15 +617,28 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
 void gemm_run_fp8(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
                   float beta, void *bias, void *aux, const float *sa, const float *sb, cudaStream_t stream)
 {
-    if (!is_fp8(s->ab_type) || s->d_type != GEMM_BF16 || s->trans_a || !s->trans_b || s->K % 16)
-        shape_fail(s, "FP8 products take FP8 A and B, K-major (trans_a 0, trans_b 1), K % 16 == 0 and a bf16 D");
+    gemm_run_fp8_out(g, s, A, B, D, alpha, beta, bias, aux, sa, sb, NULL, NULL, stream);
+}
+
+void gemm_run_fp8_out(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+                      float beta, void *bias, void *aux, const float *sa, const float *sb, const float *sd,
+                      float *amax_d, cudaStream_t stream)
+{
+    int d8 = s->d_type == GEMM_FP8_E4M3;
+    if (!is_fp8(s->ab_type) || (s->d_type != GEMM_BF16 && !d8) || s->trans_a || !s->trans_b || s->K % 16)
+        shape_fail(s, "FP8 products take FP8 A and B, K-major (trans_a 0, trans_b 1), K % 16 == 0 and a bf16 or E4M3 D");
     /* cuBLASLt's heuristic accepts other scale pointers, and then refuses every matmul */
-    if (!sa || !sb || (((uintptr_t)sa | (uintptr_t)sb) & 15))
+    if (!sa || !sb || (((uintptr_t)sa | (uintptr_t)sb | (uintptr_t)sd) & 15))
         shape_fail(s, "FP8 scale pointers must be 16-byte aligned");
+    if (d8 && (!sd || !amax_d || beta != 0.0f || s->bias_type != GEMM_BF16))
+        shape_fail(s, "an E4M3 D takes its scale and maximum pointers, beta 0 and bf16 bias and aux");
     g->sa = sa;
     g->sb = sb;
+    g->sd = d8 ? sd : NULL;
+    g->amax_d = d8 ? amax_d : NULL;
     run_product(g, s, A, B, D, alpha, beta, bias, aux, stream);
-    g->sa = g->sb = NULL;
+    g->sa = g->sb = g->sd = NULL;
+    g->amax_d = NULL;
 }
 
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
@@ -632,7 +660,7 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
     int *dim = shape_dim(&s, d);
     *dim = x < *dim ? x : *dim;
     set_pointers(p, t->bias, t->aux);
-    set_scales(p, t->sa, t->sb);
+    set_scales(p, t->sa, t->sb, t->sd, t->amax_d);
     float alpha = 1.0f, beta = 0.0f;
     int ran = 0, top = *dim;
     /* every alignment class of this dimension (a multiple of 8, of 4, of 2, odd), each at the
@@ -690,6 +718,8 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
                 int had = g->nplans;
                 g->sa = tpl[i].sa;
                 g->sb = tpl[i].sb;
+                g->sd = tpl[i].sd;
+                g->amax_d = tpl[i].amax_d;
                 /* a bucket no algorithm runs is left to gemm_run, which names it if a step needs it */
                 gemm_plan *p = plan_lookup(g, &v, tpl[i].align, tpl[i].bias, tpl[i].aux, why, sizeof why);
                 if (!p)
@@ -703,7 +733,8 @@ int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cud
         }
     }
     free(tpl);
-    g->sa = g->sb = NULL;
+    g->sa = g->sb = g->sd = NULL;
+    g->amax_d = NULL;
     g->warming = 0;
     g->warmed = 1;
     *made = g->nplans - before;
@@ -738,6 +769,16 @@ void gemm_linear_fwd_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *X8,
                     .d_type = GEMM_BF16, .epi = gelu ? GEMM_EPI_GELU_BIAS : bias ? GEMM_EPI_BIAS : GEMM_EPI_NONE,
                     .bias_type = GEMM_BF16};
     gemm_run_fp8(g, &s, X8, W8, Y, 1.0f, 0.0f, (void *)bias, aux, sx, sw, stream);
+}
+
+void gemm_linear_fwd_fp8_out(gemm_ctx *g, int T, int in, int out, const uint8_t *X8, const uint8_t *W8,
+                             const float *sx, const float *sw, const void *bias, uint8_t *Y8, void *aux, int gelu,
+                             const float *sy, float *amax_y, cudaStream_t stream)
+{
+    gemm_shape s = {.M = T, .N = out, .K = in, .trans_a = 0, .trans_b = 1, .ab_type = GEMM_FP8_E4M3,
+                    .d_type = GEMM_FP8_E4M3, .epi = gelu ? GEMM_EPI_GELU_BIAS : bias ? GEMM_EPI_BIAS : GEMM_EPI_NONE,
+                    .bias_type = GEMM_BF16};
+    gemm_run_fp8_out(g, &s, X8, W8, Y8, 1.0f, 0.0f, (void *)bias, aux, sx, sw, sy, amax_y, stream);
 }
 
 void gemm_linear_bwd_data_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *dY8, const uint8_t *Wt8,
@@ -786,7 +827,7 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
     float alpha = 1.0f;
     int ok[TUNE_MAX_CANDS], nok = 0;
     for (int i = 0; i < n; i++) {
-        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld,
                                            &algos[i], g->workspace, GEMM_WORKSPACE_BYTES, stream);
         us[i] = -1.0f; /* a candidate that does not run is left out, whatever the status */
         if (st == CUBLAS_STATUS_SUCCESS)
@@ -807,7 +848,7 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
     cudaCheck(cudaEventRecord(ev[0], stream));
     for (int r = 0, e = 1; r < reps; r++)
         for (int j = 0; j < nok; j++, e++) {
-            cublasCheck(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->ld, D, p->ld,
+            cublasCheck(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld,
                                        &algos[ok[j]], g->workspace, GEMM_WORKSPACE_BYTES, stream));
             cudaCheck(cudaEventRecord(ev[e], stream));
         }

@@ -97,6 +97,13 @@ void gemm_run(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, vo
 void gemm_run_fp8(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
                   float beta, void *bias, void *aux, const float *sa, const float *sb, cudaStream_t stream);
 
+/* The same with d_type GEMM_FP8_E4M3: D = E4M3(*sd x (the product and its epilogue)), beta 0, and
+ * cuBLASLt sets *amax_d to max |the product and its epilogue| (before the scale: overwritten, not
+ * folded into). sd 16-byte aligned; bias and aux bf16. */
+void gemm_run_fp8_out(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, void *D, float alpha,
+                      float beta, void *bias, void *aux, const float *sa, const float *sb, const float *sd,
+                      float *amax_d, cudaStream_t stream);
+
 /* 1 if some algorithm runs shape s with pointers of these alignments (an optional epilogue). */
 int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *B, const void *D,
                    const void *bias, const void *aux);
@@ -118,6 +125,11 @@ void gemm_linear_bwd_data(gemm_ctx *g, gemm_dtype t, int T, int in, int out, con
 void gemm_linear_fwd_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *X8, const uint8_t *W8,
                          const float *sx, const float *sw, const void *bias, void *Y, void *aux, int gelu,
                          cudaStream_t stream);
+/* The forward with its output in E4M3 (gemm_run_fp8_out): Y8 = E4M3(*sy x (X W^T + bias, GELU with
+ * aux as gemm_linear_fwd)), *amax_y = max |Y| (set). */
+void gemm_linear_fwd_fp8_out(gemm_ctx *g, int T, int in, int out, const uint8_t *X8, const uint8_t *W8,
+                             const float *sx, const float *sw, const void *bias, uint8_t *Y8, void *aux, int gelu,
+                             const float *sy, float *amax_y, cudaStream_t stream);
 void gemm_linear_bwd_data_fp8(gemm_ctx *g, int T, int in, int out, const uint8_t *dY8, const uint8_t *Wt8,
                               const float *sg, const float *sw, void *dX, float beta, cudaStream_t stream);
 

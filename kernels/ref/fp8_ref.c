@@ -108,6 +108,7 @@ void fp8_scales_update_ref(float *amax, float *history, float *scale, float *inv
         while (k < 126 && ldexp(m, k + 1) <= fmax_)
             k++;
         scale[i] = (float)ldexp(1.0, k);
-        inv[4 * i] = (float)ldexp(1.0, -k);
+        inv[8 * i] = (float)ldexp(1.0, -k);
+        inv[8 * i + 4] = scale[i];
     }
 }

@@ -486,6 +486,75 @@ static int check_product(lt_ctx *L, const prod_case *pc)
     return rc;
 }
 
+/* FFN1's forward with its output in E4M3 (gemm_linear_fwd_fp8_out, the trainer's path): the E4M3
+ * bytes dequantized against gelu(AB + bias) within E4M3's rounding (2^-4 relative) and the products'
+ * bound; aux (AB + bias, bf16) as in check_product; cuBLASLt's amax of D against the reference's
+ * max |gelu(AB + bias)| (before the scale: the trainer's scales assume so) within 2%. */
+static void check_fp8_out(int M, int N, int K)
+{
+    size_t nd = (size_t)M * N;
+    const float sa = 200.0f, sb = 64.0f, sd = 4.0f;
+    const float host[12] = {1.0f / sa, 0, 0, 0, 1.0f / sb, 0, 0, 0, sd, 0, 0, 0}; /* 16 bytes apart */
+    float *a = (float *)xmalloc((size_t)M * K * 4), *b = (float *)xmalloc((size_t)N * K * 4);
+    uint8_t *A = operand(M, K, K, 0, FP8_E4M3, sa, a), *B = operand(N, K, K, 0, FP8_E4M3, sb, b);
+    float *d_s = device_floats(host, 12), *d_amax;
+    cudaCheck(cudaMalloc(&d_amax, 16));
+    cudaCheck(cudaMemset(d_amax, 0xff, 16));
+    float *hbias = (float *)xmalloc(N * 4), *haux = (float *)xmalloc(nd * 4);
+    for (int i = 0; i < N; i++)
+        hbias[i] = urand();
+    for (size_t i = 0; i < nd; i++)
+        haux[i] = 0.0f;
+    bf16 *bias = bf16_device(hbias, N), *aux = bf16_device(haux, nd);
+    uint8_t *D;
+    cudaCheck(cudaMalloc(&D, nd));
+    cudaCheck(cudaMemset(D, 0xff, nd));
+    cudaCheck(cudaMemset(aux, 0xff, nd * 2));
+    gemm_linear_fwd_fp8_out(the_ctx, M, K, N, A, B, d_s, d_s + 4, bias, D, aux, 1, d_s + 8, d_amax, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    uint8_t *hq = (uint8_t *)xmalloc(nd);
+    float *got = (float *)xmalloc(nd * 4), *ref = (float *)xmalloc(nd * 4), *raux = (float *)xmalloc(nd * 4);
+    float *gaux = (float *)xmalloc(nd * 4), *aa = (float *)xmalloc((size_t)M * K * 4);
+    float *ab = (float *)xmalloc((size_t)N * K * 4), *fS = (float *)xmalloc(nd * 4), *fAB = (float *)xmalloc(nd * 4);
+    double *S = (double *)xmalloc(nd * 8), *AB = (double *)xmalloc(nd * 8);
+    float gamax;
+    cudaCheck(cudaMemcpy(hq, D, nd, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&gamax, d_amax, 4, cudaMemcpyDeviceToHost));
+    bf16_host(gaux, aux, nd);
+    for (size_t i = 0; i < nd; i++)
+        got[i] = fp8_to_float_ref(hq[i], FP8_E4M3) / sd;
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        aa[i] = fabsf(a[i]);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        ab[i] = fabsf(b[i]);
+    gemm_ref(M, N, K, 0, 1, aa, ab, fS, 1.0f, 0.0f, GEMM_REF_NONE, NULL, NULL);
+    gemm_ref(M, N, K, 0, 1, a, b, fAB, 1.0f, 0.0f, GEMM_REF_NONE, NULL, NULL);
+    for (size_t i = 0; i < nd; i++)
+        S[i] = fS[i], AB[i] = fAB[i], ref[i] = 0.0f;
+    memcpy(raux, haux, nd * 4);
+    gemm_ref(M, N, K, 0, 1, a, b, ref, 1.0f, 0.0f, GEMM_REF_GELU_BIAS, hbias, raux);
+    double ramax = 0;
+    for (size_t i = 0; i < nd; i++)
+        ramax = fabs(ref[i]) > ramax ? fabs(ref[i]) : ramax;
+    double c = 1.2 * 0x1p-7; /* fast accumulation */
+    double w = worst_ratio(got, ref, S, AB, nd, 0x1p-4 * 1.1, c, 1e-3);
+    double wa = worst_ratio(gaux, raux, S, AB, nd, 0x1p-8, c, 0.0);
+    double ea = fabs(gamax - ramax) / ramax;
+    char line[300];
+    snprintf(line, sizeof line, "fp8 gemm ctx forward, E4M3 out (GELU_AUX) M %4d N %4d K %4d: D worst %.3f, aux worst "
+             "%.3f of the bound; amax %g against %g (%.2f%%, bound 2%%)", M, N, K, w, wa, (double)gamax, ramax, 100 * ea);
+    result(w <= 1.0 && wa <= 1.0 && ea <= 0.02, line);
+    cudaCheck(cudaFree(A));
+    cudaCheck(cudaFree(B));
+    cudaCheck(cudaFree(d_s));
+    cudaCheck(cudaFree(d_amax));
+    cudaCheck(cudaFree(bias));
+    cudaCheck(cudaFree(aux));
+    cudaCheck(cudaFree(D));
+    free(a), free(b), free(hbias), free(haux), free(hq), free(got), free(ref), free(raux), free(gaux), free(aa);
+    free(ab), free(fS), free(fAB), free(S), free(AB);
+}
+
 static void test_products(void)
 {
     lt_ctx L;
@@ -525,6 +594,8 @@ static void test_products(void)
         };
         for (size_t i = 0; i < sizeof via / sizeof *via; i++)
             check_product(&L, &via[i]);
+        check_fp8_out(1003, 256, 192);
+        check_fp8_out(77, 4096, 1024);
         char line[160];
         snprintf(line, sizeof line, "gemm_ctx: %d plans for %zu FP8 products, %d fallbacks to an exact-shape plan",
                  gemm_ctx_plans(the_ctx), sizeof via / sizeof *via, gemm_ctx_fallbacks(the_ctx));
@@ -617,13 +688,13 @@ static void test_batch(void)
 static void test_scales(void)
 {
     enum { n = 97, len = FP8_HISTORY, rounds = 20 };
-    float amax[n], hist[n * len], scale[n], inv[4 * n], g_hist[n * len], g_scale[n], g_inv[4 * n], g_amax[n];
+    float amax[n], hist[n * len], scale[n], inv[8 * n], g_hist[n * len], g_scale[n], g_inv[8 * n], g_amax[n];
     uint8_t fmt[n];
     for (int i = 0; i < n; i++) {
         fmt[i] = (uint8_t)(i % 3 == 0 ? FP8_E5M2 : FP8_E4M3);
         scale[i] = 1.0f;
     }
-    for (int i = 0; i < 4 * n; i++)
+    for (int i = 0; i < 8 * n; i++)
         inv[i] = 1.0f;
     memset(hist, 0, sizeof hist);
     float *d_amax, *d_hist, *d_scale, *d_inv;
@@ -657,7 +728,7 @@ static void test_scales(void)
         bad += memcmp(g_amax, amax, sizeof amax) != 0 || memcmp(g_hist, hist, sizeof hist) != 0 ||
                memcmp(g_scale, scale, sizeof scale) != 0;
         for (int i = 0; i < n; i++)
-            bad += memcmp(&g_inv[4 * i], &inv[4 * i], 4) != 0;
+            bad += memcmp(&g_inv[8 * i], &inv[8 * i], 4) != 0 || memcmp(&g_inv[8 * i + 4], &inv[8 * i + 4], 4) != 0;
     }
     char line[160];
     snprintf(line, sizeof line, "fp8_scales_update: %d tensors x %d updates, history, scales and inverses as the "

@@ -17,6 +17,7 @@
 
 #include "kernels.h"
 #include "dropout.h"
+#include "ref/gemm_ref.h"
 #include "ref/ref.h"
 
 /* The atol, rtol pair of a check whose output depends on floatX: TOL(bf16 atol, bf16 rtol, fp32 atol,
@@ -476,6 +477,11 @@ static void test_activation(int T, int N, int tanh_act)
     free(hx), free(hb), free(hdo), free(rout), free(rdx), free(got), free(rdb), free(gdb), free(hout);
 }
 
+#ifndef UNPAD_FP32
+static void check_fp8_copy(const char *name, const uint8_t *d_q, const float *d_amax, const float *got, size_t n,
+                           float s, fp8_format f);
+#endif
+
 static void test_bias_bwd(int T, int N)
 {
     size_t TN = (size_t)T * N;
@@ -506,6 +512,27 @@ static void test_bias_bwd(int T, int N)
     bias_bwd_ref(start, hdo, T, N);
     snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias written", T, N);
     check(name, gdb, start, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+#ifndef UNPAD_FP32
+    if (N % 8 == 0) { /* the FP8 variant: the same sums bit for bit, and dout's E5M2 copy */
+        float *gdb8 = hmalloc(N), *amax, *scale;
+        const float s8 = 1024.0f, zero = 0.0f;
+        uint8_t *q = (uint8_t *)dev_poisoned(TN);
+        cudaCheck(cudaMalloc(&amax, 4));
+        cudaCheck(cudaMalloc(&scale, 4));
+        cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(scale, &s8, 4, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(wdb, 0xff, N * 4));
+        bias_bwd_fp8(wdb, q, amax, scale, dout, T, N, scratch, 0, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        get_f32(gdb8, wdb, N);
+        snprintf(name, sizeof name, "bias_bwd_fp8 T%d N%d: dbias", T, N);
+        check_same(name, gdb8, gdb, N);
+        snprintf(name, sizeof name, "bias_bwd_fp8 T%d N%d: dout", T, N);
+        check_fp8_copy(name, q, amax, hdo, TN, s8, FP8_E5M2);
+        dfree(q), dfree(amax), dfree(scale);
+        free(gdb8);
+    }
+#endif
     dfree(wdb);
     dfree(dout), dfree(db), dfree(scratch);
     free(hdo), free(rdb), free(gdb), free(run1), free(start);
@@ -814,9 +841,10 @@ static void test_bias_gelu_tanh_bwd(int T, int N)
     memset(rdb, 0, (size_t)N * 4); /* bias_bwd_ref adds */
     bias_bwd_ref(rdb, ref, T, N);
     char name[96];
-    for (int pass = 0; pass < 2; pass++) { /* 0: into dx, bias gradient written; 1: in place, added */
+    floatX *hg = (floatX *)dev_poisoned(TN * sizeof(floatX));
+    for (int pass = 0; pass < 2; pass++) { /* 0: into dx, bias gradient written, h too; 1: in place, added */
         floatX *out = pass ? dout : dx;
-        bias_gelu_tanh_bwd(out, db, q, amax, scale, dout, x, T, N, scratch, pass, 0);
+        bias_gelu_tanh_bwd(out, db, q, amax, scale, pass ? NULL : hg, dout, x, T, N, scratch, pass, 0);
         cudaCheck(cudaDeviceSynchronize());
         get_floatX(got, out, TN);
         snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d%s: dx", T, N, pass ? " (in place)" : "");
@@ -840,7 +868,16 @@ static void test_bias_gelu_tanh_bwd(int T, int N)
                N, pass ? " (in place)" : "", bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
         cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemset(q, 0xff, TN));
+        if (pass == 0) { /* the GELU's output again, for the FP8 trainer's FFN2 weight gradient */
+            get_floatX(got, hg, TN);
+            for (size_t i = 0; i < TN; i++)
+                ref[i] = (float)gelu_tanh_ref(hx[i]);
+            snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d: h", T, N);
+            check(name, got, ref, TN, TOL(1e-6, 8e-3, 1e-6, 1e-5));
+            gelu_tanh_bwd_ref(ref, hdo, hx, (int64_t)TN);
+        }
     }
+    dfree(hg);
     dfree(x), dfree(dout), dfree(dx), dfree(db), dfree(scratch), dfree(amax), dfree(scale), dfree(q);
     free(hx), free(hdo), free(got), free(ref), free(rdb), free(gdb), free(db2), free(hq), free(rq);
 }
