@@ -243,6 +243,10 @@ static void set_scales(gemm_plan *p, const float *sa, const float *sb, const flo
     }
 }
 
+/* C of D = alpha A B + beta C: D itself (in place), except for an FP8 D, whose C (bf16) cuBLASLt
+ * accepts only as no matrix at all (beta is 0 there) */
+static void *c_of(const gemm_plan *p, void *D) { return is_fp8(p->s.d_type) ? NULL : D; }
+
 static void set_pointers(gemm_plan *p, void *bias, void *aux)
 {
     p->bias = bias;
@@ -547,8 +551,8 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
     int c = align_class(s);
     cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (p->takes[c] != 2) {
-        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld, &p->algo,
-                            g->workspace, GEMM_WORKSPACE_BYTES, stream);
+        st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, c_of(p, D), p->lc, D, p->ld,
+                            &p->algo, g->workspace, GEMM_WORKSPACE_BYTES, stream);
         if (st == CUBLAS_STATUS_SUCCESS)
             p->takes[c] = 1;
         else if (refused(st)) {
@@ -559,8 +563,8 @@ static cublasStatus_t plan_exec(gemm_ctx *g, gemm_plan *p, const gemm_shape *s, 
     if (p->takes[c] == 2) {
         plan_alt(g, p); /* made once per bucket (gemm_ctx_warm makes it ahead) */
         if (p->alt_state == 1 && memcmp(&p->alt, &p->algo, sizeof p->alt))
-            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld, &p->alt,
-                                g->workspace, GEMM_WORKSPACE_BYTES, stream);
+            st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, c_of(p, D), p->lc, D, p->ld,
+                                &p->alt, g->workspace, GEMM_WORKSPACE_BYTES, stream);
     }
     return st;
 }
@@ -588,7 +592,7 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
         gemm_plan q = {0};
         if (plan_make(g, &q, s, align, bias, aux, why, sizeof why))
             shape_fail(s, why);
-        st = cublasLtMatmul(g->lt, q.desc, &alpha, B, q.la, A, q.lb, &beta, D, q.lc, D, q.ld, &q.algo,
+        st = cublasLtMatmul(g->lt, q.desc, &alpha, B, q.la, A, q.lb, &beta, c_of(&q, D), q.lc, D, q.ld, &q.algo,
                             g->workspace, GEMM_WORKSPACE_BYTES, stream);
         plan_release(&q);
         g->nplans--;
@@ -626,7 +630,8 @@ void gemm_run_fp8_out(gemm_ctx *g, const gemm_shape *s, const void *A, const voi
 {
     int d8 = s->d_type == GEMM_FP8_E4M3;
     if (!is_fp8(s->ab_type) || (s->d_type != GEMM_BF16 && !d8) || s->trans_a || !s->trans_b || s->K % 16)
-        shape_fail(s, "FP8 products take FP8 A and B, K-major (trans_a 0, trans_b 1), K % 16 == 0 and a bf16 or E4M3 D");
+        shape_fail(s, "FP8 products take FP8 A and B, K-major (trans_a 0, trans_b 1), K % 16 == 0 and a bf16 or "
+                      "E4M3 D");
     /* cuBLASLt's heuristic accepts other scale pointers, and then refuses every matmul */
     if (!sa || !sb || (((uintptr_t)sa | (uintptr_t)sb | (uintptr_t)sd) & 15))
         shape_fail(s, "FP8 scale pointers must be 16-byte aligned");
@@ -827,8 +832,8 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
     float alpha = 1.0f;
     int ok[TUNE_MAX_CANDS], nok = 0;
     for (int i = 0; i < n; i++) {
-        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld,
-                                           &algos[i], g->workspace, GEMM_WORKSPACE_BYTES, stream);
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, c_of(p, D), p->lc,
+                                           D, p->ld, &algos[i], g->workspace, GEMM_WORKSPACE_BYTES, stream);
         us[i] = -1.0f; /* a candidate that does not run is left out, whatever the status */
         if (st == CUBLAS_STATUS_SUCCESS)
             ok[nok++] = i;
@@ -848,8 +853,8 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
     cudaCheck(cudaEventRecord(ev[0], stream));
     for (int r = 0, e = 1; r < reps; r++)
         for (int j = 0; j < nok; j++, e++) {
-            cublasCheck(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, D, p->lc, D, p->ld,
-                                       &algos[ok[j]], g->workspace, GEMM_WORKSPACE_BYTES, stream));
+            cublasCheck(cublasLtMatmul(g->lt, p->desc, &alpha, B, p->la, A, p->lb, &beta, c_of(p, D), p->lc, D,
+                                       p->ld, &algos[ok[j]], g->workspace, GEMM_WORKSPACE_BYTES, stream));
             cudaCheck(cudaEventRecord(ev[e], stream));
         }
     cudaCheck(cudaEventSynchronize(ev[nev - 1]));
