@@ -196,7 +196,8 @@ void bias_bwd_fp8(float *dbias, uint8_t *dout8, float *amax8, const float *scale
  * makes of dx as stored (times *scale8, 8-byte aligned), max |dx| folded into *amax8: the FP8
  * operand of the next data gradient without reading dx back; with h != NULL also h = gelu_tanh(x),
  * the forward's output again (where the forward kept only its FP8 copy). N % 8 == 0. In place
- * (dx = dout) is allowed. Reference: gelu_tanh_bwd_ref, gelu_tanh_ref, bias_bwd_ref, cast_fp8_ref. */
+ * (dx = dout, h = x: each element is read before it is written, by the same thread) is allowed.
+ * Reference: gelu_tanh_bwd_ref, gelu_tanh_ref, bias_bwd_ref, cast_fp8_ref. */
 UNPAD_EXTERN_C
 void bias_gelu_tanh_bwd(floatX *dx, float *dbias, uint8_t *dx8, float *amax8, const float *scale8, floatX *h,
                         const floatX *dout, const floatX *x, int T, int N, float *scratch, int accumulate,

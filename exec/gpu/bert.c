@@ -120,10 +120,11 @@ struct bert {
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
     size_t f8_bytes;             /* device bytes of all of the above */
-    /* FFN1's forward writes its GELU's output only in E4M3 (into the memory of layer_acts.h, which the
-     * backward's GELU pass fills with the bf16 values FFN2's weight gradient reads): cuBLASLt sets
-     * max |h| of layer l in f8_amax_d[4 l] (16-byte aligned), folded into the running maximum after
-     * each backward. UNPAD_FP8_GELU_OUT=0 keeps the bf16 output and its cast instead. */
+    /* FFN1's forward writes its GELU's output only in E4M3 (layer_acts.h holds one byte an element);
+     * the backward's GELU pass writes the bf16 values FFN2's weight gradient reads over the GELU's
+     * input (pre), which it has read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l]
+     * (16-byte aligned), folded into the running maximum after each backward. UNPAD_FP8_GELU_OUT=0
+     * keeps the bf16 output and its cast instead. */
     int f8_gelu_out;
     float *f8_amax_d;
 };
@@ -277,7 +278,7 @@ static size_t layout_acts(bert *b, char *base)
         x->ln1_rstd = carve(&a, Tm * 4);
         x->a = carve(&a, Tm * H * XB);
         x->pre = carve(&a, Tm * F * XB);
-        x->h = carve(&a, Tm * F * XB);
+        x->h = carve(&a, Tm * F * (b->f8_gelu_out ? 1 : XB)); /* E4M3 only, or bf16 */
         x->ln2_in = carve(&a, Tm * H * XB);
         x->ln2_mean = carve(&a, Tm * 4);
         x->ln2_rstd = carve(&a, Tm * 4);
@@ -390,8 +391,6 @@ static int fp8_create(bert *b, unpad_err *err)
         b->f8_bytes += buf[i].bytes;
     }
     cudaCheck(cudaMemset(b->f8_amax_d, 0, (size_t)c->layers * 16));
-    const char *go = getenv("UNPAD_FP8_GELU_OUT");
-    b->f8_gelu_out = !b->opt.gelu_erf && !(go && !strcmp(go, "0"));
     float *one = malloc((size_t)n * 32);
     uint8_t *fmt = malloc((size_t)n);
     fp8_cast_item *it = malloc((size_t)nw * sizeof *it);
@@ -406,9 +405,14 @@ static int fp8_create(bert *b, unpad_err *err)
             int in, out, i = l * FP8_SLOTS + FP8_LINEARS + k;
             fp8_dims(b, k, &in, &out);
             int64_t o = fp8_woff(b, l, k);
-            it[l * FP8_LINEARS + k] = (fp8_cast_item){.out = b->w8 + o, .out_t = b->w8t + o, .ld_t = out,
-                                                      .amax = b->f8_amax + i, .in = (const bf16 *)W(fp8_wparam(b, l, k)),
-                                                      .scale = b->f8_scale + i, .rows = out, .cols = in};
+            it[l * FP8_LINEARS + k] = (fp8_cast_item){.out = b->w8 + o,
+                                                      .out_t = b->w8t + o,
+                                                      .ld_t = out,
+                                                      .amax = b->f8_amax + i,
+                                                      .in = (const bf16 *)W(fp8_wparam(b, l, k)),
+                                                      .scale = b->f8_scale + i,
+                                                      .rows = out,
+                                                      .cols = in};
             invariantCheck(fp8_cast_item_ok(&it[l * FP8_LINEARS + k]), "FP8 weight cast of layer %d, Linear %d", l, k);
             int tiles = ((out + 127) / 128) * ((in + 127) / 128);
             b->f8_tiles = tiles > b->f8_tiles ? tiles : b->f8_tiles;
@@ -502,6 +506,8 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     cudaCheck(cudaMemcpy(b->d_lamb, lt, (size_t)b->ntensors * sizeof *lt, cudaMemcpyHostToDevice));
     free(lt);
 
+    const char *go = getenv("UNPAD_FP8_GELU_OUT"); /* before the layout: h's bytes depend on it */
+    b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && !(go && !strcmp(go, "0"));
     b->arena_bytes = layout_acts(b, NULL);
     char what[160];
     snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "
@@ -950,8 +956,8 @@ static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bia
     int xi = l * FP8_SLOTS + k, wi = xi + FP8_LINEARS;
     if (!x8)
         cast_fp8(b->q8, b->f8_amax + xi, (const bf16 *)X, b->f8_scale + xi, T, in, FP8_E4M3, s);
-    gemm_linear_fwd_fp8(b->gemm, T, in, out, x8 ? x8 : b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi), bias,
-                        Y, aux, gelu, s);
+    gemm_linear_fwd_fp8(b->gemm, T, in, out, x8 ? x8 : b->q8, b->w8 + fp8_woff(b, l, k), f8_inv(b, xi), f8_inv(b, wi),
+                        bias, Y, aux, gelu, s);
     if (!b->f8_ready)
         gemm_linear_fwd(b->gemm, GEMM_X, T, in, out, X, Wb, bias, Y, aux, gelu, s);
     b->f8_runs += b->f8_ready;
@@ -1054,9 +1060,10 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         if (b->opt.gelu_erf) {
             linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, b->opt.fp8 ? b->q8 : NULL, s);
             bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
-        } else if (!b->opt.fp8 || !b->f8_gelu_out) {
+        } else if (!b->f8_gelu_out) {
             linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->opt.fp8 ? b->q8 : NULL, s);
-        } else { /* FP8, its E4M3 output into h's memory (the bf16 product after it while calibrating) */
+        } else { /* FP8, its E4M3 output into h (while calibrating, the bf16 product after it, its h in dF,
+                  * free until the backward) */
             int xi = l * FP8_SLOTS + FP8_F1;
             gemm_linear_fwd_fp8_out(g, T, H, F, b->q8, b->w8 + fp8_woff(b, l, FP8_F1), f8_inv(b, xi),
                                     f8_inv(b, xi + FP8_LINEARS), W(o->f1_b), (uint8_t *)a->h, a->pre, 1,
@@ -1064,12 +1071,14 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
             if (b->f8_ready)
                 b->f8_runs++;
             else
-                linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->q8, s);
+                linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), b->dF, a->pre, 1, b->q8, s);
         }
         END(OP_FFN1_FWD, l);
         BEGIN(OP_FFN2_FWD, l);
-        linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0,
-                   b->opt.fp8 && b->f8_gelu_out && b->f8_ready ? (const uint8_t *)a->h : NULL, s);
+        if (!b->f8_gelu_out)
+            linear_fwd(b, l, FP8_F2, a->h, NULL, b->tmp, NULL, 0, NULL, s);
+        else
+            linear_fwd(b, l, FP8_F2, b->dF, NULL, b->tmp, NULL, 0, b->f8_ready ? (const uint8_t *)a->h : NULL, s);
         END(OP_FFN2_FWD, l);
         BEGIN(OP_FFN_LN_FWD, l);
         /* with FP8 (but the last layer's), the E4M3 copy of its output: the next QKV's operand */
@@ -1185,8 +1194,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
                W(o->ln2_g), pd, l, 2, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F2 : -1, s);
         END(OP_FFN_LN_BWD, l);
         /* With FFN1's output kept only in E4M3, FFN2's weight gradient waits for the GELU pass that
-         * writes h again: traced under ffn1_bwd. */
-        int h_later = b->opt.fp8 && b->f8_gelu_out;
+         * writes h again, over pre: traced under ffn1_bwd. */
+        int h_later = b->f8_gelu_out;
         BEGIN(OP_FFN2_BWD, l);
         if (!h_later)
             gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
@@ -1201,11 +1210,11 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
             bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
         } else if (b->opt.fp8) {
             int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F1;
-            bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, h_later ? a->h : NULL,
+            bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, h_later ? a->pre : NULL,
                                b->dF, a->pre, T, F, b->scratch, acc, s);
             f1_cast = 1;
             if (h_later)
-                gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
+                gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->pre, G(o->f2_w), wb, s);
         } else {
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
         }
@@ -1244,7 +1253,7 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
                   b->emb_mean, b->emb_rstd, T, H, c->type_vocab, pd, dseed, 0, b->scratch, s);
     END(OP_EMBED_BWD, -1);
     grads_ready(b, 0, b->lo[0].qkv_w, s); /* embeddings, with the tied decoder's share */
-    if (b->opt.fp8 && b->f8_gelu_out) /* the maxima of FFN1's E4M3 outputs */
+    if (b->f8_gelu_out) /* the maxima of FFN1's E4M3 outputs */
         fp8_amax_fold(b->f8_amax, FP8_SLOTS, FP8_F2, b->f8_amax_d, 4, L, s);
     if (b->opt.fp8 && !b->f8_ready) { /* the first maxima: every product from now on in FP8 */
         fp8_update(b, 1, s);
