@@ -120,11 +120,11 @@ struct bert {
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
     size_t f8_bytes;             /* device bytes of all of the above */
-    /* FFN1's forward writes its GELU's output only in E4M3 (layer_acts.h holds one byte an element);
-     * the backward's GELU pass writes the bf16 values FFN2's weight gradient reads over the GELU's
-     * input (pre), which it has read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l]
-     * (16-byte aligned), folded into the running maximum after each backward. UNPAD_FP8_GELU_OUT=0
-     * keeps the bf16 output and its cast instead. */
+    /* UNPAD_FP8_GELU_OUT=1 (experimental, off by default: docs/trainer.md): FFN1's forward writes its
+     * GELU's output only in E4M3 (layer_acts.h holds one byte an element); the backward's GELU pass
+     * writes the bf16 values FFN2's weight gradient reads over the GELU's input (pre), which it has
+     * read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l] (16-byte aligned), folded into
+     * the running maximum after each backward. Off: the bf16 output and its cast. */
     int f8_gelu_out;
     float *f8_amax_d;
 };
@@ -507,7 +507,12 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     free(lt);
 
     const char *go = getenv("UNPAD_FP8_GELU_OUT"); /* before the layout: h's bytes depend on it */
-    b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && !(go && !strcmp(go, "0"));
+    if (go && *go && strcmp(go, "0") && strcmp(go, "1")) {
+        unpad_fail(err, UNPAD_EINVAL, NULL, 0, "UNPAD_FP8_GELU_OUT='%s': expected 0 or 1", go);
+        bert_free(b);
+        return NULL;
+    }
+    b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && go && !strcmp(go, "1");
     b->arena_bytes = layout_acts(b, NULL);
     char what[160];
     snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "

@@ -542,7 +542,8 @@ static void check_fp8_out(int M, int N, int K)
     double ea = fabs(gamax - ramax) / ramax;
     char line[300];
     snprintf(line, sizeof line, "fp8 gemm ctx forward, E4M3 out (GELU_AUX) M %4d N %4d K %4d: D worst %.3f, aux worst "
-             "%.3f of the bound; amax %g against %g (%.2f%%, bound 2%%)", M, N, K, w, wa, (double)gamax, ramax, 100 * ea);
+             "%.3f of the bound; amax %g against %g (%.2f%%, bound 2%%)", M, N, K, w, wa, (double)gamax, ramax,
+             100 * ea);
     result(w <= 1.0 && wa <= 1.0 && ea <= 0.02, line);
     cudaCheck(cudaFree(A));
     cudaCheck(cudaFree(B));
