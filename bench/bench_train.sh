@@ -22,12 +22,13 @@
 #   steps    300 steps (fp32 build, bert-tiny, dropout off) against transformers' BertForPreTraining
 #            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
 #            every step, and the final weights
-#   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56 and 96, bf16 and with
-#            --fp8 on: samples/s, TFLOP/s, memory, a trace of one step; batch 56 against its targets
+#   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56 and 96, bf16 (off), with
+#            --fp8 on (on), and with --fp8 on and the experimental UNPAD_FP8_GELU_OUT=1 (gelu8):
+#            samples/s, TFLOP/s, memory, a trace of one step; batch 56 against its targets
 #            (1,000 samples/s, 28.4 GiB), printed as met or MISSED (a miss does not fail the script)
-#   fp8      --fp8 on against the bf16 trainer: the gradients of one step (2-layer bert-base and
-#            BERT-Large shapes, relative L2 within FP8_GRAD_BOUND, default 0.25: E4M3 / E5M2 round
-#            to 2^-4 / 2^-3), and BERT-Large from scratch on the WikiText-2 shards (WT2, 400 steps of
+#   fp8      --fp8 on (and gelu8) against the bf16 trainer: the gradients of one step (2-layer
+#            bert-base and BERT-Large shapes, relative L2 within FP8_GRAD_BOUND, default 0.25: E4M3 /
+#            E5M2 round to 2^-4 / 2^-3), and BERT-Large (--fp8 on) from scratch on the WikiText-2 shards (WT2, 400 steps of
 #            64): the loss every 25 steps and the eval MLM loss, within 2% of the bf16 run's
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
 #   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
@@ -239,17 +240,23 @@ $(same_losses "$P-plain.log" "$P-again.log" 0 $tol)"
     done
 fi
 
+# FP8 variants: off (bf16), on (--fp8 on), gelu8 (--fp8 on with the experimental UNPAD_FP8_GELU_OUT=1)
+fp8_flag() { [ "$1" = off ] && echo off || echo on; }
+fp8_gelu8() { [ "$1" = gelu8 ] && echo 1 || echo 0; }
 if has fp8; then
     for m in base large; do
         cfg=$OUT/bert-$m-2.cfg
         sed -e 's/^layers *=.*/layers = 2/' -e "s/^name *=.*/name = bert-$m-2layers/" models/bert-$m.cfg >"$cfg"
-        for f in off on; do
-            timeout 120 $T --model "$cfg" --synthetic --batch 16 --steps 1 --no-dropout --seed 7 --fp8 $f \
-                --dump-grads "$OUT/fp8g-$m-$f.bin" >"$OUT/fp8-grad-$m-$f.log" 2>&1 || say "fp8      $m --fp8 $f rc=$?"
+        for f in off on gelu8; do
+            UNPAD_FP8_GELU_OUT=$(fp8_gelu8 $f) timeout 120 $T --model "$cfg" --synthetic --batch 16 --steps 1 \
+                --no-dropout --seed 7 --fp8 $(fp8_flag $f) --dump-grads "$OUT/fp8g-$m-$f.bin" \
+                >"$OUT/fp8-grad-$m-$f.log" 2>&1 || say "fp8      $m $f rc=$?"
         done
-        timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/fp8g-$m-on.bin" --against "$OUT/fp8g-$m-off.bin" \
-            --grad-bound "${FP8_GRAD_BOUND:-0.25}" >"$OUT/fp8-grad-$m.log" 2>&1
-        say "fp8      gradients $m (2 layers) against bf16 rc=$? $(tail -1 "$OUT/fp8-grad-$m.log")"
+        for f in on gelu8; do
+            timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/fp8g-$m-$f.bin" --against "$OUT/fp8g-$m-off.bin" \
+                --grad-bound "${FP8_GRAD_BOUND:-0.25}" >"$OUT/fp8-grad-$m-$f-cmp.log" 2>&1
+            say "fp8      gradients $m (2 layers), $f against bf16 rc=$? $(tail -1 "$OUT/fp8-grad-$m-$f-cmp.log")"
+        done
         rm -f "$OUT/fp8g-$m-"*.bin
     done
     WT2=${WT2:-out/wt2}
@@ -270,21 +277,21 @@ fi
 if has large; then
     # batch 56 (traced at step 25) and 96, bf16 and FP8; the summary line gives steady-state and
     # whole-run rates
-    for f in off on; do
+    for f in off on gelu8; do
         for bsz in 56 96; do
             tr=()
             [ $bsz = 56 ] && tr=(--trace "$OUT/large-trace-fp8$f.csv" --trace-json "$OUT/large-trace-fp8$f.json"
                 --trace-steps 25:25)
-            timeout 240 $T --model models/bert-large.cfg --synthetic --batch $bsz --steps 30 --log-every 10 \
-                "${tr[@]}" --seed 1 --fp8 $f >"$OUT/large-b$bsz-fp8$f.log" 2>&1
-            say "large    b$bsz --fp8 $f rc=$? $(grep '^summary' "$OUT/large-b$bsz-fp8$f.log" | cut -c1-250)"
+            UNPAD_FP8_GELU_OUT=$(fp8_gelu8 $f) timeout 240 $T --model models/bert-large.cfg --synthetic --batch $bsz \
+                --steps 30 --log-every 10 "${tr[@]}" --seed 1 --fp8 $(fp8_flag $f) >"$OUT/large-b$bsz-fp8$f.log" 2>&1
+            say "large    b$bsz $f rc=$? $(grep '^summary' "$OUT/large-b$bsz-fp8$f.log" | cut -c1-250)"
         done
         # the targets at batch 56 (steady state, one GPU): 1,000 samples/s, no more memory than 28.4 GiB
         sum56=$(grep '^summary' "$OUT/large-b56-fp8$f.log")
         sps=$(echo "$sum56" | grep -oE '[0-9.]+ samples/s' | head -1 | cut -d' ' -f1)
         mem=$(echo "$sum56" | grep -oE 'device memory in use [0-9.]+' | grep -oE '[0-9.]+$')
         if [ -n "$sps" ] && [ -n "$mem" ]; then
-            say "large    targets at b56, --fp8 $f: $sps samples/s (>= 1000: $(awk -v x="$sps" 'BEGIN {print (x + 0 >= 1000 ? "met" : "MISSED")}')), $mem GiB in use (<= 28.4: $(awk -v x="$mem" 'BEGIN {print (x + 0 <= 28.4 ? "met" : "MISSED")}'))"
+            say "large    targets at b56, $f: $sps samples/s (>= 1000: $(awk -v x="$sps" 'BEGIN {print (x + 0 >= 1000 ? "met" : "MISSED")}')), $mem GiB in use (<= 28.4: $(awk -v x="$mem" 'BEGIN {print (x + 0 <= 28.4 ? "met" : "MISSED")}'))"
         fi
     done
 fi
