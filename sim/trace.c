@@ -11,6 +11,46 @@
 
 void trace_write_header(FILE *f) { fprintf(f, "%s\n", TRACE_HEADER); }
 
+static const char *const products_names[] = {"bf16", "fp8", "fp32"};
+
+const char *trace_products_name(int products)
+{
+    return products >= 0 && products < 3 ? products_names[products] : "?";
+}
+
+void trace_write_products(FILE *f, int products)
+{
+    fprintf(f, "%s %s\n", TRACE_PRODUCTS_TAG, trace_products_name(products));
+}
+
+/* line: a products line (TRACE_PRODUCTS_TAG and a name); sets set's products, or refuses an unknown
+ * name or one that differs from what the set already holds. */
+static int parse_products(const char *path, int lineno, const char *line, trace_set *set, unpad_err *err)
+{
+    const char *v = line + strlen(TRACE_PRODUCTS_TAG);
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strcspn(v, " \t\r");
+    for (const char *q = v + n; *q; q++)
+        if (*q != ' ' && *q != '\t' && *q != '\r')
+            n = 0; /* something after the name */
+    int p = -1;
+    for (int i = 0; i < 3; i++)
+        if (n == strlen(products_names[i]) && !strncmp(v, products_names[i], n))
+            p = i;
+    if (p < 0)
+        return unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                          "'%s': expected '%s bf16', '%s fp8' or '%s fp32' (the trainer's products)", line,
+                          TRACE_PRODUCTS_TAG, TRACE_PRODUCTS_TAG, TRACE_PRODUCTS_TAG);
+    if (set->products_line && set->products != p)
+        return unpad_fail(err, UNPAD_EINVAL, path, lineno,
+                          "products %s, where the rows before were measured with %s: one trace per precision",
+                          products_names[p], trace_products_name(set->products));
+    set->products = p;
+    set->products_line = lineno;
+    return UNPAD_OK;
+}
+
 void trace_write_row(FILE *f, const trace_row *r)
 {
     fprintf(f, "%s,%s,%d,%d,%d,%s,%d,%d,%d,%ld,%ld,%.0f,%d,%.6g,%.6g,%.3f,%.3f\n", r->hw, r->model,
@@ -85,12 +125,18 @@ int trace_parse(const char *path, const char *text, size_t len, trace_set *set, 
 {
     int rc = UNPAD_OK, header = 0, got;
     size_t before = set->n;
+    int before_products = set->products, before_line = set->products_line;
     unpad_lines it;
     char line[UNPAD_LINE_MAX + 1];
     unpad_lines_init(&it, path, text, len);
     while ((got = unpad_lines_next(&it, err)) > 0) {
         const int lineno = it.lineno;
         memcpy(line, it.line, it.len + 1);
+        if (it.len && !strncmp(line, TRACE_PRODUCTS_TAG, strlen(TRACE_PRODUCTS_TAG))) {
+            if ((rc = parse_products(path, lineno, line, set, err)))
+                goto fail;
+            continue;
+        }
         if (!it.len || line[0] == '#')
             continue;
         if (!header) {
@@ -202,6 +248,8 @@ int trace_parse(const char *path, const char *text, size_t len, trace_set *set, 
     return UNPAD_OK;
 fail:
     set->n = before; /* nothing half-read is kept */
+    set->products = before_products;
+    set->products_line = before_line;
     return rc;
 }
 

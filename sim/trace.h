@@ -33,9 +33,19 @@ typedef struct {
     int *len;
 } trace_batch_lengths;
 
+/* The products the trainer measured a trace with, from its comment line "# products: NAME" before
+ * the header (TRACE_PRODUCTS_TAG): bf16 (the default build), fp8 (--fp8 on) or fp32 (the fp32
+ * build). A trace without the line (the simulator's, or older traces) is bf16. */
+#define TRACE_PRODUCTS_TAG "# products:"
+enum { TRACE_BF16 = 0, TRACE_FP8, TRACE_FP32 };
+const char *trace_products_name(int products);
+void trace_write_products(FILE *f, int products);
+
 typedef struct {
     trace_row *rows;
     size_t n, cap;
+    int products;      /* TRACE_BF16 / TRACE_FP8 / TRACE_FP32 */
+    int products_line; /* the line that named them (0: none, bf16) */
     trace_batch_lengths *lens; /* (nlens) optional, owned: fit.c uses them instead of rebuilding */
     size_t nlens;
 } trace_set;
@@ -44,7 +54,8 @@ void trace_write_header(FILE *f);
 void trace_write_row(FILE *f, const trace_row *r);
 
 /* Reads a trace CSV, appending to set; every malformed line is refused with file:line:reason
- * (the header exactly TRACE_HEADER; integers within their columns' ranges, step at most INT_MAX;
+ * (a products line naming bf16, fp8 or fp32, and not another than the set's; the header exactly
+ * TRACE_HEADER; integers within their columns' ranges, step at most INT_MAX;
  * times at most 1e15 us, FLOPs, bytes and sum_len2 at most 1e30; no NUL byte, no over-long line).
  * On failure set is left as it was. */
 int trace_read(const char *path, trace_set *set, unpad_err *err);

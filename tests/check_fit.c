@@ -326,6 +326,17 @@ START_TEST(test_bad_traces)
     snprintf(text, sizeof text, "%s\n%s", TRACE_HEADER, row_h200);
     m = check_file(text, "h200-sxm", &rc);
     ck_assert_int_eq(rc, UNPAD_OK);
+    /* measured with FP8 products or by the fp32 build: not the bf16 operators the model describes */
+    snprintf(text, sizeof text, "# unpad-train\n# products: fp8\n%s\n%s", TRACE_HEADER, row_h200);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_msg(rc == UNPAD_EINVAL && strstr(m, ".csv:2: measured with fp8 products (unpad-train --fp8 on)"), "%s",
+                  m);
+    snprintf(text, sizeof text, "# products: fp32\n%s\n%s", TRACE_HEADER, row_h200);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_msg(rc == UNPAD_EINVAL && strstr(m, ":1: measured with fp32 products (the fp32 build)"), "%s", m);
+    snprintf(text, sizeof text, "# products: bf16\n%s\n%s", TRACE_HEADER, row_h200);
+    m = check_file(text, "h200-sxm", &rc);
+    ck_assert_msg(rc == UNPAD_OK, "%s", m);
     /* a model nobody configured */
     trace_set set = {0};
     trace_row r = {.hw = "h200-sxm", .model = "bert-huge", .gpus = 1, .op = OP_QKV_FWD, .seqs = 1,

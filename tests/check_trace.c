@@ -212,6 +212,58 @@ START_TEST(test_ranges_fit_their_types)
 }
 END_TEST
 
+/* The trainer's products line: read into the set, written and read back, refused when it names
+ * something else or contradicts the rows already read. */
+START_TEST(test_products_line)
+{
+    const char *row = "h200,bert,1,0,0,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,3\n";
+    char text[1024];
+    trace_set set = {0};
+    unpad_err e;
+    snprintf(text, sizeof text, "%s\n%s", TRACE_HEADER, row); /* none: bf16 */
+    ck_assert_msg(trace_parse("t.csv", text, strlen(text), &set, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(set.products, TRACE_BF16);
+    ck_assert_int_eq(set.products_line, 0);
+    trace_set_free(&set);
+    memset(&set, 0, sizeof set);
+    snprintf(text, sizeof text, "# a comment\n# products: fp8\n%s\n%s", TRACE_HEADER, row);
+    ck_assert_msg(trace_parse("t.csv", text, strlen(text), &set, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(set.products, TRACE_FP8);
+    ck_assert_int_eq(set.products_line, 2);
+    ck_assert_int_eq(set.n, 1);
+    /* a second file of other products into the same set: refused, the set as it was */
+    snprintf(text, sizeof text, "# products: bf16\n%s\n%s", TRACE_HEADER, row);
+    ck_assert_int_eq(trace_parse("u.csv", text, strlen(text), &set, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "u.csv:1: products bf16, where the rows before were measured with fp8"), "%s", e.msg);
+    ck_assert_int_eq(set.products, TRACE_FP8);
+    ck_assert_int_eq(set.products_line, 2);
+    ck_assert_int_eq(set.n, 1);
+    trace_set_free(&set);
+    const char *bad[] = {"# products: int8", "# products: fp8 fp32", "# products:", "# products: FP8"};
+    for (int i = 0; i < 4; i++) {
+        memset(&set, 0, sizeof set);
+        snprintf(text, sizeof text, "%s\n%s\n%s", bad[i], TRACE_HEADER, row);
+        ck_assert_int_eq(trace_parse("t.csv", text, strlen(text), &set, &e), UNPAD_EINVAL);
+        ck_assert_msg(strstr(e.msg, "t.csv:1: '") && strstr(e.msg, "expected '# products: bf16'"), "%s", e.msg);
+        ck_assert_int_eq(set.products_line, 0);
+    }
+    /* written as the trainer writes it, read back */
+    char out[] = "/tmp/unpad-test-products-XXXXXX";
+    int fd = mkstemp(out);
+    FILE *f = fdopen(fd, "w");
+    trace_write_products(f, TRACE_FP32);
+    trace_write_header(f);
+    fputs(row, f);
+    fclose(f);
+    memset(&set, 0, sizeof set);
+    ck_assert_msg(trace_read(out, &set, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(set.products, TRACE_FP32);
+    ck_assert_str_eq(trace_products_name(set.products), "fp32");
+    trace_set_free(&set);
+    unlink(out);
+}
+END_TEST
+
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -222,6 +274,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_nul_byte_refused);
     tcase_add_test(tc, test_long_rows_read_whole_or_refused);
     tcase_add_test(tc, test_ranges_fit_their_types);
+    tcase_add_test(tc, test_products_line);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -96,8 +96,8 @@ static void name_lanes(optrace *t, int vranks)
         }
 }
 
-optrace *optrace_create(const char *hw, const model_cfg *m, FILE *csv, chrome_trace *json, int proc_rank,
-                        int vranks, int64_t start_us, unpad_err *err)
+optrace *optrace_create(const char *hw, const model_cfg *m, int products, FILE *csv, chrome_trace *json,
+                        int proc_rank, int vranks, int64_t start_us, unpad_err *err)
 {
     optrace *t = calloc(1, sizeof *t);
     if (!t) {
@@ -113,8 +113,10 @@ optrace *optrace_create(const char *hw, const model_cfg *m, FILE *csv, chrome_tr
     t->open_rec = -1;
     t->gpus = 1;
     cudaCheck(cudaEventCreate(&t->step_start));
-    if (csv)
+    if (csv) {
+        trace_write_products(csv, products);
         trace_write_header(csv);
+    }
     if (json)
         name_lanes(t, vranks);
     return t;

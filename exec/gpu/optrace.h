@@ -17,6 +17,7 @@
 #include "chrome_trace.h"
 #include "gpu/bert.h"
 #include "ops.h"
+#include "trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,11 +29,12 @@ typedef struct optrace optrace;
 #define OPTRACE_TID_ALLREDUCE 1000
 #define OPTRACE_TID_OPTIMIZER 1001
 
-/* csv / json may be NULL (not written); the tracer does not close them. proc_rank names the JSON
- * process, vranks its lanes; start_us: the run's start (chrome_trace_now_us), the zero of the
- * JSON timestamps. NULL with err when out of host memory. */
-optrace *optrace_create(const char *hw, const model_cfg *m, FILE *csv, chrome_trace *json, int proc_rank,
-                        int vranks, int64_t start_us, unpad_err *err);
+/* csv / json may be NULL (not written); the tracer does not close them. products (TRACE_BF16,
+ * TRACE_FP8, TRACE_FP32) goes into the CSV's products line. proc_rank names the JSON process, vranks
+ * its lanes; start_us: the run's start (chrome_trace_now_us), the zero of the JSON timestamps. NULL
+ * with err when out of host memory. */
+optrace *optrace_create(const char *hw, const model_cfg *m, int products, FILE *csv, chrome_trace *json,
+                        int proc_rank, int vranks, int64_t start_us, unpad_err *err);
 void optrace_free(optrace *t);
 
 /* The hooks to give bert_set_hooks and bert_set_group_hooks. A grouped FMHA launch becomes a row

@@ -156,6 +156,17 @@ static int open_file(const char *path, const char *mode, FILE **f, unpad_err *er
     return UNPAD_OK;
 }
 
+/* The products the trace's rows were measured with (its products line, sim/trace.h). */
+static int trace_products_of(const train_args *a)
+{
+#ifdef UNPAD_FP32
+    (void)a;
+    return TRACE_FP32;
+#else
+    return a->fp8 ? TRACE_FP8 : TRACE_BF16;
+#endif
+}
+
 /* Traces (a CSV, a JSON file per process), the metrics file, the batch dump. The traces and the
  * metrics file are streamed under their own names, a record at a time: they are meant to be read
  * while the run goes on (and keep what was done when it is killed). The batch dump, like the
@@ -174,7 +185,8 @@ static int setup_outputs(trainer *t, unpad_err *err)
             return rc;
     }
     if ((t->tcsv || t->tjson) &&
-        !(t->tr = optrace_create(t->hw.name, &t->cfg, t->tcsv, t->tjson, t->comm.rank, t->K, t->start_us, err)))
+        !(t->tr = optrace_create(t->hw.name, &t->cfg, trace_products_of(a), t->tcsv, t->tjson, t->comm.rank, t->K,
+                                 t->start_us, err)))
         return err->code;
     if (t->rank0 && (rc = train_log_open(a->log_file, &t->log, err)))
         return rc;
