@@ -819,6 +819,27 @@ static void test_gelu_tanh_bwd(int64_t n)
 }
 
 #ifndef UNPAD_FP32 /* the FP8 trainer's kernels: the bf16 build's */
+/* FP8 bytes on the device against cast_fp8_ref of the floatX tensor got (as the kernel stored it), and
+ * the maximum; one table row. */
+static void check_fp8_copy(const char *name, const uint8_t *d_q, const float *d_amax, const float *got, size_t n,
+                           float s, fp8_format f)
+{
+    uint8_t *hq = (uint8_t *)malloc(n), *rq = (uint8_t *)malloc(n);
+    float ramax = 0.0f, gamax;
+    cast_fp8_ref(rq, &ramax, got, &s, 1, (int)n, f);
+    cudaCheck(cudaMemcpy(hq, d_q, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&gamax, d_amax, 4, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += hq[i] != rq[i];
+    int ok = bad == 0 && gamax == ramax;
+    failures += !ok;
+    rows_printed++;
+    printf("%s: %s bytes as cast_fp8_ref: %zu differ, amax %g (ref %g) %s\n", name, f == FP8_E4M3 ? "E4M3" : "E5M2",
+           bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
+    free(hq), free(rq);
+}
+
 /* The FFN1 tanh GELU's backward of the FP8 trainer: dx and the bias gradient against the references,
  * and its E5M2 bytes and maximum exactly as cast_fp8_ref makes them from the dx it wrote (poisoned
  * before; in place into dout the second time, accumulating the bias gradient), and the GELU's
@@ -831,7 +852,7 @@ static void test_bias_gelu_tanh_bwd(int T, int N)
     floatX *x = dev_floatX_rand(hx, TN, 4.0f, 0), *dout = dev_floatX_rand(hdo, TN, 1e-3f, 0);
     floatX *dx = (floatX *)dev_poisoned(TN * sizeof(floatX));
     float *db = (float *)dev_poisoned((size_t)N * 4), *scratch, *amax, *scale;
-    uint8_t *q = (uint8_t *)dev_poisoned(TN), *hq = (uint8_t *)malloc(TN), *rq = (uint8_t *)malloc(TN);
+    uint8_t *q = (uint8_t *)dev_poisoned(TN);
     const float s = 4096.0f, zero = 0.0f;
     cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes(N)));
     cudaCheck(cudaMalloc(&amax, 4));
@@ -855,18 +876,8 @@ static void test_bias_gelu_tanh_bwd(int T, int N)
             db2[i] = (pass + 1) * rdb[i];
         snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d%s: dbias", T, N, pass ? " (+=)" : "");
         check(name, gdb, db2, N, TOL(1e-5, 1e-3, 1e-7, 1e-5));
-        float ramax = 0.0f, gamax;
-        cast_fp8_ref(rq, &ramax, got, &s, T, N, FP8_E5M2);
-        cudaCheck(cudaMemcpy(hq, q, TN, cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(&gamax, amax, 4, cudaMemcpyDeviceToHost));
-        size_t bad = 0;
-        for (size_t i = 0; i < TN; i++)
-            bad += hq[i] != rq[i];
-        int ok = bad == 0 && gamax == ramax;
-        failures += !ok;
-        rows_printed++;
-        printf("bias_gelu_tanh_bwd T%d N%d%s: E5M2 bytes as cast_fp8_ref of dx: %zu differ, amax %g (ref %g) %s\n", T,
-               N, pass ? " (in place)" : "", bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
+        snprintf(name, sizeof name, "bias_gelu_tanh_bwd T%d N%d%s: dx", T, N, pass ? " (in place)" : "");
+        check_fp8_copy(name, q, amax, got, TN, s, FP8_E5M2);
         cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemset(q, 0xff, TN));
         /* the GELU's output again, for the FP8 trainer's FFN2 weight gradient */
@@ -879,28 +890,7 @@ static void test_bias_gelu_tanh_bwd(int T, int N)
     }
     dfree(hg);
     dfree(x), dfree(dout), dfree(dx), dfree(db), dfree(scratch), dfree(amax), dfree(scale), dfree(q);
-    free(hx), free(hdo), free(got), free(ref), free(rdb), free(gdb), free(db2), free(hq), free(rq);
-}
-
-/* FP8 bytes on the device against cast_fp8_ref of the floatX tensor got (as the kernel stored it), and
- * the maximum; one table row. */
-static void check_fp8_copy(const char *name, const uint8_t *d_q, const float *d_amax, const float *got, size_t n,
-                           float s, fp8_format f)
-{
-    uint8_t *hq = (uint8_t *)malloc(n), *rq = (uint8_t *)malloc(n);
-    float ramax = 0.0f, gamax;
-    cast_fp8_ref(rq, &ramax, got, &s, 1, (int)n, f);
-    cudaCheck(cudaMemcpy(hq, d_q, n, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(&gamax, d_amax, 4, cudaMemcpyDeviceToHost));
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += hq[i] != rq[i];
-    int ok = bad == 0 && gamax == ramax;
-    failures += !ok;
-    rows_printed++;
-    printf("%s: %s bytes as cast_fp8_ref: %zu differ, amax %g (ref %g) %s\n", name, f == FP8_E4M3 ? "E4M3" : "E5M2",
-           bad, (double)gamax, (double)ramax, ok ? "PASS" : "FAIL");
-    free(hq), free(rq);
+    free(hx), free(hdo), free(got), free(ref), free(rdb), free(gdb), free(db2);
 }
 
 /* The fused LayerNorm's FP8 variants: every floatX and fp32 output bit for bit as the plain kernels',
