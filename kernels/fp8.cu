@@ -17,6 +17,7 @@
 #include <cuda_fp8.h>
 #include <limits.h>
 
+#include "fp8.cuh"
 #include "kernels.h"
 #include "rowops.cuh"
 
@@ -26,14 +27,6 @@
 #define CT_TILE 128    /* cast_transpose: rows and columns of a block's tile */
 #define CT_SUB 8       /* each thread: 8 rows x 8 columns of the tile */
 #define CT_NX (CT_TILE / CT_SUB) /* 16 threads across the tile's columns, 16 down its rows */
-
-template <int FMT>
-__device__ __forceinline__ uint16_t cvt2(float a, float b)
-{
-    /* a in the low byte, as the element order in memory */
-    return (uint16_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
-                                              FMT == FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
-}
 
 /* Eight bf16 (one 16-byte vector) -> eight FP8 bytes (two words, element 0 in the lowest byte). */
 template <int FMT>
@@ -45,7 +38,7 @@ __device__ __forceinline__ uint2 cvt8(uint4 v, float s, float &m)
     for (int j = 0; j < 4; j++) {
         float2 f = __bfloat1622float2(h[j]);
         m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
-        w[j] = cvt2<FMT>(__fmul_rn(f.x, s), __fmul_rn(f.y, s));
+        w[j] = fp8_cvt2<FMT>(__fmul_rn(f.x, s), __fmul_rn(f.y, s));
     }
     return make_uint2(w[0] | (w[1] << 16), w[2] | (w[3] << 16));
 }
@@ -54,7 +47,7 @@ template <int FMT>
 __device__ __forceinline__ uint8_t cvt1(float x, float s, float &m)
 {
     m = fmaxf(m, fabsf(x));
-    return (uint8_t)cvt2<FMT>(__fmul_rn(x, s), 0.0f);
+    return (uint8_t)fp8_cvt2<FMT>(__fmul_rn(x, s), 0.0f);
 }
 
 __device__ __forceinline__ float bf16_load1(const bf16 *p)

@@ -18,6 +18,16 @@ typedef struct {
     float *amax;
 } fp8_out;
 
+/* Two floats (already scaled) -> two FP8 bytes of format FMT, a in the low byte (the element order
+ * in memory): the hardware's cvt.rn.satfinite, round to nearest even, beyond the largest finite
+ * value (infinities too) to that value, NaN to NaN. */
+template <int FMT>
+__device__ __forceinline__ uint16_t fp8_cvt2(float a, float b)
+{
+    return (uint16_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE,
+                                              FMT == FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
 /* Eight floats (rounded here to floatX, as the floatX output stores them) -> eight FP8 bytes of
  * format FMT times s, element 0 in the lowest byte; m = max(m, |rounded|). */
 template <int FMT>
@@ -28,8 +38,7 @@ __device__ __forceinline__ uint2 fp8_pack8(const float f[8], float s, float &m)
     for (int j = 0; j < 8; j += 2) {
         float a = round1(f[j]), b = round1(f[j + 1]);
         m = fmaxf(m, fmaxf(fabsf(a), fabsf(b)));
-        uint32_t h = (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(a, s), __fmul_rn(b, s)),
-                                                       __NV_SATFINITE, FMT == FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
+        uint32_t h = fp8_cvt2<FMT>(__fmul_rn(a, s), __fmul_rn(b, s));
         w[j / 4] |= h << (8 * (j % 4));
     }
     return make_uint2(w[0], w[1]);
