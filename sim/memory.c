@@ -13,6 +13,9 @@
 #define EMB_THREADS 256                   /* kernels/embedding.cu */
 #define EMB_MAX_TYPES 4
 #define FMHA_DQ_LD 64                     /* kernels/fmha.cu DQ_LD: floats per dQ accumulator row */
+#define FP8_HISTORY 16                    /* kernels.h FP8_HISTORY: maxima kept per scaled tensor */
+#define FP8_SLOTS 12                      /* scaled tensors per layer: 4 inputs, 4 weights, 4 gradients */
+#define FP8_CAST_ITEM 56                  /* sizeof(fp8_cast_item), kernels.h: one per Linear weight */
 
 /* The trainer's parameter table (bert.c build_table): each tensor at a multiple of 64 elements. */
 typedef struct {
@@ -83,7 +86,8 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     a = carve(a, T * 4);
     for (int l = 0; l < L; l++) {
         double per[] = {T * 3 * H * X, T * H * X, NH * T * 4, T * H * X, T * 4, T * 4, T * H * X,
-                        T * F * X,     T * F * X, T * H * X,  T * 4,     T * 4};
+                        T * F * X,     T * F * (s->fp8 == MEMORY_FP8_GELU_OUT ? 1 : X),
+                        T * H * X,     T * 4,     T * 4};
         for (size_t k = 0; k < sizeof per / sizeof per[0]; k++)
             a = carve(a, per[k]);
     }
@@ -137,6 +141,20 @@ void memory_trainer_setup(const model_cfg *m, int batch, int max_len, int seq_ca
                           .preds = (long)batch * m->max_predictions + (seq_cap - batch), .nccl = nccl};
 }
 
+/* bert.c fp8_create: two E4M3 copies of the four Linear weights of each layer (as is and
+ * transposed), the operand buffer, and per scaled tensor its maximum (4 B), history (16 x 4 B), scale
+ * (4 B), inverse slot (32 B) and format (1 B); the weight casts' table; 16 B a layer of maxima of
+ * the products' own E4M3 outputs. */
+static double fp8_bytes(const model_cfg *m, const memory_setup *s)
+{
+    if (s->fp8 == MEMORY_FP8_OFF)
+        return 0;
+    double H = m->hidden, F = m->ffn, L = m->layers, wide = 3 * H > F ? 3 * H : F;
+    double weights = L * (3 * H * H + H * H + F * H + H * F);
+    double scaled = L * FP8_SLOTS * (4 + 4 * FP8_HISTORY + 4 + 32 + 1);
+    return 2 * weights + (double)s->tokens * wide + scaled + L * 4 * FP8_CAST_ITEM + L * 16;
+}
+
 void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s, memory_use *out)
 {
     table t;
@@ -148,10 +166,12 @@ void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s
     out->grad_gib = N * 4 / GIB;
     out->optim_gib = 2 * N * 4 / GIB;
     out->acts_gib = arena_bytes(m, s, t.chunks) / GIB;
+    out->fp8_gib = fp8_bytes(m, s) / GIB;
     /* cuBLASLt's workspace, the LAMB tensor table, the sample exchange's small buffers */
     out->workspace_gib = (GEMM_WORKSPACE + t.tensors * 32.0 + 8.0 * s->seqs * 4) / GIB;
     out->context_gib = hw->context_gib + (s->nccl ? hw->nccl_gib : 0);
-    out->trainer_gib = out->master_gib + out->work_gib + out->grad_gib + out->optim_gib + out->acts_gib;
+    out->trainer_gib =
+        out->master_gib + out->work_gib + out->grad_gib + out->optim_gib + out->acts_gib + out->fp8_gib;
     out->total_gib = out->trainer_gib + out->workspace_gib + out->context_gib;
 }
 

@@ -14,7 +14,11 @@
  *   workspaces      the FMHA backward's fp32 accumulators (in the arena), the kernels' column-sum
  *                   scratch (in the arena), cuBLASLt's 32 MiB
  *   context         hw->context_gib (CUDA context, cuBLASLt handle), and hw->nccl_gib when several
- *                   processes talk through NCCL.
+ *                   processes talk through NCCL
+ *   FP8 (--fp8 on)  the encoder's Linear weights in E4M3 and their transposed copies, one operand
+ *                   buffer of T x max(3H, F) bytes, each scaled tensor's maximum, history, scale,
+ *                   inverse and format, the weight casts' table; with FFN1's output in E4M3 only,
+ *                   h takes one byte an element instead of two.
  * The trainer sizes its arena for B x max_len tokens whatever the batch holds (memory_trainer);
  * memory_tokens gives what an arena sized for a token budget would take. */
 #ifndef UNPAD_MEMORY_H
@@ -28,17 +32,22 @@ typedef struct {
     long preds;      /* masked predictions of a micro-batch */
     int nccl;        /* 1: several processes (NCCL communicator buffers) */
     int fp32;        /* 1: the fp32 build (fp32 working copy and activations) */
+    int fp8;         /* MEMORY_FP8_*: the bf16 trainer's --fp8 on (FP8 weight copies, operand buffer,
+                      * scaling state), and with FFN1's output kept in E4M3 only */
 } memory_setup;
+
+enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON, MEMORY_FP8_GELU_OUT };
 
 typedef struct {
     long params;           /* elements of the trainer's parameter table (aligned, padded) */
     double master_gib, work_gib, grad_gib, optim_gib;
     double acts_gib;       /* the activation arena, workspaces in it included */
+    double fp8_gib;        /* --fp8 on: the FP8 weight copies, operand buffer and scaling state */
     double workspace_gib;  /* cuBLASLt and the other buffers outside the arena */
     double context_gib;    /* CUDA context (+ NCCL) */
     double total_gib;      /* what cudaMemGetInfo would count in use */
     double trainer_gib;    /* what unpad-train prints as its own ("device memory: ... GiB"):
-                            * weights, gradients, optimizer and the arena */
+                            * weights, gradients, optimizer, the arena and fp8_gib */
 } memory_use;
 
 /* The trainer's allocation for per-GPU batch B at max length max_len: seq_cap sequences (B with

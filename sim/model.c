@@ -49,6 +49,8 @@ const cfg_field hw_schema[] = {
     HF("node_lat_us", CFG_DOUBLE, node_lat_us, 0, 1e6, CFG_REQUIRED,
        "across nodes: latency of one collective step, us"),
     HF("clock_ghz", CFG_DOUBLE, clock_ghz, 0.1, 10, CFG_OPTIONAL, "boost clock GHz"),
+    HF("peak_fp8_tflops", CFG_DOUBLE, peak_fp8_tflops, 1, 100000, CFG_OPTIONAL,
+       "dense FP8 tensor TFLOP/s (absent: no FP8 tensor cores)"),
 };
 const size_t hw_schema_len = sizeof hw_schema / sizeof hw_schema[0];
 

@@ -43,6 +43,7 @@ typedef struct {
     double node_bw_gbs;        /* across nodes: per-GPU network bandwidth, GB/s (one port per GPU) */
     double node_lat_us;        /* across nodes: latency of one step of a collective */
     double clock_ghz;          /* boost clock */
+    double peak_fp8_tflops;    /* dense FP8 tensor TFLOP/s; 0: no FP8 tensor cores (no --fp8 on) */
 } hw_spec;
 
 int model_load(const char *path, model_cfg *m, unpad_err *err);

@@ -683,6 +683,46 @@ START_TEST(test_whatif)
 }
 END_TEST
 
+/* --fp8 on: the trainer's memory with FP8 products in predict, whatif and plan; refused where the
+ * hardware has no FP8 tensor cores, and for a value other than on or off. */
+START_TEST(test_fp8_memory)
+{
+    ck_assert_int_eq(run("predict --steps 2 --json %D/p0.json"), 0);
+    ck_assert_int_eq(run("predict --steps 2 --fp8 on --json %D/p1.json"), 0);
+    jr_node *p0 = load_json("p0.json"), *p1 = load_json("p1.json");
+    check_doc(p1, "predict");
+    ck_assert(at(p0, "config.fp8")->num == 0 && at(p1, "config.fp8")->num == 1);
+    ck_assert(at(p0, "memory.fp8_gib")->num == 0);
+    /* bert-large 56 x 512: 0.672 GiB of FP8 weights, operand and scales (docs/memory.md) */
+    double add = at(p1, "memory.fp8_gib")->num;
+    ck_assert_msg(fabs(add - 0.672) < 0.001, "%.4f", add);
+    ck_assert_double_eq_tol(at(p1, "memory.gib")->num - at(p0, "memory.gib")->num, add, 1e-9);
+    /* the step times are the same model's */
+    ck_assert_double_eq_tol(at(p1, "expected.step_us")->num, at(p0, "expected.step_us")->num, 1e-12);
+    jr_free(p0);
+    jr_free(p1);
+    ck_assert_int_eq(run("whatif --gpus 1 --batch 56 --policy none --steps 3 --attn-steps 0 --fp8 on --quiet "
+                         "--json %D/w.json"), 0);
+    jr_node *w = load_json("w.json");
+    check_doc(w, "whatif");
+    ck_assert(at(w, "config.fp8")->num == 1);
+    ck_assert_msg(fabs(jr_get(at(w, "rows")->kids[0], "memory_gib")->num - 29.04) < 0.01, "%.3f",
+                  jr_get(at(w, "rows")->kids[0], "memory_gib")->num);
+    jr_free(w);
+    ck_assert_int_eq(run("plan --gpus 8 --batch 56 --steps 3 --fp8 on --hw h100-sxm --quiet --json %D/pl.json"), 0);
+    jr_node *pl = load_json("pl.json");
+    check_doc(pl, "plan");
+    ck_assert(at(pl, "config.fp8")->num == 1);
+    jr_free(pl);
+    refused_saying("whatif --fp8 on --hw a100-sxm4-40g --steps 2 --json %D/r.json",
+                   "--fp8 on: a100-sxm4-40g has no FP8 tensor cores");
+    refused_saying("plan --fp8 on --hw h100-sxm,a100-sxm4-80g --steps 2 --json %D/r.json",
+                   "a100-sxm4-80g has no FP8 tensor cores");
+    refused_with("predict --fp8 yes --json %D/r.json", 2, "--fp8: unknown 'yes' (expected on or off)");
+    ck_assert(!exists("r.json"));
+}
+END_TEST
+
 /* A sweep's .partial files are checked like its outputs: never an input, never another output. */
 START_TEST(test_whatif_partial_names)
 {
@@ -896,6 +936,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_predict);
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_whatif_partial_names);
+    tcase_add_test(tc, test_fp8_memory);
     tcase_add_test(tc, test_plot_out_is_a_prefix);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);

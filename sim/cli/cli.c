@@ -294,6 +294,15 @@ int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, co
     return 0;
 }
 
+int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in)
+{
+    if (!fp8 || in->hw.peak_fp8_tflops > 0)
+        return 0;
+    fprintf(stderr, "unpad %s: --fp8 on: %s has no FP8 tensor cores (%s gives no peak_fp8_tflops)\n", cmd,
+            in->hw.name, in->hw_path);
+    return 1;
+}
+
 static const char *calib_label(const resolve_inputs *in, char *buf, size_t n);
 
 const char *cli_calib_label(const resolve_inputs *in, char *buf, size_t n)

@@ -84,7 +84,8 @@ typedef struct {
         CLI_OPT_INT("streams", &(w)->s.max_streams, 1, GROUP_MAX_STREAMS),                      \
         CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
         CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_STR("json", &(w)->json),   \
-        CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
+        CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPT_CALL("fp8", cli_parse_on_off, &(w)->s.fp8),    \
+        CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
 
 /* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P[,P...] (per GPU-hour: one, or with
  * `plan --hw A,B` one per hardware): the time and cost of training N samples. */
@@ -116,6 +117,8 @@ void cli_setup_inputs(whatif_setup *s, const resolve_inputs *in, int seed);
 /* Refuses, before any work, a --max-len over the model's and each layout that cannot hold the
  * distribution's lengths (layout_resolve). */
 int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, const layout *lay, int n);
+/* Refuses (prints why, returns 1) --fp8 on for hardware whose spec has no FP8 tensor cores. */
+int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in);
 
 /* The JSON document of --json PATH (docs/json.md): built in memory, written under a temporary
  * name and renamed when complete, so an interrupted command leaves none; PATH "-" writes it to

@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
             "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
             "                  [--train-samples N [--price P] [--deadline H] [--budget B]]\n"
-            "                  [--json F] [--quiet]\n"
+            "                  [--fp8 on|off] [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
@@ -60,6 +60,8 @@ static void usage(FILE *f)
             "                   standard output\n"
             "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "  --max-len N      predict with sequences truncated to N (at most the model's max_len)\n"
+            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "                   default off); the step times stay the bf16 products'\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
             "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
@@ -447,6 +449,9 @@ static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const
     if (s->max_len)
         printf("  lengths truncated to %d (the trainer truncates nothing: give it data made at that "
                "length)\n", s->max_len);
+    if (s->fp8)
+        printf("  memory of the trainer with --fp8 on; the step times are the bf16 products' (the step model "
+               "has no FP8 operators)\n");
 }
 
 /* The document's "config", and "plans" opened for plan_one's objects. */
@@ -461,6 +466,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_int(w, "max_streams", s->max_streams);
     json_int(w, "granularity", s->granularity);
     json_int(w, "accum", o->accum);
+    json_bool(w, "fp8", s->fp8);
     if (o->global)
         json_int(w, "global_batch", o->global);
     else
@@ -564,7 +570,8 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     int ng = o->w.gpus.n, nb = o->w.batch.n, nh = o->nhw;
     unpad_err err = {0};
     for (int h = 0; h < nh; h++)
-        if (cli_check_layouts("plan", s->max_len, &in[h], o->lays.v, o->lays.n))
+        if (cli_check_layouts("plan", s->max_len, &in[h], o->lays.v, o->lays.n) ||
+            cli_check_fp8("plan", s->fp8, &in[h]))
             return 1;
     cli_prov prov;
     char pc[sizeof ((unpad_plan *)0)->provenance];

@@ -28,7 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
-            "                     [--steps K] [--accum K] [--train-samples N [--price P]] [--csv OUT]\n"
+            "                     [--steps K] [--accum K] [--fp8 on|off] [--train-samples N [--price P]]\n"
+            "                     [--csv OUT]\n"
             "                     [--json OUT]\n"
             "                     [--quiet]\n"
             "  --dist F       sequence lengths: length,count CSV or one per line, or a name in\n"
@@ -41,6 +42,8 @@ static void usage(FILE *f)
             "                 (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
+            "  --fp8 on|off   the trainer's memory with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "                 default off); the step times stay the bf16 products'\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
             "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
@@ -120,6 +123,7 @@ typedef struct {
     resolve_req rq;
     int gpus, batch, unfused, seed, steps, cap, quiet, padded;
     int accum;                   /* micro-batches per GPU and step */
+    int fp8;                     /* --fp8 on: the trainer's memory with FP8 products */
     double train_samples, price; /* --train-samples, --price (0: not asked) */
     cli_prices prices;           /* --price as given */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
@@ -169,6 +173,7 @@ static void predict_json(json_w *w, const predict_run *r)
         json_null(w, "pad_len");
     json_int(w, "steps", steps);
     json_int(w, "accum", r->o.accum);
+    json_bool(w, "fp8", r->o.fp8);
     if (cap)
         json_int(w, "max_len", cap);
     else
@@ -247,6 +252,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_end(w);
     json_obj(w, "memory");
     json_num(w, "gib", mu->total_gib);
+    json_num(w, "fp8_gib", mu->fp8_gib);
     json_num(w, "available_gib", in->hw.memory_gib);
     json_bool(w, "fits", fits);
     json_end(w);
@@ -270,6 +276,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_FLAG("quiet", &o->quiet),
         CLI_OPTS_TRAIN(&o->train_samples, &o->prices),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
+        CLI_OPT_CALL("fp8", cli_parse_on_off, &o->fp8),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
@@ -305,6 +312,8 @@ static int predict_setup(predict_run *r)
         fprintf(stderr, "unpad predict: out of memory\n");
         return 1;
     }
+    if (cli_check_fp8("predict", o->fp8, &r->in))
+        return 1;
     if (layout_check_cap(o->cap, m->max_len, &err) || layout_truncate(&r->in.dist, o->cap, &r->capped, &err) ||
         step_model_init(&r->sm, m, &r->in.hw, &r->in.calib, !o->unfused, &err))
         return cli_error("predict", &err);
@@ -507,10 +516,14 @@ static void predict_print_memory(predict_run *r)
            net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
     memory_setup ms;
     memory_trainer_setup(&r->in.model, batch, r->col[0].lay.len, batch, gpus > 1, &ms);
+    ms.fp8 = r->o.fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF;
     memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
     r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
            batch, r->col[0].lay.len, r->mu.total_gib, r->fits ? "fits" : "DOES NOT FIT", why);
+    if (r->o.fp8)
+        printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales; the step\n"
+               "  times above are the bf16 products': the step model has no FP8 operators)\n", r->mu.fp8_gib);
     if (gpus > 1)
         printf("  (every GPU as fast as one GPU's sampled batch: unpad whatif adds the wait for the "
                "slowest of the %d)\n", gpus);

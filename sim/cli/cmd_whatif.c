@@ -22,7 +22,7 @@ static void usage(FILE *f)
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
             "                    [--granularity G] [--max-len N] [--layout LIST] [--accum LIST]\n"
-            "                    [--virtual-ranks]\n"
+            "                    [--virtual-ranks] [--fp8 on|off]\n"
             "                    [--train-samples N [--price P]] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU (per micro-batch with --accum), comma-separated\n"
@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "                   packed[:K] (rows of max_len, at most K sequences a row, default 3)\n"
             "  --virtual-ranks  the --gpus are virtual ranks run one after another on one GPU\n"
             "                   (unpad-train --virtual-ranks): the step is the sum of their batches\n"
+            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "                   default off); the step times stay the bf16 products'\n"
             "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
             "                   a row per line); OUT '-': only the JSON, on standard output\n"
@@ -256,6 +258,8 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
            s->serial_ranks ? "; the GPUs are virtual ranks run one after another on one GPU" : "");
     if (s->max_len)
         printf("; lengths truncated to %d", s->max_len);
+    if (s->fp8)
+        printf("; memory with --fp8 on (step times: the bf16 products')");
     printf("\n");
     cli_prov_print(stdout, prov);
     if (merged)
@@ -319,6 +323,7 @@ static void whatif_json(json_w *w, const whatif_setup *s, const resolve_inputs *
     json_int(w, "granularity", s->granularity);
     json_int(w, "max_len", s->max_len ? s->max_len : in->model.max_len);
     json_bool(w, "virtual_ranks", s->serial_ranks);
+    json_bool(w, "fp8", s->fp8);
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
@@ -334,7 +339,7 @@ static int whatif_sweep(whatif_opts *o, const resolve_inputs *in, int argc, char
     cli_setup_inputs(s, in, o->w.seed);
     s->layouts = o->lays.v;
     s->nlayouts = o->lays.n;
-    if (cli_check_layouts("whatif", s->max_len, in, o->lays.v, o->lays.n))
+    if (cli_check_layouts("whatif", s->max_len, in, o->lays.v, o->lays.n) || cli_check_fp8("whatif", s->fp8, in))
         return 1;
     int n, merged, rc = 1;
     whatif_row *rows = whatif_rows_make(o, &n, &merged);

@@ -3,6 +3,7 @@
 
 #include <getopt.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "balance.h"
 #include "cli.h"
@@ -97,6 +98,16 @@ void cli_ints_free(cli_ints *l)
     free(l->v);
     l->v = NULL;
     l->n = 0;
+}
+
+int cli_parse_on_off(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    if (strcmp(val, "on") && strcmp(val, "off")) {
+        fprintf(stderr, "unpad %s: %s: unknown '%s' (expected on or off)\n", cmd, flag, val);
+        return 1;
+    }
+    *(int *)dst = !strcmp(val, "on");
+    return 0;
 }
 
 int cli_parse_count(const char *cmd, const char *flag, const char *val, void *dst)

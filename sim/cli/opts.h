@@ -98,5 +98,7 @@ void cli_ints_free(cli_ints *l);
 
 /* CLI_CALL parsers shared by several commands. --count equal|free into a balance_count: */
 int cli_parse_count(const char *cmd, const char *flag, const char *val, void *dst);
+/* on|off into an int (1 / 0): */
+int cli_parse_on_off(const char *cmd, const char *flag, const char *val, void *dst);
 
 #endif
