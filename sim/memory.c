@@ -86,7 +86,7 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     a = carve(a, T * 4);
     for (int l = 0; l < L; l++) {
         double per[] = {T * 3 * H * X, T * H * X, NH * T * 4, T * H * X, T * 4, T * 4, T * H * X,
-                        T * F * X,     T * F * (s->fp8 == MEMORY_FP8_GELU_OUT ? 1 : X),
+                        T * F * X,     T * F * (s->fp8 == MEMORY_FP8_ON ? 1 : X),
                         T * H * X,     T * 4,     T * 4};
         for (size_t k = 0; k < sizeof per / sizeof per[0]; k++)
             a = carve(a, per[k]);

@@ -17,8 +17,8 @@
  *                   processes talk through NCCL
  *   FP8 (--fp8 on)  the encoder's Linear weights in E4M3 and their transposed copies, one operand
  *                   buffer of T x max(3H, F) bytes, each scaled tensor's maximum, history, scale,
- *                   inverse and format, the weight casts' table; with FFN1's output in E4M3 only,
- *                   h takes one byte an element instead of two.
+ *                   inverse and format, the weight casts' table; FFN1's output h in E4M3 only, one
+ *                   byte an element instead of two (the trainer's default; UNPAD_FP8_GELU_OUT=0: two).
  * The trainer sizes its arena for B x max_len tokens whatever the batch holds (memory_trainer);
  * memory_tokens gives what an arena sized for a token budget would take. */
 #ifndef UNPAD_MEMORY_H
@@ -33,10 +33,11 @@ typedef struct {
     int nccl;        /* 1: several processes (NCCL communicator buffers) */
     int fp32;        /* 1: the fp32 build (fp32 working copy and activations) */
     int fp8;         /* MEMORY_FP8_*: the bf16 trainer's --fp8 on (FP8 weight copies, operand buffer,
-                      * scaling state), and with FFN1's output kept in E4M3 only */
+                      * scaling state; FFN1's output kept in E4M3 only), or with UNPAD_FP8_GELU_OUT=0
+                      * (that output in bf16) */
 } memory_setup;
 
-enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON, MEMORY_FP8_GELU_OUT };
+enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON, MEMORY_FP8_H16 };
 
 typedef struct {
     long params;           /* elements of the trainer's parameter table (aligned, padded) */

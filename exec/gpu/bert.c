@@ -120,8 +120,8 @@ struct bert {
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
     size_t f8_bytes;             /* device bytes of all of the above */
-    /* UNPAD_FP8_GELU_OUT=1 (experimental, off by default: docs/trainer.md): FFN1's forward writes its
-     * GELU's output only in E4M3 (layer_acts.h holds one byte an element); the backward's GELU pass
+    /* With --fp8 on and the tanh GELU (UNPAD_FP8_GELU_OUT=0 turns it off: docs/trainer.md), FFN1's
+     * forward writes its GELU's output only in E4M3 (layer_acts.h holds one byte an element); the backward's GELU pass
      * writes the bf16 values FFN2's weight gradient reads over the GELU's input (pre), which it has
      * read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l] (16-byte aligned), folded into
      * the running maximum after each backward. Off: the bf16 output and its cast. */
@@ -512,7 +512,7 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         bert_free(b);
         return NULL;
     }
-    b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && go && !strcmp(go, "1");
+    b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && !(go && !strcmp(go, "0"));
     b->arena_bytes = layout_acts(b, NULL);
     char what[160];
     snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "

@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "                   standard output\n"
             "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "  --max-len N      predict with sequences truncated to N (at most the model's max_len)\n"
-            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
             "                   default off); the step times stay the bf16 products'\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
             "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n",

@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "                 (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
-            "  --fp8 on|off   the trainer's memory with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "  --fp8 on|off   the trainer's memory with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
             "                 default off); the step times stay the bf16 products'\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
             "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
@@ -522,8 +522,9 @@ static void predict_print_memory(predict_run *r)
     printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
            batch, r->col[0].lay.len, r->mu.total_gib, r->fits ? "fits" : "DOES NOT FIT", why);
     if (r->o.fp8)
-        printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales; the step\n"
-               "  times above are the bf16 products': the step model has no FP8 operators)\n", r->mu.fp8_gib);
+        printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales, and FFN1's\n"
+               "  output takes one byte an element; the step times above are the bf16 products': the step\n"
+               "  model has no FP8 operators)\n", r->mu.fp8_gib);
     if (gpus > 1)
         printf("  (every GPU as fast as one GPU's sampled batch: unpad whatif adds the wait for the "
                "slowest of the %d)\n", gpus);

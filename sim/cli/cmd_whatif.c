@@ -51,7 +51,7 @@ static void usage(FILE *f)
             "                   packed[:K] (rows of max_len, at most K sequences a row, default 3)\n"
             "  --virtual-ranks  the --gpus are virtual ranks run one after another on one GPU\n"
             "                   (unpad-train --virtual-ranks): the step is the sum of their batches\n"
-            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weight copies, operand buffer;\n"
+            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
             "                   default off); the step times stay the bf16 products'\n"
             "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
