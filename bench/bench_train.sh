@@ -23,13 +23,14 @@
 #            driven by a LAMB written from the paper (tests/gpu/compare_steps.py): the loss and lr of
 #            every step, and the final weights
 #   large    BERT-Large, synthetic tokens with Wikipedia lengths, batch 56 and 96, bf16 (off), with
-#            --fp8 on (on), and with --fp8 on and UNPAD_FP8_GELU_OUT=0 (h16: FFN1's output in bf16, cast):
+#            --fp8 on (on), and with --fp8 on and UNPAD_FP8_GELU_OUT=0 (h16: FFN1's output in bf16
+#            and cast):
 #            samples/s, TFLOP/s, memory, a trace of one step; batch 56 against its targets
 #            (1,000 samples/s, 28.4 GiB), printed as met or MISSED (a miss does not fail the script)
 #   fp8      --fp8 on (and h16) against the bf16 trainer: the gradients of one step (2-layer
 #            bert-base and BERT-Large shapes, relative L2 within FP8_GRAD_BOUND, default 0.25: E4M3 /
-#            E5M2 round to 2^-4 / 2^-3), and BERT-Large (--fp8 on) from scratch on the WikiText-2 shards (WT2, 400 steps of
-#            64): the loss every 25 steps and the eval MLM loss, within 2% of the bf16 run's
+#            E5M2 round to 2^-4 / 2^-3), and BERT-Large (--fp8 on) from scratch on the WikiText-2
+#            shards (WT2, 400 steps of 64): the loss every 25 steps and the eval MLM loss, within 2% of the bf16 run's
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
 #   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
 #            same attention dropout (HF padded; unpadded eager, per-layer and whole-model compiled;
@@ -240,8 +241,8 @@ $(same_losses "$P-plain.log" "$P-again.log" 0 $tol)"
     done
 fi
 
-# FP8 variants: off (bf16), on (--fp8 on: FFN1's output in E4M3 only), h16 (--fp8 on with UNPAD_FP8_GELU_OUT=0:
-# FFN1's output in bf16 and cast, the path before)
+# FP8 variants: off (bf16), on (--fp8 on: FFN1's output in E4M3 only), h16 (--fp8 on with
+# UNPAD_FP8_GELU_OUT=0: FFN1's output in bf16 and cast, the path before)
 fp8_flag() { [ "$1" = off ] && echo off || echo on; }
 fp8_gelu_out() { [ "$1" = h16 ] && echo 0 || echo 1; }
 if has fp8; then
@@ -254,8 +255,8 @@ if has fp8; then
                 >"$OUT/fp8-grad-$m-$f.log" 2>&1 || say "fp8      $m $f rc=$?"
         done
         for f in on h16; do
-            timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/fp8g-$m-$f.bin" --against "$OUT/fp8g-$m-off.bin" \
-                --grad-bound "${FP8_GRAD_BOUND:-0.25}" >"$OUT/fp8-grad-$m-$f-cmp.log" 2>&1
+            timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/fp8g-$m-$f.bin" \
+                --against "$OUT/fp8g-$m-off.bin" --grad-bound "${FP8_GRAD_BOUND:-0.25}" >"$OUT/fp8-grad-$m-$f-cmp.log" 2>&1
             say "fp8      gradients $m (2 layers), $f against bf16 rc=$? $(tail -1 "$OUT/fp8-grad-$m-$f-cmp.log")"
         done
         rm -f "$OUT/fp8g-$m-"*.bin
@@ -283,8 +284,8 @@ if has large; then
             tr=()
             [ $bsz = 56 ] && tr=(--trace "$OUT/large-trace-fp8$f.csv" --trace-json "$OUT/large-trace-fp8$f.json"
                 --trace-steps 25:25)
-            UNPAD_FP8_GELU_OUT=$(fp8_gelu_out $f) timeout 240 $T --model models/bert-large.cfg --synthetic --batch $bsz \
-                --steps 30 --log-every 10 "${tr[@]}" --seed 1 --fp8 $(fp8_flag $f) >"$OUT/large-b$bsz-fp8$f.log" 2>&1
+            UNPAD_FP8_GELU_OUT=$(fp8_gelu_out $f) timeout 240 $T --model models/bert-large.cfg --synthetic \
+                --batch $bsz --steps 30 --log-every 10 "${tr[@]}" --seed 1 --fp8 $(fp8_flag $f) >"$OUT/large-b$bsz-fp8$f.log" 2>&1
             say "large    b$bsz $f rc=$? $(grep '^summary' "$OUT/large-b$bsz-fp8$f.log" | cut -c1-250)"
         done
         # the targets at batch 56 (steady state, one GPU): 1,000 samples/s, no more memory than 28.4 GiB

@@ -37,7 +37,7 @@ typedef struct {
                       * (that output in bf16) */
 } memory_setup;
 
-enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON, MEMORY_FP8_H16 };
+enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON = 1, MEMORY_FP8_H16 }; /* OFF / ON: --fp8 off|on's 0 / 1 */
 
 typedef struct {
     long params;           /* elements of the trainer's parameter table (aligned, padded) */

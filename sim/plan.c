@@ -247,7 +247,7 @@ static int batch_fits(const whatif_setup *s, int gpus, int accum, balance_count 
     memory_setup ms;
     memory_use mu;
     memory_trainer_setup(s->model, b, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap, gpus > 1, &ms);
-    ms.fp8 = s->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF;
+    ms.fp8 = s->fp8;
     memory_predict(s->model, s->hw, &ms, &mu);
     if (tokens)
         *tokens = ms.tokens;

@@ -438,7 +438,7 @@ static void row_results(sweep *sw, int i)
     /* what an arena sized for the most any GPU got would take */
     memory_setup ms = {.tokens = (long)sum.max_tokens, .seqs = (long)sum.max_seqs,
                        .preds = (long)sum.max_preds, .nccl = w->gpus > 1 && !s->serial_ranks,
-                       .fp8 = s->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF};
+                       .fp8 = s->fp8};
     memory_use mu;
     memory_predict(s->model, s->hw, &ms, &mu);
     w->mem_budget_gib = mu.total_gib;
@@ -547,7 +547,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         memory_setup ms;
         memory_trainer_setup(s->model, w->batch, sw.lay[w->layout].len, seq_cap,
                              w->gpus > 1 && !s->serial_ranks, &ms);
-        ms.fp8 = s->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF;
+        ms.fp8 = s->fp8;
         memory_use mu;
         memory_predict(s->model, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;

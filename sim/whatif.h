@@ -64,7 +64,8 @@ typedef struct {
     const layout *layouts; /* the rows' layouts (row.layout indexes them); NULL: unpadded only */
     int nlayouts;
     int serial_ranks;    /* 1: a row's GPUs are virtual ranks on one GPU, run one after another */
-    int fp8;             /* 1: the memory of the trainer's --fp8 on (the step times stay bf16's) */
+    int fp8;             /* MEMORY_FP8_OFF or MEMORY_FP8_ON (--fp8 off|on: 0 / 1): the trainer's memory
+                          * with --fp8 on (the step times stay bf16's) */
     double train_samples; /* > 0: the rows' time to train this many samples (whatif_train) */
     double gpu_hour_price; /* > 0 (with train_samples): its cost, this much per GPU-hour */
     /* Optional: progress (items = rows, work = sampled steps x sequences x rows) and a call as

@@ -516,7 +516,7 @@ static void predict_print_memory(predict_run *r)
            net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
     memory_setup ms;
     memory_trainer_setup(&r->in.model, batch, r->col[0].lay.len, batch, gpus > 1, &ms);
-    ms.fp8 = r->o.fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF;
+    ms.fp8 = r->o.fp8; /* MEMORY_FP8_ON is --fp8 on's 1 */
     memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
     r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
