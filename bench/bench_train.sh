@@ -32,11 +32,11 @@
 #            E5M2 round to 2^-4 / 2^-3), and BERT-Large (--fp8 on) from scratch on the WikiText-2
 #            shards (WT2, 400 steps of 64): the loss every 25 steps and the eval MLM loss, within 2% of the bf16 run's
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
-#   torch    unpad-train with attention dropout 0.1 and 0 beside bench/peer_torch.py's peers of the
-#            same attention dropout (HF padded; unpadded eager, per-layer and whole-model compiled;
-#            TORCH_VARIANTS overrides the list); ours against the fastest peer of equal work
-#            (target 1.4x, met or MISSED); the --fp8 on runs listed beside them, not judged (the
-#            peers' products are bf16)
+#   torch    unpad-train with attention dropout 0.1 and 0, bf16 and --fp8 on, beside bench/peer_torch.py's
+#            peers of the same attention dropout and products (HF padded; unpadded eager, per-layer
+#            and whole-model compiled, each compiled one also with FP8 products through
+#            torch._scaled_mm; TORCH_VARIANTS overrides the list); each of ours against the fastest
+#            peer of equal work (target 1.4x, met or MISSED)
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
@@ -305,6 +305,8 @@ if has vranks; then
 fi
 
 if has torch; then
+    TORCH_DEFAULT=hf-padded,unpad-eager,unpad-compile,unpad-compile:ad,unpad-compile-model
+    TORCH_DEFAULT=$TORCH_DEFAULT,unpad-compile:fp8,unpad-compile:ad:fp8,unpad-compile-model:fp8
     # Equal work: the trainer with the model's attention dropout beside the peers that have it
     # (hf-padded, ':ad'), and with none (--attn-dropout 0) beside the others.
     ours=
@@ -317,8 +319,8 @@ if has torch; then
             ours=$ours${ours:+,}$ad$([ $f = on ] && echo :fp8)=$L
         done
     done
-    timeout 900 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
-        --variants ${TORCH_VARIANTS:-hf-padded,unpad-eager,unpad-compile,unpad-compile:ad,unpad-compile-model} \
+    timeout 1500 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+        --variants ${TORCH_VARIANTS:-$TORCH_DEFAULT} \
         --ours "$ours" >"$OUT/torch.log" 2>&1
     say "torch    rc=$?"
     grep -A40 '^peer (' "$OUT/torch.log" | grep -v '^PEERS' | tee -a "$SUMMARY"
