@@ -59,6 +59,9 @@ struct bert {
     int32_t *h_chunk;             /* (ntensors + 1) host: each tensor's first chunk, then the total */
     uint8_t *sq_done;             /* (ntensors) host: its sum of squares is in lamb_sq this step */
     int sq_count, sq_early;
+    int sq_pending;               /* sums launched on sq_stream since the last join */
+    cudaStream_t sq_stream;       /* low priority: the sums run beside the backward's next kernels */
+    cudaEvent_t ev_sq, ev_sq_join;
 
     int64_t word, pos, type, emb_g, emb_b;      /* embeddings */
     layer_offsets *lo;                          /* (L) */
@@ -553,6 +556,11 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     cudaCheck(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
+    int prio_lo, prio_hi; /* the numerically greatest priority is the lowest */
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+    cudaCheck(cudaStreamCreateWithPriority(&b->sq_stream, cudaStreamNonBlocking, prio_lo));
+    cudaCheck(cudaEventCreateWithFlags(&b->ev_sq, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&b->ev_sq_join, cudaEventDisableTiming));
     for (int k = 0; k < BERT_MAX_STREAMS; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
@@ -614,6 +622,12 @@ void bert_free(bert *b)
     }
     if (b->ev_fork)
         cudaEventDestroy(b->ev_fork);
+    if (b->sq_stream)
+        cudaStreamDestroy(b->sq_stream);
+    if (b->ev_sq)
+        cudaEventDestroy(b->ev_sq);
+    if (b->ev_sq_join)
+        cudaEventDestroy(b->ev_sq_join);
     for (int k = 0; k < 2; k++)
         if (b->ev_stage[k])
             cudaEventDestroy(b->ev_stage[k]);
@@ -693,6 +707,8 @@ void bert_set_group_hooks(bert *b, const bert_group_hooks *h)
     else
         memset(&b->ghooks, 0, sizeof b->ghooks);
 }
+
+static void grad_sq_join(bert *b, cudaStream_t s);
 
 static void grad_sq_reset(bert *b)
 {
@@ -784,6 +800,7 @@ void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s)
 
 void bert_force_nonfinite(bert *b, cudaStream_t s)
 {
+    grad_sq_join(b, s);
     grad_sq_reset(b); /* a gradient changes after the backward: LAMB sums them all again */
     /* all bits set is a NaN in fp32: the first gradient element and the MLM loss sum */
     cudaCheck(cudaMemsetAsync(b->grad, 0xff, sizeof(float), s));
@@ -951,9 +968,30 @@ static void attention_bwd(bert *b, int l, float pa, cudaStream_t s)
     groups_join(b, s);
 }
 
+/* One run of tensors' sums of squares, on the low-priority stream once s has written them. */
+static void grad_sq_launch(bert *b, int t0, int t1, cudaStream_t s)
+{
+    cudaCheck(cudaEventRecord(b->ev_sq, s));
+    cudaCheck(cudaStreamWaitEvent(b->sq_stream, b->ev_sq, 0));
+    lamb_grad_sq(b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, b->h_chunk[t0], b->h_chunk[t1], b->lamb_sq,
+                 b->sq_stream);
+    b->sq_pending = 1;
+}
+
+/* s waits for every sum launched so far (before LAMB reads them, or anything writes a gradient). */
+static void grad_sq_join(bert *b, cudaStream_t s)
+{
+    if (!b->sq_pending)
+        return;
+    cudaCheck(cudaEventRecord(b->ev_sq_join, b->sq_stream));
+    cudaCheck(cudaStreamWaitEvent(s, b->ev_sq_join, 0));
+    b->sq_pending = 0;
+}
+
 /* With bert_set_grad_sq_early on: the sums of squares (LAMB's global norm) of the tensors lying
- * in elements [begin, end) whose gradients are final, launched now while they are in L2; a tensor
- * already summed this step is skipped. The tensor table is in offset order (bert_create). */
+ * in elements [begin, end) whose gradients are final, launched now while they are in L2, beside
+ * the kernels that follow; a tensor already summed this step is skipped. The tensor table is in
+ * offset order (bert_create). */
 static void grad_sq_range(bert *b, int64_t begin, int64_t end, cudaStream_t s)
 {
     if (!b->sq_early)
@@ -970,8 +1008,7 @@ static void grad_sq_range(bert *b, int64_t begin, int64_t end, cudaStream_t s)
     for (; i < b->ntensors && b->tensors[i].offset + b->tensors[i].size <= end; i++) {
         if (b->sq_done[i]) {
             if (run >= 0)
-                lamb_grad_sq(b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, b->h_chunk[run], b->h_chunk[i],
-                             b->lamb_sq, s);
+                grad_sq_launch(b, run, i, s);
             run = -1;
             continue;
         }
@@ -981,8 +1018,7 @@ static void grad_sq_range(bert *b, int64_t begin, int64_t end, cudaStream_t s)
             run = i;
     }
     if (run >= 0)
-        lamb_grad_sq(b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, b->h_chunk[run], b->h_chunk[i], b->lamb_sq,
-                     s);
+        grad_sq_launch(b, run, i, s);
 }
 
 static void grads_ready(bert *b, int64_t begin, int64_t end, cudaStream_t s)
@@ -1355,6 +1391,7 @@ void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s)
                       .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
                       .max_grad_norm = (float)hp->max_grad_norm, .step = hp->step};
     /* the norm lands beside the loss sums (one read-back); a non-finite loss sum skips the step */
+    grad_sq_join(b, s);
     int sq_done = b->sq_count == b->ntensors; /* every partial sum made during the backward */
     lamb_update(b->master, b->work, b->m, b->v, b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, h,
                 b->stats + 4, b->stats, 4, sq_done, b->lamb_sq, s);
