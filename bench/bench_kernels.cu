@@ -412,7 +412,7 @@ static void rows_lamb(int reps)
     int lreps = reps < 10 ? reps : 10;
     snprintf(shape, sizeof shape, "%.1fM params, %d tensors", params / 1e6, nt);
     row("lamb_update", shape, 46.0 * params, lreps, [&](int) {
-        lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, NULL, 0, 0, ls, 0);
+        lamb_update(w, work, m, v, g, d_t, nt, nchunks, hp, gn, NULL, 0, ls, 0);
     });
     snprintf(shape, sizeof shape, "%.1fM", N / 1e6);
     row("convert_f32_to_floatX", shape, 6.0 * N, lreps, [&](int) {

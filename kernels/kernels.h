@@ -318,9 +318,7 @@ int lamb_tensors_chunk(lamb_tensor *t, int n);
  *   work = floatX(w).  grad is left untouched (the next step's first micro-batch overwrites it).
  * When the global norm or one of guard[0..n_guard) (device; e.g. the step's loss sums) is not
  * finite, the step is skipped: master, work, m and v stay as they were (grad_norm is still
- * written). All norms are fixed-order reductions (bitwise reproducible).
- * sq_done = 1: lamb_grad_sq has already written every chunk's sum of squares into scratch (the
- * same values, so the same step bit for bit); 0: lamb_update computes them first. */
+ * written). All norms are fixed-order reductions (bitwise reproducible). */
 UNPAD_EXTERN_C
 void lamb_update(float *master,               /* (N) fp32 */
                  floatX *work,                  /* (N) floatX */
@@ -330,14 +328,7 @@ void lamb_update(float *master,               /* (N) fp32 */
                  int n_tensors, int n_chunks, lamb_hparams hp,
                  float *grad_norm,            /* (1) receives the global norm before clipping, or NULL */
                  const float *guard, int n_guard, /* (n_guard) or NULL, 0 */
-                 int sq_done, float *scratch, cudaStream_t stream);
-
-/* The sums of grad^2 of chunks [chunk_begin, chunk_end) into scratch (lamb_update's first pass over
- * part of the table): a caller whose gradients become final piece by piece (a backward, layer by
- * layer) reads each piece while it is still in L2, and then calls lamb_update with sq_done = 1. */
-UNPAD_EXTERN_C
-void lamb_grad_sq(const float *grad, const lamb_tensor *tensors, int n_tensors, int n_chunks, int chunk_begin,
-                  int chunk_end, float *scratch, cudaStream_t stream);
+                 float *scratch, cudaStream_t stream);
 
 /* out = floatX(in): the initial working copy of the master weights. */
 UNPAD_EXTERN_C

@@ -5,8 +5,7 @@
  *
  * Work is cut into chunks of UNPAD_LAMB_CHUNK elements, never straddling two tensors; block b of
  * every kernel takes chunk b and finds its tensor by binary search over chunk_begin. Four kernels:
- *   1. per-chunk sums of grad^2 (or, lamb_grad_sq, of a range of chunks, launched by the caller as
- *      soon as their gradients are final, while they are still in L2);
+ *   1. per-chunk sums of grad^2;
  *   2. one block adds them in a fixed order: the global norm and the clipping factor (NaN when the
  *      norm or a guard value is not finite: kernels 3 and 4 then change nothing);
  *   3. moments m, v updated; per-chunk sums of w^2 and u^2;
@@ -95,15 +94,13 @@ __device__ __forceinline__ void st(float *p, int64_t j, const float v[4], int n)
         p[j] = v[0];
 }
 
-/* Block b takes chunk c0 + b: the whole table (c0 = 0) or a range of it (lamb_grad_sq). */
 __global__ void __launch_bounds__(LAMB_THREADS)
-    lamb_grad_sq_kernel(float *scratch, const float *grad, const lamb_tensor *t, int n, int c0)
+    lamb_grad_sq_kernel(float *scratch, const float *grad, const lamb_tensor *t, int n)
 {
     __shared__ float sh[32];
     int64_t start;
     int len;
-    int b = c0 + (int)blockIdx.x;
-    lamb_chunk(t, n, b, &start, &len);
+    lamb_chunk(t, n, blockIdx.x, &start, &len);
     float s = 0.0f;
     lamb_for_each(start, len, [&](int64_t j, int cnt) {
         float g[4];
@@ -113,7 +110,7 @@ __global__ void __launch_bounds__(LAMB_THREADS)
     });
     s = block_sum(s, sh);
     if (threadIdx.x == 0)
-        scratch[LAMB_G2(0) + b] = s;
+        scratch[LAMB_G2(gridDim.x) + blockIdx.x] = s;
 }
 
 __global__ void __launch_bounds__(1024)
@@ -248,22 +245,9 @@ size_t lamb_scratch_bytes(int n_chunks)
     return (size_t)(2 + 3 * (size_t)n_chunks) * sizeof(float);
 }
 
-void lamb_grad_sq(const float *grad, const lamb_tensor *tensors, int n_tensors, int n_chunks, int chunk_begin,
-                  int chunk_end, float *scratch, cudaStream_t stream)
-{
-    UNPAD_REQUIRE(n_tensors >= 1 && n_chunks >= n_tensors && scratch != NULL);
-    UNPAD_REQUIRE(chunk_begin >= 0 && chunk_begin <= chunk_end && chunk_end <= n_chunks);
-    if (chunk_end == chunk_begin)
-        return;
-    lamb_grad_sq_kernel<<<chunk_end - chunk_begin, LAMB_THREADS, 0, stream>>>(scratch, grad, tensors, n_tensors,
-                                                                              chunk_begin);
-    cudaCheck(cudaGetLastError());
-}
-
 void lamb_update(float *master, floatX *work, float *m, float *v, const float *grad,
                  const lamb_tensor *tensors, int n_tensors, int n_chunks, lamb_hparams hp,
-                 float *grad_norm, const float *guard, int n_guard, int sq_done, float *scratch,
-                 cudaStream_t stream)
+                 float *grad_norm, const float *guard, int n_guard, float *scratch, cudaStream_t stream)
 {
     UNPAD_REQUIRE(n_tensors >= 1 && n_chunks >= n_tensors);
     UNPAD_REQUIRE(n_guard >= 0 && (n_guard == 0 || guard != NULL));
@@ -272,8 +256,8 @@ void lamb_update(float *master, floatX *work, float *m, float *v, const float *g
     UNPAD_REQUIRE(scratch != NULL);
     lamb_consts c = {hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.max_grad_norm,
                      (float)(1.0 - pow(hp.beta1, hp.step)), (float)(1.0 - pow(hp.beta2, hp.step))};
-    if (!sq_done)
-        lamb_grad_sq(grad, tensors, n_tensors, n_chunks, 0, n_chunks, scratch, stream);
+    lamb_grad_sq_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(scratch, grad, tensors, n_tensors);
+    cudaCheck(cudaGetLastError());
     lamb_clip_kernel<<<1, 1024, 0, stream>>>(scratch, grad_norm, n_chunks, hp.max_grad_norm, guard, n_guard);
     cudaCheck(cudaGetLastError());
     lamb_moments_kernel<<<n_chunks, LAMB_THREADS, 0, stream>>>(m, v, scratch, master, grad, tensors,

@@ -96,8 +96,7 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
         a = carve(a, grads[k]);
     /* fmha_bwd_workspace_bytes: the bf16 kernels' dQ accumulator (NH, T, FMHA_DQ_LD) and D (NH, T) */
     a = carve(a, (s->fp32 ? 0 : T * NH * FMHA_DQ_LD * 4) + NH * T * 4);
-    /* the largest kernel scratch: LayerNorm, bias backward over the widest, embedding; then LAMB's
-     * own (its sums of squares are made during the backward) */
+    /* the largest kernel scratch: LayerNorm, bias backward over the widest, embedding, LAMB */
     double widest = V > F ? V : F;
     widest = 3 * H > widest ? 3 * H : widest;
     int nvec = m->hidden / 8, rw = nvec <= 32 ? 1 : nvec <= 64 ? 2 : nvec <= 128 ? 4 : 8;
@@ -107,8 +106,8 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     double lamb = (2 + 3.0 * lamb_chunks) * 4;
     sc = bias > sc ? bias : sc;
     sc = emb > sc ? emb : sc;
+    sc = lamb > sc ? lamb : sc;
     a = carve(a, sc);
-    a = carve(a, lamb);
     for (int k = 0; k < 4; k++) /* MLM head */
         a = carve(a, P * H * X);
     a = carve(a, P * 4);

@@ -53,15 +53,6 @@ struct bert {
     floatX *work;                 /* (N) floatX */
     lamb_tensor *d_lamb;          /* (ntensors) device */
     int lamb_chunks;
-    /* The global gradient norm's partial sums, made during the backward (bert_set_grad_sq_early):
-     * each tensor's as soon as its gradient is final, while it is still in L2. */
-    float *lamb_sq;               /* lamb_scratch_bytes(lamb_chunks): LAMB's own scratch */
-    int32_t *h_chunk;             /* (ntensors + 1) host: each tensor's first chunk, then the total */
-    uint8_t *sq_done;             /* (ntensors) host: its sum of squares is in lamb_sq this step */
-    int sq_count, sq_early;
-    int sq_pending;               /* sums launched on sq_stream since the last join */
-    cudaStream_t sq_stream;       /* low priority: the sums run beside the backward's next kernels */
-    cudaEvent_t ev_sq, ev_sq_join;
 
     int64_t word, pos, type, emb_g, emb_b;      /* embeddings */
     layer_offsets *lo;                          /* (L) */
@@ -307,8 +298,9 @@ static size_t layout_acts(bert *b, char *base)
         sc = bias_bwd_scratch_bytes((int)widest);
     if (embedding_bwd_scratch_bytes((int)Tm, (int)H, c->type_vocab) > sc)
         sc = embedding_bwd_scratch_bytes((int)Tm, (int)H, c->type_vocab);
+    if (lamb_scratch_bytes(b->lamb_chunks) > sc)
+        sc = lamb_scratch_bytes(b->lamb_chunks);
     b->scratch = carve(&a, sc);
-    b->lamb_sq = carve(&a, lamb_scratch_bytes(b->lamb_chunks)); /* written during the backward, read by LAMB */
     b->m_in = carve(&a, Pm * H * XB);
     b->m_pre = carve(&a, Pm * H * XB);
     b->m_h = carve(&a, Pm * H * XB);
@@ -500,24 +492,6 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         lt[i].weight_decay = b->tensors[i].weight_decay;
     }
     b->lamb_chunks = lamb_tensors_chunk(lt, b->ntensors);
-    b->h_chunk = malloc((size_t)(b->ntensors + 1) * sizeof *b->h_chunk);
-    b->sq_done = calloc((size_t)b->ntensors, 1);
-    if (!b->h_chunk || !b->sq_done) {
-        free(lt);
-        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory for the LAMB tensor table");
-        bert_free(b);
-        return NULL;
-    }
-    for (int i = 0; i < b->ntensors; i++) {
-        b->h_chunk[i] = lt[i].chunk_begin;
-        if (i > 0 && b->tensors[i].offset < b->tensors[i - 1].offset + b->tensors[i - 1].size) {
-            free(lt);
-            unpad_fail(err, UNPAD_EINVAL, __FILE__, __LINE__, "tensor %d overlaps or precedes tensor %d", i, i - 1);
-            bert_free(b);
-            return NULL;
-        }
-    }
-    b->h_chunk[b->ntensors] = b->lamb_chunks;
 
     size_t N = (size_t)b->nparams;
     if (dev_alloc((void **)&b->master, N * 4, "fp32 master weights", err) ||
@@ -556,11 +530,6 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     cudaCheck(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
-    int prio_lo, prio_hi; /* the numerically greatest priority is the lowest */
-    cudaCheck(cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
-    cudaCheck(cudaStreamCreateWithPriority(&b->sq_stream, cudaStreamNonBlocking, prio_lo));
-    cudaCheck(cudaEventCreateWithFlags(&b->ev_sq, cudaEventDisableTiming));
-    cudaCheck(cudaEventCreateWithFlags(&b->ev_sq_join, cudaEventDisableTiming));
     for (int k = 0; k < BERT_MAX_STREAMS; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
     b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
@@ -622,18 +591,10 @@ void bert_free(bert *b)
     }
     if (b->ev_fork)
         cudaEventDestroy(b->ev_fork);
-    if (b->sq_stream)
-        cudaStreamDestroy(b->sq_stream);
-    if (b->ev_sq)
-        cudaEventDestroy(b->ev_sq);
-    if (b->ev_sq_join)
-        cudaEventDestroy(b->ev_sq_join);
     for (int k = 0; k < 2; k++)
         if (b->ev_stage[k])
             cudaEventDestroy(b->ev_stage[k]);
     free(b->h_cu);
-    free(b->h_chunk);
-    free(b->sq_done);
     free(b->tensors);
     free(b->lo);
     free(b->la);
@@ -706,21 +667,6 @@ void bert_set_group_hooks(bert *b, const bert_group_hooks *h)
         b->ghooks = *h;
     else
         memset(&b->ghooks, 0, sizeof b->ghooks);
-}
-
-static void grad_sq_join(bert *b, cudaStream_t s);
-
-static void grad_sq_reset(bert *b)
-{
-    memset(b->sq_done, 0, (size_t)b->ntensors);
-    b->sq_count = 0;
-}
-
-void bert_set_grad_sq_early(bert *b, int on)
-{
-    if (on)
-        grad_sq_reset(b);
-    b->sq_early = on;
 }
 
 void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx)
@@ -800,8 +746,6 @@ void bert_stats_read(bert *b, bert_stats *out, cudaStream_t s)
 
 void bert_force_nonfinite(bert *b, cudaStream_t s)
 {
-    grad_sq_join(b, s);
-    grad_sq_reset(b); /* a gradient changes after the backward: LAMB sums them all again */
     /* all bits set is a NaN in fp32: the first gradient element and the MLM loss sum */
     cudaCheck(cudaMemsetAsync(b->grad, 0xff, sizeof(float), s));
     cudaCheck(cudaMemsetAsync(b->stats, 0xff, sizeof(float), s));
@@ -968,62 +912,8 @@ static void attention_bwd(bert *b, int l, float pa, cudaStream_t s)
     groups_join(b, s);
 }
 
-/* One run of tensors' sums of squares, on the low-priority stream once s has written them. */
-static void grad_sq_launch(bert *b, int t0, int t1, cudaStream_t s)
-{
-    cudaCheck(cudaEventRecord(b->ev_sq, s));
-    cudaCheck(cudaStreamWaitEvent(b->sq_stream, b->ev_sq, 0));
-    lamb_grad_sq(b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, b->h_chunk[t0], b->h_chunk[t1], b->lamb_sq,
-                 b->sq_stream);
-    b->sq_pending = 1;
-}
-
-/* s waits for every sum launched so far (before LAMB reads them, or anything writes a gradient). */
-static void grad_sq_join(bert *b, cudaStream_t s)
-{
-    if (!b->sq_pending)
-        return;
-    cudaCheck(cudaEventRecord(b->ev_sq_join, b->sq_stream));
-    cudaCheck(cudaStreamWaitEvent(s, b->ev_sq_join, 0));
-    b->sq_pending = 0;
-}
-
-/* With bert_set_grad_sq_early on: the sums of squares (LAMB's global norm) of the tensors lying
- * in elements [begin, end) whose gradients are final, launched now while they are in L2, beside
- * the kernels that follow; a tensor already summed this step is skipped. The tensor table is in
- * offset order (bert_create). */
-static void grad_sq_range(bert *b, int64_t begin, int64_t end, cudaStream_t s)
-{
-    if (!b->sq_early)
-        return;
-    int lo = 0, hi = b->ntensors;
-    while (lo < hi) { /* the first tensor at or after begin */
-        int mid = (lo + hi) / 2;
-        if (b->tensors[mid].offset < begin)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    int run = -1, i = lo;
-    for (; i < b->ntensors && b->tensors[i].offset + b->tensors[i].size <= end; i++) {
-        if (b->sq_done[i]) {
-            if (run >= 0)
-                grad_sq_launch(b, run, i, s);
-            run = -1;
-            continue;
-        }
-        b->sq_done[i] = 1;
-        b->sq_count++;
-        if (run < 0)
-            run = i;
-    }
-    if (run >= 0)
-        grad_sq_launch(b, run, i, s);
-}
-
 static void grads_ready(bert *b, int64_t begin, int64_t end, cudaStream_t s)
 {
-    grad_sq_range(b, begin, end, s);
     if (b->grads_ready && end > begin)
         b->grads_ready(b->grads_ready_ctx, begin, end, s);
 }
@@ -1312,10 +1202,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
          * writes h again, over pre: traced under ffn1_bwd. */
         int h_later = b->f8_gelu_out;
         BEGIN(OP_FFN2_BWD, l);
-        if (!h_later) {
+        if (!h_later)
             gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
-            grad_sq_range(b, o->f2_w, o->f2_w + (int64_t)H * F, s);
-        }
         /* the tanh GELU's derivative: the product's epilogue in bf16, a pass of its own in FP8 (whose
          * DGELU epilogue runs 3x slower than the bf16 one, docs/kernels.md) */
         linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, b->opt.fp8,
@@ -1330,15 +1218,12 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
             bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, h_later ? a->pre : NULL,
                                b->dF, a->pre, T, F, b->scratch, acc, s);
             f1_cast = 1;
-            if (h_later) {
+            if (h_later)
                 gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->pre, G(o->f2_w), wb, s);
-                grad_sq_range(b, o->f2_w, o->f2_w + (int64_t)H * F, s);
-            }
         } else {
             bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
         }
         gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), wb, s);
-        grad_sq_range(b, o->f1_w, o->f1_w + (int64_t)F * H, s);
         linear_bwd_data(b, l, FP8_F1, b->dF, b->dR, 1.0f, NULL, f1_cast, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
@@ -1349,13 +1234,11 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), wb, s);
-        grad_sq_range(b, o->o_w, o->o_w + (int64_t)H * H, s);
         linear_bwd_data(b, l, FP8_O, b->dA, b->dR, 0.0f, NULL, b->opt.fp8, s);
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
-        grad_sq_range(b, o->qkv_w, o->qkv_w + 3 * (int64_t)H * H, s);
         if (b->opt.fp8) { /* the bias gradient and dQKV's E5M2 copy in one read */
             int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_QKV;
             bias_bwd_fp8(G(o->qkv_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, b->dQKV, T, 3 * H, b->scratch, acc, s);
@@ -1391,11 +1274,8 @@ void bert_lamb_step(bert *b, const bert_lamb_hparams *hp, cudaStream_t s)
                       .eps = (float)hp->eps, .weight_decay = (float)hp->weight_decay,
                       .max_grad_norm = (float)hp->max_grad_norm, .step = hp->step};
     /* the norm lands beside the loss sums (one read-back); a non-finite loss sum skips the step */
-    grad_sq_join(b, s);
-    int sq_done = b->sq_count == b->ntensors; /* every partial sum made during the backward */
     lamb_update(b->master, b->work, b->m, b->v, b->grad, b->d_lamb, b->ntensors, b->lamb_chunks, h,
-                b->stats + 4, b->stats, 4, sq_done, b->lamb_sq, s);
-    grad_sq_reset(b);
+                b->stats + 4, b->stats, 4, b->scratch, s);
     if (b->opt.fp8 && b->f8_ready)
         fp8_update(b, 0, s); /* also marks the weights for their cast before the next forward */
 }

@@ -122,12 +122,6 @@ void bert_set_group_hooks(bert *b, const bert_group_hooks *h); /* NULL: none */
 int bert_set_fmha_groups(bert *b, const bert_fmha_groups *g, unpad_err *err);
 /* The gradient-ready callback (NULL: none), for all-reduce buckets overlapped with backward. */
 void bert_set_grads_ready(bert *b, bert_grads_ready_fn fn, void *ctx);
-/* 1: the next backward completes the gradients LAMB will use (the last micro-batch, nothing changes
- * them before bert_lamb_step: one process, no all-reduce). It then sums the squares of each tensor's
- * gradient for the global norm as soon as the gradient is final, while it is still in L2, and
- * bert_lamb_step skips that pass over all gradients (the same sums: the same step bit for bit).
- * 0: stop (the sums made stay for bert_lamb_step). */
-void bert_set_grad_sq_early(bert *b, int on);
 /* Dropout on (1, the default when the options ask for it) or off (0: evaluation). */
 void bert_set_dropout(bert *b, int on);
 

@@ -234,11 +234,6 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         if (!freopen("/dev/null", "w", stdout))
             return unpad_fail(err, UNPAD_EIO, "/dev/null", 0, "cannot silence rank %d: %s", t->comm.rank,
                               strerror(errno));
-    /* one process: nothing changes the gradients between the backward and LAMB */
-    const char *sq = getenv("UNPAD_GRAD_SQ_EARLY");
-    if (sq && *sq && strcmp(sq, "0") && strcmp(sq, "1"))
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "UNPAD_GRAD_SQ_EARLY='%s': expected 0 or 1", sq);
-    t->grad_sq_early = t->comm.launcher == COMM_SINGLE && !(sq && !strcmp(sq, "0"));
     const char *poison = getenv("UNPAD_POISON_GRADS");
     t->poison_grads = a->grad_write && poison && !strcmp(poison, "1");
     trainer_print_setup(t);
@@ -246,8 +241,6 @@ int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad
         printf("  UNPAD_POISON_GRADS=1: the gradients are filled with NaN before every step (each must be written)\n");
     else if (poison && !strcmp(poison, "1"))
         printf("  UNPAD_POISON_GRADS=1 ignored: --grad-write off zeroes the gradients before every step\n");
-    if (t->comm.launcher == COMM_SINGLE && !t->grad_sq_early)
-        printf("  UNPAD_GRAD_SQ_EARLY=0: LAMB sums the gradients' squares in a pass of its own\n");
     if (t->hold_us > 0)
         printf("  UNPAD_HOLD_STEP_US=%g: the stream waits that long before each step, so the host enqueues the "
                "step ahead of the GPU (a diagnostic; the wall time includes the wait)\n", t->hold_us);

@@ -112,10 +112,8 @@ static int step_micro_batches(trainer *t, int step, int tracing, step_result *r,
         }
         if (tracing)
             optrace_rank_begin(t->tr, v, K, t->lens, mb[v].n);
-        /* the last micro-batch completes the gradients: its backward starts the all-reduce, or with
-         * no all-reduce sums their squares for LAMB */
+        /* the last micro-batch completes the gradients: its backward starts the all-reduce */
         bert_set_grads_ready(t->b, t->gs && v == K - 1 ? gradsync_ready : NULL, t->gs);
-        bert_set_grad_sq_early(t->b, t->grad_sq_early && !t->gs && v == K - 1);
         uint64_t dseed = mix64((uint64_t)t->a->seed * 0x100000001B3ull ^
                                mix64((uint64_t)step * 4096 + (uint64_t)(t->comm.rank * K + v)));
         cudaCheck(cudaEventRecord(t->evr[2 * v], t->s));
@@ -127,7 +125,6 @@ static int step_micro_batches(trainer *t, int step, int tracing, step_result *r,
         cudaCheck(cudaEventRecord(t->evr[2 * v + 1], t->s));
     }
     bert_set_grads_ready(t->b, NULL, NULL);
-    bert_set_grad_sq_early(t->b, 0);
     return UNPAD_OK;
 }
 

@@ -158,8 +158,6 @@ typedef struct {
     double warm_s, first_step_s; /* the warm-up before the first step, and that step's wall time */
     int poison_grads;            /* UNPAD_POISON_GRADS=1 with --grad-write on: NaN before each step */
     double hold_us;              /* UNPAD_HOLD_STEP_US: the stream held this long before each step */
-    int grad_sq_early;           /* the last micro-batch's backward makes LAMB's sums of squares
-                                    (one process; UNPAD_GRAD_SQ_EARLY=0 turns it off) */
     train_window win;
     double tot_time, tot_samples, tot_tokens, tot_flops, all_samples, all_tokens, all_flops;
     double first_loss, last_loss, last_mlm, last_nsp, last_acc, eval_loss, eval_acc;
