@@ -18,7 +18,8 @@ encoder's four Linear layers (QKV, attention output, FFN1, FFN2) as FP8 products
                        count once more with a symbolic one; the 24 identical layers share the graph)
   unpad-compile-max    the same in mode max-autotune-no-cudagraphs (Triton GEMM autotuning)
   unpad-compile-model  the whole model torch.compile'd at once (default mode)
-A compiled variant is given up when its warm-up steps take longer than --compile-limit seconds.
+A compiled variant is given up when its warm-up steps take longer than --compile-limit seconds
+(default 300: the whole model compiled with FP8 products took 163 s on an H100).
 FP8 (':fp8'), the same products as the trainer's: the forward Y = X W^T as E4M3 x E4M3 with fast
 accumulation and the bias in the product's epilogue, the data gradient dX = dY W as E5M2 x E4M3 (the
 weight's transposed E4M3 copy, made in the forward), the weight gradient in bf16; torch._scaled_mm
@@ -437,7 +438,7 @@ def main():
     ap.add_argument("--optimizer", choices=("adamw", "lamb"), default="adamw")
     ap.add_argument("--variants", default="hf-padded,unpad-eager,unpad-compile")
     ap.add_argument("--variant", help=argparse.SUPPRESS)
-    ap.add_argument("--compile-limit", type=float, default=200.0)
+    ap.add_argument("--compile-limit", type=float, default=300.0)
     ap.add_argument("--ours", default="", help="P=unpad-train log (run with --attn-dropout P),...")
     args = ap.parse_args()
     if args.variant:
