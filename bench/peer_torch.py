@@ -25,8 +25,10 @@ accumulation and the bias in the product's epilogue, the data gradient dX = dY W
 weight's transposed E4M3 copy, made in the forward), the weight gradient in bf16; torch._scaled_mm
 (cuBLASLt) with per-tensor scales from each tensor's current max |x| (dynamic scaling, as torchao's
 tensorwise float8 training; the trainer's scales come from the last 16 steps' maxima, which spares
-the reduction before each cast). Under torch.compile the max and the cast are fused into the kernels
-around them. Before its run the variant checks one product forward and backward against bf16.
+the reduction before each cast). Under torch.compile Inductor fuses the maxima and the casts into
+neighbouring kernels where it can, but each max is still a reduction pass before its cast (bench/
+peer_layer.py profiles one layer). Before its run the variant checks one product forward and backward
+against bf16.
 All: bf16 autocast over fp32 weights, --optimizer adamw (torch.optim.AdamW(fused=True): one
 multi-tensor kernel, less work than LAMB's per-tensor trust ratios; the default, the fastest) or
 lamb (LAMB as the trainer runs it: global-norm clipping, Adam moments, decoupled weight decay,
