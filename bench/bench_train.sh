@@ -33,10 +33,11 @@
 #            shards (WT2, 400 steps of 64): the loss every 25 steps and the eval MLM loss, within 2% of the bf16 run's
 #   vranks   BERT-Large, 8 virtual ranks x 56: per-rank time max/mean (loader order, no balancing)
 #   torch    unpad-train with attention dropout 0.1 and 0, bf16 and --fp8 on, beside bench/peer_torch.py's
-#            peers of the same attention dropout and products (HF padded; unpadded eager, per-layer
-#            and whole-model compiled, each compiled one also with FP8 products through
+#            peers of the same attention dropout (HF padded; unpadded eager, per-layer and
+#            whole-model compiled, each compiled one also with FP8 products through
 #            torch._scaled_mm; TORCH_VARIANTS overrides the list); each of ours against the fastest
-#            peer of equal work (target 1.4x, met or MISSED)
+#            peer of its attention dropout, whatever the peer's products, which the table names
+#            (target 1.4x, met or MISSED)
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
@@ -256,7 +257,8 @@ if has fp8; then
         done
         for f in on h16; do
             timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/fp8g-$m-$f.bin" \
-                --against "$OUT/fp8g-$m-off.bin" --grad-bound "${FP8_GRAD_BOUND:-0.25}" >"$OUT/fp8-grad-$m-$f-cmp.log" 2>&1
+                --against "$OUT/fp8g-$m-off.bin" --grad-bound "${FP8_GRAD_BOUND:-0.25}" \
+                >"$OUT/fp8-grad-$m-$f-cmp.log" 2>&1
             say "fp8      gradients $m (2 layers), $f against bf16 rc=$? $(tail -1 "$OUT/fp8-grad-$m-$f-cmp.log")"
         done
         rm -f "$OUT/fp8g-$m-"*.bin
@@ -285,7 +287,8 @@ if has large; then
             [ $bsz = 56 ] && tr=(--trace "$OUT/large-trace-fp8$f.csv" --trace-json "$OUT/large-trace-fp8$f.json"
                 --trace-steps 25:25)
             UNPAD_FP8_GELU_OUT=$(fp8_gelu_out $f) timeout 240 $T --model models/bert-large.cfg --synthetic \
-                --batch $bsz --steps 30 --log-every 10 "${tr[@]}" --seed 1 --fp8 $(fp8_flag $f) >"$OUT/large-b$bsz-fp8$f.log" 2>&1
+                --batch $bsz --steps 30 --log-every 10 "${tr[@]}" --seed 1 --fp8 $(fp8_flag $f) \
+                >"$OUT/large-b$bsz-fp8$f.log" 2>&1
             say "large    b$bsz $f rc=$? $(grep '^summary' "$OUT/large-b$bsz-fp8$f.log" | cut -c1-250)"
         done
         # the targets at batch 56 (steady state, one GPU): 1,000 samples/s, no more memory than 28.4 GiB
@@ -307,7 +310,7 @@ fi
 if has torch; then
     TORCH_DEFAULT=hf-padded,unpad-eager,unpad-compile,unpad-compile:ad,unpad-compile-model
     TORCH_DEFAULT=$TORCH_DEFAULT,unpad-compile:fp8,unpad-compile:ad:fp8,unpad-compile-model:fp8
-    # Equal work: the trainer with the model's attention dropout beside the peers that have it
+    # The same attention dropout: the trainer with the model's beside the peers that have it
     # (hf-padded, ':ad'), and with none (--attn-dropout 0) beside the others.
     ours=
     for f in off on; do

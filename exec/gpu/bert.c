@@ -123,8 +123,9 @@ struct bert {
     /* With --fp8 on and the tanh GELU (UNPAD_FP8_GELU_OUT=0 turns it off: docs/trainer.md), FFN1's
      * forward writes its GELU's output only in E4M3 (layer_acts.h holds one byte an element); the
      * backward's GELU pass writes the bf16 values FFN2's weight gradient reads over the GELU's input
-     * (pre), which it has read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l] (16-byte aligned), folded into
-     * the running maximum after each backward. Off: the bf16 output and its cast. */
+     * (pre), which it has read by then. cuBLASLt sets max |h| of layer l in f8_amax_d[4 l] (16-byte
+     * aligned), folded into the running maximum after each backward. Off: the bf16 output and its
+     * cast. */
     int f8_gelu_out;
     float *f8_amax_d;
 };
