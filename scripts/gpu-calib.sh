@@ -6,6 +6,7 @@
 # uniform, bimodal).
 #   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 #   MODELS="bert-base" scripts/gpu-calib.sh OUTDIR     only those models (a run split over two calls)
+#   FP8=on HW=h100-sxm scripts/gpu-calib.sh    --fp8 on (names -fp8), trace rows named for that GPU
 # For each workload: a per-operator trace of steps 5-8 (OUTDIR/calib-w-*.csv, what `unpad calibrate`
 # fits the operators on) and the trainer's log of every step; then OUTDIR/workloads-calib.csv, the
 # untraced steady-state steps 9..STEPS as one row per workload (the format of
@@ -15,10 +16,11 @@ OUT=${1:-out/gpu-calib}
 STEPS=${STEPS:-100}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-W=$OUT/workloads-calib.csv
+F8=$([ "${FP8:-off}" = on ] && echo -fp8)
+W=$OUT/workloads-calib$F8.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
-run() { workload_run "$W" "$OUT" calib-w 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
+run() { workload_run "$W" "$OUT" calib-w$F8 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
 for m in ${MODELS:-bert-base bert-large}; do
     for d in wiki512 wiki128; do
         for b in 16 64 128; do

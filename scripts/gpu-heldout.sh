@@ -4,6 +4,7 @@
 # batch size and length distribution (none of them Wikipedia lengths), steady-state steps.
 #   scripts/gpu-heldout.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 #   MODELS="bert-base" scripts/gpu-heldout.sh OUTDIR   only those models (a run split over two calls)
+#   FP8=on HW=h100-sxm scripts/gpu-heldout.sh    --fp8 on (names -fp8), trace rows named for that GPU
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
 # per-operator trace of steps 5-7; then OUTDIR/workloads-heldout.csv: one row per workload with the
 # median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what
@@ -13,10 +14,11 @@ OUT=${1:-out/gpu-heldout}
 STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-W=$OUT/workloads-heldout.csv
+F8=$([ "${FP8:-off}" = on ] && echo -fp8)
+W=$OUT/workloads-heldout$F8.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"
-run() { workload_run "$W" "$OUT" heldout-w 5:7 "$@"; } # model batch vranks policy dist
+run() { workload_run "$W" "$OUT" heldout-w$F8 5:7 "$@"; } # model batch vranks policy dist
 for m in ${MODELS:-bert-base bert-large}; do
     for d in short uniform bimodal; do
         for b in 24 48 96; do

@@ -4,7 +4,9 @@
 #   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
 # runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
-# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. Where
+# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. FP8=on adds
+# --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); HW=NAME
+# names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm). Where
 # nvidia-smi is present, the GPU's SM clock, power draw, temperature and (where the driver names
 # the field) the clock's limiting reasons are sampled every 100 ms while the run lasts
 # (OUTDIR/logs/NAME.clocks.csv, its first line the fields): whether a workload's untraced steps run on
@@ -28,6 +30,8 @@ workload_run() {
         nvidia-smi --query-gpu="$q" --format=csv,noheader -lms 100 >>"$out/logs/$name.clocks.csv" 2>/dev/null &
         smi=$!
     fi
+    [ "${FP8:-off}" = on ] && extra="$extra --fp8 on"
+    [ -n "${HW:-}" ] && extra="$extra --hw models/hw/$HW.cfg"
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
         --steps "$STEPS" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
         >"$out/logs/$name.log" 2>&1
