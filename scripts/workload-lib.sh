@@ -6,7 +6,8 @@
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
 # wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. FP8=on adds
 # --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); HW=NAME
-# names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm). Where
+# names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm);
+# DEADLINE_AT=EPOCH_SECONDS: workloads not started by then are skipped (said, no row). Where
 # nvidia-smi is present, the GPU's SM clock, power draw, temperature and (where the driver names
 # the field) the clock's limiting reasons are sampled every 100 ms while the run lasts
 # (OUTDIR/logs/NAME.clocks.csv, its first line the fields): whether a workload's untraced steps run on
@@ -18,6 +19,10 @@ workload_table() {
 workload_run() {
     local table=$1 out=$2 prefix=$3 tsteps=$4 m=$5 b=$6 k=$7 p=$8 d=$9
     local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
+    if [ -n "${DEADLINE_AT:-}" ] && [ "$(date +%s)" -ge "$DEADLINE_AT" ]; then
+        echo "$name skipped: past DEADLINE_AT"
+        return
+    fi
     local extra=""
     [ "$k" -gt 1 ] && extra="--virtual-ranks $k --policy $p"
     local smi="" q=timestamp,clocks.sm,power.draw,temperature.gpu
