@@ -11,6 +11,8 @@ const cfg_field calib_schema[] = {
     CF("hw", CFG_NAME, hw, 0, 0, CFG_REQUIRED, "hardware the coefficients were fitted on"),
     CF("transferred", CFG_BOOL, transferred, 0, 1, CFG_OPTIONAL,
        "true: carried from other hardware by `unpad calibrate --transfer`, not measured"),
+    CF("fp8", CFG_BOOL, fp8, 0, 1, CFG_OPTIONAL,
+       "true: fitted on traces of unpad-train --fp8 on (the encoder's Linear forwards and data gradients at FP8 peak)"),
     CF("gemm_eff", CFG_DOUBLE, gemm_eff, 0.01, 1, CFG_OPTIONAL, "large-GEMM fraction of bf16 peak"),
     CF("gemm_m_half", CFG_DOUBLE, gemm_m_half, 0, 1e6, CFG_OPTIONAL, "GEMM rows at half efficiency"),
     CF("attn_eff", CFG_DOUBLE, attn_eff, 0.01, 1, CFG_OPTIONAL, "FMHA forward tile fraction of bf16 peak"),
@@ -193,6 +195,10 @@ int calib_load(const char *path, const hw_spec *hw, calib_coef *c, unpad_err *er
         return unpad_fail(err, UNPAD_EINVAL, path, 0,
                           "fitted on '%s' but the hardware spec is '%s' (use the calibration of "
                           "the same GPU, or none)", c->hw, hw->name);
+    if (hw && c->fp8 && !(hw->peak_fp8_tflops > 0))
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "fp8 = true (fitted on --fp8 on traces) but the hardware spec '%s' gives no "
+                          "peak_fp8_tflops", hw->name);
     c->fitted = 1;
     return UNPAD_OK;
 }

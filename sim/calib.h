@@ -44,6 +44,9 @@ typedef struct {
     int transferred;        /* 1: carried from other hardware by `unpad calibrate --transfer`
                              * (an estimate: nothing was measured on this hardware) */
     int fitted;             /* 1 when read from a calibration file or fitted from traces */
+    int fp8;                /* 1: the trainer's --fp8 on products: the encoder's four Linear forwards
+                             * and their data gradients run at the FP8 peak (cost_tensor_us), weight
+                             * gradients and everything else at bf16's; fitted on --fp8 on traces */
 } calib_coef;
 
 #define CALIB_WIDTH_REF 1024.0 /* the hidden size the per-operator efficiencies are quoted at */

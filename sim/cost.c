@@ -42,12 +42,28 @@ double cost_allreduce_us(const hw_spec *hw, const calib_coef *c, double bytes, i
     return bytes / bw + hw->link_lat_us * ceil(log2(g));
 }
 
+double cost_fp8_share(op_id op)
+{
+    switch (op) {
+    case OP_QKV_FWD: case OP_ATTN_OUT_FWD: case OP_FFN1_FWD: case OP_FFN2_FWD: return 1;
+    case OP_QKV_BWD: case OP_ATTN_OUT_BWD: case OP_FFN1_BWD: case OP_FFN2_BWD: return 0.5;
+    default: return 0;
+    }
+}
+
+int cost_flops_only(const calib_coef *c, op_id op) { return c->fp8 && cost_fp8_share(op) > 0; }
+
+double cost_tensor_us(const hw_spec *hw, int fp8, op_id op)
+{
+    double s = fp8 && hw->peak_fp8_tflops > 0 ? cost_fp8_share(op) : 0;
+    return (1 - s) / (hw->peak_bf16_tflops * 1e6) + (s > 0 ? s / (hw->peak_fp8_tflops * 1e6) : 0);
+}
+
 double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
 {
     if (op_class_of(oc->op) == OPC_COMM) /* one collective: bytes over the bus, one latency */
         return oc->launches ? oc->bytes / (hw->link_bw_gbs * 1e3 * c->comm_eff) + hw->link_lat_us : 0;
-    double peak = hw->peak_bf16_tflops * 1e6; /* FLOPs per microsecond */
-    double fp32 = hw->peak_fp32_tflops * 1e6;
+    double fp32 = hw->peak_fp32_tflops * 1e6; /* FLOPs per microsecond */
     double bw = hw->mem_bw_gbs * 1e3;          /* bytes per microsecond */
     double eff_bw = cost_bw_eff(c, oc->op, oc->width);
     double t_flop = 0;
@@ -56,11 +72,11 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
         double eff = op_class_of(oc->op) == OPC_ATTN
                          ? calib_fmha(calib_fmha_heads(c, (int)(oc->width / 64), &tmp), oc->op == OP_FMHA_BWD).eff
                          : cost_gemm_eff(c, oc->op, oc->rows, oc->width);
-        t_flop = oc->tensor_flops / (peak * eff);
+        t_flop = oc->tensor_flops * cost_tensor_us(hw, c->fp8, oc->op) / eff;
     }
     /* Scalar work overlaps with memory traffic in practice; it counts at the fp32 rate. */
     t_flop += (oc->flops - oc->tensor_flops) / fp32;
-    double t_mem = oc->bytes / (bw * eff_bw);
+    double t_mem = cost_flops_only(c, oc->op) ? 0 : oc->bytes / (bw * eff_bw);
     return (t_flop > t_mem ? t_flop : t_mem) + oc->launches * c->launch_us;
 }
 

@@ -29,6 +29,19 @@ int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c
 double cost_gemm_eff(const calib_coef *c, op_id op, double rows, double width);
 double cost_bw_eff(const calib_coef *c, op_id op, double width);
 
+/* Microseconds per tensor FLOP of operator op at efficiency 1: 1 / bf16 peak, except with the
+ * trainer's FP8 products (fp8: an FP8 calibration's c->fp8), where the share cost_fp8_share(op) of
+ * the FLOPs runs at the FP8 peak. */
+double cost_tensor_us(const hw_spec *hw, int fp8, op_id op);
+/* The share of an operator's tensor FLOPs the trainer's --fp8 on runs in FP8: the encoder's four
+ * Linear forwards all of theirs, their backwards half (the data gradient; the weight gradient
+ * stays bf16), every other operator none. */
+double cost_fp8_share(op_id op);
+/* 1 where an operator is timed by its FLOPs alone: the FP8 calibration's Linear products (their
+ * operands take one byte an element, which the bf16 byte counts of ops.h do not say; their fitted
+ * efficiencies take in the epilogues' writes). */
+int cost_flops_only(const calib_coef *c, op_id op);
+
 /* Predicted time of one operator instance. */
 double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc);
 

@@ -42,6 +42,7 @@ typedef struct {
     row_ctx *rows;
     size_t n;
     const hw_spec *hw;
+    int fp8;           /* the traces' products are --fp8 on's (cost_tensor_us) */
     row_ctx **batch;   /* (nbatch) one row of each distinct FMHA batch */
     size_t nbatch;
 } fit_ctx;
@@ -95,10 +96,12 @@ static int cmp_rowkey(const void *a, const void *b)
 /* Memory-bound under coefficients c (the roofline's max picks the byte term). */
 static int mem_bound(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
 {
+    if (cost_flops_only(c, oc->op))
+        return 0;
     double t_mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * cost_bw_eff(c, oc->op, oc->width));
     double t_flop = (oc->flops - oc->tensor_flops) / (hw->peak_fp32_tflops * 1e6);
     if (oc->tensor_flops > 0)
-        t_flop += oc->tensor_flops / (hw->peak_bf16_tflops * 1e6 * cost_gemm_eff(c, oc->op, oc->rows, oc->width));
+        t_flop += oc->tensor_flops * cost_tensor_us(hw, c->fp8, oc->op) / cost_gemm_eff(c, oc->op, oc->rows, oc->width);
     return t_mem >= t_flop;
 }
 
@@ -179,7 +182,7 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
 static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit *rf)
 {
     const hw_spec *hw = fc->hw;
-    double peak = hw->peak_bf16_tflops * 1e6, fp32 = hw->peak_fp32_tflops * 1e6;
+    double fp32 = hw->peak_fp32_tflops * 1e6;
     double bw = hw->mem_bw_gbs * 1e3;
     gsl_matrix *X = rf->X;
     const int *col = it->col;
@@ -192,11 +195,12 @@ static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit 
         double d = x->r->dur_us, yy = d;
         double nw = calib_narrow(o->width);
         if (it->use[i] == 1) {
-            gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->tensor_flops / peak / d);
+            double tf = o->tensor_flops * cost_tensor_us(hw, fc->fp8, o->op); /* us at efficiency 1 */
+            gsl_matrix_set(X, k, (size_t)col[it->key[i]], tf / d);
             if (col[J_M] >= 0)
-                gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * o->tensor_flops / (peak * o->rows) / d);
+                gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * tf / o->rows / d);
             if (col[J_GW] >= 0)
-                gsl_matrix_set(X, k, (size_t)col[J_GW], nw * o->tensor_flops / peak / d);
+                gsl_matrix_set(X, k, (size_t)col[J_GW], nw * tf / d);
             yy -= (o->flops - o->tensor_flops) / fp32;
         } else {
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], o->bytes / bw / d);
@@ -1045,6 +1049,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     if ((rc = index_batches(&fc, err)))
         goto out;
     calib_coef *c = &out->coef;
+    c->fp8 = fc.fp8 = nsets > 0 && sets[0].products == TRACE_FP8;
     if ((rc = fit_joint(&fc, c, out, err)) || (rc = fit_fmha(&fc, c, out, err)) ||
         (rc = fit_comm(&fc, sorted, c, out, err)) ||
         (rc = fit_overhead(&fc, sorted, c, out, &gaps, &spans, &ngaps, err)))

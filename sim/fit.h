@@ -79,7 +79,8 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
 int fit_models_resolve(const trace_set *sets, int nsets, const char *dir, model_cfg *models, int *n,
                        int cap, unpad_err *err);
 
-/* Refuses a trace with no rows, rows of mixed hardware, or hardware other than `hw` (NULL: any). */
+/* Refuses a trace with no rows, rows of mixed hardware, hardware other than `hw` (NULL: any), or
+ * the fp32 build's products (bf16 and --fp8 on traces are taken; cli_traces_load refuses a mix). */
 int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpad_err *err);
 
 /* Refuses a trace whose rows name more than one model, or a layer the model (among

@@ -304,12 +304,11 @@ int fit_check_trace(const trace_set *set, const char *path, const char *hw, unpa
             return unpad_fail(err, UNPAD_EINVAL, path, 0,
                               "mixed hardware in one trace: rows of '%s' and '%s' (one trace "
                               "file per GPU type)", first, set->rows[i].hw);
-    if (set->products != TRACE_BF16)
+    if (set->products == TRACE_FP32)
         return unpad_fail(err, UNPAD_EINVAL, path, set->products_line,
-                          "measured with %s products (%s): the cost model describes the bf16 trainer's "
-                          "operators; calibrate and validate with traces of the default build without --fp8",
-                          trace_products_name(set->products),
-                          set->products == TRACE_FP8 ? "unpad-train --fp8 on" : "the fp32 build");
+                          "measured with fp32 products (the fp32 build): the cost model describes the bf16 "
+                          "trainer's operators (and with an FP8 calibration, unpad-train --fp8 on's); calibrate "
+                          "and validate with traces of the default build");
     if (hw && strcmp(first, hw))
         return unpad_fail(err, UNPAD_EINVAL, path, 0,
                           "measured on '%s' but --hw is '%s': calibrate each GPU type with its own "

@@ -151,18 +151,24 @@ static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
         if (rc)
             return rc;
     } else if (!rq->no_calib) {
-        char rel[CFG_STR_LEN + 32];
-        snprintf(rel, sizeof rel, "models/calib/%s.cfg", in->hw.name);
-        int rc = resolve_project_path(rel, in->calib_path, RESOLVE_PATH_LEN, err);
-        if (rc)
-            return rc;
-        if (access(in->calib_path, R_OK) != 0)
-            in->calib_path[0] = '\0';
+        for (int f8 = rq->fp8 ? 1 : 0; f8 >= 0 && !in->calib_path[0]; f8--) {
+            char rel[CFG_STR_LEN + 32];
+            snprintf(rel, sizeof rel, "models/calib/%s%s.cfg", in->hw.name, f8 ? "-fp8" : "");
+            int rc = resolve_project_path(rel, in->calib_path, RESOLVE_PATH_LEN, err);
+            if (rc)
+                return rc;
+            if (access(in->calib_path, R_OK) != 0)
+                in->calib_path[0] = '\0';
+        }
     }
     if (in->calib_path[0]) {
         int rc = calib_load(in->calib_path, &in->hw, &in->calib, err);
         if (rc)
             return rc;
+        if (in->calib.fp8 && !rq->fp8)
+            return unpad_fail(err, UNPAD_EINVAL, in->calib_path, 0,
+                              "fitted on traces of unpad-train --fp8 on (fp8 = true): pass --fp8 on, or a "
+                              "calibration of the bf16 products (models/calib/%s.cfg)", in->hw.name);
     } else {
         calib_default(&in->hw, &in->calib);
     }

@@ -11,6 +11,10 @@
  *   hardware     --hw F, default models/hw/h200-sxm.cfg
  *   calibration  --calib F; else models/calib/<hw name>.cfg when it exists; else the uncalibrated
  *                defaults (calib_default); --no-calib: the defaults even where that file exists.
+ *                With FP8 products asked (fp8: --fp8 on), models/calib/<hw name>-fp8.cfg first
+ *                (fitted on --fp8 on traces: calib.fp8), else the bf16 one as above, whose step
+ *                times are then the bf16 products'; a calibration with fp8 = true without --fp8
+ *                on is refused.
  *                The source is recorded: default, fitted, or transferred (a file written by
  *                `unpad calibrate --transfer`, which says `transferred = true`); --faster
  *                then scales them (calib_faster: a what-if, recorded in calib.faster)
@@ -38,6 +42,7 @@
 typedef struct {
     const char *model, *hw, *calib, *dist, *plan; /* paths as given */
     int no_calib;          /* 1: the uncalibrated defaults even where models/calib/<hw>.cfg exists */
+    int fp8;               /* 1: the trainer's --fp8 on (an FP8 calibration preferred, see above) */
     const char *faster;    /* what-if speed-ups applied to the coefficients (calib_faster), NULL: none */
     int need_dist;         /* 1: load the distribution (dist, else the default) */
     /* flags over the plan */

@@ -45,7 +45,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     sm->max_pred = m->max_predictions;
     sm->fused = fused;
     sm->calib_fitted = c->fitted;
-    double peak = hw->peak_bf16_tflops * 1e6, fp32 = hw->peak_fp32_tflops * 1e6; /* per us */
+    double fp32 = hw->peak_fp32_tflops * 1e6; /* per us */
     double bw = hw->mem_bw_gbs * 1e3;
     /* The counts are affine in the features: the value at 0 and the change per unit of each. */
     op_cost at0[OP_COUNT], at1[OP_COUNT];
@@ -65,12 +65,15 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
             double by = f == X_ONE ? o0->bytes : o1->bytes - o0->bytes;
             op_class cls = op_class_of((op_id)i);
             double eff = cls == OPC_GEMM ? cost_gemm_eff(c, (op_id)i, 0, m->hidden) : 1; /* large-M part */
-            sm->flop[i][f] = (cls == OPC_GEMM ? tf / (peak * eff) : 0) + (af - tf) / fp32;
-            sm->mem[i][f] = by / (bw * (cls == OPC_ATTN ? c->bw_eff : cost_bw_eff(c, (op_id)i, m->hidden)));
+            sm->flop[i][f] = (cls == OPC_GEMM ? tf * cost_tensor_us(hw, c->fp8, (op_id)i) / eff : 0) + (af - tf) / fp32;
+            sm->mem[i][f] = cost_flops_only(c, (op_id)i)
+                                ? 0
+                                : by / (bw * (cls == OPC_ATTN ? c->bw_eff : cost_bw_eff(c, (op_id)i, m->hidden)));
         }
     }
     /* The small-M term of a GEMM: tensor FLOPs / rows is the operator's constant, so
-     * tensor / (peak M) x m_half / gemm_eff is a constant time (cost_gemm_eff). */
+     * tensor / (peak M) x m_half / gemm_eff is a constant time (cost_gemm_eff; the peak the
+     * operator's products run at, cost_tensor_us). */
     {
         double gx[X_COUNT] = {1, 4096, 4096, 4096.0 * 300, 600, 16};
         shape_of_feat(gx, &s);
@@ -79,7 +82,8 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
             sm->instances[i] = at1[i].instances;
             sm->launch[i] = at1[i].launches * c->launch_us;
             if (op_class_of((op_id)i) == OPC_GEMM && at1[i].rows > 0 && at1[i].tensor_flops > 0)
-                sm->small_m[i] = at1[i].tensor_flops / at1[i].rows / peak * c->gemm_m_half / c->gemm_eff *
+                sm->small_m[i] = at1[i].tensor_flops / at1[i].rows * cost_tensor_us(hw, c->fp8, (op_id)i) *
+                                 c->gemm_m_half / c->gemm_eff *
                                  (1 + calib_narrow(m->hidden));
         }
         sm->lamb_us = cost_op_us(hw, c, &at1[OP_LAMB]);

@@ -71,6 +71,8 @@ int synth_trace_write(FILE *f, const model_cfg *m, const hw_spec *hw, const cali
             calib_fmha(truth, 1).eff, calib_fmha(truth, 1).cta_us, truth->bw_eff,
             truth->launch_us, truth->optim_bw_eff, truth->comm_eff, truth->step_overhead_us, o->noise,
             o->outlier_frac, o->outlier_scale, o->seed);
+    if (truth->fp8) /* times of the trainer's --fp8 on products (cost_tensor_us) */
+        trace_write_products(f, TRACE_FP8);
     trace_write_header(f);
     double t0 = 0;
     for (int step = 0; step < o->steps; step++) {

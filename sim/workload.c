@@ -351,9 +351,37 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
 }
 
 /* Row w's model (models/<model>.cfg) and length distribution (models/dists/<dist>.csv). */
+/* The trainer's products from the first line of the workload's log (`unpad-train: ... in FP8` for
+ * --fp8 on) against the calibration's: a mismatch is refused (the step model would time other
+ * products than the trainer ran). No log, or no such line: nothing to check. */
+static int row_products(const workload_setup *s, const workload_row *w, unpad_err *err)
+{
+    char path[4400], line[1024];
+    if (!s->logs)
+        return UNPAD_OK;
+    snprintf(path, sizeof path, "%s/%s.log", s->logs, w->name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return UNPAD_OK;
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!got || strncmp(line, "unpad-train:", 12))
+        return UNPAD_OK;
+    int fp8 = strstr(line, " in FP8") != NULL;
+    if (fp8 != !!s->calib->fp8)
+        return unpad_fail(err, UNPAD_EINVAL, path, 1,
+                          "workload %s ran %s, but the calibration describes %s: %s", w->name,
+                          fp8 ? "with --fp8 on" : "with bf16 products", s->calib->fp8 ? "--fp8 on's" : "bf16 products",
+                          fp8 ? "pass --fp8 on (models/calib/<hw>-fp8.cfg)" : "leave out --fp8 on");
+    return UNPAD_OK;
+}
+
 static int row_inputs(const workload_setup *s, const workload_row *w, model_cfg *m, unpad_dist *raw, unpad_err *err)
 {
     char path[4200];
+    int rp = row_products(s, w, err);
+    if (rp)
+        return rp;
     snprintf(path, sizeof path, "%s%smodels/%s.cfg", s->home, *s->home ? "/" : "", w->model);
     int rc = model_load(path, m, err);
     snprintf(path, sizeof path, "%s%smodels/dists/%s.csv", s->home, *s->home ? "/" : "", w->dist);

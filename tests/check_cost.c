@@ -46,6 +46,43 @@ START_TEST(test_gemm_eff_class_and_operator)
 }
 END_TEST
 
+/* An FP8 calibration (c.fp8): the encoder's Linear forwards at the FP8 peak, their backwards half
+ * (the data gradient), every other operator's products at bf16's; those Linear products are timed
+ * by their FLOPs alone (ops.h counts bf16 bytes). */
+START_TEST(test_fp8_products)
+{
+    calib_coef c;
+    calib_default(&h200, &c);
+    double p16 = 1 / (h200.peak_bf16_tflops * 1e6), p8 = 1 / (h200.peak_fp8_tflops * 1e6);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 0, OP_FFN1_FWD), p16, 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FFN1_FWD), p8, 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_QKV_BWD), 0.5 * p16 + 0.5 * p8, 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_MLM_HEAD_FWD), p16, 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FMHA_FWD), p16, 1e-18);
+    /* a row with a large byte count: memory-bound as bf16, compute-bound as FP8 */
+    op_cost oc = {.op = OP_FFN2_BWD, .launches = 2, .flops = 1e11, .tensor_flops = 1e11, .bytes = 2e9,
+                  .rows = 8000, .width = 1024};
+    double e = cost_gemm_eff(&c, OP_FFN2_BWD, 8000, 1024);
+    double mem = 2e9 / (h200.mem_bw_gbs * 1e3 * c.bw_eff) + 2 * c.launch_us;
+    ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), mem, 1e-9 * mem);
+    c.fp8 = 1;
+    double f8 = 1e11 * (0.5 * p16 + 0.5 * p8) / e + 2 * c.launch_us;
+    ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), f8, 1e-9 * f8);
+    ck_assert(cost_flops_only(&c, OP_FFN2_BWD) && !cost_flops_only(&c, OP_FFN_LN_BWD));
+    /* a spec without FP8 tensor cores refuses an FP8 calibration */
+    char p[512], cal[600];
+    hw_spec a100;
+    ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/a100-sxm4-80g.cfg"), &a100, NULL), UNPAD_OK);
+    snprintf(cal, sizeof cal, "hw = a100-sxm4-80g\nfp8 = true\n");
+    tu_write_tmp(p, sizeof p, ".cfg", cal);
+    unpad_err err = {0};
+    ck_assert_int_eq(calib_load(p, &a100, &c, &err), UNPAD_EINVAL);
+    ck_assert_msg(strstr(err.msg, "fp8 = true (fitted on --fp8 on traces) but the hardware spec 'a100-sxm4-80g' "
+                                  "gives no peak_fp8_tflops"), "%s", err.msg);
+    unlink(p);
+}
+END_TEST
+
 START_TEST(test_bw_eff_per_operator)
 {
     calib_coef c;
@@ -259,6 +296,7 @@ Suite *cost_suite(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_gemm_eff_class_and_operator);
     tcase_add_test(tc, test_bw_eff_per_operator);
+    tcase_add_test(tc, test_fp8_products);
     tcase_add_test(tc, test_calib_file_with_and_without_operators);
     tcase_add_test(tc, test_fmha_width_term);
     tcase_add_test(tc, test_fmha_load_term);

@@ -12,7 +12,7 @@
 
 static model_cfg M, BASE;
 static hw_spec HW;
-static calib_coef FITTED, DEFAULT;
+static calib_coef FITTED, DEFAULT, FP8; /* FP8: the fitted coefficients as --fp8 on's (cost.h) */
 
 static void setup(void)
 {
@@ -23,6 +23,8 @@ static void setup(void)
     ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &HW, &e), 0);
     ck_assert_int_eq(calib_load(tu_path(p, sizeof p, "models/calib/h200-sxm.cfg"), &HW, &FITTED, &e), 0);
     calib_default(&HW, &DEFAULT);
+    FP8 = FITTED;
+    FP8.fp8 = 1;
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -42,14 +44,15 @@ static int next_len(int mode)
 
 START_TEST(test_operators_match_cost_model)
 {
-    /* Every operator but the FMHA (and the collectives, net.h) is the cost model's own time. */
-    const calib_coef *cs[] = {&FITTED, &DEFAULT};
+    /* Every operator but the FMHA (and the collectives, net.h) is the cost model's own time, with
+     * bf16 products and with --fp8 on's. */
+    const calib_coef *cs[] = {&FITTED, &DEFAULT, &FP8};
     const model_cfg *ms[] = {&M, &BASE};
     int len[200];
-    for (int t = 0; t < 8; t++) {
-        const calib_coef *c = cs[t % 2];
+    for (int t = 0; t < 12; t++) {
+        const calib_coef *c = cs[t % 3];
         const model_cfg *m = ms[t / 2 % 2];
-        int fused = t < 4, n = 3 + 37 * t % 190;
+        int fused = t < 6, n = 3 + 37 * t % 190;
         for (int i = 0; i < n; i++)
             len[i] = next_len(t % 4);
         step_model sm;

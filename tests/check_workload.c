@@ -280,6 +280,17 @@ START_TEST(test_step_gaps)
             fprintf(lf, "step %6d/12 | loss 11.1 | 100.0 samples/s | %.6f ms/step | ETA 0s\n", st, t[st - 9]);
     fclose(lf);
     ck_assert_msg(workload_step_gaps(&s, &w[0], gap, step, &k, &e) == UNPAD_OK, "%s", e.msg);
+    /* a log of unpad-train --fp8 on against a bf16 calibration: refused, naming the log's line 1 */
+    lf = fopen(logp, "w");
+    ck_assert_ptr_nonnull(lf);
+    fprintf(lf, "unpad-train: bert-base (12 layers) on NVIDIA H200, bf16 activations and weights, the encoder's "
+                "Linear forwards and data gradients in FP8\n");
+    fclose(lf);
+    size_t k2 = 0;
+    ck_assert_int_eq(workload_step_gaps(&s, &w[0], gap, step, &k2, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "g.log:1: workload g ran with --fp8 on, but the calibration describes bf16 "
+                                "products: pass --fp8 on"), "%s", e.msg);
+    ck_assert_int_eq((int)k2, 0);
     unlink(logp);
     rmdir(logs);
     ck_assert_int_eq((int)k, 3);

@@ -19,8 +19,8 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
 {
     const train_args *a = t->a;
     resolve_req rq = {.model = a->model, .hw = a->hw, .calib = a->calib, .dist = a->dist, .plan = a->plan,
-                      .no_calib = a->no_calib, .need_dist = a->synthetic, .policy = a->policy, .count = a->count,
-                      .fmha_groups = a->groups, .streams = a->streams};
+                      .no_calib = a->no_calib, .fp8 = a->fp8, .need_dist = a->synthetic, .policy = a->policy,
+                      .count = a->count, .fmha_groups = a->groups, .streams = a->streams};
     int rc = resolve_inputs_load(&rq, &t->in, err);
     if (rc)
         return rc;

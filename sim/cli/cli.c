@@ -147,6 +147,13 @@ int cli_traces_load(const char *cmd, const char *const *traces, int n, const cha
             }
         if (trace_read(traces[i], &sets[i], &err) || fit_check_trace(&sets[i], traces[i], hw, &err))
             return cli_error(cmd, &err);
+        if (sets[i].products != sets[0].products) {
+            fprintf(stderr, "unpad %s: %s:%d: measured with %s products, but %s with %s: one calibration describes "
+                    "one kind of products (bf16, or unpad-train --fp8 on's); give the traces of one kind\n", cmd,
+                    traces[i], sets[i].products_line, trace_products_name(sets[i].products), traces[0],
+                    trace_products_name(sets[0].products));
+            return 1;
+        }
     }
     char mdir[RESOLVE_PATH_LEN];
     if (cli_project_path(cmd, "models", mdir, sizeof mdir))
@@ -292,6 +299,16 @@ int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, co
             return cli_error(cmd, &err);
     }
     return 0;
+}
+
+const char *cli_fp8_times(const resolve_inputs *in)
+{
+    static char buf[2 * CFG_STR_LEN + 160];
+    if (in->calib.fp8)
+        return "step times with FP8 products (an FP8 calibration)";
+    snprintf(buf, sizeof buf, "step times: the bf16 products' (no FP8 calibration of %s: "
+             "models/calib/%s-fp8.cfg, unpad calibrate on --fp8 on traces)", in->hw.name, in->hw.name);
+    return buf;
 }
 
 int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in)

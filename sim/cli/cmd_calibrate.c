@@ -345,7 +345,8 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
     long rows = 0;
     for (int i = 0; i < n; i++)
         rows += (long)sets[i].n;
-    printf("unpad calibrate: %ld rows from %d trace%s on %s\n", rows, n, n > 1 ? "s" : "", in->hw.name);
+    printf("unpad calibrate: %ld rows from %d trace%s on %s%s\n", rows, n, n > 1 ? "s" : "", in->hw.name,
+           n > 0 && sets[0].products == TRACE_FP8 ? ", FP8 products (unpad-train --fp8 on)" : "");
     workload_table wt = {0};
     int rc = 0;
     if (o->workloads) {
@@ -371,7 +372,7 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
         printf("wrote %s\n", o->resid);
     }
     if (!o->out) {
-        printf("(nothing written: pass --out models/calib/%s.cfg)\n", in->hw.name);
+        printf("(nothing written: pass --out models/calib/%s%s.cfg)\n", in->hw.name, res->coef.fp8 ? "-fp8" : "");
         return 0;
     }
     char comment[4096];

@@ -60,8 +60,9 @@ static void usage(FILE *f)
             "                   standard output\n"
             "  --quiet          no progress line on stderr (it appears only on a terminal)\n"
             "  --max-len N      predict with sequences truncated to N (at most the model's max_len)\n"
-            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
-            "                   default off); the step times stay the bf16 products'\n"
+            "  --fp8 on|off     the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
+            "                   FFN output), its step times from models/calib/<hw>-fp8.cfg where that\n"
+            "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
             "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
@@ -449,9 +450,8 @@ static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const
     if (s->max_len)
         printf("  lengths truncated to %d (the trainer truncates nothing: give it data made at that "
                "length)\n", s->max_len);
-    if (s->fp8)
-        printf("  memory of the trainer with --fp8 on; the step times are the bf16 products' (the step model "
-               "has no FP8 operators)\n");
+    for (int h = 0; s->fp8 && h < o->nhw; h++)
+        printf("  %s: memory of the trainer with --fp8 on; %s\n", in[h].hw.name, cli_fp8_times(&in[h]));
 }
 
 /* The document's "config", and "plans" opened for plan_one's objects. */
@@ -683,6 +683,7 @@ int cmd_plan(int argc, char **argv)
         for (int h = 0; h < o.nhw && !rc; h++) {
             resolve_req rq = o.w.rq;
             rq.hw = o.hw[h];
+            rq.fp8 = o.w.s.fp8;
             rc = cli_inputs_load("plan", &rq, &in[h], 1);
         }
         rc = rc || plan_check_outputs(&o, in) ? 1 : plan_all(&o, in, argc, argv);

@@ -42,8 +42,9 @@ static void usage(FILE *f)
             "                 (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
-            "  --fp8 on|off   the trainer's memory with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
-            "                 default off); the step times stay the bf16 products'\n"
+            "  --fp8 on|off   the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
+            "                 FFN output), and its step times from models/calib/<hw>-fp8.cfg where that\n"
+            "                 exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
             "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
@@ -174,6 +175,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_int(w, "steps", steps);
     json_int(w, "accum", r->o.accum);
     json_bool(w, "fp8", r->o.fp8);
+    json_bool(w, "fp8_step_times", r->in.calib.fp8);
     if (cap)
         json_int(w, "max_len", cap);
     else
@@ -523,8 +525,7 @@ static void predict_print_memory(predict_run *r)
            batch, r->col[0].lay.len, r->mu.total_gib, r->fits ? "fits" : "DOES NOT FIT", why);
     if (r->o.fp8)
         printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales, and FFN1's\n"
-               "  output takes one byte an element; the step times above are the bf16 products': the step\n"
-               "  model has no FP8 operators)\n", r->mu.fp8_gib);
+               "  output takes one byte an element; %s)\n", r->mu.fp8_gib, cli_fp8_times(&r->in));
     if (gpus > 1)
         printf("  (every GPU as fast as one GPU's sampled batch: unpad whatif adds the wait for the "
                "slowest of the %d)\n", gpus);
@@ -580,8 +581,10 @@ int cmd_predict(int argc, char **argv)
         return 1;
     }
     int rc = predict_parse(argc, argv, &r->o);
-    if (rc < 0)
+    if (rc < 0) {
+        r->o.rq.fp8 = r->o.fp8;
         rc = cli_inputs_load("predict", &r->o.rq, &r->in, 1) ? 1 : predict_run_all(r, argc, argv);
+    }
     for (int l = 0; l < r->nlay; l++)
         layout_sampler_free(r->col[l].smp);
     free(r->len);

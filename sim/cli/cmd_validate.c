@@ -28,9 +28,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
-            "                      [--plot OUT.png] [--json F] [--quiet]\n"
+            "                      [--plot OUT.png] [--json F] [--quiet] [--fp8 on|off]\n"
             "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F] [--json F]\n"
-            "                      [--csv OUT] [--plot OUT.png] [--quiet]\n"
+            "                      [--csv OUT] [--plot OUT.png] [--quiet] [--fp8 on|off]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -45,6 +45,9 @@ static void usage(FILE *f)
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
             "               (docs/json.md); F '-': only the JSON, on standard output\n"
             "  --quiet      no progress line on stderr (it appears only on a terminal)\n"
+            "  --fp8 on     measurements of unpad-train --fp8 on, against models/calib/<hw>-fp8.cfg\n"
+            "               (fitted on --fp8 on traces); the traces' products and the workloads'\n"
+            "               logs must agree with the calibration's\n"
             "  --workloads F  a table of measured workloads (traces/workloads-heldout.csv): per\n"
             "               workload the measured wall step time, predict on the trainer's own\n"
             "               batches, the what-if's mean step time, their errors, and the memory\n"
@@ -367,6 +370,7 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
         CLI_OPT_STR("workloads", &o->workloads),
         CLI_OPT_SEED(&o->wseed),
         CLI_OPT_INT("steps", &o->wsteps, 1, 10000000),
+        CLI_OPT_CALL("fp8", cli_parse_on_off, &o->rq.fp8),
     };
     /* files after the options are more traces (so `--traces traces/heldout-*.csv` works) */
     int rc = cli_opts_parse("validate", argc, argv, 1, opts, CLI_NOPTS(opts), usage, &o->traces);
@@ -472,6 +476,14 @@ static int validate_traces(const validate_opts *o, validate_data *d, int argc, c
     if (cli_traces_load("validate", o->traces.v, n, o->models.v, o->models.n, d->in.hw.name, d->sets, d->models,
                         &d->nmodels, MAX_MODELS))
         return 1;
+    if ((d->sets[0].products == TRACE_FP8) != !!d->in.calib.fp8) {
+        fprintf(stderr, "unpad validate: %s: measured with %s products, but the calibration%s%s describes %s: %s\n",
+                o->traces.v[0], trace_products_name(d->sets[0].products), d->in.calib_path[0] ? " " : "",
+                d->in.calib_path, d->in.calib.fp8 ? "--fp8 on's" : "bf16 products",
+                d->in.calib.fp8 ? "give traces of unpad-train --fp8 on"
+                                : "pass --fp8 on (and an FP8 calibration, models/calib/<hw>-fp8.cfg)");
+        return 1;
+    }
     cli_prov *prov = &d->prov;
     cli_prov_init(prov, argc, argv);
     cli_prov_inputs(prov, &d->in, 0);

@@ -51,8 +51,9 @@ static void usage(FILE *f)
             "                   packed[:K] (rows of max_len, at most K sequences a row, default 3)\n"
             "  --virtual-ranks  the --gpus are virtual ranks run one after another on one GPU\n"
             "                   (unpad-train --virtual-ranks): the step is the sum of their batches\n"
-            "  --fp8 on|off     memory: the trainer's with --fp8 on (FP8 weights, operand, E4M3 FFN output;\n"
-            "                   default off); the step times stay the bf16 products'\n"
+            "  --fp8 on|off     the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
+            "                   FFN output), its step times from models/calib/<hw>-fp8.cfg where that\n"
+            "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
             "                   a row per line); OUT '-': only the JSON, on standard output\n"
@@ -259,7 +260,7 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
     if (s->max_len)
         printf("; lengths truncated to %d", s->max_len);
     if (s->fp8)
-        printf("; memory with --fp8 on (step times: the bf16 products')");
+        printf("; memory with --fp8 on, %s", cli_fp8_times(in));
     printf("\n");
     cli_prov_print(stdout, prov);
     if (merged)
@@ -324,6 +325,7 @@ static void whatif_json(json_w *w, const whatif_setup *s, const resolve_inputs *
     json_int(w, "max_len", s->max_len ? s->max_len : in->model.max_len);
     json_bool(w, "virtual_ranks", s->serial_ranks);
     json_bool(w, "fp8", s->fp8);
+    json_bool(w, "fp8_step_times", in->calib.fp8);
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);
@@ -404,6 +406,7 @@ int cmd_whatif(int argc, char **argv)
         resolve_inputs in;
         memset(&in, 0, sizeof in);
         const char *outs[2] = {o.csv, o.w.json && strcmp(o.w.json, "-") ? o.w.json : NULL};
+        o.w.rq.fp8 = o.w.s.fp8;
         rc = cli_inputs_load("whatif", &o.w.rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, outs, 2)
                  ? 1 : whatif_sweep(&o, &in, argc, argv);
         resolve_inputs_free(&in);
