@@ -42,7 +42,7 @@ const cfg_field calib_schema[] = {
     CF("attn_load_tiles_max", CFG_DOUBLE, attn_load_tiles_max, 0, 1e12, CFG_OPTIONAL,
        "the largest FMHA launch (tiles) the load terms were fitted on; larger ones are held there"),
 #define OPE(name, id) CF("eff_" name, CFG_DOUBLE, op_eff[id], 0, 1, CFG_OPTIONAL, \
-                         "per-operator efficiency (GEMM: of bf16 peak; else: of bandwidth), 0: class value")
+                         "per-operator efficiency (GEMM: of its products' peak; else: of bandwidth), 0: class value")
     OPE("embed_fwd", OP_EMBED_FWD), OPE("qkv_fwd", OP_QKV_FWD), OPE("attn_out_fwd", OP_ATTN_OUT_FWD),
     OPE("attn_ln_fwd", OP_ATTN_LN_FWD), OPE("ffn1_fwd", OP_FFN1_FWD), OPE("ffn2_fwd", OP_FFN2_FWD),
     OPE("ffn_ln_fwd", OP_FFN_LN_FWD), OPE("mlm_head_fwd", OP_MLM_HEAD_FWD),
