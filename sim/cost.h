@@ -29,13 +29,15 @@ int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c
 double cost_gemm_eff(const calib_coef *c, op_id op, double rows, double width);
 double cost_bw_eff(const calib_coef *c, op_id op, double width);
 
-/* Microseconds per tensor FLOP of operator op at efficiency 1: 1 / bf16 peak, except with the
- * trainer's FP8 products (fp8: an FP8 calibration's c->fp8), where the share cost_fp8_share(op) of
- * the FLOPs runs at the FP8 peak. */
+/* Microseconds per tensor FLOP that ops.h counts for operator op, at efficiency 1: 1 / bf16 peak,
+ * except with the trainer's FP8 products (fp8: an FP8 calibration's c->fp8). Those run the
+ * encoder's four Linear forwards and their data gradients in FP8 and the weight gradients in bf16,
+ * and move FFN2's weight gradient to after the GELU backward pass (traced under ffn1_bwd, as
+ * unpad-train --fp8 on with the tanh GELU does by default): ffn2_bwd then does half the FLOPs
+ * ops.h counts for it, all FP8, and ffn1_bwd 1.5 times its own, a third FP8. */
 double cost_tensor_us(const hw_spec *hw, int fp8, op_id op);
-/* The share of an operator's tensor FLOPs the trainer's --fp8 on runs in FP8: the encoder's four
- * Linear forwards all of theirs, their backwards half (the data gradient; the weight gradient
- * stays bf16), every other operator none. */
+/* The share of an operator's tensor FLOPs (as it runs them) that --fp8 on runs in FP8: the Linear
+ * forwards and ffn2_bwd 1, qkv_bwd and attn_out_bwd 0.5, ffn1_bwd 1/3, every other operator 0. */
 double cost_fp8_share(op_id op);
 /* 1 where an operator is timed by its FLOPs alone: the FP8 calibration's Linear products (their
  * operands take one byte an element, which the bf16 byte counts of ops.h do not say; their fitted

@@ -59,7 +59,7 @@ void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
     for (int op = 0; op < OP_COUNT; op++)
         any |= r->op[op].fitted;
     if (any) {
-        fprintf(f, "\nper-operator efficiency (GEMM: of bf16 peak at large M, with the shared small-M term;\n"
+        fprintf(f, "\nper-operator efficiency (GEMM: of its products' peak at large M, with the shared small-M term;\n"
                    "memory-bound: of bandwidth); others use the class value above\n");
         fprintf(f, "%-18s %14s %12s %10s %8s\n", "operator", "eff", "std. error", "class", "rows");
         for (int op = 0; op < OP_COUNT; op++) {

@@ -427,6 +427,7 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
         memory_setup ms;
         memory_use mu;
         memory_trainer_setup(&m, w->batch, d.max_len, w->batch, 0, &ms);
+        ms.fp8 = s->calib->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF; /* the products the logs were checked for */
         memory_predict(&m, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;
         w->predict_err = (w->predict_ms - w->meas_ms) / w->meas_ms;

@@ -57,18 +57,23 @@ START_TEST(test_fp8_products)
     ck_assert_double_eq_tol(cost_tensor_us(&h200, 0, OP_FFN1_FWD), p16, 1e-18);
     ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FFN1_FWD), p8, 1e-18);
     ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_QKV_BWD), 0.5 * p16 + 0.5 * p8, 1e-18);
+    /* FFN2's weight gradient traced under ffn1_bwd: ffn2_bwd half its counted FLOPs, all FP8;
+     * ffn1_bwd 1.5 x its own, a third FP8 */
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FFN2_BWD), 0.5 * p8, 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FFN1_BWD), 1.5 * (p16 * 2 / 3 + p8 / 3), 1e-18);
+    ck_assert_double_eq_tol(cost_tensor_us(&h200, 0, OP_FFN2_BWD), p16, 1e-18);
     ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_MLM_HEAD_FWD), p16, 1e-18);
     ck_assert_double_eq_tol(cost_tensor_us(&h200, 1, OP_FMHA_FWD), p16, 1e-18);
     /* a row with a large byte count: memory-bound as bf16, compute-bound as FP8 */
-    op_cost oc = {.op = OP_FFN2_BWD, .launches = 2, .flops = 1e11, .tensor_flops = 1e11, .bytes = 2e9,
+    op_cost oc = {.op = OP_QKV_BWD, .launches = 2, .flops = 1e11, .tensor_flops = 1e11, .bytes = 2e9,
                   .rows = 8000, .width = 1024};
-    double e = cost_gemm_eff(&c, OP_FFN2_BWD, 8000, 1024);
+    double e = cost_gemm_eff(&c, OP_QKV_BWD, 8000, 1024);
     double mem = 2e9 / (h200.mem_bw_gbs * 1e3 * c.bw_eff) + 2 * c.launch_us;
     ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), mem, 1e-9 * mem);
     c.fp8 = 1;
     double f8 = 1e11 * (0.5 * p16 + 0.5 * p8) / e + 2 * c.launch_us;
     ck_assert_double_eq_tol(cost_op_us(&h200, &c, &oc), f8, 1e-9 * f8);
-    ck_assert(cost_flops_only(&c, OP_FFN2_BWD) && !cost_flops_only(&c, OP_FFN_LN_BWD));
+    ck_assert(cost_flops_only(&c, OP_QKV_BWD) && !cost_flops_only(&c, OP_FFN_LN_BWD));
     /* a spec without FP8 tensor cores refuses an FP8 calibration */
     char p[512], cal[600];
     hw_spec a100;
