@@ -723,6 +723,18 @@ START_TEST(test_fp8_memory)
     jr_free(p0);
     refused_saying("predict --steps 2 --calib %D/f8.cfg --json %D/r.json",
                    "f8.cfg: fitted on traces of unpad-train --fp8 on (fp8 = true): pass --fp8 on");
+    /* the committed FP8 held-out runs: validated against the FP8 calibration (its memory too), and
+     * refused against the bf16 one, naming a log that says --fp8 on */
+    ck_assert_int_eq(run("validate --fp8 on --workloads traces/fp8/workloads-heldout-fp8.csv --steps 50 --quiet "
+                         "--json %D/v8.json"), 0);
+    jr_node *v8 = load_json("v8.json");
+    ck_assert_int_eq((int)at(v8, "summary.workloads")->num, 20);
+    ck_assert_int_eq((int)at(v8, "summary.step_logs")->num, 20);
+    ck_assert_msg(at(v8, "summary.memory_max_abs_pct")->num < 1, "%.2f", at(v8, "summary.memory_max_abs_pct")->num);
+    jr_free(v8);
+    refused_saying("validate --workloads traces/fp8/workloads-heldout-fp8.csv --steps 50 --quiet --json %D/r.json",
+                   ".log:1: workload heldout-w-fp8-bert-base-b24-short ran with --fp8 on, but the calibration "
+                   "describes bf16 products: pass --fp8 on");
     ck_assert_int_eq(run("whatif --gpus 1 --batch 56 --policy none --steps 3 --attn-steps 0 --fp8 on --quiet "
                          "--json %D/w.json"), 0);
     jr_node *w = load_json("w.json");
