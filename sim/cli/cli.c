@@ -306,8 +306,9 @@ const char *cli_fp8_times(const resolve_inputs *in)
     static char buf[2 * CFG_STR_LEN + 160];
     if (in->calib.fp8)
         return "step times with FP8 products (an FP8 calibration)";
-    snprintf(buf, sizeof buf, "step times: the bf16 products' (no FP8 calibration of %s: "
-             "models/calib/%s-fp8.cfg, unpad calibrate on --fp8 on traces)", in->hw.name, in->hw.name);
+    snprintf(buf, sizeof buf, "step times: the bf16 products' (%s; --fp8 on's need a calibration fitted on "
+             "--fp8 on traces, models/calib/%s-fp8.cfg)",
+             in->calib_from == CALIB_DEFAULT ? "uncalibrated defaults" : "a bf16 calibration", in->hw.name);
     return buf;
 }
 

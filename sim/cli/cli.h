@@ -118,8 +118,8 @@ void cli_setup_inputs(whatif_setup *s, const resolve_inputs *in, int seed);
  * distribution's lengths (layout_resolve). */
 int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, const layout *lay, int n);
 /* With --fp8 on, what the step times are: "step times with FP8 products" when the calibration was
- * fitted on --fp8 on traces (in->calib.fp8), else "step times: the bf16 products' (no FP8
- * calibration of <hw>)". */
+ * fitted on --fp8 on traces (in->calib.fp8), else "step times: the bf16 products' (...)", saying
+ * which calibration and where an FP8 one would be. */
 const char *cli_fp8_times(const resolve_inputs *in);
 /* Refuses (prints why, returns 1) --fp8 on for hardware whose spec has no FP8 tensor cores. */
 int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in);
