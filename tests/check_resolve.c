@@ -148,6 +148,38 @@ START_TEST(test_calib_source)
 }
 END_TEST
 
+/* --fp8 on: the GPU's FP8 calibration (models/calib/<hw>-fp8.cfg) where the project has one, else
+ * its bf16 one; --no-calib keeps the defaults either way. */
+START_TEST(test_calib_fp8)
+{
+    char p[RESOLVE_PATH_LEN], want[RESOLVE_PATH_LEN];
+    unpad_err e = {0};
+    resolve_inputs in;
+    resolve_req rq = {.fp8 = 1};
+    ck_assert_msg(resolve_inputs_load(&rq, &in, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_str_eq(in.calib_path, under_home(want, sizeof want, "models/calib/h200-sxm-fp8.cfg"));
+    ck_assert_int_eq(in.calib.fp8, 1);
+    ck_assert_int_eq(in.calib_from, CALIB_FITTED);
+    resolve_inputs_free(&in);
+    rq = (resolve_req){0};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.calib_path, under_home(want, sizeof want, "models/calib/h200-sxm.cfg"));
+    ck_assert_int_eq(in.calib.fp8, 0);
+    resolve_inputs_free(&in);
+    /* no FP8 calibration of this GPU: its bf16 one */
+    rq = (resolve_req){.fp8 = 1, .hw = under_home(p, sizeof p, "models/hw/a100-sxm4-80g.cfg")};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.calib_path, under_home(want, sizeof want, "models/calib/a100-sxm4-80g.cfg"));
+    ck_assert_int_eq(in.calib.fp8, 0);
+    resolve_inputs_free(&in);
+    rq = (resolve_req){.fp8 = 1, .no_calib = 1};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.calib_path, "");
+    ck_assert_int_eq(in.calib_from, CALIB_DEFAULT);
+    resolve_inputs_free(&in);
+}
+END_TEST
+
 /* A plan file: lpt, free counts, a known cost, groups 128,384 on 3 streams. */
 static void write_plan(char *path, size_t n, int tokens)
 {
@@ -329,6 +361,7 @@ Suite *resolve_suite(void)
     tcase_add_test(tc, test_home);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_calib_source);
+    tcase_add_test(tc, test_calib_fp8);
     tcase_add_test(tc, test_plan_merge);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_names);
