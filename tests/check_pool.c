@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pool.h"
 
@@ -44,6 +45,12 @@ static int count_job(void *ctx, void *state, int i, unpad_err *err)
     pthread_mutex_lock(&j->lock);
     j->runs[i]++;
     pthread_mutex_unlock(&j->lock);
+    if (j->fail_at >= 0 && i > j->fail_at) {
+        /* jobs after the failing one take 1 ms, so the other threads cannot finish them all before
+         * the failure stops the pool (however the threads are scheduled, short of a 0.5 s stall) */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     return i == j->fail_at ? unpad_fail(err, UNPAD_EINVAL, NULL, 0, "job %d failed", i) : UNPAD_OK;
 }
 
