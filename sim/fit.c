@@ -42,7 +42,6 @@ typedef struct {
     row_ctx *rows;
     size_t n;
     const hw_spec *hw;
-    int fp8;           /* the traces' products are --fp8 on's (cost_tensor_us) */
     row_ctx **batch;   /* (nbatch) one row of each distinct FMHA batch */
     size_t nbatch;
 } fit_ctx;
@@ -178,8 +177,9 @@ static void joint_classify(const fit_ctx *fc, const calib_coef *c, joint_iter *i
         it->col[J_LAUNCH] = it->p++;
 }
 
-/* The equations: every row used, divided by its duration (relative residuals). */
-static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit *rf)
+/* The equations: every row used, divided by its duration (relative residuals); c says at which
+ * peak the GEMM rows' products ran (cost_tensor_us). */
+static void joint_equations(const fit_ctx *fc, const calib_coef *c, const joint_iter *it, robust_fit *rf)
 {
     const hw_spec *hw = fc->hw;
     double fp32 = hw->peak_fp32_tflops * 1e6;
@@ -195,7 +195,7 @@ static void joint_equations(const fit_ctx *fc, const joint_iter *it, robust_fit 
         double d = x->r->dur_us, yy = d;
         double nw = calib_narrow(o->width);
         if (it->use[i] == 1) {
-            double tf = o->tensor_flops * cost_tensor_us(hw, fc->fp8, o->op); /* us at efficiency 1 */
+            double tf = o->tensor_flops * cost_tensor_us(hw, c->fp8, o->op); /* us at efficiency 1 */
             gsl_matrix_set(X, k, (size_t)col[it->key[i]], tf / d);
             if (col[J_M] >= 0)
                 gsl_matrix_set(X, k, (size_t)col[J_M], (1 + nw) * tf / o->rows / d);
@@ -365,7 +365,7 @@ static int joint_solve(fit_ctx *fc, joint_iter *it, calib_coef *c, fit_result *o
     int rc = robust_alloc(&rf, it->n, (size_t)it->p, err);
     if (rc)
         return rc;
-    joint_equations(fc, it, &rf);
+    joint_equations(fc, c, it, &rf);
     int st = robust_solve(&rf);
     if (st && st != GSL_EMAXITER) {
         rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0,
@@ -1049,7 +1049,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     if ((rc = index_batches(&fc, err)))
         goto out;
     calib_coef *c = &out->coef;
-    c->fp8 = fc.fp8 = nsets > 0 && sets[0].products == TRACE_FP8;
+    c->fp8 = nsets > 0 && sets[0].products == TRACE_FP8; /* cli_traces_load: one kind a set */
     if ((rc = fit_joint(&fc, c, out, err)) || (rc = fit_fmha(&fc, c, out, err)) ||
         (rc = fit_comm(&fc, sorted, c, out, err)) ||
         (rc = fit_overhead(&fc, sorted, c, out, &gaps, &spans, &ngaps, err)))

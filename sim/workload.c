@@ -351,8 +351,8 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
 }
 
 /* Row w's model (models/<model>.cfg) and length distribution (models/dists/<dist>.csv). */
-/* The trainer's products from the first line of the workload's log (`unpad-train: ... in FP8` for
- * --fp8 on) against the calibration's: a mismatch is refused (the step model would time other
+/* The trainer's products from the first line of the workload's log (WORKLOAD_LOG_FP8 for --fp8 on)
+ * against the calibration's: a mismatch is refused (the step model would time other
  * products than the trainer ran). No log, or no such line: nothing to check. */
 static int row_products(const workload_setup *s, const workload_row *w, unpad_err *err)
 {
@@ -367,7 +367,7 @@ static int row_products(const workload_setup *s, const workload_row *w, unpad_er
     fclose(f);
     if (!got || strncmp(line, "unpad-train:", 12))
         return UNPAD_OK;
-    int fp8 = strstr(line, " in FP8") != NULL;
+    int fp8 = strstr(line, WORKLOAD_LOG_FP8) != NULL;
     if (fp8 != !!s->calib->fp8)
         return unpad_fail(err, UNPAD_EINVAL, path, 1,
                           "workload %s ran %s, but the calibration describes %s: %s", w->name,

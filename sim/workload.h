@@ -26,6 +26,10 @@
 #include "calib.h"
 #include "model.h"
 
+/* What the first line of an unpad-train log says of a run with --fp8 on (exec/gpu/train_report.c
+ * prints it; the workload validation reads it to match the log's products to the calibration's). */
+#define WORKLOAD_LOG_FP8 "the encoder's Linear forwards and data gradients in FP8"
+
 #define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
 #define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
 #define WORKLOAD_SEED 21 /* the trainer's --seed in scripts/gpu-heldout.sh and gpu-calib.sh */

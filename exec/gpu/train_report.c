@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "gpu/trainer.h"
+#include "workload.h"
 
 #define TRAIN_WARMUP_STEPS 1 /* the first step (plans, allocations) is left out of the steady state */
 
@@ -21,8 +22,7 @@ void trainer_print_setup(const trainer *t)
     int K = t->K, B = t->B;
     printf("unpad-train: %s (%d layers, hidden %d, %lld parameters) on %s, %s\n", c->name, c->layers, c->hidden,
            (long long)model_param_count(c), t->device,
-           strcmp(UNPAD_PRECISION, "fp32") ? (t->opt.fp8 ? "bf16 activations and weights, the encoder's Linear "
-                                                            "forwards and data gradients in FP8"
+           strcmp(UNPAD_PRECISION, "fp32") ? (t->opt.fp8 ? "bf16 activations and weights, " WORKLOAD_LOG_FP8
                                                           : "bf16 activations and weights")
                                            : "fp32 throughout (the fp32 build)");
     printf("  data %s\n", source_describe(t->src));
