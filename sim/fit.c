@@ -1027,6 +1027,12 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     double *gaps = NULL, *spans = NULL, *e = NULL, *scratch = NULL, *sim = NULL;
     char *keep = NULL;
     size_t ngaps = 0;
+    for (int i = 1; i < nsets; i++) /* one kind of products a calibration (cli_traces_load names the files) */
+        if (sets[i].products != sets[0].products)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, sets[i].products_line,
+                              "trace %d of %d was measured with %s products, the first with %s: one calibration "
+                              "describes one kind", i + 1, nsets, trace_products_name(sets[i].products),
+                              trace_products_name(sets[0].products));
     int rc = build_ctx(sets, nsets, models, n_models, hw, &fc, &out->rows_skipped, err);
     if (rc)
         goto out;
@@ -1049,7 +1055,7 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     if ((rc = index_batches(&fc, err)))
         goto out;
     calib_coef *c = &out->coef;
-    c->fp8 = nsets > 0 && sets[0].products == TRACE_FP8; /* cli_traces_load: one kind a set */
+    c->fp8 = nsets > 0 && sets[0].products == TRACE_FP8; /* one kind for all sets: checked above */
     if ((rc = fit_joint(&fc, c, out, err)) || (rc = fit_fmha(&fc, c, out, err)) ||
         (rc = fit_comm(&fc, sorted, c, out, err)) ||
         (rc = fit_overhead(&fc, sorted, c, out, &gaps, &spans, &ngaps, err)))

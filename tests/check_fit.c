@@ -387,6 +387,12 @@ START_TEST(test_bad_traces)
     unpad_err e = {0};
     ck_assert_int_eq(fit_calibrate(&set, 1, &base, 1, &h200, &init, &res, &e), UNPAD_EINVAL);
     ck_assert_msg(strstr(e.msg, "model 'bert-huge'") && strstr(e.msg, "--model"), "%s", e.msg);
+    /* traces of two kinds of products in one calibration are refused before any fit */
+    trace_set two[2] = {set, set};
+    two[1].products = TRACE_FP8;
+    two[1].products_line = 1;
+    ck_assert_int_eq(fit_calibrate(two, 2, &base, 1, &h200, &init, &res, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "trace 2 of 2") && strstr(e.msg, "fp8") && strstr(e.msg, "bf16"), "%s", e.msg);
     int n = 1;
     model_cfg ms[2] = {base};
     char dir[512];
