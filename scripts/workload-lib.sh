@@ -7,7 +7,9 @@
 # wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. FP8=on adds
 # --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); HW=NAME
 # names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm);
-# DEADLINE_AT=EPOCH_SECONDS: workloads not started by then are skipped (said, no row). Where
+# DEADLINE_AT=EPOCH_SECONDS: workloads not started by then are skipped (said, no row);
+# TRACE_LATE=1: the traced steps come after the measured ones (as many as TRACE_STEPS names, from
+# STEPS + 1 on), so that they run on the clock the untraced steps settled to. Where
 # nvidia-smi is present, the GPU's SM clock, power draw, temperature and (where the driver names
 # the field) the clock's limiting reasons are sampled every 100 ms while the run lasts
 # (OUTDIR/logs/NAME.clocks.csv, its first line the fields): whether a workload's untraced steps run on
@@ -19,6 +21,12 @@ workload_table() {
 workload_run() {
     local table=$1 out=$2 prefix=$3 tsteps=$4 m=$5 b=$6 k=$7 p=$8 d=$9
     local name=$prefix-$m-b$b$([ "$k" -gt 1 ] && echo "-vr$k-$p")-$d
+    local total=$STEPS
+    if [ "${TRACE_LATE:-0}" = 1 ]; then
+        local nt=$(( ${tsteps#*:} - ${tsteps%%:*} + 1 ))
+        tsteps=$(( STEPS + 1 )):$(( STEPS + nt ))
+        total=$(( STEPS + nt ))
+    fi
     if [ -n "${DEADLINE_AT:-}" ] && [ "$(date +%s)" -ge "$DEADLINE_AT" ]; then
         echo "$name skipped: past DEADLINE_AT"
         return
@@ -38,13 +46,13 @@ workload_run() {
     [ "${FP8:-off}" = on ] && extra="$extra --fp8 on"
     [ -n "${HW:-}" ] && extra="$extra --hw models/hw/$HW.cfg"
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
-        --steps "$STEPS" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
+        --steps "$total" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
         >"$out/logs/$name.log" 2>&1
     local rc=$?
     [ -n "$smi" ] && kill "$smi" 2>/dev/null && wait "$smi" 2>/dev/null
     local stats
-    stats=$(awk '/^step/ { s = $2 + 0; for (i = 1; i <= NF; i++) if ($i == "ms/step") ms = $(i - 1);
-                 if (s >= 9) print ms }' "$out/logs/$name.log" | sort -g |
+    stats=$(awk -v last="$STEPS" '/^step/ { s = $2 + 0; for (i = 1; i <= NF; i++) if ($i == "ms/step") ms = $(i - 1);
+                 if (s >= 9 && s <= last) print ms }' "$out/logs/$name.log" | sort -g |
             awk '{ v[NR] = $1; t += $1 } END { if (NR) printf "%d,%.3f,%.3f", NR, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), t / NR; else printf "0,,"}')
     local mem
     mem=$(grep -o 'device memory in use [0-9.]*' "$out/logs/$name.log" | awk '{print $5}')
