@@ -3,7 +3,8 @@
  * backward and forward+backward times over CUDA events, achieved TFLOP/s (forward counts
  * 4 * sum(len^2) * 64 * NH, backward 2.5x that), for every kernel shape without and with
  * attention dropout 0.1, the default and the fastest shapes, and the batch split into 3 groups
- * on 3 streams. Writes the lengths (one per line) for bench/fmha_peer.py and a CSV result (the
+ * on 3 streams, and the default backward timed launch by launch (prep pass, main kernel, convert
+ * pass). Writes the lengths (one per line) for bench/fmha_peer.py and a CSV result (the
  * default shapes without and with dropout):
  *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE]
  *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD] [--order drawn|longest]
@@ -31,6 +32,7 @@ typedef struct {
 typedef struct {
     int fwd_shape, bwd_shape, groups; /* groups: 1, or 3 on 3 streams */
     float p;
+    unsigned parts; /* the backward's launches (fmha.h FMHA_BWD_*); 0: all of them */
 } setup;
 
 static cudaStream_t streams[3];
@@ -62,8 +64,8 @@ static void run(const problem *P, const setup *c, int do_fwd, int do_bwd)
             fmha_fwd_shape(c->fwd_shape, P->out, P->lse, P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1],
                            ml, c->p, 1, 2, st);
         if (do_bwd)
-            fmha_bwd_shape(c->bwd_shape, P->dqkv, P->ws, P->dout, P->out, P->lse, P->qkv, P->d_cu,
-                           P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
+            fmha_bwd_parts(c->bwd_shape, c->parts ? c->parts : FMHA_BWD_ALL, P->dqkv, P->ws, P->dout, P->out,
+                           P->lse, P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
     }
 }
 
@@ -258,7 +260,7 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
         for (int f = 0; f < fmha_fwd_shape_count(); f++) {
             if (!listed(a->fwd_list, f))
                 continue;
-            setup c = {f, a->def_bwd, 1, ps[pi]};
+            setup c = {f, a->def_bwd, 1, ps[pi], 0};
             const float tf = time_ms(P, &c, 1, 0, a->reps);
             char label[96];
             snprintf(label, sizeof label, "%s p=%.1f", fmha_fwd_shape_name(f), ps[pi]);
@@ -272,7 +274,7 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
         for (int b = 0; b < fmha_bwd_shape_count(); b++) {
             if (!listed(a->bwd_list, b))
                 continue;
-            setup c = {a->def_fwd, b, 1, ps[pi]};
+            setup c = {a->def_fwd, b, 1, ps[pi], 0};
             run(P, &c, 1, 0); /* the forward outputs this backward reads */
             const float tb = time_ms(P, &c, 0, 1, a->reps);
             char label[96];
@@ -292,11 +294,11 @@ static int summary_rows(const bench_args *a, const problem *P, double sum_len2, 
 {
     const int def_fwd = a->def_fwd, def_bwd = a->def_bwd, reps = a->reps;
     const setup rows[] = {
-        {def_fwd, def_bwd, 1, 0.0f},     /* the launchers' defaults (or --default) */
-        {def_fwd, def_bwd, 1, 0.1f},     /* the same with attention dropout 0.1 */
-        {best_f[0], best_b[0], 1, 0.0f}, /* the fastest shapes of this run */
-        {best_f[1], best_b[1], 1, 0.1f},
-        {def_fwd, def_bwd, 3, 0.0f},     /* defaults, 3 groups on 3 streams */
+        {def_fwd, def_bwd, 1, 0.0f, 0},     /* the launchers' defaults (or --default) */
+        {def_fwd, def_bwd, 1, 0.1f, 0},     /* the same with attention dropout 0.1 */
+        {best_f[0], best_b[0], 1, 0.0f, 0}, /* the fastest shapes of this run */
+        {best_f[1], best_b[1], 1, 0.1f, 0},
+        {def_fwd, def_bwd, 3, 0.0f, 0},     /* defaults, 3 groups on 3 streams */
     };
     const char *labels[] = {"default", "default, dropout 0.1", "best shapes", "best shapes, dropout 0.1",
                             "default, 3 groups/3 streams"};
@@ -328,6 +330,29 @@ static int summary_rows(const bench_args *a, const problem *P, double sum_len2, 
     return 0;
 }
 
+/* The default backward timed by launch (prep pass, main kernel, convert pass, all three), without
+ * and with dropout: where its time goes. A launch timed alone computes from what the runs before
+ * left; only its time counts. */
+static void launch_rows(const bench_args *a, const problem *P, double bwd_flop)
+{
+    static const unsigned parts[4] = {FMHA_BWD_PREP, FMHA_BWD_MAIN, FMHA_BWD_CONVERT, FMHA_BWD_ALL};
+    printf("%-36s %9s %9s %9s %9s %8s %8s\n", "backward by launch (default shapes)", "prep ms", "main ms",
+           "conv ms", "all ms", "main TF/s", "pass %");
+    for (int k = 0; k < 2; k++) {
+        const float p = k ? 0.1f : 0.0f;
+        float t[4];
+        for (int i = 0; i < 4; i++) {
+            const setup c = {a->def_fwd, a->def_bwd, 1, p, parts[i]};
+            run(P, &c, 1, 1); /* forward and whole backward: valid inputs for the launch timed alone */
+            t[i] = time_ms(P, &c, 0, 1, a->reps);
+        }
+        char label[64];
+        snprintf(label, sizeof label, "bwd launches p=%.1f (%d)", p, a->def_bwd);
+        printf("%-36s %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f\n", label, t[0], t[1], t[2], t[3], bwd_flop / t[1] * 1e-9,
+               100.0 * (t[0] + t[2]) / t[3]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     bench_args a;
@@ -348,6 +373,7 @@ int main(int argc, char **argv)
     shape_sweep(&a, &P, fwd_flop, bwd_flop, best_f, best_b);
     if (summary_rows(&a, &P, sum_len2, fwd_flop, bwd_flop, best_f, best_b))
         return 1;
+    launch_rows(&a, &P, bwd_flop);
     for (int g = 0; g < 3; g++)
         cudaCheck(cudaStreamDestroy(streams[g]));
     cudaCheck(cudaFree(P.d_cu));

@@ -1207,6 +1207,16 @@ extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf1
                                int seq_end, int max_len, float p_drop, uint64_t seed,
                                uint64_t stream_id, cudaStream_t stream)
 {
+    fmha_bwd_parts(shape, FMHA_BWD_ALL, dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin,
+                   seq_end, max_len, p_drop, seed, stream_id, stream);
+}
+
+extern "C" void fmha_bwd_parts(int shape, unsigned parts, bf16 *dqkv, void *workspace, const bf16 *dout,
+                               const bf16 *out, const float *lse, const bf16 *qkv,
+                               const int32_t *cu_seqlens, int T, int NH, int seq_begin,
+                               int seq_end, int max_len, float p_drop, uint64_t seed,
+                               uint64_t stream_id, cudaStream_t stream)
+{
     const Args a = check_args("fmha_bwd", shape, N_BWD, T, NH, seq_begin, seq_end, max_len, p_drop,
                               seed, stream_id);
     check_bwd_pointers(dqkv, workspace, dout, out, lse, qkv, cu_seqlens);
@@ -1215,14 +1225,19 @@ extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf1
     float *dq_acc = static_cast<float *>(workspace); /* (NH, T, DQ_LD) */
     float *Dvec = dq_acc + (size_t)T * NH * DQ_LD;   /* (NH, T) */
     const dim3 grid_rows((max_len + PREP_TOKENS - 1) / PREP_TOKENS, 1, seq_end - seq_begin);
-    fmha_bwd_prep_kernel<<<grid_rows, 256, 0, stream>>>(dq_acc, Dvec, reinterpret_cast<const bf16_t *>(dout),
-                                                        reinterpret_cast<const bf16_t *>(out), cu_seqlens, T,
-                                                        NH, seq_begin);
-    cudaCheck(cudaGetLastError());
-    bwd_shapes[shape].fn(dqkv, dq_acc, Dvec, dout, lse, qkv, cu_seqlens, a, stream);
-    fmha_bwd_convert_kernel<<<grid_rows, 256, 0, stream>>>(reinterpret_cast<bf16_t *>(dqkv), dq_acc,
-                                                           cu_seqlens, T, NH, seq_begin);
-    cudaCheck(cudaGetLastError());
+    if (parts & FMHA_BWD_PREP) {
+        fmha_bwd_prep_kernel<<<grid_rows, 256, 0, stream>>>(dq_acc, Dvec, reinterpret_cast<const bf16_t *>(dout),
+                                                            reinterpret_cast<const bf16_t *>(out), cu_seqlens, T,
+                                                            NH, seq_begin);
+        cudaCheck(cudaGetLastError());
+    }
+    if (parts & FMHA_BWD_MAIN)
+        bwd_shapes[shape].fn(dqkv, dq_acc, Dvec, dout, lse, qkv, cu_seqlens, a, stream);
+    if (parts & FMHA_BWD_CONVERT) {
+        fmha_bwd_convert_kernel<<<grid_rows, 256, 0, stream>>>(reinterpret_cast<bf16_t *>(dqkv), dq_acc,
+                                                               cu_seqlens, T, NH, seq_begin);
+        cudaCheck(cudaGetLastError());
+    }
 }
 
 extern "C" void fmha_fwd(bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu_seqlens, int T,

@@ -94,4 +94,18 @@ void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const floatX *dout
                     int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
                     uint64_t stream_id, cudaStream_t stream);
 
+/* The backward's launches, for timing them apart (bench_fmha's "backward by launch" rows): the
+ * prep pass (D, the dQ accumulator zeroed), the main kernel, the convert pass (dQ to bf16). Any set
+ * but FMHA_BWD_ALL leaves dqkv wrong; fmha_bwd_shape is fmha_bwd_parts(shape, FMHA_BWD_ALL, ...).
+ * The fp32 build's backward is one unit: it runs whole when parts has FMHA_BWD_MAIN. */
+#define FMHA_BWD_PREP 1u
+#define FMHA_BWD_MAIN 2u
+#define FMHA_BWD_CONVERT 4u
+#define FMHA_BWD_ALL 7u
+UNPAD_EXTERN_C
+void fmha_bwd_parts(int shape, unsigned parts, floatX *dqkv, void *workspace, const floatX *dout,
+                    const floatX *out, const float *lse, const floatX *qkv, const int32_t *cu_seqlens, int T,
+                    int NH, int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
+                    uint64_t stream_id, cudaStream_t stream);
+
 #endif
