@@ -1201,16 +1201,6 @@ extern "C" void fmha_fwd_shape(int shape, bf16 *out, float *lse, const bf16 *qkv
     fwd_shapes[shape].fn(out, lse, qkv, cu_seqlens, a, stream);
 }
 
-extern "C" void fmha_bwd_shape(int shape, bf16 *dqkv, void *workspace, const bf16 *dout,
-                               const bf16 *out, const float *lse, const bf16 *qkv,
-                               const int32_t *cu_seqlens, int T, int NH, int seq_begin,
-                               int seq_end, int max_len, float p_drop, uint64_t seed,
-                               uint64_t stream_id, cudaStream_t stream)
-{
-    fmha_bwd_parts(shape, FMHA_BWD_ALL, dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin,
-                   seq_end, max_len, p_drop, seed, stream_id, stream);
-}
-
 extern "C" void fmha_bwd_parts(int shape, unsigned parts, bf16 *dqkv, void *workspace, const bf16 *dout,
                                const bf16 *out, const float *lse, const bf16 *qkv,
                                const int32_t *cu_seqlens, int T, int NH, int seq_begin,

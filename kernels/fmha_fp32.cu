@@ -485,16 +485,6 @@ extern "C" void fmha_fwd_shape(int shape, floatX *out, float *lse, const floatX 
     launch_fwd(out, lse, qkv, cu_seqlens, a, stream);
 }
 
-extern "C" void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const floatX *dout,
-                               const floatX *out, const float *lse, const floatX *qkv,
-                               const int32_t *cu_seqlens, int T, int NH, int seq_begin,
-                               int seq_end, int max_len, float p_drop, uint64_t seed,
-                               uint64_t stream_id, cudaStream_t stream)
-{
-    fmha_bwd_parts(shape, FMHA_BWD_ALL, dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin,
-                   seq_end, max_len, p_drop, seed, stream_id, stream);
-}
-
 /* One unit here: the whole backward runs when parts has FMHA_BWD_MAIN (fmha.h). */
 extern "C" void fmha_bwd_parts(int shape, unsigned parts, floatX *dqkv, void *workspace, const floatX *dout,
                                const floatX *out, const float *lse, const floatX *qkv,

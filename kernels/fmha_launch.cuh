@@ -87,4 +87,14 @@ __device__ __forceinline__ void check_len_quiet(int len, int max_len)
 
 } /* namespace */
 
+/* fmha.h's fmha_bwd_shape, the same in both: all of the backward's launches. */
+extern "C" void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const floatX *dout, const floatX *out,
+                               const float *lse, const floatX *qkv, const int32_t *cu_seqlens, int T, int NH,
+                               int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
+                               uint64_t stream_id, cudaStream_t stream)
+{
+    fmha_bwd_parts(shape, FMHA_BWD_ALL, dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin,
+                   seq_end, max_len, p_drop, seed, stream_id, stream);
+}
+
 #endif
