@@ -33,6 +33,8 @@ typedef struct {
     int fwd_shape, bwd_shape, groups; /* groups: 1, or 3 on 3 streams */
     float p;
     unsigned parts; /* the backward's launches (fmha.h FMHA_BWD_*); 0: all of them */
+    int stagger;    /* with groups 2: the second half's backward starts when the first's prep pass
+                       is done, so that each half's passes run beside the other's main kernel */
 } setup;
 
 static cudaStream_t streams[3];
@@ -63,9 +65,22 @@ static void run(const problem *P, const setup *c, int do_fwd, int do_bwd)
         if (do_fwd)
             fmha_fwd_shape(c->fwd_shape, P->out, P->lse, P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1],
                            ml, c->p, 1, 2, st);
-        if (do_bwd)
+        if (do_bwd && c->stagger) {
+            static cudaEvent_t prep_done;
+            if (!prep_done)
+                cudaCheck(cudaEventCreateWithFlags(&prep_done, cudaEventDisableTiming));
+            if (g == 1)
+                cudaCheck(cudaStreamWaitEvent(st, prep_done, 0));
+            fmha_bwd_parts(c->bwd_shape, FMHA_BWD_PREP, P->dqkv, P->ws, P->dout, P->out, P->lse, P->qkv, P->d_cu,
+                           P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
+            if (g == 0)
+                cudaCheck(cudaEventRecord(prep_done, st));
+            fmha_bwd_parts(c->bwd_shape, FMHA_BWD_MAIN | FMHA_BWD_CONVERT, P->dqkv, P->ws, P->dout, P->out, P->lse,
+                           P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
+        } else if (do_bwd) {
             fmha_bwd_parts(c->bwd_shape, c->parts ? c->parts : FMHA_BWD_ALL, P->dqkv, P->ws, P->dout, P->out,
                            P->lse, P->qkv, P->d_cu, P->T, P->NH, b[g], b[g + 1], ml, c->p, 1, 2, st);
+        }
     }
 }
 
@@ -260,7 +275,7 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
         for (int f = 0; f < fmha_fwd_shape_count(); f++) {
             if (!listed(a->fwd_list, f))
                 continue;
-            setup c = {f, a->def_bwd, 1, ps[pi], 0};
+            setup c = {f, a->def_bwd, 1, ps[pi], 0, 0};
             const float tf = time_ms(P, &c, 1, 0, a->reps);
             char label[96];
             snprintf(label, sizeof label, "%s p=%.1f", fmha_fwd_shape_name(f), ps[pi]);
@@ -274,7 +289,7 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
         for (int b = 0; b < fmha_bwd_shape_count(); b++) {
             if (!listed(a->bwd_list, b))
                 continue;
-            setup c = {a->def_fwd, b, 1, ps[pi], 0};
+            setup c = {a->def_fwd, b, 1, ps[pi], 0, 0};
             run(P, &c, 1, 0); /* the forward outputs this backward reads */
             const float tb = time_ms(P, &c, 0, 1, a->reps);
             char label[96];
@@ -294,11 +309,11 @@ static int summary_rows(const bench_args *a, const problem *P, double sum_len2, 
 {
     const int def_fwd = a->def_fwd, def_bwd = a->def_bwd, reps = a->reps;
     const setup rows[] = {
-        {def_fwd, def_bwd, 1, 0.0f, 0},     /* the launchers' defaults (or --default) */
-        {def_fwd, def_bwd, 1, 0.1f, 0},     /* the same with attention dropout 0.1 */
-        {best_f[0], best_b[0], 1, 0.0f, 0}, /* the fastest shapes of this run */
-        {best_f[1], best_b[1], 1, 0.1f, 0},
-        {def_fwd, def_bwd, 3, 0.0f, 0},     /* defaults, 3 groups on 3 streams */
+        {def_fwd, def_bwd, 1, 0.0f, 0, 0},  /* the launchers' defaults (or --default) */
+        {def_fwd, def_bwd, 1, 0.1f, 0, 0},  /* the same with attention dropout 0.1 */
+        {best_f[0], best_b[0], 1, 0.0f, 0, 0}, /* the fastest shapes of this run */
+        {best_f[1], best_b[1], 1, 0.1f, 0, 0},
+        {def_fwd, def_bwd, 3, 0.0f, 0, 0},  /* defaults, 3 groups on 3 streams */
     };
     const char *labels[] = {"default", "default, dropout 0.1", "best shapes", "best shapes, dropout 0.1",
                             "default, 3 groups/3 streams"};
@@ -342,7 +357,7 @@ static void launch_rows(const bench_args *a, const problem *P, double bwd_flop)
         const float p = k ? 0.1f : 0.0f;
         float t[4];
         for (int i = 0; i < 4; i++) {
-            const setup c = {a->def_fwd, a->def_bwd, 1, p, parts[i]};
+            const setup c = {a->def_fwd, a->def_bwd, 1, p, parts[i], 0};
             run(P, &c, 1, 1); /* forward and whole backward: valid inputs for the launch timed alone */
             t[i] = time_ms(P, &c, 0, 1, a->reps);
         }
@@ -350,6 +365,10 @@ static void launch_rows(const bench_args *a, const problem *P, double bwd_flop)
         snprintf(label, sizeof label, "bwd launches p=%.1f (%d)", p, a->def_bwd);
         printf("%-36s %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f\n", label, t[0], t[1], t[2], t[3], bwd_flop / t[1] * 1e-9,
                100.0 * (t[0] + t[2]) / t[3]);
+        const setup two = {a->def_fwd, a->def_bwd, 2, p, 0, 0}, st = {a->def_fwd, a->def_bwd, 2, p, 0, 1};
+        const float t2 = time_ms(P, &two, 0, 1, a->reps), ts = time_ms(P, &st, 0, 1, a->reps);
+        printf("  two halves on two streams: together %.4f ms, staggered %.4f ms (%.1f TFLOP/s, %+.1f%% "
+               "against one launch)\n", t2, ts, bwd_flop / ts * 1e-9, 100.0 * (ts / t[3] - 1));
     }
 }
 
