@@ -279,8 +279,9 @@ static void diagnose(const batch *b, const float *got, const float *ref, size_t 
 }
 
 /* Runs forward (shape fs) and backward (shape bs) on ngroups groups (each on its own stream) and
- * compares everything against x. */
-static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, int ngroups)
+ * compares everything against x. parts: the backward as its three launches, one fmha_bwd_parts
+ * call each, which must add up to fmha_bwd_shape. */
+static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, int ngroups, int parts)
 {
     const int NH = b->NH;
     const size_t nqkv = (size_t)b->T * 3 * NH * 64, no = (size_t)b->T * NH * 64;
@@ -298,8 +299,15 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
         const int s0 = bounds[g], s1 = bounds[g + 1], ml = group_max_len(b, s0, s1);
         fmha_fwd_shape(fs, b->d_out, b->d_lse, b->d_qkv, b->d_cu, b->T, NH, s0, s1, ml, p, SEED,
                        SID, st[g]);
-        fmha_bwd_shape(bs, b->d_dqkv, b->d_ws, b->d_dout, b->d_out, b->d_lse, b->d_qkv, b->d_cu,
-                       b->T, NH, s0, s1, ml, p, SEED, SID, st[g]);
+        if (!parts) {
+            fmha_bwd_shape(bs, b->d_dqkv, b->d_ws, b->d_dout, b->d_out, b->d_lse, b->d_qkv, b->d_cu,
+                           b->T, NH, s0, s1, ml, p, SEED, SID, st[g]);
+            continue;
+        }
+        static const unsigned one[3] = {FMHA_BWD_PREP, FMHA_BWD_MAIN, FMHA_BWD_CONVERT};
+        for (int k = 0; k < 3; k++)
+            fmha_bwd_parts(bs, one[k], b->d_dqkv, b->d_ws, b->d_dout, b->d_out, b->d_lse, b->d_qkv, b->d_cu,
+                           b->T, NH, s0, s1, ml, p, SEED, SID, st[g]);
     }
     cudaCheck(cudaDeviceSynchronize());
     for (int g = 0; g < ngroups; g++)
@@ -312,8 +320,8 @@ static void run_and_check(const batch *b, expected *x, float p, int fs, int bs, 
     cudaCheck(cudaMemcpy(lse, b->d_lse, (size_t)NH * b->T * sizeof(float), cudaMemcpyDeviceToHost));
 
     char what[96];
-    snprintf(what, sizeof what, "%s|%s p=%.2f g=%d", fmha_fwd_shape_name(fs) + 4,
-             fmha_bwd_shape_name(bs) + 4, p, ngroups);
+    snprintf(what, sizeof what, "%s|%s p=%.2f g=%d%s", fmha_fwd_shape_name(fs) + 4,
+             fmha_bwd_shape_name(bs) + 4, p, ngroups, parts ? " parts" : "");
     double ma, w;
     w = worst_rows(out, x->out, (size_t)b->T * NH, 64, 0, TOL_FRAC, TOL_REL, &ma);
     report(what, "out", ma, w);
@@ -421,8 +429,9 @@ int main(int argc, char **argv)
         expected x;
         expected_make(&x, &b, ps[pi]);
         for (int k = 0; k < npairs; k++)
-            run_and_check(&b, &x, ps[pi], pairs[k][0], pairs[k][1], 1);
-        run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 3); /* the first pair, 3 streams */
+            run_and_check(&b, &x, ps[pi], pairs[k][0], pairs[k][1], 1, 0);
+        run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 3, 0); /* the first pair, 3 streams */
+        run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 1, 1); /* its backward launch by launch */
         expected_free(&x);
     }
     batch_free(&b);
