@@ -87,7 +87,8 @@ __device__ __forceinline__ void check_len_quiet(int len, int max_len)
 
 } /* namespace */
 
-/* fmha.h's fmha_bwd_shape, the same in both: all of the backward's launches. */
+/* fmha.h's fmha_bwd_shape, the same in both: all of the backward's launches (each build compiles
+ * one of the two files, so this is defined once). */
 extern "C" void fmha_bwd_shape(int shape, floatX *dqkv, void *workspace, const floatX *dout, const floatX *out,
                                const float *lse, const floatX *qkv, const int32_t *cu_seqlens, int T, int NH,
                                int seq_begin, int seq_end, int max_len, float p_drop, uint64_t seed,
