@@ -92,6 +92,8 @@ static int faster_op(calib_coef *c, int i, double f, const char *what, unpad_err
         *(b ? &c->attn_bwd_cta_us : &c->attn_cta_us) /= f;
         *(b ? &c->attn_bwd_narrow : &c->attn_narrow) /= f;
         *(b ? &c->attn_bwd_load : &c->attn_load) /= f;
+        if (b) /* the backward's passes with its tiles */
+            c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) * f;
         return UNPAD_OK;
     }
     if (k == OPC_OPTIM)

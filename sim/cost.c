@@ -87,6 +87,22 @@ double cost_op_us(const hw_spec *hw, const calib_coef *c, const op_cost *oc)
     return (t_flop > t_mem ? t_flop : t_mem) + oc->launches * c->launch_us;
 }
 
+double cost_fmha_passes_us(const hw_spec *hw, const calib_coef *c, int heads, double tokens, int dir)
+{
+    if (!dir || tokens <= 0)
+        return 0;
+    double x = c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1;
+    return COST_FMHA_PASS_BYTES * tokens * heads * 64 / (hw->mem_bw_gbs * 1e3 * c->optim_bw_eff * x);
+}
+
+double cost_fmha_tokens(const int *len, int n)
+{
+    double t = 0;
+    for (int s = 0; s < n; s++)
+        t += len[s];
+    return t;
+}
+
 double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir)
 {
     /* MMA work rounds query rows to 64 (four warps of 16) and keys to 64-wide tiles. */
@@ -335,7 +351,8 @@ int cost_predict_step(const model_cfg *m, const hw_spec *hw, const calib_coef *c
         const op_cost *oc = &out->ops[i];
         double t;
         if (i == OP_FMHA_FWD || i == OP_FMHA_BWD) {
-            double tiles = cost_fmha_us(hw, c, m->heads, lens, b->n, i == OP_FMHA_BWD);
+            double tiles = cost_fmha_us(hw, c, m->heads, lens, b->n, i == OP_FMHA_BWD) +
+                           cost_fmha_passes_us(hw, c, m->heads, cost_fmha_tokens(lens, b->n), i == OP_FMHA_BWD);
             /* Memory-bound floor still applies (matters when unfused). */
             double mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
             t = (tiles > mem ? tiles : mem) + oc->launches * c->launch_us;

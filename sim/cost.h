@@ -78,6 +78,17 @@ double cost_fmha_prefix_us(const hw_spec *hw, const calib_coef *c, int heads, co
 double cost_fmha_streams_us(const hw_spec *hw, const calib_coef *c, int heads, const int *const *len,
                             const int *n, const int *stream, int G, int dir, double *group_end);
 
+/* The FMHA backward's two passes over its fp32 dQ accumulator, which run before and after its
+ * tiles (kernels/fmha.cu: the prep pass reads dO and O and zeroes the accumulator, the convert pass
+ * reads it and writes dQ in bf16): COST_FMHA_PASS_BYTES per token and hidden unit of `tokens`
+ * tokens (every sequence's, launched together), streamed at the streaming kernels' fraction of the
+ * bandwidth (optim_bw_eff, LAMB's). They are per token, where the tiles are per 64 rows: a short
+ * sequence takes a whole tile but only its own tokens' share of the passes. 0 for the forward. */
+#define COST_FMHA_PASS_BYTES 14.0
+double cost_fmha_passes_us(const hw_spec *hw, const calib_coef *c, int heads, double tokens, int dir);
+/* The sum of len[0..n). */
+double cost_fmha_tokens(const int *len, int n);
+
 /* Time of one FMHA tile (CTA) with q_rows query rows against kv_len keys, dir 0 fwd / 1 bwd. */
 double cost_fmha_cta_us(const hw_spec *hw, const calib_coef *c, int q_rows, int kv_len, int dir);
 

@@ -581,7 +581,9 @@ static int fit_fmha_dir(fit_ctx *fc, calib_coef *c, int dir, fit_result *out, un
             if (lcol)
                 gsl_matrix_set(rf.X, j, (size_t)(2 + wcol),
                                calib_fmha_load_x(fmha_tiles(x), slots_dir) * bt[3 * x->batch + 2] / d);
-            gsl_vector_set(rf.y, j, (d - x->oc.launches * cur.launch_us) / d);
+            /* the backward's per-token passes are no tiles' work */
+            double pass = cost_fmha_passes_us(hw, &cur, x->m->heads, cost_fmha_tokens(x->len, (int)x->r->seqs), dir);
+            gsl_vector_set(rf.y, j, (d - x->oc.launches * cur.launch_us - pass) / d);
         }
         int st = robust_solve(&rf);
         if (st && st != GSL_EMAXITER) {
@@ -1073,7 +1075,9 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
     }
     for (size_t q = 0; q < fc.nbatch; q++) {
         const row_ctx *x = fc.batch[q];
-        sim[q] = fit_fmha_us(hw, c, x->m->heads, x->len, (int)x->r->seqs, x->r->op == OP_FMHA_BWD);
+        int dir = x->r->op == OP_FMHA_BWD;
+        sim[q] = fit_fmha_us(hw, c, x->m->heads, x->len, (int)x->r->seqs, dir) +
+                 cost_fmha_passes_us(hw, c, x->m->heads, cost_fmha_tokens(x->len, (int)x->r->seqs), dir);
     }
     for (int g = 0; g < OPC_COUNT; g++) {
         size_t k = 0;

@@ -162,7 +162,9 @@ double fit_row_time(const model_cfg *m, const hw_spec *hw, const calib_coef *c, 
                        const op_cost *oc, const int *len)
 {
     if (r->op == OP_FMHA_FWD || r->op == OP_FMHA_BWD) {
-        double tiles = fit_fmha_us(hw, c, m->heads, len, (int)r->seqs, r->op == OP_FMHA_BWD);
+        double tiles = fit_fmha_us(hw, c, m->heads, len, (int)r->seqs, r->op == OP_FMHA_BWD) +
+                       cost_fmha_passes_us(hw, c, m->heads, cost_fmha_tokens(len, (int)r->seqs),
+                                           r->op == OP_FMHA_BWD);
         double mem = oc->bytes / (hw->mem_bw_gbs * 1e3 * c->bw_eff);
         return (tiles > mem ? tiles : mem) + oc->launches * c->launch_us;
     }
@@ -203,7 +205,7 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
     memcpy(r, rows, sizeof *r * (size_t)n);
     qsort(r, (size_t)n, sizeof *r, cmp_row_group); /* launch order */
     int *len[64] = {0}, cnt[64], stream[64], per_stream[64] = {0}, launches = 0, chain = 0, rc = UNPAD_OK;
-    double mem = 0;
+    double mem = 0, tokens = 0;
     for (int i = 0; i < n; i++) {
         if (r[i]->op != OP_FMHA_FWD && r[i]->op != OP_FMHA_BWD) {
             rc = unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s row in an FMHA group", op_name((op_id)r[i]->op));
@@ -213,6 +215,7 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
         if ((rc = fit_row_cost_lengths(m, r[i], &oc, &len[i], err)))
             goto out;
         cnt[i] = (int)r[i]->seqs;
+        tokens += cost_fmha_tokens(len[i], cnt[i]);
         stream[i] = r[i]->stream >= 0 && r[i]->stream < 64 ? r[i]->stream : 0;
         if (++per_stream[stream[i]] > chain)
             chain = per_stream[stream[i]];
@@ -231,6 +234,8 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
                                       r[0]->op == OP_FMHA_BWD, NULL);
     }
     tiles /= FIT_FMHA_ORDERS;
+    /* each group's passes stream on their own, at the bandwidth: in series, like the tiles' sum */
+    tiles += cost_fmha_passes_us(hw, c, m->heads, tokens, r[0]->op == OP_FMHA_BWD);
     /* launches follow each other on a stream: the longest chain pays them in series */
     *us = (tiles > mem ? tiles : mem) + (double)chain * launches * c->launch_us;
 out:

@@ -25,11 +25,19 @@ static int cmp_int_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* The backward's per-token passes over sequences d[0..n) (cost_fmha_passes_us). They stream at the
+ * memory's bandwidth, so groups on several streams do not overlap them: every timeline below adds
+ * the passes of all its sequences in series. */
+static double passes_us(const hw_spec *hw, const calib_coef *c, int heads, const int *d, int n)
+{
+    return cost_fmha_passes_us(hw, c, heads, cost_fmha_tokens(d, n), 1);
+}
+
 /* Time of sequences d[0..n) as one group alone: forward + backward + two launches. */
 static double group_alone_us(const hw_spec *hw, const calib_coef *c, int heads, const int *d, int n)
 {
     return cost_fmha_us(hw, c, heads, d, n, 0) + cost_fmha_us(hw, c, heads, d, n, 1) +
-           2 * c->launch_us;
+           passes_us(hw, c, heads, d, n) + 2 * c->launch_us;
 }
 
 /* The FMHA coefficients of this batch: the width and load terms applied once, the load from every
@@ -56,7 +64,7 @@ static double work_us(const hw_spec *hw, const calib_coef *c, int heads, const i
                             cost_fmha_cta_us(hw, c, rows, d[s], 1) / slots[1]);
         }
     }
-    return sum + 2 * c->launch_us;
+    return sum + passes_us(hw, c, heads, d, n) + 2 * c->launch_us;
 }
 
 double group_one_launch_us(const hw_spec *hw, const calib_coef *c, int heads, const int *len, int n)
@@ -125,7 +133,8 @@ static double plan_sim_us(const hw_spec *hw, const calib_coef *c, int heads, con
             chain = per[gstream[g]];
     }
     return cost_fmha_streams_us(hw, c, heads, len, cnt, gstream, G, 0, NULL) +
-           cost_fmha_streams_us(hw, c, heads, len, cnt, gstream, G, 1, NULL) + 2.0 * chain * c->launch_us;
+           cost_fmha_streams_us(hw, c, heads, len, cnt, gstream, G, 1, NULL) +
+           passes_us(hw, c, heads, u->d, u->p[cuts[G]]) + 2.0 * chain * c->launch_us;
 }
 
 /* Fills p's groups from cut unit indices cuts[0..G] (cuts[0] = 0, cuts[G] = m) and streams. */
@@ -204,7 +213,8 @@ static int plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int 
         cost_fmha_prefix_us(hw, c, heads, u.d + n0, k, 1, pre_b);
         for (int b = a + 1; b <= m; b++) {
             int last = u.p[b] - n0 - 1;
-            seg[a * M + b] = pre_f[last] + pre_b[last] + 2 * c->launch_us;
+            seg[a * M + b] = pre_f[last] + pre_b[last] + passes_us(hw, c, heads, u.d + n0, last + 1) +
+                             2 * c->launch_us;
         }
     }
     /* g1(a, b): best single-stream grouping of units [a, b); its first group is [a, g1cut). */

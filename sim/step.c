@@ -111,6 +111,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         sm->tile_a[dir] = 4.0 * 64 * (dir ? 2.5 : 1.0) / (per_slot * f.eff);
         sm->cta_us[dir] = f.cta_us;
         sm->slots[dir] = (int)(hw->sms * f.ctas_per_sm);
+        sm->pass_us[dir] = cost_fmha_passes_us(hw, c, m->heads, 1.0, dir);
     }
     sm->overhead_us = c->step_overhead_us;
     sm->param_bytes = 4.0 * (double)model_param_count(m);
@@ -158,11 +159,12 @@ double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
     }
     int k = b->top_k64 * 64;
     double p = cta + a * COST_FMHA_TILE * k; /* the longest tile */
+    double passes = sm->pass_us[dir] * b->shape.attn_tokens;
     if (H * b->tiles <= S)
-        return p;
+        return p + passes;
     double work = H * (b->tiles * cta + a * b->tile_work);
     double waves = ceil(H * b->top_tiles / S) * p, spread = work / S + STEP_FMHA_TAIL * p;
-    return waves > spread ? waves : spread;
+    return (waves > spread ? waves : spread) + passes;
 }
 
 static double dot(const double *c, const double *x)

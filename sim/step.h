@@ -18,6 +18,7 @@
  *   p     = the longest tile (64 rows against the longest keys)
  *   time  = p                                           when every tile has a slot of its own
  *         = max(p x ceil(top / slots), W / slots + STEP_FMHA_TAIL x p)   otherwise
+ * plus, in the backward, its per-token passes (cost_fmha_passes_us), exact.
  * where top counts the tiles as long as p (waves of them cannot be shortened) and the second term
  * is the work spread over the slots plus the mean tail of a random order. docs/cost-model.md
  * gives its error against the simulation; tests/check_step.c bounds it. */
@@ -67,6 +68,8 @@ typedef struct {
     double tile_a[2], cta_us[2], slots[2];
     /* the launch's load term (calib attn_load): tile_a x (1 + load_ge[d] ln(waves / 10)) */
     double load_ge[2], load_tiles_max;
+    /* the backward's passes over its dQ accumulator, per attention token (cost_fmha_passes_us) */
+    double pass_us[2];
     double lamb_us;           /* the optimizer step (LAMB over every parameter) */
     double overhead_us;       /* per step: host work, synchronisation (calibration) */
     double param_bytes;       /* fp32 gradients all-reduced */

@@ -62,7 +62,9 @@ int validate_predict_set(const trace_set *meas, const model_cfg *models, int n_m
         }
         rc = fit_row_lengths(fr[i], m->max_len, len, err);
         if (!rc)
-            sim[i] = fit_fmha_us(hw, c, m->heads, len, (int)fr[i]->seqs, fr[i]->op == OP_FMHA_BWD);
+            sim[i] = fit_fmha_us(hw, c, m->heads, len, (int)fr[i]->seqs, fr[i]->op == OP_FMHA_BWD) +
+                     cost_fmha_passes_us(hw, c, m->heads, cost_fmha_tokens(len, (int)fr[i]->seqs),
+                                         fr[i]->op == OP_FMHA_BWD);
         free(len);
         if (rc)
             goto out;

@@ -164,7 +164,9 @@ START_TEST(test_small_cases)
     int one[] = {300};
     ck_assert_int_eq(group_plan_dp(&HW, &CAL, HEADS, one, 1, &o, &p, &e), UNPAD_OK);
     double alone = cost_fmha_us(&HW, &CAL, HEADS, one, 1, 0) + cost_fmha_us(&HW, &CAL, HEADS, one, 1, 1) +
-                   2 * CAL.launch_us;
+                   cost_fmha_passes_us(&HW, &CAL, HEADS, 300, 1) + 2 * CAL.launch_us;
+    ck_assert(cost_fmha_passes_us(&HW, &CAL, HEADS, 300, 1) > 0);
+    ck_assert(cost_fmha_passes_us(&HW, &CAL, HEADS, 300, 0) == 0);
     ck_assert_int_eq(p.ngroups, 1);
     ck_assert_double_eq_tol(p.total_us, alone, 1e-9);
     ck_assert_double_eq_tol(group_one_launch_us(&HW, &CAL, HEADS, one, 1), alone, 1e-9);
