@@ -26,10 +26,31 @@ UNPAD_HD uint64_t dropout_hash(uint64_t seed, uint64_t stream_id, uint64_t index
     return z ^ (z >> 31);
 }
 
+/* The low and high words of x c, folded. On the device in 32-bit instructions (a multiply and
+ * __umulhi): written as a 64-bit product, the compiler kept the surrounding arithmetic in 64 bits,
+ * twice the instructions in kernels whose dropout is bound by instruction issue. The same value. */
 UNPAD_HD uint32_t dropout_mum32(uint32_t x, uint32_t c)
 {
+#if defined(__CUDA_ARCH__)
+    return (x * c) ^ __umulhi(x, c);
+#else
     const uint64_t y = (uint64_t)x * c;
     return (uint32_t)y ^ (uint32_t)(y >> 32);
+#endif
+}
+
+/* dropout_bits4's 64 bits as two 32-bit words: lo holds the fields of elements 0 and 1 (bits 0-15,
+ * 16-31), hi those of 2 and 3. Kernels take the words; the 64-bit value is their concatenation. */
+typedef struct {
+    uint32_t lo, hi;
+} dropout_words;
+
+UNPAD_HD dropout_words dropout_bits4_words(uint64_t key, uint64_t g)
+{
+    const uint32_t x = (uint32_t)g * 0x9E3779B9u + (uint32_t)key;
+    const uint32_t y = dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(key >> 32) ^ (uint32_t)(g >> 32);
+    const dropout_words w = {dropout_mum32(y, 0xC2B2AE35u), dropout_mum32(y ^ 0x6A09E667u, 0x27D4EB2Fu)};
+    return w;
 }
 
 /* ---- element dropout (LayerNorm, embedding) -------------------------------------------------
@@ -40,11 +61,8 @@ UNPAD_HD uint32_t dropout_mum32(uint32_t x, uint32_t c)
  * scaled by 1 / (1 - p). */
 UNPAD_HD uint64_t dropout_bits4(uint64_t key, uint64_t g)
 {
-    const uint32_t x = (uint32_t)g * 0x9E3779B9u + (uint32_t)key;
-    const uint32_t y = dropout_mum32(x, 0x85EBCA6Bu) ^ (uint32_t)(key >> 32) ^ (uint32_t)(g >> 32);
-    const uint32_t lo = dropout_mum32(y, 0xC2B2AE35u);
-    const uint32_t hi = dropout_mum32(y ^ 0x6A09E667u, 0x27D4EB2Fu);
-    return (uint64_t)hi << 32 | lo;
+    const dropout_words w = dropout_bits4_words(key, g);
+    return (uint64_t)w.hi << 32 | w.lo;
 }
 
 UNPAD_HD uint32_t dropout_threshold(float p) { return (uint32_t)(p * 65536.0f); }
@@ -62,9 +80,11 @@ UNPAD_HD int dropout_keep(uint64_t seed, uint64_t stream_id, uint64_t index, flo
  * dropout_threshold(p): two hashes for the eight. */
 UNPAD_HD void dropout_apply8(float *v, uint64_t key, uint32_t thr, float scale, uint64_t e)
 {
-    const uint64_t b[2] = {dropout_bits4(key, e >> 2), dropout_bits4(key, (e >> 2) + 1)};
-    for (int j = 0; j < 8; j++)
-        v[j] = ((b[j >> 2] >> (16 * (j & 3))) & 0xffffu) >= thr ? v[j] * scale : 0.0f;
+    const dropout_words b[2] = {dropout_bits4_words(key, e >> 2), dropout_bits4_words(key, (e >> 2) + 1)};
+    for (int j = 0; j < 8; j++) {
+        const uint32_t w = j & 2 ? b[j >> 2].hi : b[j >> 2].lo;
+        v[j] = ((w >> (16 * (j & 1))) & 0xffffu) >= thr ? v[j] * scale : 0.0f;
+    }
 }
 
 /* ---- attention dropout (fmha.h) -------------------------------------------------------------
@@ -84,17 +104,10 @@ UNPAD_HD void dropout_apply8(float *v, uint64_t key, uint32_t thr, float scale, 
  * so that a kernel can test two fields of a word at once with one add (the sign bit of each half
  * of (word & 0x7fff7fff) + (0x8000 - thr) (1 + 2^16) is the keep bit). The keep probability is
  * 1 - floor(32768 p) / 32768 (0.900024 at p = 0.1); the kept values are scaled by 1 / (1 - p). */
-typedef struct {
-    uint32_t lo, hi;
-} fmha_quad_bits;
+typedef dropout_words fmha_quad_bits;
 
 /* The same 64 bits as the element masks' dropout_bits4, with the row key as the key. */
-UNPAD_HD fmha_quad_bits fmha_mask_quad(uint64_t rk, uint32_t quad)
-{
-    const uint64_t bits = dropout_bits4(rk, quad);
-    const fmha_quad_bits b = {(uint32_t)bits, (uint32_t)(bits >> 32)};
-    return b;
-}
+UNPAD_HD fmha_quad_bits fmha_mask_quad(uint64_t rk, uint32_t quad) { return dropout_bits4_words(rk, quad); }
 
 UNPAD_HD uint32_t fmha_mask_quad_of(int j) { return (uint32_t)(4 * (j >> 4) + ((j >> 1) & 3)); }
 
