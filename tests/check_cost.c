@@ -236,6 +236,43 @@ START_TEST(test_faster)
 }
 END_TEST
 
+/* The FMHA backward's passes over its dQ accumulator: 14 bytes per token and hidden unit at the
+ * streaming bandwidth, per token and not per 64-row tile (a sequence of 1 token and one of 64 take
+ * one tile each; their backward operators differ by the tiles' work and the 63 tokens' passes
+ * only), none in the forward, and --faster fmha_bwd=F makes them F times as fast. */
+START_TEST(test_fmha_backward_passes)
+{
+    calib_coef c;
+    calib_default(&h200, &c);
+    const double per_token = 14.0 * 16 * 64 / (h200.mem_bw_gbs * 1e3 * c.optim_bw_eff);
+    ck_assert_double_eq_tol(cost_fmha_passes_us(&h200, &c, 16, 1000, 1), 1000 * per_token, 1e-12);
+    ck_assert(cost_fmha_passes_us(&h200, &c, 16, 1000, 0) == 0);
+    ck_assert(cost_fmha_passes_us(&h200, &c, 16, 0, 1) == 0);
+    /* in the operator model: one tile either way, the passes of 1 against 64 tokens */
+    model_cfg m;
+    char p[512];
+    ck_assert_int_eq(model_load(tu_path(p, sizeof p, "models/bert-large.cfg"), &m, NULL), UNPAD_OK);
+    int one = 1, full = 64;
+    op_batch b1 = {.len = &one, .n = 1, .fused = 1, .gpus = 1, .dropout = 1};
+    op_batch b64 = {.len = &full, .n = 1, .fused = 1, .gpus = 1, .dropout = 1};
+    cost_step s1, s64;
+    ck_assert_int_eq(cost_predict_step(&m, &h200, &c, &b1, &s1, NULL), UNPAD_OK);
+    ck_assert_int_eq(cost_predict_step(&m, &h200, &c, &b64, &s64, NULL), UNPAD_OK);
+    double tiles1 = cost_fmha_us(&h200, &c, 16, &one, 1, 1), tiles64 = cost_fmha_us(&h200, &c, 16, &full, 1, 1);
+    ck_assert_double_eq_tol(s64.time_us[OP_FMHA_BWD] - s1.time_us[OP_FMHA_BWD],
+                            tiles64 - tiles1 + 63 * per_token, 1e-9);
+    ck_assert_double_eq_tol(s64.time_us[OP_FMHA_FWD] - s1.time_us[OP_FMHA_FWD],
+                            cost_fmha_us(&h200, &c, 16, &full, 1, 0) - cost_fmha_us(&h200, &c, 16, &one, 1, 0), 1e-9);
+    /* what-if speed-ups of the backward take the passes along */
+    calib_coef f = c;
+    ck_assert_int_eq(calib_faster(&f, "fmha_bwd=2", NULL), UNPAD_OK);
+    ck_assert_double_eq_tol(cost_fmha_passes_us(&h200, &f, 16, 1000, 1), 500 * per_token, 1e-12);
+    f = c;
+    ck_assert_int_eq(calib_faster(&f, "fmha_fwd=2", NULL), UNPAD_OK);
+    ck_assert_double_eq_tol(cost_fmha_passes_us(&h200, &f, 16, 1000, 1), 1000 * per_token, 1e-12);
+}
+END_TEST
+
 START_TEST(test_calib_file_with_and_without_operators)
 {
     char p[512], q[512];
@@ -306,6 +343,7 @@ Suite *cost_suite(void)
     tcase_add_test(tc, test_fmha_width_term);
     tcase_add_test(tc, test_fmha_load_term);
     tcase_add_test(tc, test_faster);
+    tcase_add_test(tc, test_fmha_backward_passes);
     suite_add_tcase(s, tc);
     return s;
 }
