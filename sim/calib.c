@@ -96,8 +96,12 @@ static int faster_op(calib_coef *c, int i, double f, const char *what, unpad_err
             c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) * f;
         return UNPAD_OK;
     }
-    if (k == OPC_OPTIM)
-        return faster_eff(&c->optim_bw_eff, f, what, err);
+    if (k == OPC_OPTIM) { /* LAMB's streaming efficiency also times the FMHA backward's passes: they stay */
+        int rc = faster_eff(&c->optim_bw_eff, f, what, err);
+        if (!rc)
+            c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) / f;
+        return rc;
+    }
     if (k == OPC_COMM)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster %s: the collectives go by class (communication)",
                           what);

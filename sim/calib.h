@@ -41,8 +41,9 @@ typedef struct {
      * gemm_m_half / (gemm_eff M) is shared), a memory-bound operator's fraction of bandwidth. */
     double op_eff[OP_COUNT];
     char faster[256];       /* the what-if speed-ups applied (calib_faster), "" for none */
-    double attn_bwd_pass_x; /* the FMHA backward's passes (cost_fmha_passes_us) this many times as fast
-                             * by calib_faster; 0 (not in the file) or 1: as the bandwidth gives */
+    double attn_bwd_pass_x; /* the FMHA backward's passes (cost_fmha_passes_us, at optim_bw_eff) this many
+                             * times as fast by calib_faster (a faster optimizer leaves them as they
+                             * were); 0 (not in the file) or 1: as the bandwidth gives */
     int transferred;        /* 1: carried from other hardware by `unpad calibrate --transfer`
                              * (an estimate: nothing was measured on this hardware) */
     int fitted;             /* 1 when read from a calibration file or fitted from traces */
