@@ -234,7 +234,7 @@ int fit_rows_fmha_together(const model_cfg *m, const hw_spec *hw, const calib_co
                                       r[0]->op == OP_FMHA_BWD, NULL);
     }
     tiles /= FIT_FMHA_ORDERS;
-    /* each group's passes stream on their own, at the bandwidth: in series, like the tiles' sum */
+    /* the groups' passes, bound by the memory's bandwidth, add up: every group's tokens, in series */
     tiles += cost_fmha_passes_us(hw, c, m->heads, tokens, r[0]->op == OP_FMHA_BWD);
     /* launches follow each other on a stream: the longest chain pays them in series */
     *us = (tiles > mem ? tiles : mem) + (double)chain * launches * c->launch_us;
