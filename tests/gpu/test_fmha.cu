@@ -2,8 +2,9 @@
  * against its plain-C reference (kernels/ref/fmha_ref.c, double accumulation) on fresh random
  * inputs exact in floatX (common.h): one batch with ragged lengths 1, 2, 63, 64, 65, 127, 128,
  * 129, 192, 256, 257, 383, 511, 512 (and a few others, around every tile size of the kernels),
- * NH = 3, every kernel shape of fmha.h, with and without attention dropout, as one group and as
- * three groups launched on three streams at once. Outputs
+ * NH = 3, every kernel shape of fmha.h, with and without attention dropout (0.15; the first pair
+ * also at 0.02 and 0.97, the mask's edges), as one group and as three groups launched on three
+ * streams at once. Outputs
  * (and the backward workspace) are poisoned with NaN before each run, so an unwritten element
  * fails. One row per check; exit status 1 on any failure.
  *
@@ -432,6 +433,15 @@ int main(int argc, char **argv)
             run_and_check(&b, &x, ps[pi], pairs[k][0], pairs[k][1], 1, 0);
         run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 3, 0); /* the first pair, 3 streams */
         run_and_check(&b, &x, ps[pi], pairs[0][0], pairs[0][1], 1, 1); /* its backward launch by launch */
+        expected_free(&x);
+    }
+    /* Dropout rates at the mask's edges, on the first pair: a small threshold (p = 0.02, 655 of the
+     * 15-bit fields' 32768) and a large one (p = 0.97, the kept values scaled by 33). */
+    const float edge[2] = {0.02f, 0.97f};
+    for (int pi = 0; pi < 2; pi++) {
+        expected x;
+        expected_make(&x, &b, edge[pi]);
+        run_and_check(&b, &x, edge[pi], pairs[0][0], pairs[0][1], 1, 0);
         expected_free(&x);
     }
     batch_free(&b);
