@@ -211,9 +211,11 @@ static int plan_dp(const hw_spec *hw, const calib_coef *c, int heads, const int 
         int n0 = u.p[a], k = n - n0;
         cost_fmha_prefix_us(hw, c, heads, u.d + n0, k, 0, pre_f);
         cost_fmha_prefix_us(hw, c, heads, u.d + n0, k, 1, pre_b);
+        double tokens = 0; /* of units [a, b), added unit by unit: the passes stay O(n) a start */
         for (int b = a + 1; b <= m; b++) {
             int last = u.p[b] - n0 - 1;
-            seg[a * M + b] = pre_f[last] + pre_b[last] + passes_us(hw, c, heads, u.d + n0, last + 1) +
+            tokens += cost_fmha_tokens(u.d + u.p[b - 1], u.p[b] - u.p[b - 1]);
+            seg[a * M + b] = pre_f[last] + pre_b[last] + cost_fmha_passes_us(hw, c, heads, tokens, 1) +
                              2 * c->launch_us;
         }
     }
