@@ -71,6 +71,62 @@ static int trainer_tune(trainer *t, long tmin, long tmax, long pmin, long pmax, 
     return UNPAD_OK;
 }
 
+/* UNPAD_GRAPH_PROBE=N, a diagnostic: the first micro-batch's forward and backward N times as
+ * launched on the stream and N times as one CUDA graph of the same launches, interleaved twice,
+ * each timed by events: what launching a step as a graph would save on the GPU. Leaves the
+ * gradients and statistics cleared, as the dry pass does. */
+static void graph_probe(trainer *t, int n)
+{
+    const shard_batch *mb = t->bufs + (size_t)t->cur * t->K;
+    const float sp = 1.0f / (float)(mb[0].P > 0 ? mb[0].P : 1), sn = 1.0f / (float)(mb[0].n > 0 ? mb[0].n : 1);
+    const uint64_t seed = (uint64_t)t->a->seed * 0x9E3779B97F4A7C15ull + 1;
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    cudaCheck(cudaStreamBeginCapture(t->s, cudaStreamCaptureModeThreadLocal));
+    bert_forward(t->b, seed, t->s);
+    bert_backward(t->b, sp, sn, 0, t->s);
+    cudaCheck(cudaStreamEndCapture(t->s, &g));
+    cudaCheck(cudaGraphInstantiate(&x, g, 0));
+    size_t nodes = 0;
+    cudaCheck(cudaGraphGetNodes(g, NULL, &nodes));
+    for (int i = 0; i < 3; i++) {
+        bert_forward(t->b, seed, t->s);
+        bert_backward(t->b, sp, sn, 0, t->s);
+        cudaCheck(cudaGraphLaunch(x, t->s));
+    }
+    for (int round = 0; round < 2; round++) {
+        float ms[2];
+        for (int k = 0; k < 2; k++) {
+            cudaCheck(cudaStreamSynchronize(t->s));
+            cudaCheck(cudaEventRecord(e0, t->s));
+            for (int i = 0; i < n; i++) {
+                if (k) {
+                    cudaCheck(cudaGraphLaunch(x, t->s));
+                } else {
+                    bert_forward(t->b, seed, t->s);
+                    bert_backward(t->b, sp, sn, 0, t->s);
+                }
+            }
+            cudaCheck(cudaEventRecord(e1, t->s));
+            cudaCheck(cudaEventSynchronize(e1));
+            cudaCheck(cudaEventElapsedTime(&ms[k], e0, e1));
+        }
+        printf("  graph probe: forward + backward of %ld tokens, %d times: %.3f ms each launched on the stream, "
+               "%.3f ms as a graph of %zu nodes (%+.2f%%)\n",
+               (long)mb[0].T, n, ms[0] / n, ms[1] / n, nodes, 100.0 * (ms[1] / ms[0] - 1));
+    }
+    cudaCheck(cudaGraphExecDestroy(x));
+    cudaCheck(cudaGraphDestroy(g));
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+    bert_grad_zero(t->b, t->s);
+    bert_stats_reset(t->b, t->s);
+    cudaCheck(cudaStreamSynchronize(t->s));
+}
+
 int trainer_warm(trainer *t, unpad_err *err)
 {
     long tmax = 0, tmin = -1, pmin = -1, pmax = 0;
@@ -104,6 +160,9 @@ int trainer_warm(trainer *t, unpad_err *err)
     if ((rc = trainer_tune(t, tmin, tmax, pmin, pmax, tuned, sizeof tuned, err)))
         return rc;
     t->warm_s = trainer_now_s() - t0;
+    const char *gp = getenv("UNPAD_GRAPH_PROBE");
+    if (gp && atoi(gp) > 0)
+        graph_probe(t, atoi(gp));
     printf("  warm-up: one forward and backward of the first micro-batch (plans and kernel loads of its shapes) "
            "in %.2f s; %d GEMM plans for %ld..%ld tokens and predictions, %d for %d..%d sequences, %d of them "
            "launched once to load their kernels, in %.2f s%s; %.2f s in all, before step %d\n",
