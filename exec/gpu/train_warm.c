@@ -83,13 +83,26 @@ static void graph_probe(trainer *t, int n)
     cudaEvent_t e0, e1;
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
-    cudaGraph_t g;
-    cudaGraphExec_t x;
-    cudaCheck(cudaStreamBeginCapture(t->s, cudaStreamCaptureModeThreadLocal));
-    bert_forward(t->b, seed, t->s);
-    bert_backward(t->b, sp, sn, 0, t->s);
-    cudaCheck(cudaStreamEndCapture(t->s, &g));
-    cudaCheck(cudaGraphInstantiate(&x, g, 0));
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t ce = cudaStreamBeginCapture(t->s, cudaStreamCaptureModeThreadLocal);
+    if (ce == cudaSuccess) {
+        bert_forward(t->b, seed, t->s);
+        bert_backward(t->b, sp, sn, 0, t->s);
+        ce = cudaStreamEndCapture(t->s, &g);
+    }
+    if (ce == cudaSuccess)
+        ce = cudaGraphInstantiate(&x, g, 0);
+    if (ce != cudaSuccess) { /* a diagnostic: say so and train on */
+        printf("  graph probe: the forward and backward could not be captured as a graph: %s\n",
+               cudaGetErrorString(ce));
+        cudaGetLastError();
+        if (g)
+            cudaGraphDestroy(g);
+        cudaCheck(cudaEventDestroy(e0));
+        cudaCheck(cudaEventDestroy(e1));
+        return;
+    }
     size_t nodes = 0;
     cudaCheck(cudaGraphGetNodes(g, NULL, &nodes));
     for (int i = 0; i < 3; i++) {
