@@ -786,6 +786,14 @@ START_TEST(test_plot_out_is_a_prefix)
     ck_assert_int_ne(run("plot hist --dist short --out %D/"), 0);
     ck_assert(!exists(".png") && !exists(".svg") && !exists(".csv"));
     ck_assert_int_ne(run("plot hist --dist short --out ''"), 0);
+    /* a prefix named like the picture is the picture's name, not x.png.png */
+    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+        ck_assert_int_eq(run("plot hist --dist short --out %D/h.png"), 0);
+        ck_assert(exists("h.png") && exists("h.svg") && exists("h.csv"));
+        ck_assert(!exists("h.png.png") && !exists("h.png.csv"));
+    } else {
+        printf("check_cli: plot --out h.png not drawn: gnuplot missing\n");
+    }
 }
 END_TEST
 

@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
             "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G]\n"
             "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
-            "                (default unpad-KIND)\n"
+            "                (default unpad-KIND; --out x.png or x.svg is the prefix x)\n"
             "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
             "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
             "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
@@ -191,6 +191,17 @@ static int plot_prepare(plot_opts *o, resolve_inputs *in, char *obuf, size_t on,
         o->out = obuf;
     }
     size_t ol = strlen(o->out);
+    if (ol > 4 && (!strcmp(o->out + ol - 4, ".png") || !strcmp(o->out + ol - 4, ".svg"))) {
+        /* "x.png" means the picture x.png, not x.png.png: the prefix without its extension */
+        if (ol - 4 >= on) {
+            fprintf(stderr, "unpad plot: --out '%s': the name is too long\n", o->out);
+            return 2;
+        }
+        memcpy(obuf, o->out, ol - 4);
+        obuf[ol - 4] = 0;
+        o->out = obuf;
+        ol -= 4;
+    }
     if (!ol || o->out[ol - 1] == '/') { /* "dir/": files named .png, .svg, .csv in it */
         fprintf(stderr, "unpad plot: --out '%s': a prefix of file names is needed (e.g. %sunpad-%s)\n",
                 o->out, o->out, o->kind);
@@ -224,7 +235,7 @@ int cmd_plot(int argc, char **argv)
     if (rc < 0) {
         resolve_inputs in;
         memset(&in, 0, sizeof in);
-        char obuf[256], pbuf[4096];
+        char obuf[4096], pbuf[4096];
         rc = plot_prepare(&o, &in, obuf, sizeof obuf, pbuf, sizeof pbuf) || plot_draw(&o, &in, argc, argv);
         if (!rc)
             printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", o.kind, o.out, o.out, o.out,
