@@ -57,6 +57,8 @@ void train_log_step(train_log *l, const train_step_metrics *m)
     json_num_sig(&w, "tokens_per_s", m->tokens_per_s, 7);
     json_num_sig(&w, "tflops", m->tflops, 5);
     json_num_sig(&w, "ms_per_step", m->ms_per_step, 5);
+    json_num_sig(&w, "gpu_ms", m->gpu_ms, 5);
+    json_num_sig(&w, "host_ms", m->host_ms, 4);
     json_num_sig(&w, "eta_s", m->eta_s >= 0 ? m->eta_s : NAN, 6);
     json_int(&w, "skipped", m->skipped);
     json_end(&w);

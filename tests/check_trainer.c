@@ -117,7 +117,8 @@ START_TEST(test_metrics_lines)
     ck_assert_int_eq(train_log_open(path, &l, &e), UNPAD_OK);
     train_step_metrics m = {.step = 10, .steps = 30, .time_s = 1.5, .loss = 7.25, .mlm_loss = 6.5, .nsp_loss = 0.75,
                             .mlm_acc = 0.125, .lr = 4.25e-4, .grad_norm = NAN, .samples_per_s = 100,
-                            .tokens_per_s = 25600, .tflops = 1.5, .ms_per_step = 20, .eta_s = -1, .skipped = 1};
+                            .tokens_per_s = 25600, .tflops = 1.5, .ms_per_step = 20, .gpu_ms = 19.5, .host_ms = 2.25,
+                            .eta_s = -1, .skipped = 1};
     train_log_step(l, &m);
     train_log_eval(l, 10, 2.0, 6.75, 0.25);
     ck_assert_int_eq(train_log_close(l, &e), UNPAD_OK);
@@ -125,7 +126,8 @@ START_TEST(test_metrics_lines)
     const char *step_keys[] = {"\"kind\": \"step\"", "\"step\": 10", "\"steps\": 30", "\"time_s\"", "\"loss\": 7.25",
                                "\"mlm_loss\": 6.5", "\"nsp_loss\": 0.75", "\"mlm_acc\": 0.125", "\"lr\": 0.000425",
                                "\"grad_norm\": null", "\"samples_per_s\": 100", "\"tokens_per_s\": 25600",
-                               "\"tflops\": 1.5", "\"ms_per_step\": 20", "\"eta_s\": null", "\"skipped\": 1"};
+                               "\"tflops\": 1.5", "\"ms_per_step\": 20", "\"gpu_ms\": 19.5",
+                               "\"host_ms\": 2.25", "\"eta_s\": null", "\"skipped\": 1"};
     int lines = 0;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
         ck_assert_msg(json_valid(line), "not one JSON object: %s", line);

@@ -85,6 +85,8 @@ static void account(trainer *t, const step_result *r)
     w->samples += r->seqs;
     w->tokens += r->tokens;
     w->flops += r->flops;
+    w->gpu_s += r->gpu_s;
+    w->host_s += r->host_s;
     if (r->nonfinite)
         return;
     if (t->first_loss < 0)
@@ -127,6 +129,7 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
         .nsp_loss = good > 0 ? w->nsp / good : r->nsp, .mlm_acc = w->acc_p ? w->acc_c / w->acc_p : 0,
         .lr = r->lr, .grad_norm = r->grad_norm, .samples_per_s = w->samples / dt, .tokens_per_s = w->tokens / dt,
         .tflops = w->flops / dt * 1e-12, .ms_per_step = 1e3 * dt / n,
+        .gpu_ms = 1e3 * w->gpu_s / n, .host_ms = 1e3 * w->host_s / n,
         .eta_s = train_eta_s(t->tot_time, t->steady_steps, a->steps - r->step), .skipped = t->skipped};
     char eta[32];
     train_format_eta(m.eta_s, eta, sizeof eta);

@@ -93,6 +93,7 @@ typedef struct {
 /* Sums over the steps since the last progress line. */
 typedef struct {
     double t0, samples, tokens, flops, loss, mlm, nsp, acc_c, acc_p;
+    double gpu_s, host_s;   /* the steps' spans on the GPU, the host's enqueueing */
     int steps, finite;      /* steps, and those with a finite loss (the loss means' count) */
 } train_window;
 
