@@ -3,7 +3,9 @@
  * kernels (kernels.h) and the FMHA (fmha.h). Errors follow kernels/common.h: input and memory
  * failures return an unpad_err, CUDA failures stop. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -43,6 +45,10 @@ struct bert {
     int Vpad;
     gemm_ctx *gemm;
     bert_hooks hooks;
+    /* UNPAD_HOST_SLOW_US=N: every operator whose host part (its launches) took more than N us is
+     * named on stderr, with the forward pass it belongs to (a diagnostic of steps the host delays) */
+    double slow_us, op_t0;
+    long passes;
 
     /* parameters */
     bert_tensor *tensors;
@@ -137,8 +143,23 @@ enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
 #define G(off) (b->grad + (off))
 /* Around every operator: an NVTX range of the operator's name (for Nsight Systems; nearly free
  * without a profiler) and the tracer's hooks when set. */
+static double host_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+static void host_slow_check(bert *b, int op, int layer)
+{
+    double dt = host_now_us() - b->op_t0;
+    if (dt > b->slow_us)
+        fprintf(stderr, "host: pass %ld, %s of layer %d: %.0f us to enqueue\n", b->passes, op_name((op_id)op),
+                layer, dt);
+}
 #define BEGIN(op, layer)                                                                            \
     do {                                                                                            \
+        if (b->slow_us > 0)                                                                         \
+            b->op_t0 = host_now_us();                                                               \
         nvtxRangePushA(op_name((op_id)(op)));                                                       \
         if (b->hooks.begin)                                                                         \
             b->hooks.begin(b->hooks.ctx, (op), (layer), s);                                         \
@@ -148,6 +169,8 @@ enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
         if (b->hooks.end)                                                                           \
             b->hooks.end(b->hooks.ctx, (op), (layer), s);                                           \
         nvtxRangePop();                                                                             \
+        if (b->slow_us > 0)                                                                         \
+            host_slow_check(b, (op), (layer));                                                      \
     } while (0)
 
 /* ---- parameter table ------------------------------------------------------------------------- */
@@ -450,6 +473,9 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     bert *b = calloc(1, sizeof *b);
+    const char *slow = getenv("UNPAD_HOST_SLOW_US");
+    if (b && slow && *slow)
+        b->slow_us = atof(slow);
     if (!b) {
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
         return NULL;
@@ -754,7 +780,19 @@ void bert_force_nonfinite(bert *b, cudaStream_t s)
 
 /* ---- batch ------------------------------------------------------------------------------------- */
 
+static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);
+
 int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err)
+{
+    double t0 = b->slow_us > 0 ? host_now_us() : 0;
+    int rc = batch_upload(b, mb, s, err);
+    if (b->slow_us > 0 && host_now_us() - t0 > b->slow_us)
+        fprintf(stderr, "host: upload of %d sequences, %d tokens, %d predictions: %.0f us\n", mb->n, mb->T, mb->P,
+                host_now_us() - t0);
+    return rc;
+}
+
+static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err)
 {
     if (mb->n < 1 || mb->n > b->opt.max_seqs || mb->T > b->opt.max_tokens || mb->P > b->opt.max_preds ||
         mb->P < 0)
@@ -1034,6 +1072,7 @@ static void ln_bwd(bert *b, floatX *dx, floatX *dresid, float *dbias, float *dga
 
 void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 {
+    b->passes++;
     const model_cfg *c = &b->cfg;
     int T = b->T, H = c->hidden, F = c->ffn, L = c->layers, P = b->P, n = b->n;
     float eps = (float)c->layernorm_eps;

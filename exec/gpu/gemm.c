@@ -58,6 +58,7 @@ struct gemm_ctx {
     int warmed;       /* gemm_ctx_warm has run */
     int late;         /* plans made, or refusals met, by a step after the warm-up (each a stall) */
     int log;          /* UNPAD_GEMM_LOG set: each of those on stderr */
+    double slow_us;   /* UNPAD_HOST_SLOW_US: a product whose host call took longer is named on stderr */
     int evicted;      /* plans replaced because their neighbourhood of the table was full */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
     gemm_preset *presets; /* (npresets): tens of entries, searched in order */
@@ -80,6 +81,8 @@ gemm_ctx *gemm_ctx_create(int fp32_exact, unpad_err *err)
     g->fp32_exact = fp32_exact;
     const char *lg = getenv("UNPAD_GEMM_LOG");
     g->log = lg && *lg && strcmp(lg, "0");
+    const char *slow = getenv("UNPAD_HOST_SLOW_US");
+    g->slow_us = slow && *slow ? atof(slow) : 0;
     if (dev_alloc(&g->workspace, GEMM_WORKSPACE_BYTES, "the cuBLASLt workspace", err)) {
         free(g->plans);
         free(g);
@@ -415,6 +418,13 @@ int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *
 
 
 
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+
 /* Dimensions are bucketed for the plan cache (8 buckets per octave above 64), so the token count
  * changing every step does not ask the heuristic again every step: the algorithm is chosen for
  * the bucket's largest shape and runs on the exact one. The choice depends on the bucket only,
@@ -582,11 +592,24 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
     operand_align(s, A, B, D, bias, aux, align);
     gemm_shape sb = bucket_shape(s);
     char why[160];
+    double t0 = g->slow_us > 0 ? now_us() : 0;
     gemm_plan *p = plan_lookup(g, &sb, align, bias, aux, why, sizeof why);
     if (!p)
         shape_fail(&sb, why);
     plan_set_shape(p, s);
+    double t1 = g->slow_us > 0 ? now_us() : 0;
     cublasStatus_t st = plan_exec(g, p, s, A, B, D, alpha, beta, stream);
+    if (g->slow_us > 0 && !g->warming && now_us() - t0 > g->slow_us) {
+        int id = 0, tile = 0, c = align_class(s);
+        size_t wr = 0;
+        const cublasLtMatmulAlgo_t *al = p->takes[c] == 2 ? &p->alt : &p->algo;
+        cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &wr);
+        cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &wr);
+        fprintf(stderr, "gemm: host call of %.0f us (plan %.0f us, cuBLASLt %.0f us): M %d N %d K %d trans %d%d epi %d "
+                        "types %d/%d beta %g, class %d on %s (algorithm %d, tile %d)\n", now_us() - t0, t1 - t0,
+                now_us() - t1, s->M, s->N, s->K, s->trans_a, s->trans_b, (int)s->epi, (int)s->ab_type,
+                (int)s->d_type, beta, c, p->takes[c] == 2 ? "alt" : "algo", id, tile);
+    }
     if (refused(st)) {
         /* neither algorithm takes this exact shape: a plan of its own, not cached */
         gemm_plan q = {0};
@@ -656,9 +679,13 @@ static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &
 /* Runs plan p (new, bucket value x in dimension d) once on the operands of the template run t,
  * with dimension d cut to min(x, its size in t's run): every operand is stored tight, so a smaller
  * dimension stays inside t's buffers. cuBLASLt loads an algorithm's kernel at its first launch
- * (several ms); this moves that launch here. The outputs are scratch: the caller runs this between
- * steps on the step's stream, and every buffer a product writes is rewritten by the next step.
- * Returns 1 when a launch was accepted. */
+ * (several ms, the host waiting for the GPU to go idle); this moves that launch here. It loads a
+ * kernel for beta = 0 and another for beta != 0 (the source matrix read or not), so each class is
+ * launched at both: a product that accumulates (FFN1's data gradient into the residual's, the
+ * weight gradients of later micro-batches) would otherwise stall the first step to meet each of
+ * its buckets (measured on an H100: 2.2-2.7 ms of the host's time, once per bucket). The outputs
+ * are scratch: the caller runs this between steps on the step's stream, and every buffer a
+ * product writes is rewritten by the next step. Returns 1 when a launch was accepted. */
 static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, int x, cudaStream_t stream)
 {
     gemm_shape s = t->last;
@@ -679,7 +706,16 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
             continue;
         *dim = y;
         plan_set_shape(p, &s);
-        ran += plan_exec(g, p, &s, t->A, t->B, t->D, alpha, beta, stream) == CUBLAS_STATUS_SUCCESS;
+        if (plan_exec(g, p, &s, t->A, t->B, t->D, alpha, beta, stream) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        ran++;
+        /* the accumulating kernel, on the algorithm this class runs; an FP8 D has no source of
+         * its type (its products never accumulate); a refusal here changes nothing */
+        const cublasLtMatmulAlgo_t *al = p->takes[align_class(&s)] == 2 ? &p->alt : &p->algo;
+        float one = 1.0f;
+        if (!is_fp8(p->s.d_type))
+            cublasLtMatmul(g->lt, p->desc, &alpha, t->B, p->la, t->A, p->lb, &one, t->D, p->lc, t->D, p->ld, al,
+                           g->workspace, GEMM_WORKSPACE_BYTES, stream);
     }
     return ran > 0;
 }
