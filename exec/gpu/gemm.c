@@ -58,6 +58,7 @@ struct gemm_ctx {
     int warmed;       /* gemm_ctx_warm has run */
     int late;         /* plans made, or refusals met, by a step after the warm-up (each a stall) */
     int log;          /* UNPAD_GEMM_LOG set: each of those on stderr */
+    int warm_acc;     /* gemm_ctx_warm_accumulation: weight gradients also warmed at beta = 1 */
     double slow_us;   /* UNPAD_HOST_SLOW_US: a product whose host call took longer is named on stderr */
     int evicted;      /* plans replaced because their neighbourhood of the table was full */
     gemm_plan *plans; /* (GEMM_CACHE_SIZE) */
@@ -669,6 +670,7 @@ void gemm_run_fp8_out(gemm_ctx *g, const gemm_shape *s, const void *A, const voi
     g->amax_d = NULL;
 }
 
+void gemm_ctx_warm_accumulation(gemm_ctx *g, int on) { g->warm_acc = on; }
 int gemm_ctx_fallbacks(const gemm_ctx *g) { return g->fallbacks; }
 int gemm_ctx_late(const gemm_ctx *g) { return g->late; }
 int gemm_ctx_evicted(const gemm_ctx *g) { return g->evicted; }
@@ -680,10 +682,11 @@ static int *shape_dim(gemm_shape *s, int d) { return d == 0 ? &s->M : d == 1 ? &
  * with dimension d cut to min(x, its size in t's run): every operand is stored tight, so a smaller
  * dimension stays inside t's buffers. cuBLASLt loads an algorithm's kernel at its first launch
  * (several ms, the host waiting for the GPU to go idle); this moves that launch here. It loads a
- * kernel for beta = 0 and another for beta != 0 (the source matrix read or not), so each class is
- * launched at both: a product that accumulates (FFN1's data gradient into the residual's, the
- * weight gradients of later micro-batches) would otherwise stall the first step to meet each of
- * its buckets (measured on an H100: 2.2-2.7 ms of the host's time, once per bucket). The outputs
+ * kernel for beta = 0 and another for beta != 0 (the source matrix read or not), so a product
+ * that accumulates is launched at both: the template's run had beta != 0 (FFN1's data gradient
+ * into the residual's), or it is a weight gradient (trans_a) and a step runs several micro-batches
+ * (gemm_ctx_warm_accumulation). Otherwise the first step to meet each of its buckets stalls
+ * (measured on an H100: 2.2-2.7 ms of the host's time, once per bucket). The outputs
  * are scratch: the caller runs this between steps on the step's stream, and every buffer a
  * product writes is rewritten by the next step. Returns 1 when a launch was accepted. */
 static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, int x, cudaStream_t stream)
@@ -713,7 +716,7 @@ static int plan_run_once(gemm_ctx *g, gemm_plan *p, const gemm_plan *t, int d, i
          * its type (its products never accumulate); a refusal here changes nothing */
         const cublasLtMatmulAlgo_t *al = p->takes[align_class(&s)] == 2 ? &p->alt : &p->algo;
         float one = 1.0f;
-        if (!is_fp8(p->s.d_type))
+        if (!is_fp8(p->s.d_type) && (t->beta != 0.0f || (g->warm_acc && p->s.trans_a)))
             cublasLtMatmul(g->lt, p->desc, &alpha, t->B, p->la, t->A, p->lb, &one, t->D, p->lc, t->D, p->ld, al,
                            g->workspace, GEMM_WORKSPACE_BYTES, stream);
     }

@@ -154,6 +154,10 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
  * stream (returns after the stream is idle); the launches accepted in *ran. */
 int gemm_ctx_warm(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, cudaStream_t stream, int *made,
                   int *ran, unpad_err *err);
+/* Whether gemm_ctx_warm also launches the weight gradients' plans at beta = 1 (cuBLASLt loads
+ * another kernel for it): on where a step runs several micro-batches, whose later ones add to the
+ * gradients. Products whose warm-up template ran at beta != 0 are always launched at both. */
+void gemm_ctx_warm_accumulation(gemm_ctx *g, int on);
 
 /* Algorithm tuning. cuBLASLt's heuristic ranks its algorithms by a model of the GPU; its first
  * choice is not always the fastest. gemm_ctx_tune takes the cached plans whose varying dimension

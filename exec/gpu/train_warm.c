@@ -162,6 +162,7 @@ int trainer_warm(trainer *t, unpad_err *err)
     long hi = tmax + tmax / 2 < t->opt.max_tokens ? tmax + tmax / 2 : t->opt.max_tokens;
     long lo = pmin / 2 > 1 ? pmin / 2 : 1;
     int made = 0, made_n = 0, ran = 0, ran_n = 0;
+    gemm_ctx_warm_accumulation(bert_gemm(t->b), t->K > 1); /* later micro-batches add to the gradients */
     if ((rc = bert_gemm_warm(t->b, (int)lo, (int)(hi > lo ? hi : lo), t->s, &made, &ran, err)))
         return rc;
     int n_hi = 2 * nmax < t->seq_cap ? 2 * nmax : t->seq_cap;
