@@ -141,8 +141,6 @@ enum { FP8_QKV, FP8_O, FP8_F1, FP8_F2, FP8_LINEARS };
 
 #define W(off) (b->work + (off))
 #define G(off) (b->grad + (off))
-/* Around every operator: an NVTX range of the operator's name (for Nsight Systems; nearly free
- * without a profiler) and the tracer's hooks when set. */
 static double host_now_us(void)
 {
     struct timespec ts;
@@ -156,6 +154,8 @@ static void host_slow_check(bert *b, int op, int layer)
         fprintf(stderr, "host: pass %ld, %s of layer %d: %.0f us to enqueue\n", b->passes, op_name((op_id)op),
                 layer, dt);
 }
+/* Around every operator: an NVTX range of the operator's name (for Nsight Systems; nearly free
+ * without a profiler), the tracer's hooks when set, and the host's time under UNPAD_HOST_SLOW_US. */
 #define BEGIN(op, layer)                                                                            \
     do {                                                                                            \
         if (b->slow_us > 0)                                                                         \
@@ -473,13 +473,12 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     bert *b = calloc(1, sizeof *b);
-    const char *slow = getenv("UNPAD_HOST_SLOW_US");
-    if (b && slow && *slow)
-        b->slow_us = atof(slow);
     if (!b) {
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
         return NULL;
     }
+    const char *slow = getenv("UNPAD_HOST_SLOW_US");
+    b->slow_us = slow && *slow ? atof(slow) : 0;
     b->cfg = *cfg;
     b->opt = *opt;
     b->Vpad = (cfg->vocab + 63) / 64 * 64;

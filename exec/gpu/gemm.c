@@ -419,11 +419,11 @@ int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *
 
 
 
-static double now_us(void)
+static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Dimensions are bucketed for the plan cache (8 buckets per octave above 64), so the token count
@@ -593,22 +593,23 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
     operand_align(s, A, B, D, bias, aux, align);
     gemm_shape sb = bucket_shape(s);
     char why[160];
-    double t0 = g->slow_us > 0 ? now_us() : 0;
+    double t0 = g->slow_us > 0 ? now_s() : 0;
     gemm_plan *p = plan_lookup(g, &sb, align, bias, aux, why, sizeof why);
     if (!p)
         shape_fail(&sb, why);
     plan_set_shape(p, s);
-    double t1 = g->slow_us > 0 ? now_us() : 0;
+    double t1 = g->slow_us > 0 ? now_s() : 0;
     cublasStatus_t st = plan_exec(g, p, s, A, B, D, alpha, beta, stream);
-    if (g->slow_us > 0 && !g->warming && now_us() - t0 > g->slow_us) {
+    double t2 = g->slow_us > 0 ? now_s() : 0;
+    if (g->slow_us > 0 && !g->warming && 1e6 * (t2 - t0) > g->slow_us) {
         int id = 0, tile = 0, c = align_class(s);
         size_t wr = 0;
         const cublasLtMatmulAlgo_t *al = p->takes[c] == 2 ? &p->alt : &p->algo;
         cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &wr);
         cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &wr);
         fprintf(stderr, "gemm: host call of %.0f us (plan %.0f us, cuBLASLt %.0f us): M %d N %d K %d trans %d%d epi %d "
-                        "types %d/%d beta %g, class %d on %s (algorithm %d, tile %d)\n", now_us() - t0, t1 - t0,
-                now_us() - t1, s->M, s->N, s->K, s->trans_a, s->trans_b, (int)s->epi, (int)s->ab_type,
+                        "types %d/%d beta %g, class %d on %s (algorithm %d, tile %d)\n", 1e6 * (t2 - t0),
+                1e6 * (t1 - t0), 1e6 * (t2 - t1), s->M, s->N, s->K, s->trans_a, s->trans_b, (int)s->epi, (int)s->ab_type,
                 (int)s->d_type, beta, c, p->takes[c] == 2 ? "alt" : "algo", id, tile);
     }
     if (refused(st)) {
@@ -847,13 +848,6 @@ void gemm_linear_bwd_weight(gemm_ctx *g, gemm_dtype t, int T, int in, int out, c
 
 #define TUNE_MAX_CANDS 32
 #define TUNE_MAX_REPS 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_float(const void *a, const void *b)
 {
