@@ -1,8 +1,10 @@
 /* train_warm.c — before the first step, with its micro-batches fetched: the GEMM plans the run will
  * need, each launched once, so that no step stalls on a cuBLASLt heuristic query or a kernel load
  * when its token count enters a new shape bucket (gemm.h). The range covers the micro-batches at
- * hand with room on both sides: predictions from half the fewest to tokens at 1.5x the most
- * (capped at the buffers' size), and sequence counts. Then, in a fresh run with --gemm-tune on, the
+ * hand with room on both sides: predictions from half the fewest to tokens at 1.5x the most, or
+ * where the step's lengths put a micro-batch five standard deviations above its mean if that is
+ * more (a short-heavy distribution's batches vary by more than half; capped at the buffers' size),
+ * and sequence counts. Then, in a fresh run with --gemm-tune on, the
  * plans of the token and prediction counts the run will mostly meet (those at hand, 15% either
  * side) are tuned: the heuristic's first candidates timed, the fastest kept (gemm.h
  * gemm_ctx_tune); a resumed run instead runs the algorithms its checkpoint lists. First of all,
@@ -10,6 +12,7 @@
  * products (the templates the warm-up varies), loads the project's own kernels (the FMHA's, the
  * LayerNorms', the losses'), which CUDA loads lazily at their first launch, and runs the
  * communicator's first collective; the first step then runs as the rest do. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -144,8 +147,15 @@ int trainer_warm(trainer *t, unpad_err *err)
 {
     long tmax = 0, tmin = -1, pmin = -1, pmax = 0;
     int nmin = -1, nmax = 0;
+    double s1 = 0, s2 = 0, seqs = 0; /* the step's lengths: their mean and spread */
     for (int i = 0; i < t->K; i++) { /* the first step's micro-batches */
         const shard_batch *mb = &t->bufs[(size_t)t->cur * t->K + i];
+        for (int k = 0; k < mb->n; k++) {
+            double l = mb->cu_seqlens[k + 1] - mb->cu_seqlens[k];
+            s1 += l;
+            s2 += l * l;
+        }
+        seqs += mb->n;
         tmax = mb->T > tmax ? mb->T : tmax;
         tmin = tmin < 0 || mb->T < tmin ? mb->T : tmin;
         pmax = mb->P > pmax ? mb->P : pmax;
@@ -159,7 +169,10 @@ int trainer_warm(trainer *t, unpad_err *err)
     if ((rc = trainer_dry_pass(t, err)))
         return rc;
     double dry_s = trainer_now_s() - t0;
-    long hi = tmax + tmax / 2 < t->opt.max_tokens ? tmax + tmax / 2 : t->opt.max_tokens;
+    double mu = seqs > 0 ? s1 / seqs : 0, var = seqs > 1 ? (s2 - s1 * mu) / (seqs - 1) : 0;
+    double spread = nmax * mu + 5 * sqrt(nmax * (var > 0 ? var : 0)); /* n lengths: mean n mu, sd sqrt(n) sd */
+    long hi = tmax + tmax / 2 > spread ? tmax + tmax / 2 : (long)spread;
+    hi = hi < t->opt.max_tokens ? hi : t->opt.max_tokens;
     long lo = pmin / 2 > 1 ? pmin / 2 : 1;
     int made = 0, made_n = 0, ran = 0, ran_n = 0;
     gemm_ctx_warm_accumulation(bert_gemm(t->b), t->K > 1); /* later micro-batches add to the gradients */
