@@ -930,6 +930,66 @@ START_TEST(test_calibrate_workloads)
 }
 END_TEST
 
+/* Writes OUTDIR/dir/NAME.csv, a one-row workload table whose run `run` names trace file `trace`,
+ * and the run's trainer log (two steady steps) in OUTDIR/dir/logs/. */
+static void workload_table_at(const char *dir, const char *name, const char *run, const char *trace)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", OUTDIR, dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/logs", OUTDIR, dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s.csv", OUTDIR, dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace\n"
+               "%s,bert-base,16,1,none,wiki512,2,9.3,9.4,5.0,%s\n", run, trace);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/%s/logs/%s.log", OUTDIR, dir, run);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "step      9/10 | loss 11.1 | 100.0 samples/s | 9.25 ms/step | ETA 1s\n"
+               "step     10/10 | loss 11.1 | 100.0 samples/s | 9.50 ms/step | ETA 1s\n");
+    fclose(f);
+}
+
+/* calibrate --workloads, repeated: the step overhead from the untraced steps of every table's runs,
+ * each table's logs beside it; with several tables a trace counts as a row's only beside that row's
+ * table (runs of two machines share names), with one table its file name suffices. */
+START_TEST(test_calibrate_workloads_tables)
+{
+    char trace[512], args[2048], path[1200];
+    tu_path(trace, sizeof trace, "tests/data/synthetic-calib-bert-base.csv");
+    workload_table_at("wa", "t", "cw-a", "none.csv");
+    workload_table_at("wb", "t", "cw-b", "none.csv");
+    snprintf(args, sizeof args, "calibrate --traces '%s' --workloads %%D/wa/t.csv --workloads %%D/wb/t.csv "
+                                "--out %%D/two.cfg", trace);
+    ck_assert_int_eq(run(args), 0);
+    char *text = slurp("stdout.txt");
+    ck_assert_msg(strstr(text, "step overhead from 4 untraced steps of 2 workloads"), "%s", text);
+    free(text);
+    ck_assert(exists("two.cfg"));
+    /* the same trace file as syn.csv in wa/; tables in wb/ and wc/ name syn.csv */
+    snprintf(path, sizeof path, "cp '%s' %s/wa/syn.csv", trace, OUTDIR);
+    ck_assert_int_eq(system(path), 0);
+    workload_table_at("wb", "s", "cw-b", "syn.csv");
+    workload_table_at("wc", "s", "cw-c", "syn.csv");
+    /* one table: the file name is enough, so the run's reproduced lengths are checked against the
+     * trace's rows, which another run made */
+    ck_assert_int_eq(run("calibrate --traces %D/wa/syn.csv --workloads %D/wb/s.csv 2> %D/err.txt"), 1);
+    text = slurp("err.txt");
+    ck_assert_msg(strstr(text, "another run's?"), "%s", text);
+    free(text);
+    /* two tables, neither beside the trace: not theirs, and the fit goes on */
+    ck_assert_int_eq(run("calibrate --traces %D/wa/syn.csv --workloads %D/wb/s.csv --workloads %D/wc/s.csv "
+                         "2> %D/err.txt"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_msg(strstr(text, "attention lengths of 0 traced batches") &&
+                      strstr(text, "step overhead from 4 untraced steps of 2 workloads"), "%s", text);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_doc_checker_catches_drift)
 {
     /* The checker itself: an undocumented key, a missing key and a wrong type all fail. */
@@ -986,6 +1046,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_plot_out_is_a_prefix);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);
+    tcase_add_test(tc, test_calibrate_workloads_tables);
     tcase_add_test(tc, test_validate_workloads_json);
     tcase_add_test(tc, test_doc_checker_catches_drift);
     tcase_add_test(tc, test_names);

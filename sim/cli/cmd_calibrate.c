@@ -2,6 +2,7 @@
  * write models/calib/<hw>.cfg. Two side modes share the inputs: --transfer carries a calibration to
  * other hardware (an estimate, for cross-hardware predictions), --synthesize writes a synthetic
  * trace from known coefficients (tests and demonstrations; labelled synthetic in the file). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 
 const char cmd_calibrate_what[] = "fit the cost model's coefficients to measured traces";
 
-enum { MAX_TRACES = 256, MAX_MODELS = 16 };
+enum { MAX_TRACES = 256, MAX_MODELS = 16, MAX_TABLES = 16 };
 
 static void usage(FILE *f)
 {
@@ -40,7 +41,8 @@ static void usage(FILE *f)
             "                 own lengths (reproduced from the seed) instead of lengths rebuilt from\n"
             "                 the rows' counts: a workload table (traces/workloads-calib.csv,\n"
             "                 scripts/gpu-calib.sh: --seed 21; its trace column names the trace)\n"
-            "                 with the trainer's logs in logs/ beside it\n"
+            "                 with the trainer's logs in logs/ beside it; may repeat (runs of several\n"
+            "                 machines or starts: each table's traces must then lie beside it)\n"
             "  --transfer C   carry calibration C (fitted on --from-hw, default models/hw/<its hw>.cfg)\n"
             "                 to the hardware of --hw: efficiencies kept, sizes and overheads scaled by\n"
             "                 the specs; an estimate for cross-hardware prediction, not a measurement\n"
@@ -132,9 +134,9 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
 /* The flags. */
 typedef struct {
     resolve_req rq;
-    const char *trace_v[MAX_TRACES], *model_v[MAX_MODELS];
-    cli_strs traces, models;
-    const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth, *workloads;
+    const char *trace_v[MAX_TRACES], *model_v[MAX_MODELS], *table_v[MAX_TABLES];
+    cli_strs traces, models, workloads;
+    const char *init, *out, *resid, *transfer, *from_hw, *synth, *truth;
     synth_opts so;
     int seed;
     cli_path model_at[MAX_MODELS], calib_at[3], hw_at[1]; /* the names resolved */
@@ -145,6 +147,7 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
     memset(o, 0, sizeof *o);
     o->traces = (cli_strs){.v = o->trace_v, .max = MAX_TRACES, .what = "traces"};
     o->models = (cli_strs){.v = o->model_v, .max = MAX_MODELS, .what = "--model"};
+    o->workloads = (cli_strs){.v = o->table_v, .max = MAX_TABLES, .what = "--workloads tables"};
     synth_opts_default(&o->so);
     o->seed = 1;
     synth_opts *so = &o->so;
@@ -155,7 +158,7 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         CLI_OPT_STR("init", &o->init),
         CLI_OPT_STR("out", &o->out),
         CLI_OPT_STR("residuals", &o->resid),
-        CLI_OPT_STR("workloads", &o->workloads),
+        CLI_OPT_STRS("workloads", &o->workloads),
         CLI_OPT_STR("transfer", &o->transfer),
         CLI_OPT_STR("from-hw", &o->from_hw),
         CLI_OPT_STR("synthesize", &o->synth),
@@ -180,7 +183,7 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         usage(stderr);
         return 2;
     }
-    if (o->workloads && !o->traces.n) {
+    if (o->workloads.n && !o->traces.n) {
         fprintf(stderr, "unpad calibrate: --workloads goes with --traces (it fits the step overhead on top of "
                         "their fit)\n");
         return 2;
@@ -214,9 +217,10 @@ static void fit_comment(const calibrate_opts *o, long rows, const fit_result *re
 
 /* The workload table of --workloads, read once: its rows and where their logs are. */
 typedef struct {
+    const char *path;
     workload_row *rows;
     int n;
-    char home[4096], logs[4200];
+    char home[4096], dir[4096], logs[4200];
 } workload_table;
 
 static int table_load(const char *path, workload_table *t)
@@ -226,19 +230,36 @@ static int table_load(const char *path, workload_table *t)
     if (workload_load(path, &t->rows, &t->n, &err) || resolve_home(t->home, sizeof t->home, &err))
         return cli_error("calibrate", &err);
     const char *slash = strrchr(path, '/');
-    snprintf(t->logs, sizeof t->logs, "%.*s%slogs", slash ? (int)(slash - path) : 0, path, slash ? "/" : "");
+    t->path = path;
+    snprintf(t->dir, sizeof t->dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    snprintf(t->logs, sizeof t->logs, "%s/logs", t->dir);
     return 0;
+}
+
+/* Whether trace file `trace` is the one row w's `trace` column names: the same file name, and,
+ * when several tables are given (whose runs share names), the file beside the table. */
+static int table_names(const workload_table *t, const workload_row *w, const char *trace, int ntables)
+{
+    const char *b = strrchr(trace, '/');
+    if (strcmp(b ? b + 1 : trace, w->trace))
+        return 0;
+    if (ntables == 1)
+        return 1;
+    char beside[8300], a[PATH_MAX], c[PATH_MAX];
+    snprintf(beside, sizeof beside, "%s/%s", t->dir, w->trace);
+    return realpath(beside, a) && realpath(trace, c) && !strcmp(a, c);
 }
 
 /* --workloads: the step overhead from the untraced steps of the table's runs (their trainer
  * logs), under the coefficients just fitted. */
-static int fit_untraced(const workload_table *t, const char *path, const hw_spec *hw, fit_result *res)
+static int fit_untraced(const workload_table *tabs, int ntables, const hw_spec *hw, fit_result *res)
 {
     unpad_err err = {0};
-    int rc = 1;
+    int rc = 1, runs = 0;
     size_t cap = 0, k = 0;
-    for (int i = 0; i < t->n; i++)
-        cap += (size_t)t->rows[i].steps;
+    for (int j = 0; j < ntables; j++)
+        for (int i = 0; i < tabs[j].n; i++)
+            cap += (size_t)tabs[j].rows[i].steps;
     double *gap = malloc((cap ? cap : 1) * sizeof *gap), *step = malloc((cap ? cap : 1) * sizeof *step);
     if (!gap || !step) {
         fprintf(stderr, "unpad calibrate: out of memory\n");
@@ -246,17 +267,21 @@ static int fit_untraced(const workload_table *t, const char *path, const hw_spec
     }
     calib_coef c = res->coef;
     c.step_overhead_us = 0;
-    workload_setup s = {.home = t->home, .logs = t->logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
-    for (int i = 0; i < t->n; i++)
-        if (workload_step_gaps(&s, &t->rows[i], gap, step, &k, &err)) {
-            cli_error("calibrate", &err);
-            goto out;
-        }
+    for (int j = 0; j < ntables; j++) {
+        const workload_table *t = &tabs[j];
+        workload_setup s = {.home = t->home, .logs = t->logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
+        for (int i = 0; i < t->n; i++, runs++)
+            if (workload_step_gaps(&s, &t->rows[i], gap, step, &k, &err)) {
+                cli_error("calibrate", &err);
+                goto out;
+            }
+    }
     if (fit_overhead_untraced(res, gap, step, k, &err)) {
         cli_error("calibrate", &err);
         goto out;
     }
-    printf("step overhead from %zu untraced steps of %d workloads (%s)\n\n", k, t->n, path);
+    printf("step overhead from %zu untraced steps of %d workloads (%s%s)\n\n", k, runs, tabs[0].path,
+           ntables > 1 ? " and more" : "");
     rc = 0;
 out:
     free(gap);
@@ -282,7 +307,7 @@ static int traced_steps(const trace_set *set, int *steps)
 /* --workloads: the attention lengths of the traced batches of the table's one-rank runs,
  * reproduced from the seed (the trace rows carry only their counts), attached to the trace the
  * row's `trace` column names. Returns the batches attached, -1 on error (printed). */
-static int attach_lengths(const workload_table *t, const calibrate_opts *o, trace_set *sets)
+static int attach_lengths(const workload_table *t, int ntables, const calibrate_opts *o, trace_set *sets)
 {
     unpad_err err = {0};
     workload_setup ws = {.home = t->home, .seed = WORKLOAD_SEED};
@@ -290,9 +315,8 @@ static int attach_lengths(const workload_table *t, const calibrate_opts *o, trac
     for (int i = 0; i < t->n; i++) {
         const workload_row *w = &t->rows[i];
         for (int k = 0; k < o->traces.n && w->vranks == 1; k++) {
-            const char *b = strrchr(o->traces.v[k], '/');
             trace_set *set = &sets[k];
-            if (strcmp(b ? b + 1 : o->traces.v[k], w->trace) || set->nlens)
+            if (set->nlens || !table_names(t, w, o->traces.v[k], ntables))
                 continue;
             int *steps = malloc((set->n ? set->n : 1) * sizeof *steps), ns = steps ? traced_steps(set, steps) : 0;
             int *len = steps ? malloc(((size_t)ns * w->batch + 1) * sizeof *len) : NULL;
@@ -347,22 +371,26 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
         rows += (long)sets[i].n;
     printf("unpad calibrate: %ld rows from %d trace%s on %s%s\n", rows, n, n > 1 ? "s" : "", in->hw.name,
            n > 0 && sets[0].products == TRACE_FP8 ? ", FP8 products (unpad-train --fp8 on)" : "");
-    workload_table wt = {0};
-    int rc = 0;
-    if (o->workloads) {
-        int got = table_load(o->workloads, &wt) ? -1 : attach_lengths(&wt, o, sets);
-        if (got < 0) {
-            free(wt.rows);
-            return 1;
-        }
-        printf("attention lengths of %d traced batches reproduced from the seeds of %s\n", got, o->workloads);
+    workload_table wt[MAX_TABLES];
+    int rc = 0, nt = 0;
+    memset(wt, 0, sizeof wt);
+    for (; nt < o->workloads.n && !rc; nt++) {
+        int got = table_load(o->workloads.v[nt], &wt[nt]) ? -1 : attach_lengths(&wt[nt], o->workloads.n, o, sets);
+        if (got < 0)
+            rc = 1;
+        else
+            printf("attention lengths of %d traced batches reproduced from the seeds of %s\n", got,
+                   o->workloads.v[nt]);
     }
-    printf("\n");
-    if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
-        rc = cli_error("calibrate", &err);
-    else if (o->workloads)
-        rc = fit_untraced(&wt, o->workloads, &in->hw, res);
-    free(wt.rows);
+    if (!rc) {
+        printf("\n");
+        if (fit_calibrate(sets, n, models, nmodels, &in->hw, &init, res, &err))
+            rc = cli_error("calibrate", &err);
+        else if (nt)
+            rc = fit_untraced(wt, nt, &in->hw, res);
+    }
+    for (int j = 0; j < nt; j++)
+        free(wt[j].rows);
     if (rc)
         return rc;
     fit_print(stdout, res, &init);
