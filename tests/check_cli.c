@@ -969,6 +969,13 @@ START_TEST(test_calibrate_workloads_tables)
     ck_assert_msg(strstr(text, "step overhead from 4 untraced steps of 2 workloads"), "%s", text);
     free(text);
     ck_assert(exists("two.cfg"));
+    /* a table is an input: --out onto it is refused before any work, the table left as it was */
+    snprintf(args, sizeof args, "calibrate --traces '%s' --workloads %%D/wa/t.csv --workloads %%D/wb/t.csv "
+                                "--out %%D/wb/t.csv 2> %%D/err.txt", trace);
+    ck_assert_int_eq(run(args), 1);
+    text = slurp("wb/t.csv");
+    ck_assert_msg(strstr(text, "cw-b,bert-base,16,1,none,wiki512,2,"), "%s", text);
+    free(text);
     /* the same trace file as syn.csv in wa/; tables in wb/ and wc/ name syn.csv */
     snprintf(path, sizeof path, "cp '%s' %s/wa/syn.csv", trace, OUTDIR);
     ck_assert_int_eq(system(path), 0);

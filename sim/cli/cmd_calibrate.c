@@ -371,9 +371,12 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
         rows += (long)sets[i].n;
     printf("unpad calibrate: %ld rows from %d trace%s on %s%s\n", rows, n, n > 1 ? "s" : "", in->hw.name,
            n > 0 && sets[0].products == TRACE_FP8 ? ", FP8 products (unpad-train --fp8 on)" : "");
-    workload_table wt[MAX_TABLES];
+    workload_table *wt = calloc(MAX_TABLES, sizeof *wt);
     int rc = 0, nt = 0;
-    memset(wt, 0, sizeof wt);
+    if (!wt) {
+        fprintf(stderr, "unpad calibrate: out of memory\n");
+        return 1;
+    }
     for (; nt < o->workloads.n && !rc; nt++) {
         int got = table_load(o->workloads.v[nt], &wt[nt]) ? -1 : attach_lengths(&wt[nt], o->workloads.n, o, sets);
         if (got < 0)
@@ -391,6 +394,7 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
     }
     for (int j = 0; j < nt; j++)
         free(wt[j].rows);
+    free(wt);
     if (rc)
         return rc;
     fit_print(stdout, res, &init);
@@ -415,8 +419,10 @@ static int do_fit(const calibrate_opts *o, resolve_inputs *in, trace_set *sets, 
 static int calibrate_mode(const calibrate_opts *o, resolve_inputs *in)
 {
     const char *outs[3] = {o->synth, o->out, o->resid};
-    const char *more[MAX_TRACES + MAX_MODELS + 4] = {o->init, o->transfer, o->from_hw, o->truth};
+    const char *more[MAX_TRACES + MAX_MODELS + MAX_TABLES + 4] = {o->init, o->transfer, o->from_hw, o->truth};
     int nmore = 4;
+    for (int i = 0; i < o->workloads.n; i++)
+        more[nmore++] = o->workloads.v[i];
     for (int i = 0; i < o->traces.n; i++)
         more[nmore++] = o->traces.v[i];
     for (int i = 0; i < o->models.n; i++)
