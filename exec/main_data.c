@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "dist.h"
 #include "outfile.h"
@@ -84,13 +83,6 @@ static int fail(const unpad_err *e)
 {
     fprintf(stderr, "%s: %s\n", prog, e->msg);
     return 1;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* ---- output: one file or a folder of shards --------------------------------------------------- */
@@ -570,7 +562,7 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
     pretrain_corpus *corpus = NULL;
     unpad_dist dist = {0};
     int rc = UNPAD_OK, have_dist = 0;
-    double t0 = now_s(), t_read = 0;
+    double t0 = unpad_now_s(), t_read = 0;
     pretrain_stats st = {0};
     if (d->vocab_path)
         rc = wordpiece_vocab_load(d->vocab_path, &vocab, err);
@@ -591,7 +583,7 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
         rc = pretrain_corpus_alloc(&corpus, err);
         for (int i = 0; i < d->n_inputs && !rc; i++)
             rc = pretrain_corpus_add_file(corpus, vocab, d->inputs[i], d->format, err);
-        t_read = now_s() - t0;
+        t_read = unpad_now_s() - t0;
         if (!rc)
             printf("read %d file%s: %ld documents, %ld sentences, %ld tokens in %.2f s\n", d->n_inputs,
                    d->n_inputs == 1 ? "" : "s", pretrain_corpus_documents(corpus),
@@ -601,7 +593,7 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
     }
     rc = sink_finish(k, rc, err);
     if (!rc)
-        print_summary(k, now_s() - t0);
+        print_summary(k, unpad_now_s() - t0);
     if (!rc && corpus)
         print_text_summary(corpus, &st);
     pretrain_corpus_free(corpus);

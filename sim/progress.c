@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 struct progress {
@@ -18,13 +17,6 @@ struct progress {
     atomic_flag drawing;        /* one thread draws at a time; others skip */
     atomic_int drawn;           /* 1 once a line is on the terminal */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int progress_wanted(int quiet)
 {
@@ -43,7 +35,7 @@ int progress_start(const char *what, const char *unit, long long total_items,
     p->total_items = total_items > 0 ? total_items : 1;
     p->total_work = total_work > 0 ? total_work : 1;
     p->enabled = enabled;
-    p->t0 = now_s();
+    p->t0 = unpad_now_s();
     atomic_init(&p->items, 0);
     atomic_init(&p->work, 0);
     atomic_init(&p->next_draw_ns, (long long)((p->t0 + PROGRESS_DELAY_S) * 1e9));
@@ -91,7 +83,7 @@ void progress_add(progress *p, long long items, long long work)
     long long wk = atomic_fetch_add(&p->work, work) + work;
     if (!p->enabled)
         return;
-    double t = now_s();
+    double t = unpad_now_s();
     if ((long long)(t * 1e9) < atomic_load(&p->next_draw_ns) || atomic_flag_test_and_set(&p->drawing))
         return;
     atomic_store(&p->next_draw_ns, (long long)((t + PROGRESS_REFRESH_S) * 1e9));
@@ -127,7 +119,7 @@ void progress_release(progress *p)
 {
     if (!p || !p->enabled)
         return;
-    double t = now_s();
+    double t = unpad_now_s();
     if (t - p->t0 >= PROGRESS_DELAY_S) /* redraw at the next addition */
         atomic_store(&p->next_draw_ns, (long long)(t * 1e9));
     atomic_flag_clear(&p->drawing);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -250,4 +251,11 @@ int unpad_lines_next(unpad_lines *it, unpad_err *err)
     it->line[n] = '\0';
     it->len = n;
     return 1;
+}
+
+double unpad_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

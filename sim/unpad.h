@@ -61,6 +61,9 @@ int unpad_list_has_empty(const char *s);
  * else 1 after printing "PROG: --FLAG given twice ('first', then 'val'): give it once". */
 int unpad_flag_once(const char *prog, const char *flag, const char *val, const char **given);
 
+/* Seconds on the monotonic clock (for intervals: progress, timings, diagnostics). */
+double unpad_now_s(void);
+
 /* Strict integer parsing into an int: the number must lie in [lo, hi] (lo and hi within int). */
 int unpad_parse_int(const char *s, long lo, long hi, int *out);
 

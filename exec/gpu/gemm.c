@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu/devmem.h"
 #include "gpu/gemm.h"
@@ -419,13 +418,6 @@ int gemm_supported(gemm_ctx *g, const gemm_shape *s, const void *A, const void *
 
 
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Dimensions are bucketed for the plan cache (8 buckets per octave above 64), so the token count
  * changing every step does not ask the heuristic again every step: the algorithm is chosen for
  * the bucket's largest shape and runs on the exact one. The choice depends on the bucket only,
@@ -593,14 +585,14 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
     operand_align(s, A, B, D, bias, aux, align);
     gemm_shape sb = bucket_shape(s);
     char why[160];
-    double t0 = g->slow_us > 0 ? now_s() : 0;
+    double t0 = g->slow_us > 0 ? unpad_now_s() : 0;
     gemm_plan *p = plan_lookup(g, &sb, align, bias, aux, why, sizeof why);
     if (!p)
         shape_fail(&sb, why);
     plan_set_shape(p, s);
-    double t1 = g->slow_us > 0 ? now_s() : 0;
+    double t1 = g->slow_us > 0 ? unpad_now_s() : 0;
     cublasStatus_t st = plan_exec(g, p, s, A, B, D, alpha, beta, stream);
-    double t2 = g->slow_us > 0 ? now_s() : 0;
+    double t2 = g->slow_us > 0 ? unpad_now_s() : 0;
     if (g->slow_us > 0 && !g->warming && 1e6 * (t2 - t0) > g->slow_us) {
         int id = 0, tile = 0, c = align_class(s);
         size_t wr = 0;
@@ -1022,7 +1014,7 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
                   cudaStream_t stream, gemm_tune_stats *st, unpad_err *err)
 {
     memset(st, 0, sizeof *st);
-    double t0 = now_s();
+    double t0 = unpad_now_s();
     if (lo < 1 || hi < lo)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "GEMM tuning range [%d, %d] is empty", lo, hi);
     int blo = bucket(lo), bhi = bucket(hi);
@@ -1052,7 +1044,7 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
     st->considered = n;
     if (n == 0) {
         free(items);
-        st->seconds = now_s() - t0;
+        st->seconds = unpad_now_s() - t0;
         return UNPAD_OK;
     }
     qsort(items, (size_t)n, sizeof *items, cmp_item);
@@ -1068,7 +1060,7 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
         st->no_memory = 1;
         st->scratch_bytes = off[5] + ntmp * sizeof(float);
         free(items);
-        st->seconds = now_s() - t0;
+        st->seconds = unpad_now_s() - t0;
         return UNPAD_OK;
     }
     tmp = (float *)(buf + off[5]);
@@ -1085,7 +1077,7 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
     int reps = o->reps < 1 ? 1 : o->reps > TUNE_MAX_REPS ? TUNE_MAX_REPS : o->reps;
     for (int i = 0; i < n; i++) {
         gemm_plan *p = items[i].p;
-        if (now_s() - t0 > o->budget_s) {
+        if (unpad_now_s() - t0 > o->budget_s) {
             st->over_budget = n - i;
             break;
         }
@@ -1128,7 +1120,7 @@ int gemm_ctx_tune(gemm_ctx *g, int lo, int hi, const int *fixed, int nfixed, con
     cudaCheck(cudaStreamSynchronize(stream));
     cudaCheck(cudaFree(buf));
     free(items);
-    st->seconds = now_s() - t0;
+    st->seconds = unpad_now_s() - t0;
     return UNPAD_OK;
 }
 

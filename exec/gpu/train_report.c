@@ -5,7 +5,6 @@
  * ETA E", "eval", "online", "summary:", "balance:", "attention:", "all-reduce:". */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime.h>
 
@@ -122,9 +121,9 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
     if (!force && r->step % a->log_every != 0 && r->step != a->steps)
         return;
     train_window *w = &t->win;
-    double dt = trainer_now_s() - w->t0, n = w->steps ? w->steps : 1, good = w->finite;
+    double dt = unpad_now_s() - w->t0, n = w->steps ? w->steps : 1, good = w->finite;
     train_step_metrics m = {
-        .step = r->step, .steps = a->steps, .time_s = trainer_now_s() - t->t_start,
+        .step = r->step, .steps = a->steps, .time_s = unpad_now_s() - t->t_start,
         .loss = good > 0 ? w->loss / good : r->loss, .mlm_loss = good > 0 ? w->mlm / good : r->mlm,
         .nsp_loss = good > 0 ? w->nsp / good : r->nsp, .mlm_acc = w->acc_p ? w->acc_c / w->acc_p : 0,
         .lr = r->lr, .grad_norm = r->grad_norm, .samples_per_s = w->samples / dt, .tokens_per_s = w->tokens / dt,
@@ -153,7 +152,7 @@ void trainer_report_step(trainer *t, const step_result *r, int force)
     fflush(stdout);
     train_log_step(t->log, &m);
     memset(w, 0, sizeof *w);
-    w->t0 = trainer_now_s();
+    w->t0 = unpad_now_s();
 }
 
 void trainer_report_eval(trainer *t, int step, double acc, double loss)
@@ -162,7 +161,7 @@ void trainer_report_eval(trainer *t, int step, double acc, double loss)
     t->eval_loss = loss;
     printf("eval  %6d | mlm loss %.4f | mlm acc %.4f\n", step, loss, acc);
     fflush(stdout);
-    train_log_eval(t->log, step, trainer_now_s() - t->t_start, loss, acc);
+    train_log_eval(t->log, step, unpad_now_s() - t->t_start, loss, acc);
 }
 
 static void print_summary_lines(const trainer *t, double wall, double mem_gib)
@@ -225,7 +224,7 @@ int trainer_report_summary(trainer *t, const char *outcome, const char *reason, 
 {
     if (!t->rank0)
         return UNPAD_OK;
-    double wall = t->t_start > 0 ? trainer_now_s() - t->t_start : 0, mem_gib = 0;
+    double wall = t->t_start > 0 ? unpad_now_s() - t->t_start : 0, mem_gib = 0;
     size_t fr = 0, tot = 0;
     if (t->b && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
         mem_gib = (tot - fr) / 1073741824.0;

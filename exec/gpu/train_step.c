@@ -319,7 +319,7 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
         gradsync_begin(t->gs, tracing ? t->tr : NULL);
     if (t->hold_us > 0) /* UNPAD_HOLD_STEP_US: the host enqueues the step while the GPU waits */
         hold_stream((uint64_t)(t->hold_us * 1e3), t->s);
-    const double enq0 = trainer_now_s();
+    const double enq0 = unpad_now_s();
     cudaCheck(cudaEventRecord(t->ev_step[0], t->s));
     if (!a->grad_write)
         bert_grad_zero(t->b, t->s);
@@ -344,7 +344,7 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     if (tracing)
         optrace_op_end(t->tr, OP_LAMB, t->s);
     cudaCheck(cudaEventRecord(t->ev_step[1], t->s));
-    r->host_s = trainer_now_s() - enq0;
+    r->host_s = unpad_now_s() - enq0;
     /* read the next step's batches while this one computes */
     t->have_next = step < a->steps;
     if (t->have_next && (rc = trainer_fetch(t, 1 - t->cur, t->st.data_pos + t->step_samples, err)))

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gpu/trainer.h"
 
@@ -164,11 +163,11 @@ int trainer_warm(trainer *t, unpad_err *err)
         nmax = mb->n > nmax ? mb->n : nmax;
     }
     /* the dry pass first: its products are the templates the GEMM warm-up varies (gemm.h) */
-    double t0 = trainer_now_s();
+    double t0 = unpad_now_s();
     int rc;
     if ((rc = trainer_dry_pass(t, err)))
         return rc;
-    double dry_s = trainer_now_s() - t0;
+    double dry_s = unpad_now_s() - t0;
     double mu = seqs > 0 ? s1 / seqs : 0, var = seqs > 1 ? (s2 - s1 * mu) / (seqs - 1) : 0;
     double spread = nmax * mu + 5 * sqrt(nmax * (var > 0 ? var : 0)); /* n lengths: mean n mu, sd sqrt(n) sd */
     long hi = tmax + tmax / 2 > spread ? tmax + tmax / 2 : (long)spread;
@@ -182,11 +181,11 @@ int trainer_warm(trainer *t, unpad_err *err)
     if (nmin / 2 < lo &&
         (rc = bert_gemm_warm(t->b, nmin / 2 > 1 ? nmin / 2 : 1, n_hi, t->s, &made_n, &ran_n, err)))
         return rc;
-    double warm_s = trainer_now_s() - t0 - dry_s;
+    double warm_s = unpad_now_s() - t0 - dry_s;
     char tuned[512];
     if ((rc = trainer_tune(t, tmin, tmax, pmin, pmax, tuned, sizeof tuned, err)))
         return rc;
-    t->warm_s = trainer_now_s() - t0;
+    t->warm_s = unpad_now_s() - t0;
     const char *gp = getenv("UNPAD_GRAPH_PROBE");
     if (gp && atoi(gp) > 0)
         graph_probe(t, atoi(gp));

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <signal.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime.h>
 
@@ -17,13 +16,6 @@ static volatile sig_atomic_t g_signal;
 static void on_signal(int sig) { g_signal = sig; }
 
 int trainer_signal(void) { return (int)g_signal; }
-
-double trainer_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The stop of a non-finite step, or 0 when the run goes on (--skip-nonfinite: the step changed
  * nothing, kernels.h lamb_update). */
@@ -78,7 +70,7 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     *outcome = "failed";
-    t->t_start = trainer_now_s();
+    t->t_start = unpad_now_s();
     int rc, evaluated_last = 0;
     /* the first step's micro-batches, then the warm-up on them: the first step then runs as the
      * rest do (no plan made, no kernel loaded inside it); the whole-run figure includes both */
@@ -89,13 +81,13 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
         if ((rc = trainer_warm(t, err)))
             return 1;
     }
-    t->win.t0 = trainer_now_s();
+    t->win.t0 = unpad_now_s();
     for (int step = t->first_step; step <= a->steps; step++) {
         step_result r;
-        double ts = trainer_now_s();
+        double ts = unpad_now_s();
         if ((rc = trainer_step(t, step, &r, err)))
             return 1;
-        r.step_s = trainer_now_s() - ts;
+        r.step_s = unpad_now_s() - ts;
         if (step == t->first_step)
             t->first_step_s = r.step_s;
         trainer_report_step(t, &r, r.nonfinite);

@@ -183,8 +183,6 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err);
 
 /* trainer.c: the signal that asked this process to stop (0: none). */
 int trainer_signal(void);
-/* Seconds on the host's monotonic clock. */
-double trainer_now_s(void);
 
 /* train_step.c */
 int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
