@@ -7,6 +7,9 @@
 #   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 #   MODELS="bert-base" scripts/gpu-calib.sh OUTDIR     only those models (a run split over two calls)
 #   FP8=on HW=h100-sxm scripts/gpu-calib.sh    --fp8 on (names -fp8), trace rows named for that GPU
+#   SETS="mid:16,64,128 vshort:64,128,256" scripts/gpu-calib.sh OUTDIR   other distributions (models/dists/
+#       NAME.csv) and batch sizes, as DIST:B,B,... (default "wiki512:16,64,128 wiki128:16,64,128"); keep
+#       them apart from the held-out set's (24, 48, 96; short, uniform, bimodal)
 # For each workload: a per-operator trace of steps 5-8 (OUTDIR/calib-w-*.csv, what `unpad calibrate`
 # fits the operators on) and the trainer's log of every step; then OUTDIR/workloads-calib.csv, the
 # untraced steady-state steps 9..STEPS as one row per workload (the format of
@@ -22,9 +25,9 @@ W=$OUT/workloads-calib$F8.csv
 workload_table "$W"
 run() { workload_run "$W" "$OUT" calib-w$F8 5:8 "$1" "$2" 1 none "$3"; } # model batch dist
 for m in ${MODELS:-bert-base bert-large}; do
-    for d in wiki512 wiki128; do
-        for b in 16 64 128; do
-            run $m $b $d
+    for set in ${SETS:-wiki512:16,64,128 wiki128:16,64,128}; do
+        for b in $(echo "${set#*:}" | tr , ' '); do
+            run $m "$b" "${set%%:*}"
         done
     done
 done

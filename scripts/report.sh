@@ -6,8 +6,9 @@
 #   3. cross-hardware: the H200 calibration carried to the A100 80GB spec, 8 x A100 BERT-Large
 #      (batch 56 per GPU, unpadded, Wikipedia lengths) beside the MLPerf Training v2.0 runs;
 #      kept as models/calib/a100-sxm4-80g.cfg (an estimate, labelled so wherever it is used)
-#   4. the H100: calibrate on traces/h100-3/ and traces/h100-4/ (two starts) calib-w-*.csv ->
-#      models/calib/h100-sxm.cfg, validated on the untraced steps of each start's held-out workloads
+#   4. the H100: calibrate on traces/h100-3/, h100-4/ and h100-6/ (three starts; h100-6/dists/: other
+#      length distributions) calib-w-*.csv -> models/calib/h100-sxm.cfg, validated on the untraced
+#      steps of each start's held-out workloads (h100-5/: a start the fit saw nothing of)
 # usage: scripts/report.sh [--synthetic] [OUTDIR]        (OUTDIR default build/report)
 #   --synthetic  the same pipeline on tests/data/synthetic-*.csv, made from known coefficients:
 #                it shows the pipeline and measures nothing; its calibration goes to OUTDIR only.
@@ -98,17 +99,19 @@ say "      $mlperf samples/s (mean $mean; whole timed run, evaluations included)
 say "  predicted / measured: $(awk -v p="$pred" -v m="$mean" 'BEGIN {printf "%.3f", p / m}')  (docs/calibration.md explains the gap)"
 [ "$synthetic" = 1 ] && say "  (SYNTHETIC calibration: this prediction says nothing about the A100; it only exercises the steps)"
 say
-say "== 4. the H100 SXM: its own traces (traces/h100-3/, traces/h100-4/: two starts) ================"
+say "== 4. the H100 SXM: its own traces (traces/h100-3/, h100-4/, h100-6/: three starts) =============="
 h100_cfg=models/calib/h100-sxm.cfg
 if [ "$synthetic" = 1 ]; then
     h100_cfg=$out/h100-sxm.from-synthetic.cfg
     $U calibrate --transfer "$cfg" --hw "$h100" --out "$h100_cfg" >/dev/null
     say "wrote $h100_cfg (transferred from the synthetic calibration: says \"estimate\" wherever it is used)"
 else
-    $U calibrate --traces traces/h100-3/calib-w-*.csv traces/h100-4/calib-w-*.csv \
-        --workloads traces/h100-3/workloads-calib.csv --workloads traces/h100-4/workloads-calib.csv --hw "$h100" \
-        --out "$h100_cfg" | tee -a "$report"
-    for start in h100-3 h100-4; do
+    $U calibrate --traces traces/h100-3/calib-w-*.csv traces/h100-4/calib-w-*.csv traces/h100-6/calib-w-*.csv \
+        traces/h100-6/dists/calib-w-*.csv \
+        --workloads traces/h100-3/workloads-calib.csv --workloads traces/h100-4/workloads-calib.csv \
+        --workloads traces/h100-6/workloads-calib.csv --workloads traces/h100-6/dists/workloads-calib.csv \
+        --hw "$h100" --out "$h100_cfg" | tee -a "$report"
+    for start in h100-3 h100-4 h100-5 h100-6; do
         $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/$start/workloads-heldout.csv | tee -a "$report"
     done
 fi

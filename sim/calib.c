@@ -27,6 +27,8 @@ const cfg_field calib_schema[] = {
     CF("optim_bw_eff", CFG_DOUBLE, optim_bw_eff, 0.01, 1, CFG_OPTIONAL, "optimizer fraction of bandwidth"),
     CF("comm_eff", CFG_DOUBLE, comm_eff, 0.01, 1, CFG_OPTIONAL, "collectives fraction of link bandwidth"),
     CF("step_overhead_us", CFG_DOUBLE, step_overhead_us, 0, 1e6, CFG_OPTIONAL, "per-step overhead, us"),
+    CF("host_launch_us", CFG_DOUBLE, host_launch_us, 0, 1000, CFG_OPTIONAL,
+       "host time to enqueue one forward kernel, us (the GPU waits where its kernels are shorter; 0: none)"),
     CF("gemm_narrow", CFG_DOUBLE, gemm_narrow, -1, 10, CFG_OPTIONAL,
        "GEMM inverse efficiency added per unit of (1024 / hidden - 1)"),
     CF("bw_narrow", CFG_DOUBLE, bw_narrow, -1, 10, CFG_OPTIONAL,

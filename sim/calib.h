@@ -22,6 +22,10 @@ typedef struct {
     double optim_bw_eff;    /* optimizer: fraction of memory bandwidth */
     double comm_eff;        /* collectives: fraction of the link bus bandwidth */
     double step_overhead_us;/* per step: host work, synchronisation */
+    /* The host's time to enqueue one kernel of the forward (0: not modelled). Each step ends with
+     * a synchronising read, so the next starts with an empty queue: where the first layers'
+     * kernels are shorter than their enqueueing, the GPU waits for the host (step_host_wait_us). */
+    double host_launch_us;
     /* Narrow models: inverse efficiency added per unit of (CALIB_WIDTH_REF / hidden - 1), for GEMMs
      * and for memory-bound operators (0: none); and the small-M term scaled by
      * CALIB_WIDTH_REF / hidden (fewer output tiles per row in a narrower model). */

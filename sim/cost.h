@@ -14,7 +14,8 @@
 typedef struct cost_step {
     op_cost ops[OP_COUNT];
     double time_us[OP_COUNT];  /* per instance */
-    double step_us;            /* sum of instances x time, plus the step overhead */
+    double step_us;            /* sum of instances x time, plus the step overhead and the host wait */
+    double host_wait_us;       /* the GPU's wait for the host at the step's start (step_host_wait_us) */
     double compute_us;         /* step without all-reduce and exchange */
     double model_flops;        /* useful FLOPs (unpadded tokens) */
 } cost_step;

@@ -16,7 +16,7 @@
 static const char *PARAM_NAMES[FIT_NPARAM] = {
     "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
     "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow",
-    "attn_narrow", "attn_bwd_narrow", "attn_load", "attn_bwd_load"};
+    "attn_narrow", "attn_bwd_narrow", "attn_load", "attn_bwd_load", "host_launch_us"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
 
@@ -66,6 +66,7 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_ATTN_BWD_NARROW: return &c->attn_bwd_narrow;
     case FIT_ATTN_LOAD: return &c->attn_load;
     case FIT_ATTN_BWD_LOAD: return &c->attn_bwd_load;
+    case FIT_HOST_LAUNCH_US: return &c->host_launch_us;
     default: return NULL;
     }
 }
@@ -1165,5 +1166,50 @@ out:
     free(e);
     free(scratch);
     free(keep);
+    return rc;
+}
+
+int fit_host_untraced(fit_result *out, double *gap_us, const double *step_us, size_t n, const double *hs,
+                      int nh, const double *wait_us, unpad_err *err)
+{
+    if (n < 2 || nh < 1)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "the host's enqueueing time needs at least 2 untraced steps, got %zu", n);
+    double *g = malloc(n * sizeof *g), *w = malloc(n * sizeof *w), *e = malloc(n * sizeof *e);
+    int rc = UNPAD_OK, best = 0;
+    double best_score = INFINITY;
+    if (!g || !w || !e) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < nh; j++) {
+        double b, se;
+        for (size_t i = 0; i < n; i++)
+            g[i] = gap_us[i] - wait_us[i * (size_t)nh + (size_t)j];
+        if (fit_one(NULL, g, n, &b, &se, w))
+            continue;
+        b = b > 0 ? b : 0; /* as fit_overhead_untraced keeps it */
+        for (size_t i = 0; i < n; i++)
+            e[i] = fabs(g[i] - b) / step_us[i];
+        qsort(e, n, sizeof *e, cmp_double);
+        double score = n % 2 ? e[n / 2] : 0.5 * (e[n / 2 - 1] + e[n / 2]);
+        if (score < best_score) {
+            best_score = score;
+            best = j;
+        }
+    }
+    if (!isfinite(best_score)) {
+        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "host-time fit on the untraced steps failed");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        gap_us[i] -= wait_us[i * (size_t)nh + (size_t)best];
+    out->coef.host_launch_us = hs[best];
+    out->param[FIT_HOST_LAUNCH_US] =
+        (fit_param){.value = hs[best], .se = nh > 1 ? hs[1] - hs[0] : 0, .fitted = 1, .rows = (long)n};
+out:
+    free(g);
+    free(w);
+    free(e);
     return rc;
 }

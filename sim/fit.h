@@ -107,6 +107,7 @@ typedef enum {
     FIT_ATTN_BWD_NARROW,
     FIT_ATTN_LOAD,
     FIT_ATTN_BWD_LOAD,
+    FIT_HOST_LAUNCH_US,
     FIT_NPARAM
 } fit_param_id;
 
@@ -155,6 +156,17 @@ int fit_calibrate(const trace_set *sets, int nsets, const model_cfg *models, int
  * the steps a user runs. */
 int fit_overhead_untraced(fit_result *out, const double *gap_us, const double *step_us, size_t n,
                           unpad_err *err);
+
+/* The host's enqueueing time per kernel (calib_coef.host_launch_us, step_host_wait_us) from the
+ * same untraced steps: gap_us[i] as above with no wait modelled, wait_us[i * nh + j] the wait
+ * step i has under host time hs[j] (hs[0] = 0, increasing). For each candidate the overhead is the
+ * gaps' robust location, and the one kept is the candidate whose steps' median |residual| (% of
+ * the step, over every step: a candidate cannot gain by making steps outliers) is least. Sets
+ * out's host_launch_us (its row count, its standard error the grid's step) and writes the gaps
+ * under it into gap_us, for fit_overhead_untraced. The wait only grows the predicted steps, so a
+ * data set without steps short enough to wait keeps 0. */
+int fit_host_untraced(fit_result *out, double *gap_us, const double *step_us, size_t n, const double *hs,
+                      int nh, const double *wait_us, unpad_err *err);
 
 /* Per-row residuals (set index, row keys, measured, predicted, % error) as CSV, written atomically. */
 int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,

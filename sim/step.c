@@ -80,6 +80,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         ops_count(m, &s, fused, 1, 1, at1);
         for (int i = 0; i < OP_COUNT; i++) {
             sm->instances[i] = at1[i].instances;
+            sm->launches[i] = at1[i].launches;
             sm->launch[i] = at1[i].launches * c->launch_us;
             if (op_class_of((op_id)i) == OPC_GEMM && at1[i].rows > 0 && at1[i].tensor_flops > 0)
                 sm->small_m[i] = at1[i].tensor_flops / at1[i].rows * cost_tensor_us(hw, c->fp8, (op_id)i) *
@@ -114,6 +115,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
         sm->pass_us[dir] = cost_fmha_passes_us(hw, c, m->heads, 1.0, dir);
     }
     sm->overhead_us = c->step_overhead_us;
+    sm->host_launch_us = c->host_launch_us;
     sm->param_bytes = 4.0 * (double)model_param_count(m);
     if (!(sm->per_len = malloc(((size_t)m->max_len + 1) * sizeof *sm->per_len)))
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -220,16 +222,61 @@ double step_batch_us(const step_model *sm, const step_batch *b)
     return t;
 }
 
+double step_host_wait_us(const step_model *sm, const step_batch *b)
+{
+    static const op_id layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
+                                  OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
+    enum { NL = sizeof layer / sizeof layer[0] };
+    double h = sm->host_launch_us;
+    if (h <= 0 || b->shape.seqs < 1)
+        return 0;
+    double x[X_COUNT], g[NL], e[NL];
+    step_feat(b, x);
+    for (int k = 0; k < NL; k++) {
+        g[k] = op_us_x(sm, layer[k], b, x);
+        e[k] = h * sm->launches[layer[k]];
+    }
+    /* host: when the host has enqueued the kernel at hand; gpu: when the GPU is done with what
+     * was enqueued before it. A layer's times are computed once; the walk is a few adds a kernel. */
+    double host = h * sm->launches[OP_EMBED_FWD], gpu = host + op_us_x(sm, OP_EMBED_FWD, b, x), wait = host;
+    double G = 0, H = 0;
+    for (int k = 0; k < NL; k++) {
+        G += g[k];
+        H += e[k];
+    }
+    for (int l = 0; l < sm->layers; l++) {
+        double before = wait;
+        for (int k = 0; k < NL; k++) {
+            host += e[k];
+            if (host > gpu) {
+                wait += host - gpu;
+                gpu = host;
+            }
+            gpu += g[k];
+        }
+        /* a layer that did not wait, and whose kernels take no less than their enqueueing, left
+         * the GPU at least as far behind the host as it found it: no later layer waits */
+        if (wait == before && G >= H)
+            break;
+    }
+    return wait;
+}
+
+void step_rank_batch(const step_model *sm, const balance_result *r, const int *len, int g, step_batch *b)
+{
+    step_batch_clear(b);
+    for (int p = r->start[g]; p < r->start[g + 1]; p++) {
+        int l = len[r->seq[p]];
+        l = l < 1 ? 1 : l > sm->max_len ? sm->max_len : l; /* the loader's lengths are in range */
+        step_batch_add(sm, b, l, l, l);
+    }
+}
+
 void step_model_rank_us(const step_model *sm, const balance_result *r, const int *len, double *us)
 {
     for (int g = 0; g < r->gpus; g++) {
         step_batch b;
-        step_batch_clear(&b);
-        for (int p = r->start[g]; p < r->start[g + 1]; p++) {
-            int l = len[r->seq[p]];
-            l = l < 1 ? 1 : l > sm->max_len ? sm->max_len : l; /* the loader's lengths are in range */
-            step_batch_add(sm, &b, l, l, l);
-        }
+        step_rank_batch(sm, r, len, g, &b);
         us[g] = b.shape.seqs > 0 ? step_batch_us(sm, &b) : 0;
     }
 }
@@ -259,8 +306,9 @@ int step_model_predict(const step_model *sm, const model_cfg *m, const hw_spec *
         if (i != OP_ALLREDUCE && i != OP_EXCHANGE)
             out->compute_us += out->ops[i].instances * t;
     }
-    out->step_us += sm->overhead_us;
-    out->compute_us += sm->overhead_us;
+    out->host_wait_us = step_host_wait_us(sm, b);
+    out->step_us += sm->overhead_us + out->host_wait_us;
+    out->compute_us += sm->overhead_us + out->host_wait_us;
     /* useful work: the tensor FLOPs of the same sequences unpadded */
     ops_shape real = b->shape;
     real.tokens = real.attn_tokens = real.real_tokens;

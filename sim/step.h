@@ -72,6 +72,8 @@ typedef struct {
     double pass_us[2];
     double lamb_us;           /* the optimizer step (LAMB over every parameter) */
     double overhead_us;       /* per step: host work, synchronisation (calibration) */
+    double host_launch_us;    /* the host's time to enqueue one forward kernel (calibration; 0: none) */
+    double launches[OP_COUNT]; /* kernel launches of one instance */
     double param_bytes;       /* fp32 gradients all-reduced */
     int calib_fitted;
     step_len *per_len;        /* (max_len + 1) */
@@ -132,7 +134,17 @@ double step_op_us(const step_model *sm, op_id op, const step_batch *b);
 /* Forward and backward of every operator over the batch: the part of a GPU's step that depends on
  * its batch (without the optimizer, the step overhead and the collectives). */
 double step_batch_us(const step_model *sm, const step_batch *b);
+/* How long the GPU waits for the host in a step whose first micro-batch is b: each step ends with
+ * a synchronising read, so the next starts with an empty queue, and a kernel cannot start before
+ * the host has enqueued it (host_launch_us per launch, in the forward's order: the embedding, then
+ * each layer's QKV, FMHA, output projection, LayerNorm, FFN1, FFN2, LayerNorm). Where the first
+ * layers' kernels are shorter than their enqueueing the GPU idles; once it is behind the host, it
+ * stays behind. Added once per GPU and step (not per micro-batch: after the first, the host is
+ * ahead). 0 when the calibration has no host_launch_us. Includes the wait for the first kernel. */
+double step_host_wait_us(const step_model *sm, const step_batch *b);
 
+/* The batch of rank g of an assignment (lengths clamped to 1..max_len, as the loader's are). */
+void step_rank_batch(const step_model *sm, const balance_result *r, const int *len, int g, step_batch *b);
 /* Each GPU's batch time (step_batch_us, unpadded) under an assignment: us[g] for the sequences r
  * gives GPU g out of len (the global batch in loader order). The trainer's predicted per-rank
  * load (exec/gpu/dp.c). */

@@ -182,6 +182,10 @@ static int run_row_step(sweep *sw, const cell *c, int j, int t, worker *wk, part
         step_batch sb;
         layout_batch(lay, &sw->sm, wk->len, r->seq + r->start[v], m, wk->scratch, &sb);
         double tv = m > 0 ? step_batch_us(&sw->sm, &sb) : 0;
+        /* each GPU's first micro-batch starts on an empty queue (one host a GPU; virtual ranks on
+         * one GPU: the first of them) */
+        if (m > 0 && (s->serial_ranks ? v == 0 : v % K == 0))
+            tv += step_host_wait_us(&sw->sm, &sb);
         wk->t[v / K] = (v % K ? wk->t[v / K] : 0) + tv;
         kg = (v % K ? kg : 0) + r->tokens[v];
         tok += sb.shape.tokens;

@@ -168,9 +168,27 @@ static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, 
  * seeding per sample); 0: the same distribution, batch and clamp drawn on from one seeding per
  * seed (for the band's other runs, which need the spread of such batches, not the loader's very
  * draws, at a fraction of the cost). */
+/* Host times whose waits predict_steps reports per step (workload_step_waits). */
+typedef struct {
+    const double *hs;
+    int nh;
+    double *wait; /* (steps x nh) */
+} host_grid;
+
+/* Step i's waits under every host time of hg (the model's own host time left as it was). */
+static void grid_waits(step_model *sm, const step_batch *b, const host_grid *hg, int i)
+{
+    double keep = sm->host_launch_us;
+    for (int j = 0; j < hg->nh; j++) {
+        sm->host_launch_us = hg->hs[j];
+        hg->wait[(size_t)i * (size_t)hg->nh + (size_t)j] = step_host_wait_us(sm, b);
+    }
+    sm->host_launch_us = keep;
+}
+
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
                          const unpad_dist *d, const uint64_t *seeds, int nseeds, int exact, double *out,
-                         workload_step *shape, unpad_err *err)
+                         workload_step *shape, const host_grid *hg, unpad_err *err)
 {
     int maxl = d->max_len < m->max_len ? d->max_len : m->max_len;
     int K = w->vranks, B = w->batch, n = K * B, rc;
@@ -217,7 +235,9 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
             step_batch b;
             if ((rc = step_batch_of(&sm, len, n, &b, err)))
                 goto out;
-            t += step_batch_us(&sm, &b);
+            t += step_batch_us(&sm, &b) + step_host_wait_us(&sm, &b);
+            if (hg && j == 0)
+                grid_waits(&sm, &b, hg, st - WORKLOAD_FIRST_STEP);
         } else {
             balance_weights(&sc, len, n, wt);
             balance_input in = {len, wt, n, K, pol, BAL_EQUAL};
@@ -226,6 +246,11 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
             step_model_rank_us(&sm, &r, len, us);
             for (int g = 0; g < K; g++)
                 t += us[g];
+            step_batch b0; /* the virtual ranks run one after another: the host waits once */
+            step_rank_batch(&sm, &r, len, 0, &b0);
+            t += step_host_wait_us(&sm, &b0);
+            if (hg && j == 0)
+                grid_waits(&sm, &b0, hg, st - WORKLOAD_FIRST_STEP);
         }
         out[j * w->steps + st - WORKLOAD_FIRST_STEP] = t / 1e3;
     }
@@ -270,7 +295,7 @@ static int mean_band(const workload_setup *s, workload_row *w, const model_cfg *
     uint64_t seeds[WORKLOAD_BAND_RUNS];
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
         seeds[j] = s->seed + 7919ull * (uint64_t)(j + 1);
-    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, 0, t, NULL, err);
+    int rc = predict_steps(s, w, m, d, seeds, WORKLOAD_BAND_RUNS, 0, t, NULL, NULL, err);
     if (rc)
         return rc;
     for (int j = 0; j < WORKLOAD_BAND_RUNS; j++)
@@ -403,7 +428,7 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     if (!rc && s->keep_steps && !shape)
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, shape, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, shape, NULL, err);
     if (!rc) {
         step_by_step(s, w, t, shape);
         shape = NULL; /* the row's now, or freed */
@@ -461,18 +486,20 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, const
     return rc;
 }
 
-int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
-                       size_t *n, unpad_err *err)
+int workload_step_waits(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
+                        size_t *n, const double *hs, int nh, double *wait_us, unpad_err *err)
 {
     char path[4400];
     model_cfg m;
     unpad_dist raw = {0};
     int rc = row_inputs(s, w, &m, &raw, err);
     double *t = malloc((size_t)w->steps * sizeof *t), *ms = malloc((size_t)w->steps * sizeof *ms);
-    if (!rc && (!t || !ms))
+    double *wt = nh > 0 ? malloc((size_t)w->steps * (size_t)nh * sizeof *wt) : NULL;
+    if (!rc && (!t || !ms || (nh > 0 && !wt)))
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    host_grid hg = {hs, nh, wt};
     if (!rc)
-        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, NULL, err);
+        rc = predict_steps(s, w, &m, &raw, &s->seed, 1, 1, t, NULL, nh > 0 ? &hg : NULL, err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s.log", s->logs ? s->logs : ".", w->name);
         if (!log_steps(path, WORKLOAD_FIRST_STEP, w->steps, ms))
@@ -484,12 +511,21 @@ int workload_step_gaps(const workload_setup *s, const workload_row *w, double *g
         if (!isnan(ms[i])) {
             gap_us[*n] = (ms[i] - t[i]) * 1e3;
             step_us[*n] = ms[i] * 1e3;
+            for (int j = 0; j < nh; j++)
+                wait_us[*n * (size_t)nh + (size_t)j] = wt[(size_t)i * (size_t)nh + (size_t)j];
             (*n)++;
         }
     free(t);
     free(ms);
+    free(wt);
     dist_free(&raw);
     return rc;
+}
+
+int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
+                       size_t *n, unpad_err *err)
+{
+    return workload_step_waits(s, w, gap_us, step_us, n, NULL, 0, NULL, err);
 }
 
 /* One workload, a job of the pool (pool.h): each row is predicted on its own (its own samplers,

@@ -95,6 +95,10 @@ int workload_batch_lengths(const workload_setup *s, const workload_row *w, const
  * without its log is an error naming the file. */
 int workload_step_gaps(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
                        size_t *n, unpad_err *err);
+/* The same, and for each step appended the GPU's wait for the host (step_host_wait_us) under each
+ * host time hs[0..nh): wait_us[(step index) x nh + j], the steps indexed as in gap_us. */
+int workload_step_waits(const workload_setup *s, const workload_row *w, double *gap_us, double *step_us,
+                        size_t *n, const double *hs, int nh, double *wait_us, unpad_err *err);
 
 /* What the table says in all (workload_print's last lines, validate --json): within 2% counts the
  * what-if error, |error| <= 0.02. */

@@ -198,6 +198,65 @@ START_TEST(test_fmha_closed_form_error)
 }
 END_TEST
 
+START_TEST(test_host_wait)
+{
+    /* step_host_wait_us against a walk over every forward kernel in order (each op's instance
+     * time from step_op_us, its launches enqueued host_launch_us apart): equal; 0 without a host
+     * time; a small batch waits more than a large one; the wait grows with the host time. */
+    static const op_id layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
+                                  OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
+    const model_cfg *ms[] = {&M, &BASE};
+    int len[128];
+    for (int t = 0; t < 8; t++) {
+        calib_coef c = FITTED;
+        c.host_launch_us = 4.0 + 3 * t;
+        const model_cfg *m = ms[t % 2];
+        int n = t < 4 ? 4 + t : 64 + 8 * t;
+        for (int i = 0; i < n; i++)
+            len[i] = next_len(t % 4);
+        step_model sm;
+        ck_assert_int_eq(step_model_init(&sm, m, &HW, &c, 1, NULL), UNPAD_OK);
+        step_batch b;
+        ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
+        double host = 0, gpu = 0, wait = 0;
+        for (int k = -1; k < 7 * m->layers; k++) {
+            op_id op = k < 0 ? OP_EMBED_FWD : layer[k % 7];
+            host += c.host_launch_us * sm.launches[op];
+            if (host > gpu) {
+                wait += host - gpu;
+                gpu = host;
+            }
+            gpu += step_op_us(&sm, op, &b);
+        }
+        ck_assert_double_eq_tol(step_host_wait_us(&sm, &b), wait, 1e-9 * (1 + wait));
+        ck_assert_double_ge(wait, c.host_launch_us * sm.launches[OP_EMBED_FWD] - 1e-9);
+        step_model_free(&sm);
+        c.host_launch_us = 0;
+        ck_assert_int_eq(step_model_init(&sm, m, &HW, &c, 1, NULL), UNPAD_OK);
+        ck_assert_double_eq(step_host_wait_us(&sm, &b), 0);
+        step_model_free(&sm);
+    }
+    /* four short sequences against 128 long ones, and a slower host */
+    calib_coef c = FITTED;
+    c.host_launch_us = 20;
+    step_model sm;
+    ck_assert_int_eq(step_model_init(&sm, &BASE, &HW, &c, 1, NULL), UNPAD_OK);
+    int small[4] = {20, 30, 40, 50}, big[128];
+    for (int i = 0; i < 128; i++)
+        big[i] = 512;
+    step_batch bs, bb;
+    ck_assert_int_eq(step_batch_of(&sm, small, 4, &bs, NULL), UNPAD_OK);
+    ck_assert_int_eq(step_batch_of(&sm, big, 128, &bb, NULL), UNPAD_OK);
+    double ws = step_host_wait_us(&sm, &bs), wb = step_host_wait_us(&sm, &bb);
+    ck_assert_msg(ws > 10 * wb, "small batch %g us, large %g us", ws, wb);
+    step_model_free(&sm);
+    c.host_launch_us = 40;
+    ck_assert_int_eq(step_model_init(&sm, &BASE, &HW, &c, 1, NULL), UNPAD_OK);
+    ck_assert_double_gt(step_host_wait_us(&sm, &bs), ws);
+    step_model_free(&sm);
+}
+END_TEST
+
 Suite *step_suite(void)
 {
     Suite *s = suite_create("step");
@@ -208,6 +267,7 @@ Suite *step_suite(void)
     tcase_add_test(tc, test_batch_sums);
     tcase_add_test(tc, test_fmha_exact_cases);
     tcase_add_test(tc, test_fmha_closed_form_error);
+    tcase_add_test(tc, test_host_wait);
     suite_add_tcase(s, tc);
     return s;
 }

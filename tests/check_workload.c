@@ -335,6 +335,49 @@ START_TEST(test_overhead_untraced)
 }
 END_TEST
 
+START_TEST(test_host_untraced)
+{
+    /* 60 steps of which a third are short enough to wait: under host time h each waits
+     * (h - 6) x 30 us where h > 6 (made up, increasing in h), the others never; their gaps are
+     * an overhead of 200 us plus the wait at the true h = 10 plus +-1 us. The grid's candidate 10
+     * is found, the gaps come back without its wait, and the overhead fit on them gives 200. */
+    enum { N = 60, NH = 41 };
+    double hs[NH], gap[N], step[N], wait[N * NH];
+    for (int j = 0; j < NH; j++)
+        hs[j] = 0.5 * j;
+    for (int i = 0; i < N; i++) {
+        int waits = i % 3 == 0;
+        for (int j = 0; j < NH; j++)
+            wait[i * NH + j] = waits && hs[j] > 6 ? (hs[j] - 6) * 30 : 0;
+        gap[i] = 200 + (i % 2 ? 1 : -1) + wait[i * NH + 20];
+        step[i] = (waits ? 5000 : 40000) + gap[i];
+    }
+    fit_result *r = calloc(1, sizeof *r);
+    unpad_err e = {0};
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(fit_host_untraced(r, gap, step, N, hs, NH, wait, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq(r->coef.host_launch_us, 10);
+    ck_assert_int_eq(r->param[FIT_HOST_LAUNCH_US].fitted, 1);
+    ck_assert_double_eq(r->param[FIT_HOST_LAUNCH_US].se, 0.5);
+    for (int i = 0; i < N; i++)
+        ck_assert_double_eq_tol(gap[i], 200, 1.001);
+    ck_assert_int_eq(fit_overhead_untraced(r, gap, step, N, &e), UNPAD_OK);
+    ck_assert_double_eq_tol(r->coef.step_overhead_us, 200, 1.001);
+    /* no step waits under any candidate: 0 is kept, the gaps unchanged */
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < NH; j++)
+            wait[i * NH + j] = 0;
+        gap[i] = 200 + (i % 2 ? 1 : -1);
+    }
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(fit_host_untraced(r, gap, step, N, hs, NH, wait, &e), UNPAD_OK);
+    ck_assert_double_eq(r->coef.host_launch_us, 0);
+    ck_assert_double_eq(gap[1], 201);
+    ck_assert_int_eq(fit_host_untraced(r, gap, step, 1, hs, NH, wait, &e), UNPAD_EINVAL);
+    free(r);
+}
+END_TEST
+
 /* The lengths of a measured run reproduced from its seed are the trainer's: every traced batch of
  * traces/calib-w-bert-base-b16-wiki512.csv has their counts, and the fit takes them; a length off
  * by one is refused as another run's. */
@@ -389,6 +432,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_step_gaps);
     tcase_add_test(tc, test_overhead_untraced);
+    tcase_add_test(tc, test_host_untraced);
     tcase_add_test(tc, test_batch_lengths_match_trainer);
     suite_add_tcase(s, tc);
     return s;

@@ -250,42 +250,53 @@ static int table_names(const workload_table *t, const workload_row *w, const cha
     return realpath(beside, a) && realpath(trace, c) && !strcmp(a, c);
 }
 
-/* --workloads: the step overhead from the untraced steps of the table's runs (their trainer
- * logs), under the coefficients just fitted. */
+/* Host times per forward kernel tried for host_launch_us (fit_host_untraced): 0 to 40 us. */
+#define HOST_GRID_N 81
+#define HOST_GRID_STEP 0.5
+
+/* --workloads: the host's enqueueing time per kernel and the step overhead from the untraced steps
+ * of the table's runs (their trainer logs), under the coefficients just fitted. */
 static int fit_untraced(const workload_table *tabs, int ntables, const hw_spec *hw, fit_result *res)
 {
     unpad_err err = {0};
     int rc = 1, runs = 0;
     size_t cap = 0, k = 0;
+    double hs[HOST_GRID_N];
+    for (int j = 0; j < HOST_GRID_N; j++)
+        hs[j] = j * HOST_GRID_STEP;
     for (int j = 0; j < ntables; j++)
         for (int i = 0; i < tabs[j].n; i++)
             cap += (size_t)tabs[j].rows[i].steps;
     double *gap = malloc((cap ? cap : 1) * sizeof *gap), *step = malloc((cap ? cap : 1) * sizeof *step);
-    if (!gap || !step) {
+    double *wait = malloc((cap ? cap : 1) * HOST_GRID_N * sizeof *wait);
+    if (!gap || !step || !wait) {
         fprintf(stderr, "unpad calibrate: out of memory\n");
         goto out;
     }
     calib_coef c = res->coef;
     c.step_overhead_us = 0;
+    c.host_launch_us = 0;
     for (int j = 0; j < ntables; j++) {
         const workload_table *t = &tabs[j];
         workload_setup s = {.home = t->home, .logs = t->logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
         for (int i = 0; i < t->n; i++, runs++)
-            if (workload_step_gaps(&s, &t->rows[i], gap, step, &k, &err)) {
+            if (workload_step_waits(&s, &t->rows[i], gap, step, &k, hs, HOST_GRID_N, wait, &err)) {
                 cli_error("calibrate", &err);
                 goto out;
             }
     }
-    if (fit_overhead_untraced(res, gap, step, k, &err)) {
+    if (fit_host_untraced(res, gap, step, k, hs, HOST_GRID_N, wait, &err) ||
+        fit_overhead_untraced(res, gap, step, k, &err)) {
         cli_error("calibrate", &err);
         goto out;
     }
-    printf("step overhead from %zu untraced steps of %d workloads (%s%s)\n\n", k, runs, tabs[0].path,
-           ntables > 1 ? " and more" : "");
+    printf("step overhead and host time per kernel from %zu untraced steps of %d workloads (%s%s)\n\n", k, runs,
+           tabs[0].path, ntables > 1 ? " and more" : "");
     rc = 0;
 out:
     free(gap);
     free(step);
+    free(wait);
     return rc;
 }
 

@@ -189,6 +189,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_num(w, "step_us", c0->st.step_us);
     json_num(w, "padded_step_us", cp ? cp->st.step_us : NAN);
     json_num(w, "step_overhead_us", sm->overhead_us);
+    json_num(w, "host_wait_us", c0->st.host_wait_us);
     json_arr(w, "operators");
     for (int i = 0; i < OP_COUNT; i++) {
         const op_cost *o = &c0->st.ops[i];
@@ -385,10 +386,11 @@ static int predict_sample(predict_run *r)
                     k->sb = sb;
                 }
                 /* each micro-batch's forward, backward and sample exchange; LAMB, the overhead and
-                 * the all-reduce once, with the last */
+                 * the all-reduce once, with the last; the wait for the host once, with the first */
                 double once = st.ops[OP_LAMB].instances * st.time_us[OP_LAMB] + r->sm.overhead_us +
                               st.ops[OP_ALLREDUCE].instances * st.time_us[OP_ALLREDUCE];
-                k->sum_us += a == o->accum - 1 ? st.step_us : st.step_us - once;
+                k->sum_us += st.step_us - st.host_wait_us - (a == o->accum - 1 ? 0 : once) +
+                             (a == 0 ? st.host_wait_us : 0);
                 k->sum_tokens += sb.shape.tokens;
                 k->sum_real += sb.shape.real_tokens;
                 k->sum_flops += st.model_flops;
@@ -444,6 +446,12 @@ static void predict_print_ops(const predict_run *r)
     printf("%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "step overhead", "", "", "", "", ov, 100 * ov / s0->step_us);
     for (int l = 1; l < nlay; l++)
         printf(" | %10.1f %5.1f%%", ov, 100 * ov / col[l].st.step_us);
+    if (r->sm.host_launch_us > 0) { /* the GPU's wait for the host at the step's start */
+        printf("\n%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "host wait", "", "", "", "", s0->host_wait_us,
+               100 * s0->host_wait_us / s0->step_us);
+        for (int l = 1; l < nlay; l++)
+            printf(" | %10.1f %5.1f%%", col[l].st.host_wait_us, 100 * col[l].st.host_wait_us / col[l].st.step_us);
+    }
 }
 
 /* The layouts side by side: the sampled batch, then the expectation over the sampled steps. */
