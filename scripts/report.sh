@@ -8,7 +8,7 @@
 #      kept as models/calib/a100-sxm4-80g.cfg (an estimate, labelled so wherever it is used)
 #   4. the H100: calibrate on traces/h100-3/, h100-4/ and h100-6/ (three starts; h100-6/dists/: other
 #      length distributions) calib-w-*.csv -> models/calib/h100-sxm.cfg, validated on the untraced
-#      steps of each start's held-out workloads (h100-5/: a start the fit saw nothing of)
+#      steps of each start's held-out workloads (h100-5/ and h100-7/: starts the fit saw nothing of)
 # usage: scripts/report.sh [--synthetic] [OUTDIR]        (OUTDIR default build/report)
 #   --synthetic  the same pipeline on tests/data/synthetic-*.csv, made from known coefficients:
 #                it shows the pipeline and measures nothing; its calibration goes to OUTDIR only.
@@ -111,7 +111,7 @@ else
         --workloads traces/h100-3/workloads-calib.csv --workloads traces/h100-4/workloads-calib.csv \
         --workloads traces/h100-6/workloads-calib.csv --workloads traces/h100-6/dists/workloads-calib.csv \
         --hw "$h100" --out "$h100_cfg" | tee -a "$report"
-    for start in h100-3 h100-4 h100-5 h100-6; do
+    for start in h100-3 h100-4 h100-5 h100-6 h100-7; do
         $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/$start/workloads-heldout.csv | tee -a "$report"
     done
 fi
