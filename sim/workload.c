@@ -162,12 +162,6 @@ static void draw_step(dist_sampler *ds, uint64_t seed, int st, int n, int maxl, 
     clamp_lengths(len, n, maxl);
 }
 
-/* The step times the step model gives for the trainer's steps first..steps under each of the
- * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
- * clamped afterwards, as the trainer does. exact: the trainer's very draws (draw_step: one
- * seeding per sample); 0: the same distribution, batch and clamp drawn on from one seeding per
- * seed (for the band's other runs, which need the spread of such batches, not the loader's very
- * draws, at a fraction of the cost). */
 /* Host times whose waits predict_steps reports per step (workload_step_waits). */
 typedef struct {
     const double *hs;
@@ -186,6 +180,13 @@ static void grid_waits(step_model *sm, const step_batch *b, const host_grid *hg,
     sm->host_launch_us = keep;
 }
 
+/* The step times the step model gives for the trainer's steps first..steps under each of the
+ * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
+ * clamped afterwards, as the trainer does. exact: the trainer's very draws (draw_step: one
+ * seeding per sample); 0: the same distribution, batch and clamp drawn on from one seeding per
+ * seed (for the band's other runs, which need the spread of such batches, not the loader's very
+ * draws, at a fraction of the cost). hg (or NULL): the first seed's steps' waits under each of its
+ * host times. */
 static int predict_steps(const workload_setup *s, const workload_row *w, const model_cfg *m,
                          const unpad_dist *d, const uint64_t *seeds, int nseeds, int exact, double *out,
                          workload_step *shape, const host_grid *hg, unpad_err *err)
