@@ -147,8 +147,9 @@ int calib_faster(calib_coef *c, const char *list, unpad_err *err)
                 rc = faster_eff(&c->gemm_eff, f, t, err);
                 c->gemm_narrow /= f;
             }
-        } else if (!strcmp(t, "overhead")) {
+        } else if (!strcmp(t, "overhead")) { /* the host's work: the step's and its enqueueing */
             c->step_overhead_us /= f;
+            c->host_launch_us /= f;
         } else {
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                               "--faster: unknown '%s' (an operator such as fmha_bwd, a class: gemm, attention, "

@@ -212,11 +212,13 @@ START_TEST(test_faster)
                                             1.25, 1e-9);
     /* one operator: its own large-batch efficiency; the others untouched */
     f = c;
+    c.host_launch_us = f.host_launch_us = 12;
     ck_assert_msg(calib_faster(&f, "attn_ln_bwd=1.4,lamb=1.1,overhead=2", &e) == UNPAD_OK, "%s", e.msg);
     ck_assert_double_eq_tol(cost_bw_eff(&f, OP_ATTN_LN_BWD, 1024) / cost_bw_eff(&c, OP_ATTN_LN_BWD, 1024), 1.4, 1e-9);
     ck_assert_double_eq(cost_bw_eff(&f, OP_FFN_LN_BWD, 1024), cost_bw_eff(&c, OP_FFN_LN_BWD, 1024));
     ck_assert_double_eq_tol(f.optim_bw_eff, 1.1 * c.optim_bw_eff, 1e-12);
     ck_assert_double_eq_tol(f.step_overhead_us, c.step_overhead_us / 2, 1e-9);
+    ck_assert_double_eq_tol(f.host_launch_us, 6, 1e-12); /* the host's enqueueing with its overhead */
     /* refused: past the peak, an unknown name, a factor out of range, a collective by name */
     static const struct { const char *list, *says; } bad[] = {
         {"gemm=3", "would exceed the hardware's peak"},
