@@ -222,44 +222,53 @@ double step_batch_us(const step_model *sm, const step_batch *b)
     return t;
 }
 
-double step_host_wait_us(const step_model *sm, const step_batch *b)
+void step_host_waits_us(const step_model *sm, const step_batch *b, const double *hs, int nh, double *wait)
 {
     static const op_id layer[] = {OP_QKV_FWD, OP_FMHA_FWD, OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD,
                                   OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD};
     enum { NL = sizeof layer / sizeof layer[0] };
-    double h = sm->host_launch_us;
-    if (h <= 0 || b->shape.seqs < 1)
-        return 0;
-    double x[X_COUNT], g[NL], e[NL];
-    step_feat(b, x);
-    for (int k = 0; k < NL; k++) {
-        g[k] = op_us_x(sm, layer[k], b, x);
-        e[k] = h * sm->launches[layer[k]];
+    double x[X_COUNT], g[NL], G = 0, g0 = 0;
+    if (b->shape.seqs >= 1) { /* the forward's kernel times: once, whatever the host times */
+        step_feat(b, x);
+        g0 = op_us_x(sm, OP_EMBED_FWD, b, x);
+        for (int k = 0; k < NL; k++)
+            G += g[k] = op_us_x(sm, layer[k], b, x);
     }
-    /* host: when the host has enqueued the kernel at hand; gpu: when the GPU is done with what
-     * was enqueued before it. A layer's times are computed once; the walk is a few adds a kernel. */
-    double host = h * sm->launches[OP_EMBED_FWD], gpu = host + op_us_x(sm, OP_EMBED_FWD, b, x), wait = host;
-    double G = 0, H = 0;
-    for (int k = 0; k < NL; k++) {
-        G += g[k];
-        H += e[k];
-    }
-    for (int l = 0; l < sm->layers; l++) {
-        double before = wait;
-        for (int k = 0; k < NL; k++) {
-            host += e[k];
-            if (host > gpu) {
-                wait += host - gpu;
-                gpu = host;
+    for (int j = 0; j < nh; j++) {
+        double h = hs[j];
+        wait[j] = 0;
+        if (h <= 0 || b->shape.seqs < 1)
+            continue;
+        double e[NL], H = 0;
+        for (int k = 0; k < NL; k++)
+            H += e[k] = h * sm->launches[layer[k]];
+        /* host: when the host has enqueued the kernel at hand; gpu: when the GPU is done with what
+         * was enqueued before it */
+        double host = h * sm->launches[OP_EMBED_FWD], gpu = host + g0, w = host;
+        for (int l = 0; l < sm->layers; l++) {
+            double before = w;
+            for (int k = 0; k < NL; k++) {
+                host += e[k];
+                if (host > gpu) {
+                    w += host - gpu;
+                    gpu = host;
+                }
+                gpu += g[k];
             }
-            gpu += g[k];
+            /* a layer that did not wait, and whose kernels take no less than their enqueueing,
+             * left the GPU at least as far behind the host as it found it: no later layer waits */
+            if (w == before && G >= H)
+                break;
         }
-        /* a layer that did not wait, and whose kernels take no less than their enqueueing, left
-         * the GPU at least as far behind the host as it found it: no later layer waits */
-        if (wait == before && G >= H)
-            break;
+        wait[j] = w;
     }
-    return wait;
+}
+
+double step_host_wait_us(const step_model *sm, const step_batch *b)
+{
+    double w;
+    step_host_waits_us(sm, b, &sm->host_launch_us, 1, &w);
+    return w;
 }
 
 void step_rank_batch(const step_model *sm, const balance_result *r, const int *len, int g, step_batch *b)

@@ -142,6 +142,9 @@ double step_batch_us(const step_model *sm, const step_batch *b);
  * stays behind. Added once per GPU and step (not per micro-batch: after the first, the host is
  * ahead). 0 when the calibration has no host_launch_us. Includes the wait for the first kernel. */
 double step_host_wait_us(const step_model *sm, const step_batch *b);
+/* The same under each host time hs[0..nh) in place of the calibration's: wait[j] (the forward's
+ * kernel times computed once; calibrate's grid, fit_host_untraced). */
+void step_host_waits_us(const step_model *sm, const step_batch *b, const double *hs, int nh, double *wait);
 
 /* The batch of rank g of an assignment (lengths clamped to 1..max_len, as the loader's are). */
 void step_rank_batch(const step_model *sm, const balance_result *r, const int *len, int g, step_batch *b);

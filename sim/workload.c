@@ -169,17 +169,6 @@ typedef struct {
     double *wait; /* (steps x nh) */
 } host_grid;
 
-/* Step i's waits under every host time of hg (the model's own host time left as it was). */
-static void grid_waits(step_model *sm, const step_batch *b, const host_grid *hg, int i)
-{
-    double keep = sm->host_launch_us;
-    for (int j = 0; j < hg->nh; j++) {
-        sm->host_launch_us = hg->hs[j];
-        hg->wait[(size_t)i * (size_t)hg->nh + (size_t)j] = step_host_wait_us(sm, b);
-    }
-    sm->host_launch_us = keep;
-}
-
 /* The step times the step model gives for the trainer's steps first..steps under each of the
  * seeds: out[j x steps + s - first]. The lengths are drawn from the file's distribution d and
  * clamped afterwards, as the trainer does. exact: the trainer's very draws (draw_step: one
@@ -238,7 +227,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
                 goto out;
             t += step_batch_us(&sm, &b) + step_host_wait_us(&sm, &b);
             if (hg && j == 0)
-                grid_waits(&sm, &b, hg, st - WORKLOAD_FIRST_STEP);
+                step_host_waits_us(&sm, &b, hg->hs, hg->nh, hg->wait + (size_t)(st - WORKLOAD_FIRST_STEP) * hg->nh);
         } else {
             balance_weights(&sc, len, n, wt);
             balance_input in = {len, wt, n, K, pol, BAL_EQUAL};
@@ -251,7 +240,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
             step_rank_batch(&sm, &r, len, 0, &b0);
             t += step_host_wait_us(&sm, &b0);
             if (hg && j == 0)
-                grid_waits(&sm, &b0, hg, st - WORKLOAD_FIRST_STEP);
+                step_host_waits_us(&sm, &b0, hg->hs, hg->nh, hg->wait + (size_t)(st - WORKLOAD_FIRST_STEP) * hg->nh);
         }
         out[j * w->steps + st - WORKLOAD_FIRST_STEP] = t / 1e3;
     }

@@ -231,6 +231,13 @@ START_TEST(test_host_wait)
             gpu += step_op_us(&sm, op, &b);
         }
         ck_assert_double_eq_tol(step_host_wait_us(&sm, &b), wait, 1e-9 * (1 + wait));
+        /* the grid form: each host time's wait as the model with that host time gives it */
+        double hs[3] = {0, c.host_launch_us, 2 * c.host_launch_us}, ws[3];
+        step_host_waits_us(&sm, &b, hs, 3, ws);
+        ck_assert_double_eq(ws[0], 0);
+        ck_assert_double_eq(ws[1], step_host_wait_us(&sm, &b));
+        sm.host_launch_us = hs[2];
+        ck_assert_double_eq(ws[2], step_host_wait_us(&sm, &b));
         ck_assert_double_ge(wait, c.host_launch_us * sm.launches[OP_EMBED_FWD] - 1e-9);
         step_model_free(&sm);
         c.host_launch_us = 0;
