@@ -7,6 +7,12 @@
 #            (bert-tiny, and bert-base shapes with 2 layers), the bf16 trainer with bf16 bounds and
 #            the fp32 build (--precision fp32) with fp32 bounds (FP32_GRAD_BOUND, FP32_LOSS_BOUND)
 #   vgrad    gradients of 4 virtual ranks x 4 sequences = those of one micro-batch of 16
+#   grow     activations made again mid-run (--act-tokens 256: every micro-batch larger than the
+#            first size): bert-tiny alone, with 4 virtual ranks (the regrowth between the micro-batches
+#            of a step carries the loss sums over) and with --fp8 on (bert-base, 2 layers), each against
+#            the same run with the default size: the losses of every step within 2e-4 (5e-3 for the
+#            FP8 run: float atomics), the summary's `activations:` line saying it grew; then the tiny
+#            regrowing run under compute-sanitizer memcheck
 #   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
 #   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
 #   signal   a run SIGTERMed mid-run stops after its step with a checkpoint, exit 0, a valid trace and
@@ -41,7 +47,7 @@
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
-STAGES=${1:-gemm,peer,learn,resume,signal,nonfinite,steps,fp8,large,torch}
+STAGES=${1:-gemm,peer,grow,learn,resume,signal,nonfinite,steps,fp8,large,torch}
 OUT=${2:-out/bench}
 mkdir -p "$OUT"
 export UNPAD_HOME=$PWD
@@ -109,6 +115,30 @@ if has vgrad; then
         --grad-bound 1e-2 >>"$OUT/vgrad.log" 2>&1
     say "vgrad    rc=$? $(tail -1 "$OUT/vgrad.log")"
     rm -f "$OUT/vg1.bin" "$OUT/vg4.bin"
+fi
+
+if has grow; then
+    b2=$OUT/bert-base2.cfg
+    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg >"$b2"
+    for run in "tiny 2e-4 --batch 16" "tiny-vr4 2e-4 --batch 8 --virtual-ranks 4" "base2-fp8 5e-3 --batch 16 --fp8 on"; do
+        set -- $run
+        tag=$1 tol=$2
+        shift 2
+        cfg=models/bert-tiny.cfg
+        case $tag in base2*) cfg=$b2 ;; esac
+        g="--model $cfg --synthetic --steps 12 --log-every 1 --seed 5 $*"
+        timeout 120 $T $g >"$OUT/grow-$tag-0.log" 2>&1
+        r0=$?
+        timeout 120 $T $g --act-tokens 256 >"$OUT/grow-$tag-1.log" 2>&1
+        r1=$?
+        act=$(grep -E '^activations:' "$OUT/grow-$tag-1.log" | cut -c1-120)
+        say "grow $tag rc=$r0,$r1 losses $(same_losses "$OUT/grow-$tag-0.log" "$OUT/grow-$tag-1.log" 0 "$tol") | $act"
+    done
+    if [ "${GROW_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+        timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $T --model models/bert-tiny.cfg --synthetic \
+            --steps 3 --batch 8 --virtual-ranks 2 --seed 5 --act-tokens 256 >"$OUT/grow-memcheck.log" 2>&1
+        say "grow memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/grow-memcheck.log" | tail -1)"
+    fi
 fi
 
 if has learn; then

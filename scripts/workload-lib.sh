@@ -4,7 +4,8 @@
 #   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
 # runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
-# wall ms/step of the untraced steps 9..STEPS and the device memory in use at the end. FP8=on adds
+# wall ms/step of the untraced steps 9..STEPS, the device memory in use at the end and the tokens the
+# activations held then (the summary's `activations:` line). FP8=on adds
 # --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); HW=NAME
 # names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm);
 # DEADLINE_AT=EPOCH_SECONDS: workloads not started by then are skipped (said, no row);
@@ -16,7 +17,7 @@
 # another clock than its traced ones is what the step overhead's spread between workloads needs
 # (docs/calibration.md, "What is left").
 workload_table() {
-    echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace" >"$1"
+    echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace,act_tokens" >"$1"
 }
 workload_run() {
     local table=$1 out=$2 prefix=$3 tsteps=$4 m=$5 b=$6 k=$7 p=$8 d=$9
@@ -56,6 +57,8 @@ workload_run() {
             awk '{ v[NR] = $1; t += $1 } END { if (NR) printf "%d,%.3f,%.3f", NR, (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), t / NR; else printf "0,,"}')
     local mem
     mem=$(grep -o 'device memory in use [0-9.]*' "$out/logs/$name.log" | awk '{print $5}')
-    echo "$name,$m,$b,$k,${p:-none},$d,$stats,${mem:-},$name.csv" >>"$table"
-    echo "$name rc=$rc $stats mem=${mem:-?}"
+    local act
+    act=$(grep -o '^activations: [0-9]*' "$out/logs/$name.log" | awk '{print $2}')
+    echo "$name,$m,$b,$k,${p:-none},$d,$stats,${mem:-},$name.csv,${act:-}" >>"$table"
+    echo "$name rc=$rc $stats mem=${mem:-?} act=${act:-?}"
 }

@@ -3,6 +3,7 @@
  * tests/check_memory.c holds the totals against what unpad-train printed on the H200. */
 #include "memory.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define GIB 1073741824.0
@@ -132,12 +133,31 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     return a;
 }
 
-void memory_trainer_setup(const model_cfg *m, int batch, int max_len, int seq_cap, int nccl,
-                          memory_setup *out)
+long memory_arena_tokens(int n, int max_len, double mean, double sd)
+{
+    double most = (double)n * max_len, t = n * mean + 5 * sqrt((double)n) * sd;
+    t = ceil(t / 256) * 256;
+    return (long)(t < most ? t : most);
+}
+
+long memory_dist_tokens(int n, int lo, int hi, const unpad_dist *d)
+{
+    double c = 0, s1 = 0, s2 = 0;
+    for (int l = 1; l <= d->max_len; l++) {
+        double x = l < lo ? lo : l > hi ? hi : l;
+        c += d->count[l];
+        s1 += d->count[l] * x;
+        s2 += d->count[l] * x * x;
+    }
+    double mean = c > 0 ? s1 / c : hi, var = c > 0 ? s2 / c - mean * mean : 0;
+    return memory_arena_tokens(n, hi, mean, var > 0 ? sqrt(var) : 0);
+}
+
+void memory_trainer_setup(const model_cfg *m, int batch, long tokens, int seq_cap, int nccl, memory_setup *out)
 {
     if (seq_cap < batch)
         seq_cap = batch;
-    *out = (memory_setup){.tokens = (long)batch * max_len, .seqs = seq_cap,
+    *out = (memory_setup){.tokens = tokens, .seqs = seq_cap,
                           .preds = (long)batch * m->max_predictions + (seq_cap - batch), .nccl = nccl};
 }
 

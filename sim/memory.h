@@ -19,11 +19,12 @@
  *                   buffer of T x max(3H, F) bytes, each scaled tensor's maximum, history, scale,
  *                   inverse and format, the weight casts' table; FFN1's output h in E4M3 only, one
  *                   byte an element instead of two (the trainer's default; UNPAD_FP8_GELU_OUT=0: two).
- * The trainer sizes its arena for B x max_len tokens whatever the batch holds (memory_trainer);
- * memory_tokens gives what an arena sized for a token budget would take. */
+ * The trainer sizes its arena from the lengths it will see (memory_arena_tokens) and makes it again,
+ * larger, for a micro-batch that does not fit. */
 #ifndef UNPAD_MEMORY_H
 #define UNPAD_MEMORY_H
 
+#include "dist.h"
 #include "model.h"
 
 typedef struct {
@@ -51,10 +52,19 @@ typedef struct {
                             * weights, gradients, optimizer, the arena and fp8_gib */
 } memory_use;
 
-/* The trainer's allocation for per-GPU batch B at max length max_len: seq_cap sequences (B with
- * equal counts; free counts: min(4B, ranks x B)), B x max_predictions + (seq_cap - B) predictions. */
-void memory_trainer_setup(const model_cfg *m, int batch, int max_len, int seq_cap, int nccl,
-                          memory_setup *out);
+/* The trainer's first activation size for micro-batches of n sequences whose lengths (at most
+ * max_len) have this mean and standard deviation: n mean + 5 sqrt(n) sd tokens (a sum of n
+ * lengths exceeds it about once in millions of batches), rounded up to a multiple of 256, at most
+ * n x max_len (a padded layout: sd 0, mean max_len, gives n x max_len). */
+long memory_arena_tokens(int n, int max_len, double mean, double sd);
+/* The same for lengths drawn from d, each clamped to [lo, hi] (the synthetic loader: [8, max_len];
+ * a capped layout: [1, cap]). */
+long memory_dist_tokens(int n, int lo, int hi, const unpad_dist *d);
+
+/* The trainer's allocation for per-GPU batch B with an arena of `tokens` tokens: seq_cap sequences
+ * (B with equal counts; free counts: min(4B, ranks x B)), B x max_predictions + (seq_cap - B)
+ * predictions. */
+void memory_trainer_setup(const model_cfg *m, int batch, long tokens, int seq_cap, int nccl, memory_setup *out);
 void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s, memory_use *out);
 
 /* 1 when u fits hw's memory; why (may be NULL) gets "needs 45.2 GiB of 39.6 GiB (a100-sxm4-40g)". */

@@ -246,7 +246,8 @@ static int batch_fits(const whatif_setup *s, int gpus, int accum, balance_count 
     int seq_cap = count == BAL_FREE ? (4 < ranks ? 4 * b : (int)ranks * b) : b;
     memory_setup ms;
     memory_use mu;
-    memory_trainer_setup(s->model, b, s->max_len > 0 ? s->max_len : s->model->max_len, seq_cap, gpus > 1, &ms);
+    int cap = s->max_len > 0 && s->max_len < s->model->max_len ? s->max_len : s->model->max_len;
+    memory_trainer_setup(s->model, b, memory_dist_tokens(b, 1, cap, s->dist), seq_cap, gpus > 1, &ms);
     ms.fp8 = s->fp8;
     memory_predict(s->model, s->hw, &ms, &mu);
     if (tokens)

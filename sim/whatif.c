@@ -545,12 +545,15 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         sw.allreduce_us[i] = w->allreduce_us = ar.us;
         w->net = ar.algo;
         w->nodes = ar.nodes;
-        /* the trainer's arena: B x max_len tokens; free counts let a rank take up to 4B sequences */
+        /* the trainer's arena (memory_arena_tokens; a padded layout's trainer: B x N tokens); free
+         * counts let a rank take up to 4B sequences */
         long ranks = (long)w->gpus * w->accum;
         int seq_cap = w->count == BAL_FREE ? (4 < ranks ? 4 * w->batch : (int)ranks * w->batch) : w->batch;
+        const layout *ly = &sw.lay[w->layout];
+        long tokens = ly->kind == LAYOUT_UNPADDED ? memory_dist_tokens(w->batch, 1, ly->len, &sw.dist)
+                                                  : (long)w->batch * ly->len;
         memory_setup ms;
-        memory_trainer_setup(s->model, w->batch, sw.lay[w->layout].len, seq_cap,
-                             w->gpus > 1 && !s->serial_ranks, &ms);
+        memory_trainer_setup(s->model, w->batch, tokens, seq_cap, w->gpus > 1 && !s->serial_ranks, &ms);
         ms.fp8 = s->fp8;
         memory_use mu;
         memory_predict(s->model, s->hw, &ms, &mu);

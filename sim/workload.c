@@ -19,6 +19,10 @@
 
 static const char HEADER[] =
     "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace";
+/* An optional last column: the tokens the trainer's activations held at the end (its summary's
+ * `activations:` line). Without it, the run is of a trainer that sized them for B x the longest
+ * length. */
+static const char ACT_COLUMN[] = ",act_tokens";
 
 /* A name that is one plain file name (it becomes models/<name>.cfg). */
 static int plain_name(const char *s)
@@ -31,7 +35,7 @@ static int plain_name(const char *s)
     return 1;
 }
 
-static int row_parse(const char *path, int lineno, char *line, workload_row *w, unpad_err *err)
+static int row_parse(const char *path, int lineno, char *line, int ncol, workload_row *w, unpad_err *err)
 {
     char raw[1024], *col[16];
     snprintf(raw, sizeof raw, "%s", line);
@@ -42,8 +46,11 @@ static int row_parse(const char *path, int lineno, char *line, workload_row *w, 
     double d[3];
     const char *why = NULL;
     memset(w, 0, sizeof *w);
-    if (nc != 11)
-        why = "11 columns";
+    long act = 0;
+    if (nc != ncol)
+        why = ncol == 11 ? "11 columns" : "12 columns";
+    else if (ncol == 12 && (unpad_parse_long(col[11], &act) || act < 1 || act > (1L << 30)))
+        why = "act_tokens 1..2^30";
     else if (!plain_name(col[1]) || !plain_name(col[5]))
         why = "a plain model and distribution name (models/<model>.cfg, models/dists/<dist>.csv)";
     else if (unpad_parse_long(col[2], &v[0]) || v[0] < 1 || v[0] > 65536 ||
@@ -69,6 +76,7 @@ static int row_parse(const char *path, int lineno, char *line, workload_row *w, 
     w->meas_median_ms = d[0];
     w->meas_ms = d[1];
     w->meas_gib = d[2];
+    w->act_tokens = act;
     balance_policy bp;
     unpad_err pe = {0};
     if (balance_policy_parse(w->policy, &bp, &pe)) {
@@ -89,7 +97,7 @@ int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err)
     for (char *p = text; *p; p++)
         cap += *p == '\n';
     workload_row *w = calloc((size_t)cap, sizeof *w);
-    int k = 0, lineno = 0;
+    int k = 0, lineno = 0, ncol = 11;
     if (!w) {
         free(text);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
@@ -102,13 +110,16 @@ int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err)
         if (!l || line[0] == '#')
             continue;
         if (lineno == 1 || (k == 0 && !strncmp(line, "workload,", 9))) {
-            if (strcmp(line, HEADER)) {
-                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected the header '%s'", HEADER);
+            size_t hl = strlen(HEADER);
+            if (strncmp(line, HEADER, hl) || (line[hl] && strcmp(line + hl, ACT_COLUMN))) {
+                rc = unpad_fail(err, UNPAD_EINVAL, path, lineno, "expected the header '%s' (optionally with '%s')",
+                                HEADER, ACT_COLUMN);
                 break;
             }
+            ncol = line[hl] ? 12 : 11;
             continue;
         }
-        if ((rc = row_parse(path, lineno, line, &w[k], err)))
+        if ((rc = row_parse(path, lineno, line, ncol, &w[k], err)))
             break;
         k++;
     }
@@ -441,7 +452,8 @@ static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
     if (!rc) {
         memory_setup ms;
         memory_use mu;
-        memory_trainer_setup(&m, w->batch, d.max_len, w->batch, 0, &ms);
+        memory_trainer_setup(&m, w->batch, w->act_tokens > 0 ? w->act_tokens : (long)w->batch * d.max_len, w->batch,
+                             0, &ms);
         ms.fp8 = s->calib->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF; /* the products the logs were checked for */
         memory_predict(&m, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;

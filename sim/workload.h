@@ -45,6 +45,8 @@ typedef struct {
     char name[128], model[64], policy[32], dist[64], trace[128]; /* trace: its traced steps' file */
     int batch, vranks, steps;  /* steps: measured steps 9 .. 9 + steps - 1 */
     double meas_ms, meas_median_ms, meas_gib; /* measured: mean and median wall step, memory in use */
+    long act_tokens;                          /* the trainer's activations at the end, in tokens (0: B x
+                                               * the longest length, the trainer before they grew) */
     /* predicted */
     double predict_ms;   /* the step model on the trainer's own batches: mean over the steps */
     double whatif_ms;    /* the what-if's mean step time over sampled steps */

@@ -26,7 +26,7 @@ START_TEST(test_terms)
 {
     memory_setup s;
     memory_use u;
-    memory_trainer_setup(&L, 56, 512, 56, 0, &s);
+    memory_trainer_setup(&L, 56, 56L * 512, 56, 0, &s);
     ck_assert_int_eq(s.tokens, 56 * 512);
     ck_assert_int_eq(s.preds, 56 * 76);
     memory_predict(&L, &H200, &s, &u);
@@ -75,7 +75,7 @@ START_TEST(test_against_the_trainer)
     for (int i = 0; i < 3; i++) {
         memory_setup s;
         memory_use u;
-        memory_trainer_setup(&L, c[i].batch, 512, c[i].batch, 0, &s);
+        memory_trainer_setup(&L, c[i].batch, c[i].batch * 512L, c[i].batch, 0, &s);
         memory_predict(&L, &H200, &s, &u);
         ck_assert_msg(fabs(u.trainer_gib - c[i].code) < 0.0005, "batch %d: %.4f", c[i].batch,
                       u.trainer_gib);
@@ -86,7 +86,7 @@ START_TEST(test_against_the_trainer)
     }
     memory_setup s;
     memory_use u;
-    memory_trainer_setup(&B, 56, 512, 56, 0, &s);
+    memory_trainer_setup(&B, 56, 56L * 512, 56, 0, &s);
     memory_predict(&B, &H200, &s, &u);
     ck_assert(fabs(u.total_gib - 11.31) / 11.31 < 0.01); /* traces/logs/calib-bert-base-b56.log */
 }
@@ -106,7 +106,7 @@ START_TEST(test_fp8)
     for (int i = 0; i < 3; i++) {
         memory_setup s;
         memory_use off, h16, on;
-        memory_trainer_setup(&L, c[i].batch, c[i].len, c[i].batch, 0, &s);
+        memory_trainer_setup(&L, c[i].batch, (long)c[i].batch * c[i].len, c[i].batch, 0, &s);
         memory_predict(&L, &H200, &s, &off);
         ck_assert(off.fp8_gib == 0);
         s.fp8 = MEMORY_FP8_H16;
@@ -133,15 +133,34 @@ START_TEST(test_fits)
     memory_setup s;
     memory_use u;
     char why[256];
-    memory_trainer_setup(&L, 56, 512, 56, 1, &s);
+    memory_trainer_setup(&L, 56, 56L * 512, 56, 1, &s);
     memory_predict(&L, &A100, &s, &u);
     ck_assert_int_eq(memory_fits(&u, &A100, why, sizeof why), 1);
-    memory_trainer_setup(&L, 96, 512, 96, 1, &s);
+    memory_trainer_setup(&L, 96, 96L * 512, 96, 1, &s);
     memory_predict(&L, &A100, &s, &u);
     ck_assert_int_eq(memory_fits(&u, &A100, why, sizeof why), 0);
     ck_assert_ptr_nonnull(strstr(why, "of 39.6 GiB (a100-sxm4-40g)"));
     memory_predict(&L, &H200, &s, &u);
     ck_assert_int_eq(memory_fits(&u, &H200, NULL, 0), 1);
+}
+END_TEST
+
+START_TEST(test_arena_tokens)
+{
+    /* n mean + 5 sqrt(n) sd, up to a multiple of 256, never above n x max_len */
+    ck_assert_int_eq(memory_arena_tokens(56, 512, 230, 150), 18688); /* 12,880 + 5,612.5 -> 18,688 */
+    ck_assert_int_eq(memory_arena_tokens(16, 128, 120, 40), 2048);   /* 2,720 > 16 x 128 */
+    ck_assert_int_eq(memory_arena_tokens(4, 512, 512, 0), 2048);     /* every length the longest */
+    ck_assert_int_eq(memory_arena_tokens(1, 512, 256, 0), 256);
+    /* from a distribution: half 8, half 24 -> mean 16, sd 8; clamped to [10, 20] -> mean 15, sd 5 */
+    unpad_dist d = {.max_len = 24, .total = 2};
+    double count[25] = {0};
+    count[8] = count[24] = 1;
+    d.count = count;
+    ck_assert_int_eq(memory_dist_tokens(100, 1, 512, &d), 2048);  /* 1,600 + 400 */
+    ck_assert_int_eq(memory_dist_tokens(100, 10, 20, &d), 1792);  /* 1,500 + 250 -> 1,792 */
+    ck_assert_int_eq(memory_dist_tokens(100, 1, 16, &d), 1536);   /* 8 and 16: 1,200 + 200 -> 1,536 */
+    ck_assert_int_eq(memory_dist_tokens(4, 1, 16, &d), 64);       /* 88 -> 256, above 4 x 16 */
 }
 END_TEST
 
@@ -154,6 +173,7 @@ Suite *memory_suite(void)
     tcase_add_test(tc, test_against_the_trainer);
     tcase_add_test(tc, test_fp8);
     tcase_add_test(tc, test_fits);
+    tcase_add_test(tc, test_arena_tokens);
     suite_add_tcase(s, tc);
     return s;
 }

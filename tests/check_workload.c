@@ -53,6 +53,17 @@ START_TEST(test_parse)
     refused(HEAD "a,bert-base,24,1,none,short,12,-1,9.5,6.28,a.csv\n", "positive step_ms_median");
     refused(HEAD "a,bert-base,24,1,pack,short,12,7.3,9.5,6.28,a.csv\n", "'pack'");
     refused(HEAD, "no workloads");
+    /* the optional act_tokens column: the activations the trainer ended with */
+#define HEAD12 "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace,act_tokens\n"
+    tu_write_tmp(path, sizeof path, ".csv", HEAD12 "a,bert-base,24,1,none,short,12,7.3,9.5,6.28,a.csv,4096\n");
+    ck_assert_int_eq(workload_load(path, &w, &n, &e), UNPAD_OK);
+    ck_assert_int_eq(w[0].act_tokens, 4096);
+    free(w);
+    unlink(path);
+    refused(HEAD12 "a,bert-base,24,1,none,short,12,7.3,9.5,6.28,a.csv\n", ":2: expected 12 columns");
+    refused(HEAD12 "a,bert-base,24,1,none,short,12,7.3,9.5,6.28,a.csv,0\n", ":2: expected act_tokens 1..2^30");
+    refused("workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace,x\n",
+            ":1: expected the header");
 }
 END_TEST
 
@@ -193,7 +204,7 @@ START_TEST(test_predict)
     ck_assert(w[0].whatif_ms > 0.7 * mean && w[0].whatif_ms < 1.3 * mean);
     memory_setup ms;
     memory_use mu;
-    memory_trainer_setup(&m, 8, maxl, 8, 0, &ms);
+    memory_trainer_setup(&m, 8, 8L * maxl, 8, 0, &ms);
     memory_predict(&m, &hw, &ms, &mu);
     ck_assert_double_eq_tol(w[0].mem_gib, mu.total_gib, 1e-12);
     dist_sampler_free(ds);

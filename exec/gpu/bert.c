@@ -67,6 +67,7 @@ struct bert {
     int64_t nsp_w, nsp_b;                       /* (2, H), (2) */
 
     /* activations (one arena) */
+    int grown;                   /* times the arena was made again for a larger micro-batch */
     void *arena;
     size_t arena_bytes;
     floatX **x;                  /* (L + 1) of (T, H): layer inputs; x[L] the encoder output */
@@ -125,6 +126,7 @@ struct bert {
     int w8_stale;                /* the working weights changed since the last cast */
     long f8_runs, f8_calib;      /* products run in FP8; run in bf16 while gathering the first maxima */
     size_t f8_bytes;             /* device bytes of all of the above */
+    size_t q8_bytes;             /* of which the operand buffer q8 */
     /* With --fp8 on and the tanh GELU (UNPAD_FP8_GELU_OUT=0 turns it off: docs/trainer.md), FFN1's
      * forward writes its GELU's output only in E4M3 (layer_acts.h holds one byte an element); the
      * backward's GELU pass writes the bf16 values FFN2's weight gradient reads over the GELU's input
@@ -408,6 +410,7 @@ static int fp8_create(bert *b, unpad_err *err)
             return err->code;
         b->f8_bytes += buf[i].bytes;
     }
+    b->q8_bytes = (size_t)b->opt.max_tokens * wide;
     cudaCheck(cudaMemset(b->f8_amax_d, 0, (size_t)c->layers * 16));
     float *one = malloc((size_t)n * 32);
     uint8_t *fmt = malloc((size_t)n);
@@ -450,6 +453,76 @@ static int fp8_create(bert *b, unpad_err *err)
     free(fmt);
     b->w8_stale = 1;
     return UNPAD_OK;
+}
+
+/* ---- buffers sized by the micro-batch's tokens -------------------------------------------------- */
+
+/* The activation arena (laid out by layout_acts) and the pinned staging of the batch upload, for
+ * opt.max_tokens tokens; frees what it had first, so a regrown arena never needs both at once. */
+static int token_buffers_alloc(bert *b, unpad_err *err)
+{
+    const bert_options *o = &b->opt;
+    cudaFree(b->arena);
+    b->arena = NULL;
+    if (b->h_stage)
+        cudaFreeHost(b->h_stage);
+    b->h_stage = NULL;
+    b->arena_bytes = layout_acts(b, NULL);
+    char what[200];
+    snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "
+             "parameters and optimizer)", o->max_tokens, o->max_seqs,
+             (b->arena_bytes + (double)b->nparams * (4 * sizeof(float) + sizeof(floatX)) + b->f8_bytes) /
+                 1073741824.0);
+    if (dev_alloc(&b->arena, b->arena_bytes, what, err))
+        return err->code;
+    layout_acts(b, b->arena);
+    b->stage_words = 2 * (size_t)o->max_tokens + 3 * (size_t)o->max_seqs + 1 + 2 * (size_t)o->max_preds;
+    if (cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4) != cudaSuccess) {
+        cudaGetLastError();
+        b->h_stage = NULL;
+        return unpad_fail(err, UNPAD_ENOMEM, NULL, 0,
+                          "cannot allocate %.1f MiB of pinned host memory for the batch upload",
+                          2.0 * b->stage_words * 4 / 1048576.0);
+    }
+    return UNPAD_OK;
+}
+
+/* Makes the token-sized buffers again for a micro-batch of T tokens: max(T, 1.25 x the capacity),
+ * in steps of 256, at most opt.grow_tokens. Nothing in the arena outlives a micro-batch but the
+ * loss sums, which are carried over; the FP8 operand buffer grows with it. */
+static int arena_grow(bert *b, int T, unpad_err *err)
+{
+    long cap = (long)b->opt.max_tokens + b->opt.max_tokens / 4;
+    cap = cap > T ? cap : T;
+    cap = (cap + 255) / 256 * 256;
+    if (cap > b->opt.grow_tokens)
+        cap = b->opt.grow_tokens;
+    float stats[BERT_STATS];
+    cudaCheck(cudaDeviceSynchronize()); /* no kernel or copy may still use the old buffers */
+    cudaCheck(cudaMemcpy(stats, b->stats, sizeof stats, cudaMemcpyDeviceToHost));
+    b->opt.max_tokens = (int)cap;
+    int rc = token_buffers_alloc(b, err);
+    if (rc)
+        return rc;
+    cudaCheck(cudaMemcpy(b->stats, stats, sizeof stats, cudaMemcpyHostToDevice));
+    if (b->q8) {
+        size_t wide = 3 * (size_t)b->cfg.hidden > (size_t)b->cfg.ffn ? 3 * (size_t)b->cfg.hidden : (size_t)b->cfg.ffn;
+        size_t old = b->q8_bytes;
+        cudaFree(b->q8);
+        b->q8 = NULL;
+        b->q8_bytes = (size_t)cap * wide;
+        if ((rc = dev_alloc((void **)&b->q8, b->q8_bytes, "the FP8 operand", err)))
+            return rc;
+        b->f8_bytes += b->q8_bytes - old;
+    }
+    b->grown++;
+    return UNPAD_OK;
+}
+
+void bert_activations(const bert *b, long *tokens, int *grown)
+{
+    *tokens = b->opt.max_tokens;
+    *grown = b->grown;
 }
 
 /* ---- create / free ----------------------------------------------------------------------------- */
@@ -533,16 +606,10 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
         return NULL;
     }
     b->f8_gelu_out = opt->fp8 && !opt->gelu_erf && !(go && !strcmp(go, "0"));
-    b->arena_bytes = layout_acts(b, NULL);
-    char what[160];
-    snprintf(what, sizeof what, "the activations of a micro-batch of %d tokens, %d sequences (%.2f GiB with the "
-             "parameters and optimizer)", opt->max_tokens, opt->max_seqs,
-             (b->arena_bytes + (double)N * (4 * sizeof(float) + sizeof(floatX))) / 1073741824.0);
-    if (dev_alloc(&b->arena, b->arena_bytes, what, err)) {
+    if (token_buffers_alloc(b, err)) {
         bert_free(b);
         return NULL;
     }
-    layout_acts(b, b->arena);
     b->h_cu = calloc((size_t)opt->max_seqs + 1, sizeof *b->h_cu);
     if (!b->h_cu) {
         unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of host memory");
@@ -552,12 +619,9 @@ bert *bert_create(const model_cfg *cfg, const bert_options *opt, unpad_err *err)
     cudaCheck(cudaEventCreateWithFlags(&b->ev_fork, cudaEventDisableTiming));
     for (int k = 0; k < BERT_MAX_STREAMS; k++)
         cudaCheck(cudaEventCreateWithFlags(&b->ev_join[k], cudaEventDisableTiming));
-    b->stage_words = 2 * (size_t)opt->max_tokens + 3 * (size_t)opt->max_seqs + 1 + 2 * (size_t)opt->max_preds;
-    if (cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4) != cudaSuccess ||
-        cudaMallocHost((void **)&b->h_stats, BERT_STATS * sizeof *b->h_stats) != cudaSuccess) {
-        cudaGetLastError(); /* bert_free releases whichever of the two was had */
-        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "cannot allocate %.1f MiB of pinned host memory for the batch upload",
-                   2.0 * b->stage_words * 4 / 1048576.0);
+    if (cudaMallocHost((void **)&b->h_stats, BERT_STATS * sizeof *b->h_stats) != cudaSuccess) {
+        cudaGetLastError();
+        unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of pinned host memory");
         bert_free(b);
         return NULL;
     }
@@ -787,12 +851,19 @@ int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *
 
 static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err)
 {
+    if (mb->T > b->opt.max_tokens && mb->T <= b->opt.grow_tokens && mb->n >= 1 && mb->n <= b->opt.max_seqs) {
+        int rc = arena_grow(b, mb->T, err);
+        if (rc)
+            return rc;
+    }
     if (mb->n < 1 || mb->n > b->opt.max_seqs || mb->T > b->opt.max_tokens || mb->P > b->opt.max_preds ||
         mb->P < 0)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                           "micro-batch of %d sequences, %d tokens, %d predictions exceeds the sizes "
-                          "allocated (%d, %d, %d)",
-                          mb->n, mb->T, mb->P, b->opt.max_seqs, b->opt.max_tokens, b->opt.max_preds);
+                          "allowed (%d, %d, %d)",
+                          mb->n, mb->T, mb->P, b->opt.max_seqs,
+                          b->opt.grow_tokens > b->opt.max_tokens ? b->opt.grow_tokens : b->opt.max_tokens,
+                          b->opt.max_preds);
     if (mb->cu_seqlens[0] != 0 || mb->cu_seqlens[mb->n] != mb->T)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "cu_seqlens must run from 0 to T = %d", mb->T);
     int max_len = 0;

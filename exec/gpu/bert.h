@@ -53,7 +53,8 @@ typedef struct {
     int gelu_erf;          /* 1: exact erf GELU (kernels); 0: tanh form in the GEMM epilogue */
     int dropout;           /* 0: no dropout anywhere (the peer comparison) */
     uint64_t seed;         /* initialisation and dropout masks */
-    int max_tokens;        /* activations sized for this many tokens per micro-batch */
+    int max_tokens;        /* activations sized for this many tokens per micro-batch at first */
+    int grow_tokens;       /* a micro-batch of more tokens (up to this many) regrows them; 0: none */
     int max_seqs;          /* ... sequences */
     int max_preds;         /* ... masked positions */
     int fp8;               /* 1: the encoder's Linear forwards and data gradients as FP8 products (bf16
@@ -109,6 +110,8 @@ int bert_tensor_count(const bert *b);
 const bert_tensor *bert_tensor_at(const bert *b, int i);
 int64_t bert_param_count(const bert *b);   /* elements of the flat buffers (with padding) */
 size_t bert_device_bytes(const bert *b);   /* parameters + optimizer + activations */
+/* Tokens the activations hold now, and how often they were regrown (bert_batch_upload). */
+void bert_activations(const bert *b, long *tokens, int *grown);
 float *bert_master(bert *b);               /* (N) fp32, device */
 float *bert_grad(bert *b);                 /* (N) fp32, device */
 floatX *bert_work(bert *b);                /* (N) floatX, device: what the forward uses */
@@ -151,8 +154,10 @@ void bert_fp8_counts(const bert *b, long *fp8, long *calib);
 /* Refreshes the floatX working copy from the fp32 master (after loading a checkpoint). */
 void bert_sync_work(bert *b, cudaStream_t s);
 
-/* Copies a micro-batch to the device (through pinned staging) on stream s. EINVAL if it exceeds
- * the sizes the activations were made for or is malformed. The host waits only for the upload
+/* Copies a micro-batch to the device (through pinned staging) on stream s. A micro-batch of more
+ * tokens than the activations hold, up to opt.grow_tokens, first regrows them (bert_activations
+ * says so): the device is drained, the arena freed and made again for max(T, 1.25 x the old
+ * capacity) tokens. EINVAL if it exceeds what may be allocated or is malformed. The host waits only for the upload
  * before the previous one (two staging halves), so it can prepare the next micro-batch while the
  * device computes this one. */
 int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);

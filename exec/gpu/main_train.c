@@ -40,6 +40,9 @@ static void usage(FILE *f)
             "  --fp8 on|off       off (the default); on: the encoder's Linear forwards and data gradients\n"
             "                     as FP8 products (E4M3 activations and weights, E5M2 gradients, delayed\n"
             "                     per-tensor scaling; weight gradients stay bf16); bf16 build only\n"
+            "  --act-tokens N     activations for N tokens per micro-batch at start (default: from the\n"
+            "                     data's lengths, B x mean + 5 sqrt(B) x their deviation); a larger\n"
+            "                     micro-batch makes them again, larger (said in the summary)\n"
             "  --virtual-ranks K  K micro-batches per step, accumulated (each timed as its own rank)\n"
             "  --accum K          the same: gradient accumulation over K micro-batches of --batch\n"
             "  --policy P         balance every step's global batch over the (virtual) ranks:\n"
@@ -116,7 +119,7 @@ static int arg_name(const char *flag, const char *v, int ok, const char *expecte
 }
 
 enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_WD, O_NORM, O_SEED,
-       O_NODROP, O_GELU, O_VR, O_ACCUM, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
+       O_NODROP, O_GELU, O_ACTTOK, O_VR, O_ACCUM, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
        O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_GWRITE, O_FP8, O_HELP };
@@ -158,6 +161,7 @@ static int parse_one(int c, const char *v, train_args *a)
         bad = arg_name("--fp8", v, !strcmp(v, "on") || !strcmp(v, "off"), "on or off");
         a->fp8 = !strcmp(v, "on");
         break;
+    case O_ACTTOK: return arg_int("--act-tokens", v, 1, 1 << 30, &a->act_tokens);
     case O_VR: return arg_int("--virtual-ranks", v, 1, 1024, &a->vranks);
     case O_ACCUM: return arg_int("--accum", v, 1, 1024, &a->vranks);
     case O_LOG: return arg_int("--log-every", v, 1, 1000000000, &a->log_every);
@@ -266,6 +270,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"skip-nonfinite", 0, 0, O_SKIPNF}, {"debug-nonfinite-step", 1, 0, O_DEBUGNF},
         {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"attn-dropout", 1, 0, O_ADROP},
         {"gemm-tune", 1, 0, O_TUNE}, {"grad-write", 1, 0, O_GWRITE}, {"fp8", 1, 0, O_FP8},
+        {"act-tokens", 1, 0, O_ACTTOK},
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);

@@ -1,10 +1,14 @@
 /* source.c — micro-batches from shards or synthetic tokens (see source.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu/source.h"
+#include "memory.h"
 #include "ops.h"
+
+#define SYNTH_LEN_MIN 8 /* the shortest synthetic sample: [CLS] A [SEP] B [SEP] with room to mask */
 
 enum { TOK_CLS = 101, TOK_SEP = 102, TOK_MASK = 103, TOK_FIRST_WORD = 1000 };
 
@@ -113,6 +117,21 @@ int source_max_len(const batch_source *s)
 }
 const char *source_describe(const batch_source *s) { return s->desc; }
 
+long source_arena_tokens(const batch_source *s, int n)
+{
+    int maxl = source_max_len(s);
+    if (!s->sh)
+        return memory_dist_tokens(n, SYNTH_LEN_MIN, maxl, s->dist);
+    const int *len = shard_lengths(s->sh);
+    double s1 = 0, s2 = 0;
+    for (long i = 0; i < s->n; i++) {
+        s1 += len[i];
+        s2 += (double)len[i] * len[i];
+    }
+    double mean = s1 / (double)s->n, var = s2 / (double)s->n - mean * mean;
+    return memory_arena_tokens(n, maxl, mean, var > 0 ? sqrt(var) : 0);
+}
+
 static void shuffle_epoch(batch_source *s, int64_t epoch)
 {
     uint64_t x = s->seed * 0x2545F4914F6CDD1Dull + (uint64_t)epoch + 1;
@@ -169,8 +188,8 @@ static int get_synthetic(batch_source *s, int64_t pos, int n, shard_batch *b, un
         dist_sample(ds, &len, 1);
         if (len > maxl)
             len = maxl;
-        if (len < 8)
-            len = 8;
+        if (len < SYNTH_LEN_MIN)
+            len = SYNTH_LEN_MIN;
         if (b->T + len > b->cap_tokens || k >= b->cap_seqs) {
             dist_sampler_free(ds);
             return unpad_fail(err, UNPAD_ERANGE, NULL, 0, "synthetic batch exceeds the batch buffers");

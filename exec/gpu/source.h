@@ -33,6 +33,10 @@ long source_samples(const batch_source *s);
 /* Most tokens a sample may have (to size the activations). */
 int source_max_len(const batch_source *s);
 const char *source_describe(const batch_source *s); /* for the log */
+/* The activations' first size for micro-batches of n samples: memory_arena_tokens (sim/memory.h) of
+ * the lengths this source gives (the synthetic distribution clamped as drawn, or every sample of the
+ * shards). */
+long source_arena_tokens(const batch_source *s, int n);
 
 /* Fills b (capacities: n sequences of max_len tokens, n * max_predictions masks) with the
  * micro-batch of n samples starting at sample position pos of the stream. */

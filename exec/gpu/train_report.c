@@ -29,8 +29,10 @@ void trainer_print_setup(const trainer *t)
            "wd %.3g, dropout %s (attention %g), GELU %s\n",
            B, K, K == 1 ? "" : "s", B * K, a->steps, a->lr, a->warmup, a->wd, a->no_dropout ? "off" : "on",
            a->no_dropout ? 0.0 : c->attn_dropout, a->gelu_erf ? "erf" : "tanh");
-    printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch)\n",
-           bert_device_bytes(t->b) / 1073741824.0, t->opt.max_tokens);
+    printf("  device memory: %.2f GiB for parameters, optimizer and activations (%d tokens per micro-batch: %s; "
+           "made again if a micro-batch holds more, up to %d)\n",
+           bert_device_bytes(t->b) / 1073741824.0, t->opt.max_tokens,
+           a->act_tokens ? "--act-tokens" : "B x mean + 5 sqrt(B) x sd of the data's lengths", t->opt.grow_tokens);
     if (t->balanced)
         printf("  %d rank%s x %d virtual = %d ranks; every step balanced with %s, %s counts, on %s "
                "(cost %.3g + %.3g len + %.3g len^2 us)%s\n",
@@ -208,6 +210,11 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
                t->online_refused ? "; last refusal: " : "", t->online_refused ? t->online_why : "");
     if (t->skipped)
         printf("non-finite steps skipped: %d\n", t->skipped);
+    long act;
+    int grown;
+    bert_activations(t->b, &act, &grown);
+    printf("activations: %ld tokens per micro-batch at the end, %d at the start (%d time%s made again for a "
+           "larger micro-batch)\n", act, t->opt.max_tokens, grown, grown == 1 ? "" : "s");
     int plans, fallbacks, late, evicted;
     bert_gemm_counts(t->b, &plans, &fallbacks, &late, &evicted);
     printf("gemm: %d cuBLASLt plans cached (%d evicted), %d products with an uncached exact-shape plan, %d "

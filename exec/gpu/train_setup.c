@@ -122,8 +122,15 @@ static int setup_model(trainer *t, unpad_err *err)
     int B = t->B;
     /* with free counts a rank may take more, shorter sequences than B */
     t->seq_cap = t->balanced && t->count == BAL_FREE ? (4 * B < t->R * B ? 4 * B : t->R * B) : B;
+    /* Activations for the tokens a micro-batch of B will hold but once in millions (the source's
+     * lengths; --act-tokens instead), made again, larger, for a micro-batch that holds more, up to
+     * B x the longest length (what the loader's buffers hold). */
+    long most = (long)B * t->max_len, act = a->act_tokens > 0 ? a->act_tokens : source_arena_tokens(t->src, B);
+    if (!a->act_tokens && t->evsrc && source_arena_tokens(t->evsrc, B) > act)
+        act = source_arena_tokens(t->evsrc, B);
+    act = act < most ? act : most;
     t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
-                            .max_tokens = B * t->max_len, .max_seqs = t->seq_cap,
+                            .max_tokens = (int)act, .grow_tokens = (int)most, .max_seqs = t->seq_cap,
                             .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B), .fp8 = a->fp8};
     int dev = 0;
     struct cudaDeviceProp prop;
@@ -140,7 +147,7 @@ static int setup_model(trainer *t, unpad_err *err)
         dp_options o = {.K = t->K, .B = B, .max_len = t->max_len, .max_pred = t->cfg.max_predictions,
                         .policy = t->policy, .count = t->count, .tokens = t->weights_tokens, .cost = t->scost,
                         .step = &t->step};
-        if (!(t->dpp = dp_create(&t->comm, &o, t->opt.max_tokens, err)))
+        if (!(t->dpp = dp_create(&t->comm, &o, t->opt.grow_tokens, err)))
             return err->code ? err->code : UNPAD_ENOMEM;
     }
     if (t->comm.launcher != COMM_SINGLE && a->bucket_mb > 0 &&

@@ -57,6 +57,7 @@ typedef struct {
     int no_dropout, gelu_erf, trace_a, trace_b, skip_nonfinite, debug_nonfinite_step;
     int gemm_tune; /* --gemm-tune on (1) | off (0, the default) */
     int fp8;       /* --fp8 on (1) | off (0, the default): bert_options.fp8 */
+    int act_tokens; /* --act-tokens: the activations' first size in tokens; 0: from the data */
     int grad_write; /* --grad-write on (1, the default): the first micro-batch writes the gradients |
                      * off (0): they are zeroed at the step's start and every micro-batch adds */
     double lr, wd, max_norm;

@@ -142,6 +142,7 @@ typedef struct {
     int *len, *scratch;     /* (batch), (layout_scratch_len(batch)) */
     net_cost ar;
     memory_use mu;
+    long mem_tokens;        /* the trainer's activations, in tokens */
     int fits;
     cli_prov prov;
     char pc[8192];          /* the provenance comment of the CSVs */
@@ -255,6 +256,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_end(w);
     json_obj(w, "memory");
     json_num(w, "gib", mu->total_gib);
+    json_num(w, "tokens", (double)r->mem_tokens);
     json_num(w, "fp8_gib", mu->fp8_gib);
     json_num(w, "available_gib", in->hw.memory_gib);
     json_bool(w, "fits", fits);
@@ -525,12 +527,17 @@ static void predict_print_memory(predict_run *r)
     printf("  all-reduce over %d GPU%s: %s, %.3f ms\n", gpus, gpus > 1 ? "s" : "",
            net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
     memory_setup ms;
-    memory_trainer_setup(&r->in.model, batch, r->col[0].lay.len, batch, gpus > 1, &ms);
+    const layout *ly = &r->col[0].lay;
+    int unpadded = ly->kind == LAYOUT_UNPADDED;
+    long tokens = unpadded ? memory_dist_tokens(batch, 1, ly->len, &r->capped) : (long)batch * ly->len;
+    r->mem_tokens = tokens;
+    memory_trainer_setup(&r->in.model, batch, tokens, batch, gpus > 1, &ms);
     ms.fp8 = r->o.fp8; /* MEMORY_FP8_ON is --fp8 on's 1 */
     memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
     r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
-    printf("  device memory per GPU (the trainer: an arena for %d x %d tokens): %.2f GiB, %s: %s\n",
-           batch, r->col[0].lay.len, r->mu.total_gib, r->fits ? "fits" : "DOES NOT FIT", why);
+    printf("  device memory per GPU (the trainer: activations for %ld tokens, %s): %.2f GiB, %s: %s\n", tokens,
+           unpadded ? "B x mean + 5 sqrt(B) x sd of the lengths" : "B x the padded length", r->mu.total_gib,
+           r->fits ? "fits" : "DOES NOT FIT", why);
     if (r->o.fp8)
         printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales, and FFN1's\n"
                "  output takes one byte an element; %s)\n", r->mu.fp8_gib, cli_fp8_times(&r->in));
