@@ -146,6 +146,17 @@ START_TEST(test_predict)
     workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c,
                         .seed = 21, .whatif_steps = 300, .keep_steps = 1};
     ck_assert_msg(workload_predict(&s, w, n, &e) == UNPAD_OK, "%s", e.msg);
+    /* a run whose activations held 1,024 tokens at the end (act_tokens): its memory is for those */
+    workload_row *w2 = one_row("a,bert-base,8,1,none,short,3,5,5,4,a.csv");
+    w2[0].act_tokens = 1024;
+    ck_assert_msg(workload_predict(&s, w2, 1, &e) == UNPAD_OK, "%s", e.msg);
+    memory_setup m2;
+    memory_use u2;
+    memory_trainer_setup(&m, 8, 1024, 8, 0, &m2);
+    memory_predict(&m, &hw, &m2, &u2);
+    ck_assert_double_eq_tol(w2[0].mem_gib, u2.total_gib, 1e-12);
+    workload_free_steps(w2, 1);
+    free(w2);
     unlink(logp);
     rmdir(logs);
     /* kept step by step: each logged step's batch, its prediction and its wall time */
