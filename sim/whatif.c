@@ -553,6 +553,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         long tokens = ly->kind == LAYOUT_UNPADDED ? memory_dist_tokens(w->batch, 1, ly->len, &sw.dist)
                                                   : (long)w->batch * ly->len;
         memory_setup ms;
+        w->mem_tokens = tokens;
         memory_trainer_setup(s->model, w->batch, tokens, seq_cap, w->gpus > 1 && !s->serial_ranks, &ms);
         ms.fp8 = s->fp8;
         memory_use mu;

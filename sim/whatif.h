@@ -103,7 +103,9 @@ typedef struct whatif_row {
     double exchange_us;        /* the sample exchange, mean over the steps */
     net_algo net;              /* how the all-reduce runs */
     int nodes;
-    double mem_gib;            /* the trainer's device memory per GPU (memory.h: B x max_len arena) */
+    double mem_gib;            /* the trainer's device memory per GPU (memory.h: activations for mem_tokens) */
+    long mem_tokens;           /* the trainer's activations per micro-batch (memory_arena_tokens; a padded
+                                * layout: B x its length) */
     double mem_budget_gib;     /* the same with an arena sized for the most tokens a micro-batch got */
     int mem_fits;              /* mem_gib within the hardware's memory */
     double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "memory.h"
 #include "whatif.h"
 
 static unpad_dist D;
@@ -207,6 +208,11 @@ START_TEST(test_layouts_network_memory)
     ck_assert_int_eq(r[6].mem_fits, 0);
     ck_assert(r[6].mem_gib > HW.memory_gib);
     ck_assert(r[0].mem_budget_gib < r[0].mem_gib); /* an arena for the tokens a GPU got */
+    /* the trainer's activations: 32 x mean + 5 sqrt(32) x sd unpadded, 32 x 512 padded */
+    ck_assert_int_eq(r[0].mem_tokens, memory_dist_tokens(32, 1, 512, &D));
+    ck_assert(r[0].mem_tokens > 32 * 255 && r[0].mem_tokens < 32 * 512);
+    ck_assert_int_eq(r[1].mem_tokens, 32 * 512);
+    ck_assert(r[1].mem_gib > r[0].mem_gib);
     /* virtual ranks on one GPU: the step is the sum of their batches, no all-reduce */
     whatif_setup v = setup_of(200, 0);
     v.serial_ranks = 1;

@@ -51,6 +51,7 @@ void cli_row_json(json_w *w, const char *key, const whatif_row *r)
     json_int(w, "nodes", r->nodes);
     json_num(w, "exchange_us", r->exchange_us);
     json_num(w, "memory_gib", r->mem_gib);
+    json_num(w, "memory_tokens", (double)r->mem_tokens);
     json_num(w, "memory_budget_gib", r->mem_budget_gib);
     json_bool(w, "memory_fits", r->mem_fits);
     json_num(w, "train_hours", r->train_hours);
