@@ -149,8 +149,11 @@ long memory_dist_tokens(int n, int lo, int hi, const unpad_dist *d)
         s1 += d->count[l] * x;
         s2 += d->count[l] * x * x;
     }
-    double mean = c > 0 ? s1 / c : hi, var = c > 0 ? s2 / c - mean * mean : 0;
-    return memory_arena_tokens(n, hi, mean, var > 0 ? sqrt(var) : 0);
+    /* no micro-batch is longer than n x its longest length: the distribution's, clamped */
+    int top = d->max_len < hi ? d->max_len : hi;
+    top = top > lo ? top : lo;
+    double mean = c > 0 ? s1 / c : top, var = c > 0 ? s2 / c - mean * mean : 0;
+    return memory_arena_tokens(n, top, mean, var > 0 ? sqrt(var) : 0);
 }
 
 void memory_trainer_setup(const model_cfg *m, int batch, long tokens, int seq_cap, int nccl, memory_setup *out)

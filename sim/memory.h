@@ -58,7 +58,7 @@ typedef struct {
  * n x max_len (a padded layout: sd 0, mean max_len, gives n x max_len). */
 long memory_arena_tokens(int n, int max_len, double mean, double sd);
 /* The same for lengths drawn from d, each clamped to [lo, hi] (the synthetic loader: [8, max_len];
- * a capped layout: [1, cap]). */
+ * a capped layout: [1, cap]); at most n x the longest of them. */
 long memory_dist_tokens(int n, int lo, int hi, const unpad_dist *d);
 
 /* The trainer's allocation for per-GPU batch B with an arena of `tokens` tokens: seq_cap sequences

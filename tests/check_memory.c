@@ -161,6 +161,8 @@ START_TEST(test_arena_tokens)
     ck_assert_int_eq(memory_dist_tokens(100, 10, 20, &d), 1792);  /* 1,500 + 250 -> 1,792 */
     ck_assert_int_eq(memory_dist_tokens(100, 1, 16, &d), 1536);   /* 8 and 16: 1,200 + 200 -> 1,536 */
     ck_assert_int_eq(memory_dist_tokens(4, 1, 16, &d), 64);       /* 88 -> 256, above 4 x 16 */
+    /* the longest is the distribution's when it is shorter than hi: 4 x 24, not 4 x 512 */
+    ck_assert_int_eq(memory_dist_tokens(4, 1, 512, &d), 96);      /* 64 + 80 -> 256, above 4 x 24 */
 }
 END_TEST
 
