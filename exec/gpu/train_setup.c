@@ -125,9 +125,12 @@ static int setup_model(trainer *t, unpad_err *err)
     /* Activations for the tokens a micro-batch of B will hold but once in millions (the source's
      * lengths; --act-tokens instead), made again, larger, for a micro-batch that holds more, up to
      * B x the longest length (what the loader's buffers hold). */
-    long most = (long)B * t->max_len, act = a->act_tokens > 0 ? a->act_tokens : source_arena_tokens(t->src, B);
-    if (!a->act_tokens && t->evsrc && source_arena_tokens(t->evsrc, B) > act)
-        act = source_arena_tokens(t->evsrc, B);
+    long most = (long)B * t->max_len, act = a->act_tokens;
+    if (!act) {
+        long ev = t->evsrc ? source_arena_tokens(t->evsrc, B) : 0;
+        act = source_arena_tokens(t->src, B);
+        act = ev > act ? ev : act;
+    }
     act = act < most ? act : most;
     t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
                             .max_tokens = (int)act, .grow_tokens = (int)most, .max_seqs = t->seq_cap,
