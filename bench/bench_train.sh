@@ -13,6 +13,16 @@
 #            the same run with the default size: the losses of every step within 2e-4 (5e-3 for the
 #            FP8 run: float atomics), the summary's `activations:` line saying it grew; then the tiny
 #            regrowing run under compute-sanitizer memcheck
+#   graphs   --graphs on (each micro-batch's forward and backward as one CUDA graph, captured while the
+#            step before computes) against the same run with --graphs off: bert-tiny with an
+#            evaluation every 4 steps (its uploads drop the pass captured ahead), with 4 virtual
+#            ranks, with activations made again mid-run (--act-tokens 256), and 2-layer bert-base
+#            with the attention in length groups on 3 streams and with --fp8 on: the losses of every
+#            step identical (within 5e-3 for bert-base: the float atomics of the FMHA's dQ),
+#            the summary's `graphs:` line; the tiny graph run under compute-sanitizer memcheck
+#            (GRAPHS_MEMCHECK=0: not)
+#   graphspeed  steady-state samples/s with --graphs off and on, interleaved (off, on, off, on):
+#            BERT-Base and BERT-Large at 24 short sequences, BERT-Large at 56 Wikipedia lengths
 #   learn    bert-tiny on WikiText-2 shards (OUTDIR/../wt2 or WT2=dir): loss falls, MLM accuracy rises
 #   resume   a run SIGKILLed after a checkpoint and resumed gives the losses of an uninterrupted run
 #   signal   a run SIGTERMed mid-run stops after its step with a checkpoint, exit 0, a valid trace and
@@ -47,7 +57,7 @@
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
-STAGES=${1:-gemm,peer,grow,learn,resume,signal,nonfinite,steps,fp8,large,torch}
+STAGES=${1:-gemm,peer,grow,graphs,learn,resume,signal,nonfinite,steps,fp8,large,graphspeed,torch}
 OUT=${2:-out/bench}
 mkdir -p "$OUT"
 export UNPAD_HOME=$PWD
@@ -117,28 +127,76 @@ if has vgrad; then
     rm -f "$OUT/vg1.bin" "$OUT/vg4.bin"
 fi
 
-if has grow; then
-    b2=$OUT/bert-base2.cfg
-    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg >"$b2"
-    for run in "tiny 2e-4 --batch 16" "tiny-vr4 2e-4 --batch 8 --virtual-ranks 4" "base2-fp8 5e-3 --batch 16 --fp8 on"; do
+# pair_runs STAGE EXTRA RE RUN...: each RUN is "TAG TOL ARGS...": unpad-train 12 steps with ARGS
+# (bert-tiny, or 2-layer bert-base for tags base2*), then the same with EXTRA; the losses of every
+# step compared (same_losses, within TOL), the eval MLM losses of both where there are any, and the
+# second run's summary line matching RE
+pair_runs() {
+    local stage=$1 extra=$2 re=$3 run tag tol cfg g r0 r1 line ev
+    shift 3
+    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg \
+        >"$OUT/bert-base2.cfg"
+    for run in "$@"; do
         set -- $run
         tag=$1 tol=$2
         shift 2
         cfg=models/bert-tiny.cfg
-        case $tag in base2*) cfg=$b2 ;; esac
+        case $tag in base2*) cfg=$OUT/bert-base2.cfg ;; esac
         g="--model $cfg --synthetic --steps 12 --log-every 1 --seed 5 $*"
-        timeout 120 $T $g >"$OUT/grow-$tag-0.log" 2>&1
+        timeout 120 $T $g >"$OUT/$stage-$tag-0.log" 2>&1
         r0=$?
-        timeout 120 $T $g --act-tokens 256 >"$OUT/grow-$tag-1.log" 2>&1
+        timeout 120 $T $g $extra >"$OUT/$stage-$tag-1.log" 2>&1
         r1=$?
-        act=$(grep -E '^activations:' "$OUT/grow-$tag-1.log" | cut -c1-120)
-        say "grow $tag rc=$r0,$r1 losses $(same_losses "$OUT/grow-$tag-0.log" "$OUT/grow-$tag-1.log" 0 "$tol") | $act"
+        line=$(grep -E "$re" "$OUT/$stage-$tag-1.log" | cut -c1-150)
+        ev=$(paste <(grep -E '^eval' "$OUT/$stage-$tag-0.log" | awk '{print $6}') \
+            <(grep -E '^eval' "$OUT/$stage-$tag-1.log" | awk '{print $6}') | tr '\t\n' '/ ')
+        say "$stage $tag rc=$r0,$r1 losses $(same_losses "$OUT/$stage-$tag-0.log" "$OUT/$stage-$tag-1.log" 0 \
+            "$tol")${ev:+ | eval ${ev% }} | $line"
     done
+}
+
+if has grow; then
+    pair_runs grow "--act-tokens 256" '^activations:' "tiny 2e-4 --batch 16" \
+        "tiny-vr4 2e-4 --batch 8 --virtual-ranks 4" "base2-fp8 5e-3 --batch 16 --fp8 on"
     if [ "${GROW_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
         timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $T --model models/bert-tiny.cfg --synthetic \
             --steps 3 --batch 8 --virtual-ranks 2 --seed 5 --act-tokens 256 >"$OUT/grow-memcheck.log" 2>&1
         say "grow memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/grow-memcheck.log" | tail -1)"
     fi
+fi
+
+if has graphs; then
+    bin/unpad-data --synthetic --dist wiki512 --samples 256 --seed 3 --out "$OUT/graphs-eval.bin" \
+        >"$OUT/graphs-eval-data.log" 2>&1
+    pair_runs graphs "--graphs on" '^graphs:' \
+        "tiny-eval 2e-4 --batch 16 --eval $OUT/graphs-eval.bin --eval-every 4 --eval-batches 2" \
+        "tiny-vr4 2e-4 --batch 8 --virtual-ranks 4" "tiny-grow 2e-4 --batch 16 --act-tokens 256" \
+        "base2-groups 5e-3 --batch 16 --fmha-groups 128,256,384 --streams 3" "base2-fp8 5e-3 --batch 16 --fp8 on"
+    if [ "${GRAPHS_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+        timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $T --model models/bert-tiny.cfg --synthetic \
+            --steps 5 --batch 8 --virtual-ranks 2 --seed 5 --graphs on >"$OUT/graphs-memcheck.log" 2>&1
+        say "graphs memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/graphs-memcheck.log" | tail -1)"
+    fi
+fi
+
+if has graphspeed; then
+    for run in "base-b24-short 120 --model models/bert-base.cfg --dist models/dists/short.csv --batch 24" \
+        "large-b24-short 80 --model models/bert-large.cfg --dist models/dists/short.csv --batch 24" \
+        "large-b56 40 --model models/bert-large.cfg --batch 56"; do
+        set -- $run
+        tag=$1 n=$2
+        shift 2
+        line="graphs speed $tag:"
+        for k in 0 1 2 3; do
+            gr=off
+            [ $((k % 2)) = 1 ] && gr=on
+            timeout 200 $T "$@" --synthetic --steps "$n" --log-every 20 --seed 21 --graphs $gr \
+                >"$OUT/graphs-speed-$tag-$k.log" 2>&1
+            sps=$(grep -E '^summary' "$OUT/graphs-speed-$tag-$k.log" | grep -oE '[0-9.]+ samples/s' | head -1)
+            line="$line $gr ${sps:-FAILED}"
+        done
+        say "$line"
+    done
 fi
 
 if has learn; then

@@ -3,10 +3,11 @@
 # bin/test_*-fp32 are the same tests in the fp32 build, with fp32 bounds),
 # then the trainer's checks, which need python3 with torch and transformers: the loss and every
 # gradient against Hugging Face BertForPreTraining (bf16, and the fp32 build with tight bounds),
-# virtual ranks = one micro-batch, activations made again mid-run = the same losses, exact resume after SIGKILL and refused bad checkpoints, a SIGTERM
+# virtual ranks = one micro-batch, activations made again mid-run = the same losses, CUDA graphs =
+# the same losses, exact resume after SIGKILL and refused bad checkpoints, a SIGTERM
 # that stops cleanly and resumes exactly, a forced non-finite loss that stops (or is skipped), 300
 # steps against BertForPreTraining with a LAMB written from the paper (bench/bench_train.sh
-# peer,vgrad,grow,resume,signal,nonfinite,steps), and grouped attention / bucketed all-reduce = one
+# peer,vgrad,grow,graphs,resume,signal,nonfinite,steps), and grouped attention / bucketed all-reduce = one
 # launch / one all-reduce (scripts/gpu-dp.sh vgrad).
 # Output of each goes to the terminal and to build/test-gpu/<name>.log.
 # Ends with a summary table; exits nonzero if anything failed. Run from the project root
@@ -32,7 +33,7 @@ for b in bin/test_*; do
     run "$(basename "$b")" "./$b"
 done
 if [ -x bin/unpad-train ]; then
-    run trainer-peer-resume bash bench/bench_train.sh peer,vgrad,grow,resume,signal,nonfinite,steps "$logdir/train"
+    run trainer-peer-resume bash bench/bench_train.sh peer,vgrad,grow,graphs,resume,signal,nonfinite,steps "$logdir/train"
     run trainer-groups-buckets bash scripts/gpu-dp.sh vgrad "$logdir/dp"
 fi
 

@@ -48,6 +48,7 @@ struct bert {
      * named on stderr, with the forward pass it belongs to (a diagnostic of steps the host delays) */
     double slow_us, op_t0;
     long passes;
+    long uploads; /* micro-batches uploaded so far: a captured pass belongs to the last one */
 
     /* parameters */
     bert_tensor *tensors;
@@ -838,6 +839,7 @@ void bert_force_nonfinite(bert *b, cudaStream_t s)
 /* ---- batch ------------------------------------------------------------------------------------- */
 
 static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);
+static void fp8_cast_weights(bert *b, cudaStream_t s);
 
 int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err)
 {
@@ -911,8 +913,30 @@ static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err
     b->T = mb->T;
     b->P = mb->P;
     b->max_len = max_len;
+    b->uploads++;
     return UNPAD_OK;
 }
+
+long bert_uploads(const bert *b) { return b->uploads; }
+
+void bert_marks_get(const bert *b, bert_marks *m)
+{
+    m->passes = b->passes;
+    m->f8_runs = b->f8_runs;
+    m->f8_calib = b->f8_calib;
+    m->f8_ready = b->f8_ready;
+}
+
+void bert_marks_undo(bert *b, const bert_marks *before, const bert_marks *after)
+{
+    b->passes -= after->passes - before->passes;
+    b->f8_runs -= after->f8_runs - before->f8_runs;
+    b->f8_calib -= after->f8_calib - before->f8_calib;
+    if (after->f8_ready && !before->f8_ready)
+        b->f8_ready = 0;
+}
+
+void bert_forward_prepare(bert *b, cudaStream_t s) { fp8_cast_weights(b, s); }
 
 /* ---- forward ----------------------------------------------------------------------------------- */
 

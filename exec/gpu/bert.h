@@ -162,6 +162,22 @@ void bert_sync_work(bert *b, cudaStream_t s);
  * device computes this one. */
 int bert_batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err *err);
 
+/* Micro-batches uploaded so far (bert_batch_upload): a pass captured into a CUDA graph computes
+ * on the upload it followed, so it is launched only while this count is unchanged. */
+long bert_uploads(const bert *b);
+/* What a pass advances on the host: the pass count, the FP8 product counts, the FP8 start. A pass
+ * captured and then not launched is taken back with bert_marks_undo (before: the marks read before
+ * the capture, after: those read after it). */
+typedef struct {
+    long passes, f8_runs, f8_calib;
+    int f8_ready;
+} bert_marks;
+void bert_marks_get(const bert *b, bert_marks *m);
+void bert_marks_undo(bert *b, const bert_marks *before, const bert_marks *after);
+/* Enqueues on s what the next forward would start with (the FP8 cast of the changed weights), so
+ * that a forward captured afterwards holds only the pass itself. */
+void bert_forward_prepare(bert *b, cudaStream_t s);
+
 /* Forward of the uploaded micro-batch up to the losses. step seeds the dropout masks. */
 void bert_forward(bert *b, uint64_t step, cudaStream_t s);
 /* Backward into the gradient buffer: accumulate 0 writes every parameter's gradient (the first

@@ -52,6 +52,11 @@ void trainer_print_setup(const trainer *t)
            t->calib_from);
     if (t->fg.nb != 0)
         printf("  FMHA groups on up to %d stream%s\n", t->fg.opts.max_streams, t->fg.opts.max_streams == 1 ? "" : "s");
+    if (t->graphs)
+        printf("  CUDA graphs: each micro-batch's forward and backward launched as one graph, captured while the "
+               "step before computes (%s)\n",
+               t->gs ? "not used: the all-reduce buckets start from inside the backward"
+                     : t->tr ? "not the first step nor the traced ones" : "not the first step");
     fflush(stdout);
 }
 
@@ -225,6 +230,15 @@ static void print_summary_lines(const trainer *t, double wall, double mem_gib)
     if (t->opt.fp8)
         printf("fp8: %ld Linear products in FP8, %ld in bf16 while the first forward and backward gathered the "
                "maxima the scales start from\n", f8, f8c);
+    if (t->graphs) {
+        step_graphs_stats g;
+        step_graphs_stats_get(t->graphs, &g);
+        printf("graphs: %ld of %d steps launched their passes as CUDA graphs (%ld nodes a pass); %ld passes captured: "
+               "%ld updated a kept graph, %ld instantiated one (%ld updates refused); %ld captured a step ahead and "
+               "launched, %ld dropped (an evaluation uploaded between the steps); %.2f ms of the host a capture\n",
+               t->graph_steps, t->steps_run, g.nodes, g.captures, g.updates, g.instantiations, g.update_refused,
+               t->prep_used, t->prep_dropped, g.captures ? 1e3 * g.host_s / g.captures : 0.0);
+    }
 }
 
 int trainer_report_summary(trainer *t, const char *outcome, const char *reason, unpad_err *err)

@@ -143,6 +143,8 @@ static int setup_model(trainer *t, unpad_err *err)
     if (!(t->b = bert_create(&t->cfg, &t->opt, err)))
         return err->code ? err->code : UNPAD_ENOMEM;
     cudaCheck(cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
+    if (a->graphs && !(t->graphs = step_graphs_create(t->K, err)))
+        return err->code ? err->code : UNPAD_ENOMEM;
     if (t->balanced) {
         int rc = step_model_init(&t->step, &t->cfg, &t->hw, &t->cc, 1, err);
         if (rc)
@@ -282,6 +284,7 @@ void trainer_free(trainer *t)
     if (t->dumpb.f && dump_close(&t->dumpb, &e))
         fprintf(stderr, "unpad-train: --dump-batches: %s\n", e.msg);
     gradsync_free(t->gs);
+    step_graphs_free(t->graphs);
     dp_free(t->dpp);
     step_model_free(&t->step);
     if (t->evr)

@@ -93,38 +93,92 @@ int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err)
     return UNPAD_OK;
 }
 
+/* The dropout seed of micro-batch v of a step. */
+static uint64_t dropout_seed(const trainer *t, int step, int v)
+{
+    return mix64((uint64_t)t->a->seed * 0x100000001B3ull ^
+                 mix64((uint64_t)step * 4096 + (uint64_t)(t->comm.rank * t->K + v)));
+}
+
+/* Whether a step's passes launch as CUDA graphs: --graphs on, but not the run's first step (the
+ * one that starts what a first pass starts, such as the FP8 scales), not a traced step (its hooks
+ * time every operator), and not with all-reduce buckets launched from inside the backward. */
+static int graph_step(const trainer *t, int step)
+{
+    const train_args *a = t->a;
+    return t->graphs && step != t->first_step && !t->gs && !(t->tr && step >= a->trace_a && step <= a->trace_b);
+}
+
+/* A micro-batch onto the device, its lengths into t->lens and its FMHA groups planned. */
+static int micro_upload(trainer *t, const shard_batch *mb, unpad_err *err)
+{
+    bert_batch bb;
+    batch_view(mb, &bb);
+    int rc = bert_batch_upload(t->b, &bb, t->s, err);
+    if (rc)
+        return rc;
+    batch_lengths(mb, t->lens);
+    if (t->fg.nb != 0) {
+        bert_fmha_groups grp;
+        if ((rc = micro_groups(&t->fg, t->lens, mb->n, &grp, err)) || (rc = bert_set_fmha_groups(t->b, &grp, err)))
+            return rc;
+    }
+    return UNPAD_OK;
+}
+
+/* The first micro-batch's graph captured at the end of the step before, when it still holds: made
+ * for this step, nothing uploaded since (an evaluation between the steps uploads its own batches),
+ * the same loss scales. Else NULL, and what its capture advanced on the host is taken back. */
+static cudaGraphExec_t prepared_pass(trainer *t, int step, const step_result *r)
+{
+    cudaGraphExec_t x = NULL;
+    if (t->prep.step == step && bert_uploads(t->b) == t->prep.upload && t->prep.preds == r->preds &&
+        t->prep.seqs == r->seqs) {
+        x = t->prep.x;
+        t->prep_used++;
+    } else {
+        bert_marks_undo(t->b, &t->prep.before, &t->prep.after);
+        t->prep_dropped++;
+    }
+    t->prep.step = 0;
+    t->prep.x = NULL;
+    return x;
+}
+
 /* Forward and backward of the K micro-batches of the current global batch. */
 static int step_micro_batches(trainer *t, int step, int tracing, step_result *r, unpad_err *err)
 {
     shard_batch *mb = t->bufs + (size_t)t->cur * t->K;
-    int K = t->K, rc;
+    int K = t->K, rc, graph = graph_step(t, step);
+    const float ms = 1.0f / (float)(r->preds > 0 ? r->preds : 1), ns = 1.0f / (float)r->seqs;
     for (int v = 0; v < K; v++) {
-        bert_batch bb;
-        batch_view(&mb[v], &bb);
-        if ((rc = bert_batch_upload(t->b, &bb, t->s, err)))
-            return rc;
-        batch_lengths(&mb[v], t->lens);
-        if (t->fg.nb != 0) {
-            bert_fmha_groups grp;
-            if ((rc = micro_groups(&t->fg, t->lens, mb[v].n, &grp, err)) ||
-                (rc = bert_set_fmha_groups(t->b, &grp, err)))
+        const int accumulate = v > 0 || !t->a->grad_write;
+        cudaGraphExec_t x = v == 0 && t->prep.step ? prepared_pass(t, step, r) : NULL;
+        if (!x) {
+            if ((rc = micro_upload(t, &mb[v], err)))
                 return rc;
+            if (tracing)
+                optrace_rank_begin(t->tr, v, K, t->lens, mb[v].n);
+            /* the last micro-batch completes the gradients: its backward starts the all-reduce */
+            bert_set_grads_ready(t->b, t->gs && v == K - 1 ? gradsync_ready : NULL, t->gs);
+            if (graph) {
+                bert_forward_prepare(t->b, t->s);
+                x = step_graphs_capture(t->graphs, t->b, step & 1, v, dropout_seed(t, step, v), ms, ns, accumulate);
+            }
         }
-        if (tracing)
-            optrace_rank_begin(t->tr, v, K, t->lens, mb[v].n);
-        /* the last micro-batch completes the gradients: its backward starts the all-reduce */
-        bert_set_grads_ready(t->b, t->gs && v == K - 1 ? gradsync_ready : NULL, t->gs);
-        uint64_t dseed = mix64((uint64_t)t->a->seed * 0x100000001B3ull ^
-                               mix64((uint64_t)step * 4096 + (uint64_t)(t->comm.rank * K + v)));
         cudaCheck(cudaEventRecord(t->evr[2 * v], t->s));
-        bert_forward(t->b, dseed, t->s);
-        /* --grad-write on: the first micro-batch writes the step's gradients, the others add to
-         * them; off: all add to the gradients zeroed at the step's start */
-        bert_backward(t->b, 1.0f / (float)(r->preds > 0 ? r->preds : 1), 1.0f / (float)r->seqs,
-                      v > 0 || !t->a->grad_write, t->s);
+        if (x) {
+            cudaCheck(cudaGraphLaunch(x, t->s));
+        } else {
+            bert_forward(t->b, dropout_seed(t, step, v), t->s);
+            /* --grad-write on: the first micro-batch writes the step's gradients, the others add to
+             * them; off: all add to the gradients zeroed at the step's start */
+            bert_backward(t->b, ms, ns, accumulate, t->s);
+        }
         cudaCheck(cudaEventRecord(t->evr[2 * v + 1], t->s));
     }
     bert_set_grads_ready(t->b, NULL, NULL);
+    t->graph_steps += graph;
     return UNPAD_OK;
 }
 
@@ -269,10 +323,10 @@ static int step_measure(trainer *t, int step, step_result *r, unpad_err *err)
     return UNPAD_OK;
 }
 
-/* The global batch's predictions, sequences, tokens and model FLOPs. */
-static void step_counts(trainer *t, step_result *r)
+/* The predictions, sequences, tokens and model FLOPs of the global batch in buffer `which`. */
+static void step_counts(trainer *t, int which, step_result *r)
 {
-    const shard_batch *mb = t->bufs + (size_t)t->cur * t->K;
+    const shard_batch *mb = t->bufs + (size_t)which * t->K;
     long P = 0, N = 0, T = 0;
     double flops = 0;
     for (int v = 0; v < t->K; v++) {
@@ -294,6 +348,42 @@ static void step_counts(trainer *t, step_result *r)
     r->flops = flops;
 }
 
+/* With --graphs on: the next step's first micro-batch uploaded (queued behind this step's LAMB)
+ * and its pass captured, while this step computes. A micro-batch that needs larger activations, or
+ * that the upload refuses (before it changes anything), is left to the next step, which makes the
+ * same upload in its place. Returns the host's time. */
+static double prepare_next(trainer *t, int next)
+{
+    double t0 = unpad_now_s();
+    const int which = 1 - t->cur;
+    const shard_batch *mb = t->bufs + (size_t)which * t->K;
+    long act;
+    int grown;
+    bert_activations(t->b, &act, &grown);
+    if (mb->T > act)
+        return 0;
+    step_result rn;
+    memset(&rn, 0, sizeof rn);
+    step_counts(t, which, &rn);
+    unpad_err e = {0};
+    if (micro_upload(t, mb, &e) != UNPAD_OK)
+        return unpad_now_s() - t0;
+    bert_set_hooks(t->b, NULL); /* this step may be traced; the next is not */
+    bert_set_group_hooks(t->b, NULL);
+    bert_set_grads_ready(t->b, NULL, NULL);
+    bert_forward_prepare(t->b, t->s);
+    bert_marks_get(t->b, &t->prep.before);
+    t->prep.x = step_graphs_capture(t->graphs, t->b, next & 1, 0, dropout_seed(t, next, 0),
+                                    1.0f / (float)(rn.preds > 0 ? rn.preds : 1), 1.0f / (float)rn.seqs,
+                                    !t->a->grad_write);
+    bert_marks_get(t->b, &t->prep.after);
+    t->prep.step = next;
+    t->prep.upload = bert_uploads(t->b);
+    t->prep.preds = rn.preds;
+    t->prep.seqs = rn.seqs;
+    return unpad_now_s() - t0;
+}
+
 int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
 {
     const train_args *a = t->a;
@@ -305,7 +395,7 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     nvtxRangePushA(nv);
     if (!t->have_next && (rc = trainer_fetch(t, t->cur, t->st.data_pos, err)))
         return rc;
-    step_counts(t, r);
+    step_counts(t, t->cur, r);
     bert_set_hooks(t->b, NULL);
     bert_set_group_hooks(t->b, NULL);
     if (tracing) {
@@ -349,6 +439,8 @@ int trainer_step(trainer *t, int step, step_result *r, unpad_err *err)
     t->have_next = step < a->steps;
     if (t->have_next && (rc = trainer_fetch(t, 1 - t->cur, t->st.data_pos + t->step_samples, err)))
         return rc;
+    if (t->have_next && graph_step(t, step + 1))
+        r->host_s += prepare_next(t, step + 1);
     /* the stop flag, agreed by all ranks, lands with the statistics (one synchronisation) */
     *t->stop_host = (float)(trainer_signal() != 0);
     if (comm_uses_nccl(&t->comm)) {

@@ -30,6 +30,7 @@
 #include "gpu/comm.h"
 #include "gpu/dp.h"
 #include "gpu/dump.h"
+#include "gpu/graphs.h"
 #include "gpu/gradsync.h"
 #include "gpu/optrace.h"
 #include "gpu/source.h"
@@ -57,6 +58,7 @@ typedef struct {
     int no_dropout, gelu_erf, trace_a, trace_b, skip_nonfinite, debug_nonfinite_step;
     int gemm_tune; /* --gemm-tune on (1) | off (0, the default) */
     int fp8;       /* --fp8 on (1) | off (0, the default): bert_options.fp8 */
+    int graphs;     /* --graphs on (1) | off (0, the default): each micro-batch's pass as one CUDA graph */
     int act_tokens; /* --act-tokens: the activations' first size in tokens; 0: from the data */
     int grad_write; /* --grad-write on (1, the default): the first micro-batch writes the gradients |
                      * off (0): they are zeroed at the step's start and every micro-batch adds */
@@ -171,6 +173,19 @@ typedef struct {
     /* a stop asked for by a signal, agreed by every rank at the end of a step (an all-reduce of
      * the flag with the step's statistics, so all ranks stop after the same step) */
     float *stop_dev, *stop_host; /* (1) device, (1) pinned host */
+    /* --graphs on: each micro-batch's forward and backward launched as one CUDA graph (graphs.h).
+     * The next step's first micro-batch is uploaded and captured at the end of this step, before
+     * its statistics are read, so the host never makes the GPU wait at a step's start; the next
+     * step launches it if nothing was uploaded since and its loss scales are the same. */
+    step_graphs *graphs;
+    struct {
+        int step;            /* the step it was captured for; 0: none */
+        long upload;         /* bert_uploads after its upload */
+        double preds, seqs;  /* the global batch's counts its loss scales came from */
+        cudaGraphExec_t x;
+        bert_marks before, after;
+    } prep;
+    long graph_steps, prep_used, prep_dropped; /* steps run as graphs; prepared passes launched, dropped */
     int stop;                    /* the agreed stop: some rank got SIGINT / SIGTERM */
 } trainer;
 
