@@ -53,9 +53,11 @@ static uint64_t fnv(uint64_t h, uint64_t v)
     return h;
 }
 
-/* What decides whether an executable graph can be updated from gr: its nodes, their kinds in
- * capture order and the number of edges (a signature that matches and still differs makes the
- * update fail, and the caller instantiates instead). */
+/* The signature a kept executable graph must share with gr to be updated from it: the node count,
+ * the edge count, and in capture order each node's kind and, for a kernel, its function and
+ * cluster shape (so an update changes only grids, blocks, shared memory and arguments; kernels of
+ * other GEMM algorithms make another topology). A signature that matches and still differs makes the update
+ * fail, and the caller instantiates instead. */
 static uint64_t topology(cudaGraph_t gr, long *nodes)
 {
     size_t n = 0, e = 0;
@@ -69,6 +71,20 @@ static uint64_t topology(cudaGraph_t gr, long *nodes)
             enum cudaGraphNodeType ty;
             cudaCheck(cudaGraphNodeGetType(nd[i], &ty));
             h = fnv(h, (uint64_t)ty);
+            if (ty != cudaGraphNodeTypeKernel)
+                continue;
+            /* a kernel the runtime cannot describe (launched through the driver by a library)
+             * counts by its kind alone; the update then checks it */
+            struct cudaKernelNodeParams kp;
+            cudaKernelNodeAttrValue cl;
+            if (cudaGraphKernelNodeGetParams(nd[i], &kp) == cudaSuccess)
+                h = fnv(h, (uint64_t)(uintptr_t)kp.func);
+            else
+                cudaGetLastError();
+            if (cudaGraphKernelNodeGetAttribute(nd[i], cudaLaunchAttributeClusterDimension, &cl) == cudaSuccess)
+                h = fnv(h, cl.clusterDim.x | (uint64_t)cl.clusterDim.y << 21 | (uint64_t)cl.clusterDim.z << 42);
+            else
+                cudaGetLastError();
         }
         free(nd);
     } else if (n) {

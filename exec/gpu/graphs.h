@@ -4,8 +4,8 @@
  * Every micro-batch has its own shapes (tokens, lengths, the attention's groups), so each pass is
  * captured anew; the capture then updates an executable graph of the same topology kept from an
  * earlier step (cudaGraphExecUpdate: new kernel parameters, no new instantiation), or is
- * instantiated into a new one when no kept graph has its topology (the GEMM plans of some token
- * counts launch a different number of kernels). Executable graphs are kept per micro-batch index
+ * instantiated into a new one when no kept graph has its topology (the GEMM plans of other token
+ * counts launch other kernels, or more of them). Executable graphs are kept per micro-batch index
  * and step parity, at most STEP_GRAPHS_KEEP topologies each: the one updated for step n was last
  * launched in step n - 2, whose statistics the host has read, so no launch of it is in flight. */
 #ifndef UNPAD_GRAPHS_H
