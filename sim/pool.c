@@ -9,23 +9,34 @@ typedef struct {
     void *ctx;
     const pool_fns *fns;
     int njobs, next, rc;
+    int failed;     /* the failure kept: its job (-1: a thread's init) */
     unpad_err err;
     pthread_mutex_t lock;
 } pool;
+
+/* Keeps the failure of job i (-1: an init) when it comes before the one kept: jobs are taken in
+ * order, so every job before a failed one was taken and has run when the threads are joined, and
+ * the failure kept is the first a serial run would meet, whatever the threads' timing. */
+static void pool_fail(pool *p, int i, int rc, const unpad_err *err)
+{
+    if (!p->rc || i < p->failed) {
+        p->rc = rc;
+        p->failed = i;
+        p->err = *err;
+    }
+}
 
 static void *pool_thread(void *arg)
 {
     pool *p = arg;
     unpad_err err = {0};
     void *state = NULL;
-    int rc = p->fns->init ? p->fns->init(p->ctx, &state, &err) : UNPAD_OK;
+    int rc = p->fns->init ? p->fns->init(p->ctx, &state, &err) : UNPAD_OK, i = -1;
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        if (rc && !p->rc) {
-            p->rc = rc;
-            p->err = err;
-        }
-        int i = p->rc ? p->njobs : p->next++;
+        if (rc)
+            pool_fail(p, i, rc, &err);
+        i = p->rc ? p->njobs : p->next++;
         pthread_mutex_unlock(&p->lock);
         if (i >= p->njobs)
             break;

@@ -1,7 +1,8 @@
 /* pool.h — jobs 0..n-1 run over a few threads (the caller's among them), taken in order. Each
- * thread may own state, made before its first job (init) and freed after its last (fini); the first
- * failure (of a job or of an init) stops the jobs not yet taken and is what pool_run returns, its
- * message in *err. The jobs must not depend on which thread runs them. */
+ * thread may own state, made before its first job (init) and freed after its last (fini). A failure
+ * (of a job or of an init) stops the jobs not yet taken; pool_run returns the failure a serial run
+ * would meet first (an init's, else the lowest job's), its message in *err, whatever the threads'
+ * timing. The jobs must not depend on which thread runs them. */
 #ifndef UNPAD_POOL_H
 #define UNPAD_POOL_H
 

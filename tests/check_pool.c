@@ -1,5 +1,6 @@
 /* check_pool.c — the job pool: every job runs once on any thread count, each thread's state is
- * its own, and the first failure (of a job or of an init) stops the rest and comes back. */
+ * its own, and a failure (of a job or of an init) stops the rest; the one a serial run would meet
+ * first comes back, whichever thread failed first. */
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +13,8 @@ typedef struct {
     int runs[1000];          /* how many times each job ran */
     int fail_at;             /* the job that fails (-1: none) */
     int fail_init;           /* 1: every init fails */
+    int fail_more;           /* the jobs after fail_at that fail too, at once; fail_at then fails
+                                after 50 ms, so that a later job's failure comes first in time */
     int inits, finis;
     pthread_mutex_t lock;
 } jobs;
@@ -45,6 +48,12 @@ static int count_job(void *ctx, void *state, int i, unpad_err *err)
     pthread_mutex_lock(&j->lock);
     j->runs[i]++;
     pthread_mutex_unlock(&j->lock);
+    if (j->fail_more && i > j->fail_at && i <= j->fail_at + j->fail_more)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "job %d failed", i);
+    if (j->fail_more && i == j->fail_at) {
+        struct timespec slow = {0, 50000000};
+        nanosleep(&slow, NULL);
+    }
     if (j->fail_at >= 0 && i > j->fail_at) {
         /* jobs after the failing one take 1 ms, so the other threads cannot finish them all before
          * the failure stops the pool (however the threads are scheduled, short of a 0.5 s stall) */
@@ -99,6 +108,18 @@ START_TEST(test_failures_come_back)
     j->fail_init = 1;
     ck_assert_int_eq(pool_run(j, &FNS, 2, 100, &e), UNPAD_ENOMEM);
     ck_assert_str_eq(e.msg, "init refused");
+    /* jobs 10..14 fail, job 10 last in time: its failure is the one that comes back, on any
+     * thread count (the others fail while it still runs) */
+    for (int threads = 1; threads <= 4; threads++) {
+        memset(j->runs, 0, sizeof j->runs);
+        j->fail_init = 0;
+        j->fail_at = 10;
+        j->fail_more = 4;
+        ck_assert_int_eq(pool_run(j, &FNS, threads, 100, &e), UNPAD_EINVAL);
+        ck_assert_msg(!strcmp(e.msg, "job 10 failed"), "%d threads: %s", threads, e.msg);
+        for (int i = 0; i < 10; i++) /* every job before it ran */
+            ck_assert_int_eq(j->runs[i], 1);
+    }
     pthread_mutex_destroy(&j->lock);
     free(j);
 }
