@@ -127,13 +127,13 @@ static int micro_upload(trainer *t, const shard_batch *mb, unpad_err *err)
 }
 
 /* The first micro-batch's graph captured at the end of the step before, when it still holds: made
- * for this step, nothing uploaded since (an evaluation between the steps uploads its own batches),
- * the same loss scales. Else NULL, and what its capture advanced on the host is taken back. */
-static cudaGraphExec_t prepared_pass(trainer *t, int step, const step_result *r)
+ * for this step (from the same host batch, so with the same loss scales) and nothing uploaded since
+ * (an evaluation between the steps uploads its own batches). Else NULL, and what its capture
+ * advanced on the host is taken back. */
+static cudaGraphExec_t prepared_pass(trainer *t, int step)
 {
     cudaGraphExec_t x = NULL;
-    if (t->prep.step == step && bert_uploads(t->b) == t->prep.upload && t->prep.preds == r->preds &&
-        t->prep.seqs == r->seqs) {
+    if (t->prep.step == step && bert_uploads(t->b) == t->prep.upload) {
         x = t->prep.x;
         t->prep_used++;
     } else {
@@ -153,7 +153,7 @@ static int step_micro_batches(trainer *t, int step, int tracing, step_result *r,
     const float ms = 1.0f / (float)(r->preds > 0 ? r->preds : 1), ns = 1.0f / (float)r->seqs;
     for (int v = 0; v < K; v++) {
         const int accumulate = v > 0 || !t->a->grad_write;
-        cudaGraphExec_t x = v == 0 && t->prep.step ? prepared_pass(t, step, r) : NULL;
+        cudaGraphExec_t x = v == 0 && t->prep.step ? prepared_pass(t, step) : NULL;
         if (!x) {
             if ((rc = micro_upload(t, &mb[v], err)))
                 return rc;
@@ -379,8 +379,6 @@ static double prepare_next(trainer *t, int next)
     bert_marks_get(t->b, &t->prep.after);
     t->prep.step = next;
     t->prep.upload = bert_uploads(t->b);
-    t->prep.preds = rn.preds;
-    t->prep.seqs = rn.seqs;
     return unpad_now_s() - t0;
 }
 

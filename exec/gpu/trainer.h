@@ -176,12 +176,11 @@ typedef struct {
     /* --graphs on: each micro-batch's forward and backward launched as one CUDA graph (graphs.h).
      * The next step's first micro-batch is uploaded and captured at the end of this step, before
      * its statistics are read, so the host never makes the GPU wait at a step's start; the next
-     * step launches it if nothing was uploaded since and its loss scales are the same. */
+     * step launches it if nothing was uploaded since. */
     step_graphs *graphs;
     struct {
         int step;            /* the step it was captured for; 0: none */
         long upload;         /* bert_uploads after its upload */
-        double preds, seqs;  /* the global batch's counts its loss scales came from */
         cudaGraphExec_t x;
         bert_marks before, after;
     } prep;
