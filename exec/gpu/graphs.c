@@ -1,6 +1,8 @@
 /* graphs.c — a micro-batch's forward and backward as one CUDA graph (graphs.h). */
 #include <stdlib.h>
 
+#include <cuda.h>
+
 #include "gpu/graphs.h"
 #include "unpad.h"
 
@@ -46,6 +48,27 @@ void step_graphs_free(step_graphs *g)
     free(g);
 }
 
+/* The driver's cuGraphKernelNodeGetParams: it describes every kernel node, those a library
+ * launched through the driver included (the runtime's cudaGraphKernelNodeGetParams refuses them as
+ * invalid device functions). NULL where the driver has none. */
+typedef CUresult (*kernel_params_fn)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS *);
+static kernel_params_fn kernel_params(void)
+{
+    static int tried;
+    static kernel_params_fn fn;
+    if (!tried) {
+        void *p = NULL;
+        enum cudaDriverEntryPointQueryResult q;
+        tried = 1;
+        if (cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &p, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess && q == cudaDriverEntryPointSuccess)
+            fn = (kernel_params_fn)p;
+        else
+            cudaGetLastError();
+    }
+    return fn;
+}
+
 static uint64_t fnv(uint64_t h, uint64_t v)
 {
     for (int i = 0; i < 8; i++, v >>= 8)
@@ -65,6 +88,7 @@ static uint64_t topology(cudaGraph_t gr, long *nodes)
     cudaCheck(cudaGraphGetEdges(gr, NULL, NULL, NULL, &e));
     uint64_t h = fnv(fnv(0xcbf29ce484222325ull, n), e);
     cudaGraphNode_t *nd = n ? malloc(n * sizeof *nd) : NULL;
+    const kernel_params_fn get = kernel_params();
     if (nd) {
         cudaCheck(cudaGraphGetNodes(gr, nd, &n));
         for (size_t i = 0; i < n; i++) {
@@ -73,14 +97,12 @@ static uint64_t topology(cudaGraph_t gr, long *nodes)
             h = fnv(h, (uint64_t)ty);
             if (ty != cudaGraphNodeTypeKernel)
                 continue;
-            /* a kernel the runtime cannot describe (launched through the driver by a library)
-             * counts by its kind alone; the update then checks it */
-            struct cudaKernelNodeParams kp;
+            /* the kernel's function (or library kernel); without the driver's entry point a kernel
+             * counts by its kind alone, and the update checks it */
+            CUDA_KERNEL_NODE_PARAMS kp;
             cudaKernelNodeAttrValue cl;
-            if (cudaGraphKernelNodeGetParams(nd[i], &kp) == cudaSuccess)
-                h = fnv(h, (uint64_t)(uintptr_t)kp.func);
-            else
-                cudaGetLastError();
+            if (get && get((CUgraphNode)nd[i], &kp) == CUDA_SUCCESS)
+                h = fnv(fnv(h, (uint64_t)(uintptr_t)kp.func), (uint64_t)(uintptr_t)kp.kern);
             if (cudaGraphKernelNodeGetAttribute(nd[i], cudaLaunchAttributeClusterDimension, &cl) == cudaSuccess)
                 h = fnv(h, cl.clusterDim.x | (uint64_t)cl.clusterDim.y << 21 | (uint64_t)cl.clusterDim.z << 42);
             else
