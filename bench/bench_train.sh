@@ -19,7 +19,8 @@
 #            ranks, with activations made again mid-run (--act-tokens 256), and 2-layer bert-base
 #            with the attention in length groups on 3 streams and with --fp8 on: the losses of every
 #            step identical (within 5e-3 for bert-base: the float atomics of the FMHA's dQ),
-#            the summary's `graphs:` line; the tiny graph run under compute-sanitizer memcheck
+#            the summary's `graphs:` line (no step run as a graph fails); the tiny graph run under
+#            compute-sanitizer memcheck
 #            (GRAPHS_MEMCHECK=0: not)
 #   graphspeed  steady-state samples/s with --graphs off and on, interleaved (off, on, off, on):
 #            BERT-Base and BERT-Large at 24 short sequences, BERT-Large at 56 Wikipedia lengths
@@ -172,6 +173,11 @@ if has graphs; then
         "tiny-eval 2e-4 --batch 16 --eval $OUT/graphs-eval.bin --eval-every 4 --eval-batches 2" \
         "tiny-vr4 2e-4 --batch 8 --virtual-ranks 4" "tiny-grow 2e-4 --batch 16 --act-tokens 256" \
         "base2-groups 5e-3 --batch 16 --fmha-groups 128,256,384 --streams 3" "base2-fp8 5e-3 --batch 16 --fp8 on"
+    # equal losses prove nothing if no step ran as a graph
+    for f in "$OUT"/graphs-*-1.log; do
+        t=${f##*/graphs-}
+        grep -qE '^graphs: [1-9][0-9]* of' "$f" || say "graphs ${t%-1.log}: NONE of its steps ran as graphs"
+    done
     if [ "${GRAPHS_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
         timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $T --model models/bert-tiny.cfg --synthetic \
             --steps 5 --batch 8 --virtual-ranks 2 --seed 5 --graphs on >"$OUT/graphs-memcheck.log" 2>&1

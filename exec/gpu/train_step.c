@@ -126,23 +126,30 @@ static int micro_upload(trainer *t, const shard_batch *mb, unpad_err *err)
     return UNPAD_OK;
 }
 
-/* The first micro-batch's graph captured at the end of the step before, when it still holds: made
- * for this step (from the same host batch, so with the same loss scales) and nothing uploaded since
- * (an evaluation between the steps uploads its own batches). Else NULL, and what its capture
- * advanced on the host is taken back. */
-static cudaGraphExec_t prepared_pass(trainer *t, int step)
+void trainer_prep_discard(trainer *t)
 {
-    cudaGraphExec_t x = NULL;
-    if (t->prep.step == step && bert_uploads(t->b) == t->prep.upload) {
-        x = t->prep.x;
-        t->prep_used++;
-    } else {
-        bert_marks_undo(t->b, &t->prep.before, &t->prep.after);
-        t->prep_dropped++;
-    }
+    if (!t->prep.step)
+        return;
+    bert_marks_undo(t->b, &t->prep.before, &t->prep.after);
     t->prep.step = 0;
     t->prep.x = NULL;
-    return x;
+}
+
+/* The first micro-batch's graph captured at the end of the step before, when it still holds: made
+ * for this step (from the same host batch, so with the same loss scales) and nothing uploaded since
+ * (an evaluation between the steps uploads its own batches). Else NULL, and the pass is discarded. */
+static cudaGraphExec_t prepared_pass(trainer *t, int step)
+{
+    if (t->prep.step == step && bert_uploads(t->b) == t->prep.upload) {
+        cudaGraphExec_t x = t->prep.x;
+        t->prep.step = 0;
+        t->prep.x = NULL;
+        t->prep_used++;
+        return x;
+    }
+    trainer_prep_discard(t);
+    t->prep_dropped++;
+    return NULL;
 }
 
 /* Forward and backward of the K micro-batches of the current global batch. */

@@ -60,7 +60,7 @@ static int dump_final(trainer *t, unpad_err *err)
     return UNPAD_OK;
 }
 
-int trainer_run(trainer *t, const char **outcome, unpad_err *err)
+static int run_steps(trainer *t, const char **outcome, unpad_err *err)
 {
     const train_args *a = t->a;
     struct sigaction sa;
@@ -115,4 +115,11 @@ int trainer_run(trainer *t, const char **outcome, unpad_err *err)
         return 1;
     *outcome = "completed";
     return dump_final(t, err) ? 1 : 0;
+}
+
+int trainer_run(trainer *t, const char **outcome, unpad_err *err)
+{
+    int rc = run_steps(t, outcome, err);
+    trainer_prep_discard(t); /* a stopped run's summary counts only the passes it ran */
+    return rc;
 }

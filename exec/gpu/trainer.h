@@ -202,6 +202,9 @@ int trainer_signal(void);
 /* train_step.c */
 int trainer_fetch(trainer *t, int which, int64_t pos, unpad_err *err);
 int trainer_step(trainer *t, int step, step_result *r, unpad_err *err);
+/* --graphs on: the pass captured ahead for a step that will not run (the run stopped), if any,
+ * discarded, and what its capture advanced on the host (pass and FP8 product counts) taken back. */
+void trainer_prep_discard(trainer *t);
 int trainer_evaluate(trainer *t, double *acc, double *loss, unpad_err *err);
 /* One forward and backward of micro-batch 0 of the current batch with no hooks, then the gradients
  * and statistics cleared: loads the kernels a step launches (the warm-up's second half). */
