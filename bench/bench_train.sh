@@ -87,6 +87,11 @@ same_losses() {
         echo "within $tol (float atomics; max $d)"
     else echo "DIFFERENT (max $d)"; fi
 }
+# base2_cfg: BERT-Base with 2 layers (the larger model's shapes at a test's cost) as $OUT/bert-base2.cfg
+base2_cfg() {
+    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg \
+        >"$OUT/bert-base2.cfg"
+}
 json_ok() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null && echo valid || echo INVALID; }
 
 if has gemm; then
@@ -104,7 +109,7 @@ if has peer; then
         cfg=models/bert-$m.cfg
         if [ $m = base2 ]; then
             cfg=$OUT/bert-base2.cfg
-            sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg >"$cfg"
+            base2_cfg
         fi
         bounds=()
         [ $prec = fp32 ] && bounds=(--grad-bound "${FP32_GRAD_BOUND:-1e-4}" --loss-bound "${FP32_LOSS_BOUND:-1e-5}")
@@ -137,8 +142,7 @@ fi
 pair_runs() {
     local stage=$1 extra=$2 re=$3 run tag tol cfg g r0 r1 line ev
     shift 3
-    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg \
-        >"$OUT/bert-base2.cfg"
+    base2_cfg
     for run in "$@"; do
         set -- $run
         tag=$1 tol=$2
@@ -301,8 +305,7 @@ if has nonfinite; then
     # The same stop with --graphs on and --fp8 on (2-layer bert-base): step 9's pass, captured at the
     # end of step 8 before its statistics were read, is discarded, so the summary's fp8: line counts
     # the products of the passes that ran, as the run without graphs does.
-    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-base-2layers/' models/bert-base.cfg \
-        >"$OUT/bert-base2.cfg"
+    base2_cfg
     args="--model $OUT/bert-base2.cfg --synthetic --batch 16 --steps 12 --log-every 1 --seed 5 --fp8 on"
     args="$args --debug-nonfinite-step 8"
     timeout 120 $T $args --graphs off >"$N/graphs-off.log" 2>&1
