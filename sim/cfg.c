@@ -211,6 +211,8 @@ int cfg_write(const char *path, const char *header_comment, const cfg_field *sch
         fprintf(f, "# %s\n", header_comment);
     for (size_t i = 0; i < n; i++) {
         const char *p = (const char *)src + schema[i].offset;
+        if ((schema[i].type == CFG_STRING || schema[i].type == CFG_NAME) && !*p && !schema[i].required)
+            continue; /* an optional text left empty: absent, as the reader takes it */
         switch (schema[i].type) {
         case CFG_INT: fprintf(f, "%s = %d", schema[i].key, *(const int *)p); break;
         case CFG_DOUBLE: fprintf(f, "%s = %.10g", schema[i].key, *(const double *)p); break;

@@ -51,6 +51,8 @@ const cfg_field hw_schema[] = {
     HF("clock_ghz", CFG_DOUBLE, clock_ghz, 0.1, 10, CFG_OPTIONAL, "boost clock GHz"),
     HF("peak_fp8_tflops", CFG_DOUBLE, peak_fp8_tflops, 1, 100000, CFG_OPTIONAL,
        "dense FP8 tensor TFLOP/s (absent: no FP8 tensor cores)"),
+    HF("device", CFG_STRING, device, 0, 0, CFG_OPTIONAL,
+       "the GPU's name as CUDA gives it: unpad-train takes this spec on that GPU unless --hw names one"),
 };
 const size_t hw_schema_len = sizeof hw_schema / sizeof hw_schema[0];
 

@@ -44,6 +44,8 @@ typedef struct {
     double node_lat_us;        /* across nodes: latency of one step of a collective */
     double clock_ghz;          /* boost clock */
     double peak_fp8_tflops;    /* dense FP8 tensor TFLOP/s; 0: no FP8 tensor cores (no --fp8 on) */
+    char device[CFG_STR_LEN];  /* the GPU's name as CUDA gives it (cudaDeviceProp.name), which the trainer
+                                * matches to pick this spec when no --hw is given; "": none */
 } hw_spec;
 
 int model_load(const char *path, model_cfg *m, unpad_err *err);

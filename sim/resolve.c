@@ -141,6 +141,65 @@ static int input_path(const char *given, const char *flag, const char *def_rel, 
     return resolve_named(given, flag, dir, ext, out, RESOLVE_PATH_LEN, err);
 }
 
+/* The spec under models/hw whose `device` is the GPU's name, into in (hw_path "" when none does).
+ * A spec there that does not load is an error: it could be the one meant. */
+static int hw_for_device(const char *device, resolve_inputs *in, unpad_err *err)
+{
+    char dir[RESOLVE_PATH_LEN], path[RESOLVE_PATH_LEN], found[RESOLVE_PATH_LEN] = "";
+    int rc = resolve_project_path("models/hw", dir, sizeof dir, err);
+    if (rc)
+        return rc;
+    DIR *d = opendir(dir);
+    if (!d)
+        return UNPAD_OK;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.' || l <= 4 || strcmp(e->d_name + l - 4, ".cfg"))
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+            closedir(d);
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s/%s: path too long", dir, e->d_name);
+        }
+        hw_spec h;
+        unpad_err he = {0};
+        if ((rc = hw_load(path, &h, &he))) {
+            closedir(d);
+            return unpad_fail(err, rc, NULL, 0, "%s (read while looking for the spec of the GPU '%s'; --hw names one)",
+                              he.msg, device);
+        }
+        if (strcmp(h.device, device))
+            continue;
+        if (found[0]) {
+            closedir(d);
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s and %s both say device = %s: keep it in one, or pass --hw",
+                              found, path, device);
+        }
+        strcpy(found, path);
+        in->hw = h;
+    }
+    closedir(d);
+    strcpy(in->hw_path, found);
+    return UNPAD_OK;
+}
+
+static int load_hw(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    int rc;
+    in->hw_from = rq->hw ? HW_GIVEN : HW_DEFAULT;
+    in->hw_path[0] = '\0';
+    if (!rq->hw && rq->device && *rq->device) {
+        if ((rc = hw_for_device(rq->device, in, err)))
+            return rc;
+        if (in->hw_path[0]) {
+            in->hw_from = HW_MATCHED;
+            return UNPAD_OK;
+        }
+    }
+    if ((rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", "models/hw", ".cfg", in->hw_path, err)))
+        return rc;
+    return hw_load(in->hw_path, &in->hw, err);
+}
+
 static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
 {
     if (rq->calib && rq->no_calib)
@@ -227,8 +286,7 @@ int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *er
     int rc;
     if ((rc = input_path(rq->model, "--model", "models/bert-large.cfg", "models", ".cfg", in->model_path, err)) ||
         (rc = model_load(in->model_path, &in->model, err)) ||
-        (rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", "models/hw", ".cfg", in->hw_path, err)) ||
-        (rc = hw_load(in->hw_path, &in->hw, err)) || (rc = load_calib(rq, in, err)))
+        (rc = load_hw(rq, in, err)) || (rc = load_calib(rq, in, err)))
         return rc;
     if (rq->need_dist) {
         if ((rc = input_path(rq->dist, "--dist", "models/dists/wiki512.csv", "models/dists", ".csv",

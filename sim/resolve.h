@@ -8,7 +8,9 @@
  * models/dists/short.csv, `--calib h200-sxm` models/calib/h200-sxm.cfg (resolve_named).
  *
  *   model        --model F, default models/bert-large.cfg
- *   hardware     --hw F, default models/hw/h200-sxm.cfg
+ *   hardware     --hw F; else, on a GPU (device: its CUDA name, which unpad-train passes), the spec
+ *                under models/hw whose `device` is that name; else models/hw/h200-sxm.cfg. Two
+ *                specs naming the same device, or one that does not load, are errors naming them.
  *   calibration  --calib F; else models/calib/<hw name>.cfg when it exists; else the uncalibrated
  *                defaults (calib_default); --no-calib: the defaults even where that file exists.
  *                With FP8 products asked (fp8: --fp8 on), models/calib/<hw name>-fp8.cfg first
@@ -51,6 +53,7 @@ typedef struct {
     const char *fmha_groups; /* auto | none | 128,384 (group_bounds_parse) */
     int streams;           /* 1..GROUP_MAX_STREAMS; 0: not given */
     int tokens;            /* 1: balance tokens (weights = tokens) */
+    const char *device;    /* the GPU the run is on (cudaDeviceProp.name), NULL: none known */
 } resolve_req;
 
 typedef struct {
@@ -68,6 +71,9 @@ typedef struct {
      * program's default applies). */
     unpad_plan plan;
     int have_plan;             /* 1: a plan file was read (plan_path) */
+    /* how the hardware spec was chosen: given (--hw), matched (its device is the GPU's name),
+     * or the default (no spec names the GPU, or no GPU was named) */
+    enum { HW_GIVEN, HW_MATCHED, HW_DEFAULT } hw_from;
 } resolve_inputs;
 
 /* The project home into buf (no trailing '/'; "" for the current folder). */

@@ -211,6 +211,7 @@ START_TEST(test_cfg_write_roundtrip)
     ck_assert_int_eq(hw_load(out, &b, &e), UNPAD_OK);
     ck_assert_double_eq_tol(a.mem_bw_gbs, b.mem_bw_gbs, 1e-9);
     ck_assert_str_eq(a.name, b.name);
+    ck_assert_str_eq(a.device, b.device);
     unlink(out);
 }
 END_TEST

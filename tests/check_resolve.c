@@ -3,6 +3,8 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cost.h"
 #include "fit.h"
@@ -353,6 +355,85 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The GPU's name picks the spec whose `device` it is, unless --hw names one; no spec names it:
+ * the default. Two specs naming it, or a spec that does not load, are errors naming the files. */
+START_TEST(test_hw_for_device)
+{
+    char p[RESOLVE_PATH_LEN];
+    unpad_err e = {0};
+    resolve_inputs in;
+    resolve_req rq = {.device = "NVIDIA H100 80GB HBM3"};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "h100-sxm");
+    ck_assert_str_eq(in.hw_path, under_home(p, sizeof p, "models/hw/h100-sxm.cfg"));
+    ck_assert_int_eq(in.hw_from, HW_MATCHED);
+    ck_assert_str_eq(in.calib_path, under_home(p, sizeof p, "models/calib/h100-sxm.cfg"));
+    resolve_inputs_free(&in);
+    rq = (resolve_req){.device = "NVIDIA A100-SXM4-40GB"};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "a100-sxm4-40g");
+    resolve_inputs_free(&in);
+    rq = (resolve_req){.device = "NVIDIA H100 PCIe"}; /* no spec names it */
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "h200-sxm");
+    ck_assert_int_eq(in.hw_from, HW_DEFAULT);
+    resolve_inputs_free(&in);
+    rq = (resolve_req){.device = "NVIDIA H100 80GB HBM3", .hw = "a100-sxm4-80g"}; /* --hw wins */
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "a100-sxm4-80g");
+    ck_assert_int_eq(in.hw_from, HW_GIVEN);
+    resolve_inputs_free(&in);
+
+    /* another home: two specs naming one device, then one of them broken */
+    char dir[] = "/tmp/unpad-test-home-XXXXXX", sub[256], a[300], b[300], model[RESOLVE_PATH_LEN];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/models", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    snprintf(sub, sizeof sub, "%s/models/hw", dir);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    const char *spec = "peak_bf16_tflops = 100\npeak_tf32_tflops = 50\npeak_fp32_tflops = 10\nmem_bw_gbs = 1000\n"
+                       "memory_gib = 16\ncontext_gib = 0.5\nsms = 40\nl2_mb = 4\nsmem_per_sm_kb = 64\nlaunch_us = 3\n"
+                       "gpus_per_node = 8\nlink_bw_gbs = 100\nlink_lat_us = 10\nnode_bw_gbs = 10\nnode_lat_us = 10\n"
+                       "device = Fake GPU 16GB\n";
+    snprintf(a, sizeof a, "%s/fake-a.cfg", sub);
+    snprintf(b, sizeof b, "%s/fake-b.cfg", sub);
+    FILE *f = fopen(a, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "name = fake-a\n%s", spec);
+    fclose(f);
+    rq = (resolve_req){.device = "Fake GPU 16GB", .model = under_home(model, sizeof model, "models/bert-tiny.cfg")};
+    setenv("UNPAD_HOME", dir, 1);
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "fake-a");
+    ck_assert_str_eq(in.hw_path, a);
+    ck_assert_int_eq(in.calib_from, CALIB_DEFAULT); /* no models/calib/fake-a.cfg there */
+    resolve_inputs_free(&in);
+    f = fopen(b, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "name = fake-b\n%s", spec);
+    fclose(f);
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "fake-a.cfg"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "fake-b.cfg"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "device = Fake GPU 16GB"));
+    resolve_inputs_free(&in);
+    f = fopen(b, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "name = fake-b\nsms = many\n");
+    fclose(f);
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "fake-b.cfg:2"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "looking for the spec of the GPU 'Fake GPU 16GB'"));
+    resolve_inputs_free(&in);
+    unlink(a);
+    unlink(b);
+    rmdir(sub);
+    snprintf(sub, sizeof sub, "%s/models", dir);
+    rmdir(sub);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *resolve_suite(void)
 {
     Suite *s = suite_create("resolve");
@@ -365,6 +446,7 @@ Suite *resolve_suite(void)
     tcase_add_test(tc, test_plan_merge);
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_hw_for_device);
     suite_add_tcase(s, tc);
     return s;
 }

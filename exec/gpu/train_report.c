@@ -48,6 +48,7 @@ void trainer_print_setup(const trainer *t)
     }
     char gb[256];
     group_bounds_format(t->fg.bounds, t->fg.nb, gb, sizeof gb);
+    printf("  hardware spec %s (%s)\n", t->hw.name, t->hw_from);
     printf("  FMHA groups: %s%s; cost model: %s\n", gb, t->fg.nb == 0 ? " (one launch per micro-batch)" : "",
            t->calib_from);
     if (t->fg.nb != 0)

@@ -18,9 +18,17 @@
 static int resolve_run_inputs(trainer *t, unpad_err *err)
 {
     const train_args *a = t->a;
+    /* The GPU's name picks its hardware spec (resolve.h); without a GPU the default spec stands
+     * and the run fails later, where it needs one. */
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    const char *device = NULL;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+        device = prop.name;
+    (void)cudaGetLastError();
     resolve_req rq = {.model = a->model, .hw = a->hw, .calib = a->calib, .dist = a->dist, .plan = a->plan,
                       .no_calib = a->no_calib, .fp8 = a->fp8, .need_dist = a->synthetic, .policy = a->policy,
-                      .count = a->count, .fmha_groups = a->groups, .streams = a->streams};
+                      .count = a->count, .fmha_groups = a->groups, .streams = a->streams, .device = device};
     int rc = resolve_inputs_load(&rq, &t->in, err);
     if (rc)
         return rc;
@@ -30,6 +38,11 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
         t->cfg.attn_dropout = a->attn_dropout;
     t->hw = t->in.hw;
     t->cc = t->in.calib;
+    const char *how = t->in.hw_from == HW_GIVEN     ? "as given"
+                      : t->in.hw_from == HW_MATCHED ? "its device names this GPU"
+                      : device ? "the default: no spec under models/hw names this GPU (device = ...), --hw picks one"
+                               : "the default";
+    snprintf(t->hw_from, sizeof t->hw_from, "%.4000s, %s", t->in.hw_path, how);
     snprintf(t->calib_from, sizeof t->calib_from, "%.4000s%s",
              t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults",
              t->in.calib_from == CALIB_TRANSFERRED ? " (an estimate: transferred from other hardware)" : "");

@@ -112,6 +112,7 @@ typedef struct {
     hw_spec hw;
     calib_coef cc;
     char calib_from[4096];
+    char hw_from[4200]; /* the hardware spec's file and how it was chosen */
     batch_source *src, *evsrc;
     int K, B, R, seq_cap, max_len;
     int64_t step_samples;
