@@ -10,6 +10,10 @@
  * Operands are random bf16 (never zeros), fp32 weight gradients zeroed before the beta = 1 rows.
  *   bench_gemm [--tokens 12900,14300] [--cands 16] [--reps 7]
  *
+ * --sweep LO:HI:STEP: the encoder's products at every token count from LO to HI, each the
+ * algorithm the trainer runs, as CSV (hidden, product, M, N, K, beta, tokens, us); --hidden H the
+ * model's width (F = 4 H; default 1024, BERT-Large).
+ *
  * --fp8: what FP8 GEMMs would save per step, the casts they need included (the trainer does not run
  * them). Each of the encoder's 12 products per layer as the trainer issues it in bf16 (gemm_run,
  * the heuristic's first choice, with its epilogue) beside the same product in FP8 (gemm_fp8.h:
@@ -70,7 +74,9 @@ typedef struct {
     int per_step; /* launches per training step */
 } product;
 
-enum { H = 1024, F = 4096, V = 30528, L = 24 };
+/* The model's widths: BERT-Large by default, --hidden H for another (F = 4 H, as BERT). */
+static int H = 1024, F = 4096;
+enum { V = 30528, L = 24 };
 
 /* The products of one step at T tokens and P predictions, as bert.c runs them (gemm.h: forward
  * Y = X W^T (M T, N out, K in, trans_b); data gradient dX = dY W (M T, N in, K out); weight
@@ -549,11 +555,46 @@ static int fp8_main(const int *tokens, int ntok, int reps, double power_s, void 
     return 0;
 }
 
+/* ---- --sweep ---------------------------------------------------------------------------------------- */
+
+/* The encoder's twelve products per layer at every token count lo, lo + step, ... hi: the time of
+ * the algorithm the trainer runs (the heuristic's first choice for the shape's bucket, gemm.c),
+ * median of reps runs. One CSV row per product and token count, for the cost model's GEMM terms. */
+static int sweep_main(int lo, int hi, int step, int reps, void *A, void *B, void *D, void *aux, void *bias,
+                      size_t d_bytes, gemm_ctx *g)
+{
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("# bench_gemm --sweep on %s, cuBLASLt %zu: the trainer's algorithm (first choice of the bucket), "
+           "median of %d runs\n", prop.name, cublasLtGetVersion(), reps);
+    printf("hidden,product,M,N,K,beta,tokens,us\n");
+    for (int T = lo; T <= hi; T += step) {
+        product p[32];
+        int np = products(T, (int)(0.15 * T + 0.5), p);
+        for (int i = 0; i < np; i++) {
+            if (p[i].per_step != L)
+                continue; /* the encoder's products only */
+            gemm_shape s = {.M = p[i].M, .N = p[i].N, .K = p[i].K, .trans_a = p[i].ta, .trans_b = p[i].tb,
+                            .ab_type = GEMM_BF16, .d_type = p[i].d, .epi = p[i].epi, .bias_type = GEMM_BF16};
+            if (p[i].beta != 0)
+                cudaCheck(cudaMemset(D, 0, d_bytes));
+            float us[1] = {0};
+            int nc = gemm_time_candidates(g, &s, A, B, D, p[i].beta, bias, aux, 1, reps, 0, us);
+            char name[64];
+            snprintf(name, sizeof name, "%s", p[i].name);
+            name[strcspn(name, " ")] = '\0';
+            printf("%d,%s,%d,%d,%d,%g,%d,%.2f\n", H, name, p[i].M, p[i].N, p[i].K, p[i].beta, T, nc ? us[0] : -1.0f);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int tokens[8] = {12900, 14300}, ntok = 2, cands = 16, reps = -1, fp8 = 0;
+    int tokens[8] = {12900, 14300}, ntok = 2, cands = 16, reps = -1, fp8 = 0, sw[3] = {0, 0, 0};
     double power_s = 3.0;
-    const char *usage = "usage: bench_gemm [--tokens 12900,14300] [--cands 16] [--reps 7]\n"
+    const char *usage = "usage: bench_gemm [--tokens 12900,14300] [--cands 16] [--reps 7] [--hidden 1024]\n"
+                        "       bench_gemm --sweep LO:HI:STEP [--hidden 1024] [--reps 7]\n"
                         "       bench_gemm --fp8 [--tokens 12900,14300] [--reps 15] [--power-seconds 3] "
                         "[--fp8-epilogues on|off|no-dgelu]\n";
     for (int i = 1; i < argc; i++) {
@@ -569,6 +610,19 @@ int main(int argc, char **argv)
             ntok = 0;
             for (char *t = strtok(argv[i + 1], ","); t && ntok < 8; t = strtok(NULL, ","))
                 tokens[ntok++] = atoi(t);
+        } else if (!strcmp(argv[i], "--sweep")) {
+            if (sscanf(argv[i + 1], "%d:%d:%d", &sw[0], &sw[1], &sw[2]) != 3 || sw[0] < 64 || sw[1] > 65536 ||
+                sw[1] < sw[0] || sw[2] < 1) {
+                fprintf(stderr, "bench_gemm: --sweep LO:HI:STEP with 64 <= LO <= HI <= 65536, STEP >= 1\n");
+                return 2;
+            }
+            tokens[0] = sw[1], ntok = 1; /* operands sized for the largest */
+        } else if (!strcmp(argv[i], "--hidden")) {
+            H = atoi(argv[i + 1]), F = 4 * H;
+            if (H < 64 || H > 8192 || H % 64) {
+                fprintf(stderr, "bench_gemm: --hidden must be a multiple of 64 in [64, 8192]\n");
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--cands")) {
             cands = atoi(argv[i + 1]);
         } else if (!strcmp(argv[i], "--reps")) {
@@ -619,6 +673,14 @@ int main(int argc, char **argv)
     if (!g) {
         fprintf(stderr, "bench_gemm: %s\n", err.msg);
         return 1;
+    }
+    if (sw[2]) {
+        int rc = sweep_main(sw[0], sw[1], sw[2], reps, A, B, D, aux, bias, d_bytes, g);
+        gemm_ctx_free(g);
+        void *bufs[] = {A, B, D, aux, bias};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+            cudaCheck(cudaFree(bufs[i]));
+        return rc;
     }
     if (fp8) {
         int rc = fp8_main(tokens, ntok, reps, power_s, A, B, D, aux, bias, g);
