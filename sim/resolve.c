@@ -141,11 +141,10 @@ static int input_path(const char *given, const char *flag, const char *def_rel, 
     return resolve_named(given, flag, dir, ext, out, RESOLVE_PATH_LEN, err);
 }
 
-/* The spec under models/hw whose `device` is the GPU's name, into in (hw_path "" when none does).
- * A spec there that does not load is an error: it could be the one meant. */
-static int hw_for_device(const char *device, resolve_inputs *in, unpad_err *err)
+int resolve_hw_by_device(const char *device, char *out, size_t n, hw_spec *hw, unpad_err *err)
 {
-    char dir[RESOLVE_PATH_LEN], path[RESOLVE_PATH_LEN], found[RESOLVE_PATH_LEN] = "";
+    char dir[RESOLVE_PATH_LEN], path[RESOLVE_PATH_LEN];
+    out[0] = '\0';
     int rc = resolve_project_path("models/hw", dir, sizeof dir, err);
     if (rc)
         return rc;
@@ -156,7 +155,7 @@ static int hw_for_device(const char *device, resolve_inputs *in, unpad_err *err)
         size_t l = strlen(e->d_name);
         if (e->d_name[0] == '.' || l <= 4 || strcmp(e->d_name + l - 4, ".cfg"))
             continue;
-        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path || strlen(path) >= n) {
             closedir(d);
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s/%s: path too long", dir, e->d_name);
         }
@@ -169,16 +168,15 @@ static int hw_for_device(const char *device, resolve_inputs *in, unpad_err *err)
         }
         if (strcmp(h.device, device))
             continue;
-        if (found[0]) {
+        if (out[0]) {
             closedir(d);
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s and %s both say device = %s: keep it in one, or pass --hw",
-                              found, path, device);
+                              out, path, device);
         }
-        strcpy(found, path);
-        in->hw = h;
+        strcpy(out, path);
+        *hw = h;
     }
     closedir(d);
-    strcpy(in->hw_path, found);
     return UNPAD_OK;
 }
 
@@ -188,7 +186,7 @@ static int load_hw(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
     in->hw_from = rq->hw ? HW_GIVEN : HW_DEFAULT;
     in->hw_path[0] = '\0';
     if (!rq->hw && rq->device && *rq->device) {
-        if ((rc = hw_for_device(rq->device, in, err)))
+        if ((rc = resolve_hw_by_device(rq->device, in->hw_path, sizeof in->hw_path, &in->hw, err)))
             return rc;
         if (in->hw_path[0]) {
             in->hw_from = HW_MATCHED;

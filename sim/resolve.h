@@ -88,6 +88,11 @@ int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err);
 int resolve_named(const char *given, const char *flag, const char *dir, const char *ext, char *out, size_t n,
                   unpad_err *err);
 
+/* The spec under the project's models/hw whose `device` is the GPU name device, its path into
+ * out[n] and the spec into hw; out "" when no spec names it. Two specs naming it, or a spec there
+ * that does not load, are errors naming the files. */
+int resolve_hw_by_device(const char *device, char *out, size_t n, hw_spec *hw, unpad_err *err);
+
 /* Resolves and loads everything rq asks for into in (which resolve_inputs_free releases, also
  * after a failure). */
 int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *err);

@@ -12,6 +12,7 @@
 #include "outfile.h"
 #include "pool.h"
 #include "progress.h"
+#include "resolve.h"
 #include "step.h"
 #include "whatif.h"
 
@@ -377,9 +378,34 @@ static void step_by_step(const workload_setup *s, workload_row *w, const double 
 }
 
 /* Row w's model (models/<model>.cfg) and length distribution (models/dists/<dist>.csv). */
+/* The GPU the trainer names on its log's first line (`... parameters) on <device>, <precision>`)
+ * against the hardware spec's device: a run on another GPU is refused, naming the spec that
+ * describes it where one does. A spec without a device, or a line without the name: no check. */
+static int row_device(const workload_setup *s, const workload_row *w, const char *path, const char *line,
+                      unpad_err *err)
+{
+    const char *on = strstr(line, ") on ");
+    const char *comma = on ? strchr(on + 5, ',') : NULL;
+    if (!s->hw->device[0] || !comma || comma - (on + 5) >= CFG_STR_LEN)
+        return UNPAD_OK;
+    char dev[CFG_STR_LEN];
+    memcpy(dev, on + 5, (size_t)(comma - (on + 5)));
+    dev[comma - (on + 5)] = '\0';
+    if (!strcmp(dev, s->hw->device))
+        return UNPAD_OK;
+    char other[RESOLVE_PATH_LEN];
+    hw_spec h;
+    unpad_err oe = {0};
+    int found = resolve_hw_by_device(dev, other, sizeof other, &h, &oe) == UNPAD_OK && other[0];
+    return unpad_fail(err, UNPAD_EINVAL, path, 1, "workload %s ran on %s, but --hw is %s (device = %s): %s%s%s",
+                      w->name, dev, s->hw->name, s->hw->device, found ? "pass --hw " : "pass --hw with a spec of that GPU",
+                      found ? h.name : "", found ? "" : " (models/hw/*.cfg, device = its name)");
+}
+
 /* The trainer's products from the first line of the workload's log (WORKLOAD_LOG_FP8 for --fp8 on)
  * against the calibration's: a mismatch is refused (the step model would time other
- * products than the trainer ran). No log, or no such line: nothing to check. */
+ * products than the trainer ran). No log, or no such line: nothing to check. The GPU it ran on
+ * against the hardware spec's (row_device). */
 static int row_products(const workload_setup *s, const workload_row *w, unpad_err *err)
 {
     char path[4400], line[1024];
@@ -393,6 +419,9 @@ static int row_products(const workload_setup *s, const workload_row *w, unpad_er
     fclose(f);
     if (!got || strncmp(line, "unpad-train:", 12))
         return UNPAD_OK;
+    int rc = row_device(s, w, path, line, err);
+    if (rc)
+        return rc;
     int fp8 = strstr(line, WORKLOAD_LOG_FP8) != NULL;
     if (fp8 != !!s->calib->fp8)
         return unpad_fail(err, UNPAD_EINVAL, path, 1,

@@ -313,6 +313,21 @@ START_TEST(test_step_gaps)
     ck_assert_msg(strstr(e.msg, "g.log:1: workload g ran with --fp8 on, but the calibration describes bf16 "
                                 "products: pass --fp8 on"), "%s", e.msg);
     ck_assert_int_eq((int)k2, 0);
+    /* a log of another GPU than the spec's device: refused, naming the spec of that GPU where one
+     * names it */
+    const char *other[2][2] = {{"NVIDIA H100 80GB HBM3", "pass --hw h100-sxm"},
+                               {"Some GPU 7", "pass --hw with a spec of that GPU"}};
+    for (int i = 0; i < 2; i++) {
+        lf = fopen(logp, "w");
+        ck_assert_ptr_nonnull(lf);
+        fprintf(lf, "unpad-train: bert-base (12 layers) on %s, bf16 activations and weights\n", other[i][0]);
+        fclose(lf);
+        ck_assert_int_eq(workload_step_gaps(&s, &w[0], gap, step, &k2, &e), UNPAD_EINVAL);
+        ck_assert_msg(strstr(e.msg, "g.log:1: workload g ran on ") && strstr(e.msg, other[i][0]) &&
+                          strstr(e.msg, "but --hw is h200-sxm (device = NVIDIA H200)") && strstr(e.msg, other[i][1]),
+                      "%s", e.msg);
+        ck_assert_int_eq((int)k2, 0);
+    }
     unlink(logp);
     rmdir(logs);
     ck_assert_int_eq((int)k, 3);
