@@ -3,10 +3,12 @@
 #include "resolve.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "balance.h"
@@ -102,8 +104,9 @@ int resolve_named(const char *given, const char *flag, const char *dir, const ch
     if (strlen(given) >= n)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s: path too long", flag);
     strcpy(out, given);
-    if (!dir || strchr(given, '/') || access(given, F_OK) == 0)
-        return UNPAD_OK;
+    struct stat st;
+    if (!dir || strchr(given, '/') || (stat(given, &st) == 0 && !S_ISDIR(st.st_mode)))
+        return UNPAD_OK; /* a folder of that name here (a checkpoint's, say) is not the file meant */
     /* a bare name: the project's file of that name */
     size_t lg = strlen(given), le = strlen(ext);
     int has_ext = lg > le && !strcmp(given + lg - le, ext);
@@ -136,8 +139,19 @@ int resolve_named(const char *given, const char *flag, const char *dir, const ch
 static int input_path(const char *given, const char *flag, const char *def_rel, const char *dir,
                       const char *ext, char *out, unpad_err *err)
 {
-    if (!given)
-        return resolve_project_path(def_rel, out, RESOLVE_PATH_LEN, err);
+    if (!given) {
+        int rc = resolve_project_path(def_rel, out, RESOLVE_PATH_LEN, err);
+        if (rc || access(out, R_OK) == 0)
+            return rc;
+        char home[RESOLVE_PATH_LEN];
+        if ((rc = resolve_home(home, sizeof home, err)))
+            return rc;
+        return unpad_fail(err, UNPAD_EIO, out, 0,
+                          "cannot read the default of %s (%s). The project home is %s: $UNPAD_HOME, else the folder "
+                          "above the program's bin/, else the current folder; set UNPAD_HOME to the unpad folder "
+                          "that holds models/, or pass %s", flag, strerror(errno), home[0] ? home : "the current folder",
+                          flag);
+    }
     return resolve_named(given, flag, dir, ext, out, RESOLVE_PATH_LEN, err);
 }
 

@@ -82,7 +82,7 @@ int resolve_home(char *buf, size_t n, unpad_err *err);
 /* rel (e.g. "models/hw/h200-sxm.cfg") under the project home, into buf. */
 int resolve_project_path(const char *rel, char *buf, size_t n, unpad_err *err);
 
-/* given as a path: itself when it names a file here or holds a '/' (or dir is NULL); else, a bare
+/* given as a path: itself when it names a file (not a folder) here or holds a '/' (or dir is NULL); else, a bare
  * name, <home>/dir/given (with ext appended unless given ends in it) when that exists. A bare name
  * found in neither place is an error naming the flag, both places and the names dir holds. */
 int resolve_named(const char *given, const char *flag, const char *dir, const char *ext, char *out, size_t n,

@@ -107,6 +107,8 @@ START_TEST(test_defaults)
     rq = (resolve_req){0};
     ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EIO);
     ck_assert_ptr_nonnull(strstr(e.msg, "/nonexistent-unpad-home/models/bert-large.cfg"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "The project home is /nonexistent-unpad-home"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "set UNPAD_HOME"));
     resolve_inputs_free(&in);
 }
 END_TEST
@@ -350,6 +352,18 @@ START_TEST(test_names)
     ck_assert_str_eq(p, q);
     ck_assert_int_eq(resolve_named("x", "--plan", NULL, NULL, p, sizeof p, &e), UNPAD_OK);
     ck_assert_str_eq(p, "x");
+    /* a folder of that name here (a checkpoint's, say) does not hide the project's file */
+    char cwd[1024], tmp[] = "/tmp/unpad-test-cwd-XXXXXX";
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    ck_assert_int_eq(chdir(tmp), 0);
+    ck_assert_int_eq(mkdir("bert-base", 0700), 0);
+    int rc = resolve_named("bert-base", "--model", "models", ".cfg", p, sizeof p, &e);
+    rmdir("bert-base");
+    ck_assert_int_eq(chdir(cwd), 0);
+    rmdir(tmp);
+    ck_assert_int_eq(rc, UNPAD_OK);
+    ck_assert_str_eq(p, under_home(q, sizeof q, "models/bert-base.cfg"));
     ck_assert_int_eq(resolve_named("bert-base", "--model", "models", ".cfg", p, 8, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, "too long"));
 }

@@ -289,8 +289,8 @@ static void whatif_print_notes(const whatif_opts *o, const resolve_inputs *in, c
     int nofit = 0;
     for (int i = 0; i < n; i++)
         nofit += !rows[i].mem_fits;
-    printf("  memory = the trainer's device memory per GPU (its arena holds batch x %d tokens)%s",
-           s->max_len ? s->max_len : in->model.max_len, nofit ? "" : "; every row fits");
+    printf("  memory = the trainer's device memory per GPU (activations for B x mean + 5 sqrt(B) x sd of the "
+           "lengths unpadded, B x the padded length otherwise)%s", nofit ? "" : "; every row fits");
     if (nofit)
         printf("; %d row%s marked NO need more than the %.1f GiB of %s", nofit, nofit > 1 ? "s" : "",
                in->hw.memory_gib, in->hw.name);
