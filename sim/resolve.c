@@ -149,8 +149,8 @@ static int input_path(const char *given, const char *flag, const char *def_rel, 
         return unpad_fail(err, UNPAD_EIO, out, 0,
                           "cannot read the default of %s (%s). The project home is %s: $UNPAD_HOME, else the folder "
                           "above the program's bin/, else the current folder; set UNPAD_HOME to the unpad folder "
-                          "that holds models/, or pass %s", flag, strerror(errno), home[0] ? home : "the current folder",
-                          flag);
+                          "that holds models/, or pass %s",
+                          flag, strerror(errno), home[0] ? home : "the current folder", flag);
     }
     return resolve_named(given, flag, dir, ext, out, RESOLVE_PATH_LEN, err);
 }
@@ -184,8 +184,8 @@ int resolve_hw_by_device(const char *device, char *out, size_t n, hw_spec *hw, u
             continue;
         if (out[0]) {
             closedir(d);
-            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "%s and %s both say device = %s: keep it in one, or pass --hw",
-                              out, path, device);
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "%s and %s both say device = %s: keep it in one, or pass --hw", out, path, device);
         }
         strcpy(out, path);
         *hw = h;

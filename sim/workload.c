@@ -398,8 +398,9 @@ static int row_device(const workload_setup *s, const workload_row *w, const char
     unpad_err oe = {0};
     int found = resolve_hw_by_device(dev, other, sizeof other, &h, &oe) == UNPAD_OK && other[0];
     return unpad_fail(err, UNPAD_EINVAL, path, 1, "workload %s ran on %s, but --hw is %s (device = %s): %s%s%s",
-                      w->name, dev, s->hw->name, s->hw->device, found ? "pass --hw " : "pass --hw with a spec of that GPU",
-                      found ? h.name : "", found ? "" : " (models/hw/*.cfg, device = its name)");
+                      w->name, dev, s->hw->name, s->hw->device,
+                      found ? "pass --hw " : "pass --hw with a spec of that GPU", found ? h.name : "",
+                      found ? "" : " (models/hw/*.cfg, device = its name)");
 }
 
 /* The trainer's products from the first line of the workload's log (WORKLOAD_LOG_FP8 for --fp8 on)
