@@ -265,12 +265,17 @@ static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
     memset(pa, 0, sizeof *pa * (size_t)c->nrows);
+    /* the progress line hears of a chunk at its end, or of each step where steps are slow (tens of
+     * thousands of sequences: a chunk of those can take minutes) */
+    int each_step = n >= WHATIF_PROGRESS_SEQS;
     for (int t = t0; t < t1 && !rc; t++) {
         layout_sample(smp, wk->len, n);
         balance_weights(&sw->sc, wk->len, n, wk->w);
         for (int j = 0; j < c->nrows && !rc; j++)
             if (c->twin[j] < 0)
                 rc = run_row_step(sw, c, j, t, wk, &pa[j], err);
+        if (each_step)
+            progress_add(s->progress, 0, c->step_work);
     }
     for (int j = 0; j < c->nrows && !rc; j++) { /* a twin's steps are its earlier row's */
         int j0 = c->twin[j];
@@ -283,7 +288,8 @@ static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
     }
     for (int j = 0; j < c->nrows && !rc; j++) /* one write per row: no sharing between threads */
         sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
-    progress_add(s->progress, 0, (long long)(t1 - t0) * c->step_work);
+    if (!each_step)
+        progress_add(s->progress, 0, (long long)(t1 - t0) * c->step_work);
     /* the last chunk of a cell finishes its rows and reports them */
     pthread_mutex_lock(&sw->lock);
     int last = !rc && --((cell *)c)->chunks_left == 0;

@@ -46,6 +46,7 @@
 struct whatif_row;
 
 #define WHATIF_CHUNK 250 /* sampled steps a job; part of the definition of the sampled steps */
+#define WHATIF_PROGRESS_SEQS 16384 /* sequences a step from which each step counts on the progress line */
 #define WHATIF_ACCUM_MAX 1024 /* most micro-batches per GPU and step */
 
 typedef struct {
