@@ -14,6 +14,7 @@
 #include "balance.h"
 #include "cost.h"
 #include "group.h"
+#include "layout.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -292,6 +293,29 @@ static int merge_plan(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
     return UNPAD_OK;
 }
 
+/* A distribution longer than the model: cut to the model's max_len under a cap (the cap truncates
+ * those lengths anyway), else an error. */
+static int fit_dist(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    int top = in->model.max_len, rc;
+    in->dist_longest = in->dist.max_len;
+    if (in->dist.max_len <= top)
+        return UNPAD_OK;
+    if (!rq->max_len)
+        return unpad_fail(err, UNPAD_EINVAL, in->dist_path, 0,
+                          "lengths up to %d, but %s trains at most %d (--max-len N, N at most %d, "
+                          "truncates the longer sequences)",
+                          in->dist.max_len, in->model_path, top, top);
+    if ((rc = layout_check_cap(rq->max_len, top, err)))
+        return rc;
+    unpad_dist cut;
+    if ((rc = layout_truncate(&in->dist, top, &cut, err)))
+        return rc;
+    dist_free(&in->dist);
+    in->dist = cut;
+    return UNPAD_OK;
+}
+
 int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
 {
     memset(in, 0, sizeof *in);
@@ -305,10 +329,8 @@ int resolve_inputs_load(const resolve_req *rq, resolve_inputs *in, unpad_err *er
                                in->dist_path, err)) ||
             (rc = dist_load(in->dist_path, &in->dist, err)))
             return rc;
-        if (in->dist.max_len > in->model.max_len)
-            return unpad_fail(err, UNPAD_EINVAL, in->dist_path, 0,
-                              "lengths up to %d, but %s trains at most %d", in->dist.max_len,
-                              in->model_path, in->model.max_len);
+        if ((rc = fit_dist(rq, in, err)))
+            return rc;
     }
     return merge_plan(rq, in, err);
 }

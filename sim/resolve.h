@@ -20,7 +20,10 @@
  *                The source is recorded: default, fitted, or transferred (a file written by
  *                `unpad calibrate --transfer`, which says `transferred = true`); --faster
  *                then scales them (calib_faster: a what-if, recorded in calib.faster)
- *   distribution --dist F, default models/dists/wiki512.csv (loaded only when asked for)
+ *   distribution --dist F, default models/dists/wiki512.csv (loaded only when asked for); lengths
+ *                over the model's max_len are an error, except with a cap (--max-len N, N at most
+ *                the model's max_len), which truncates them: the distribution is then cut to the
+ *                model's max_len (layout_truncate) and the cap applies on top of it
  *   plan         --plan F (optional), then the flags on top of it:
  *                --policy, --count, --fmha-groups, --streams and --tokens override the plan;
  *                a plan's `weights = tokens` is kept; the per-sequence cost is the plan's
@@ -47,6 +50,7 @@ typedef struct {
     int fp8;               /* 1: the trainer's --fp8 on (an FP8 calibration preferred, see above) */
     const char *faster;    /* what-if speed-ups applied to the coefficients (calib_faster), NULL: none */
     int need_dist;         /* 1: load the distribution (dist, else the default) */
+    int max_len;           /* --max-len: longer sequences are truncated to it (0: none) */
     /* flags over the plan */
     const char *policy;    /* a balancing policy name (balance_policy_parse) */
     const char *count;     /* equal | free */
@@ -64,7 +68,8 @@ typedef struct {
     hw_spec hw;
     calib_coef calib;
     calib_source calib_from;   /* CALIB_DEFAULT: calib_path is "" */
-    unpad_dist dist;           /* empty (count NULL) unless need_dist */
+    unpad_dist dist;           /* empty (count NULL) unless need_dist; at most the model's max_len */
+    int dist_longest;          /* the file's longest length: above dist.max_len when it was cut */
     /* The plan file (plan_default with policy none when none was given) with the flags applied:
      * policy, count, weights_tokens, cost, fmha_nb/fmha_bounds, fmha_granularity, streams. The
      * other fields are the file's. streams is 0 when neither the plan nor --streams set it (the

@@ -645,6 +645,40 @@ START_TEST(test_refused_before_any_work)
 }
 END_TEST
 
+/* Lengths over the model's max_len: refused (naming --max-len) unless a cap truncates them; with one,
+ * predict, whatif and plan run on the truncated lengths, and predict adds no uncapped layout. */
+START_TEST(test_max_len_truncates_long_lengths)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/long.csv", OUTDIR);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "length,count\n100,5\n300,3\n600,2\n");
+    ck_assert_int_eq(fclose(f), 0);
+    refused_saying("predict --dist %D/long.csv --steps 2", "--max-len");
+    ck_assert_int_eq(run("predict --dist %D/long.csv --max-len 256 --batch 8 --steps 4 --quiet --json %D/p.json"),
+                     0);
+    jr_node *v = load_json("p.json");
+    check_doc(v, "predict");
+    ck_assert_int_eq(at(v, "config.max_len")->num, 256);
+    ck_assert_int_eq(at(v, "layouts")->n, 1);
+    ck_assert_int_eq(jr_get(at(v, "layouts")->kids[0], "max_len")->num, 256);
+    jr_free(v);
+    ck_assert_int_eq(run("whatif --dist %D/long.csv --max-len 256 --gpus 2 --batch 4 --steps 5 --quiet "
+                         "--layout unpadded,buckets=128/256 --json %D/w.json"), 0);
+    v = load_json("w.json");
+    check_doc(v, "whatif");
+    jr_free(v);
+    ck_assert_int_eq(run("plan --dist %D/long.csv --max-len 256 --gpus 2 --batch 4 --steps 5 --quiet "
+                         "--json %D/plan.json"), 0);
+    v = load_json("plan.json");
+    check_doc(v, "plan");
+    jr_free(v);
+    /* a cap the model cannot train */
+    refused_saying("predict --dist %D/long.csv --max-len 600 --steps 2", "--max-len 600");
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -1050,6 +1084,7 @@ Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_stats_datamove);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_max_len_truncates_long_lengths);
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_whatif_partial_names);
     tcase_add_test(tc, test_fp8_memory);

@@ -310,6 +310,21 @@ START_TEST(test_errors)
     ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, dist));
     ck_assert_ptr_nonnull(strstr(e.msg, "600"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "--max-len"));
+    resolve_inputs_free(&in);
+    /* a cap truncates them: the distribution is cut to the model's max_len, nothing lost */
+    rq.max_len = 256;
+    ck_assert_msg(resolve_inputs_load(&rq, &in, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(in.dist_longest, 600);
+    ck_assert_int_eq(in.dist.max_len, in.model.max_len);
+    ck_assert_double_eq(in.dist.count[in.model.max_len], 1);
+    ck_assert_double_eq(in.dist.count[100], 3);
+    ck_assert_double_eq(in.dist.total, 4);
+    resolve_inputs_free(&in);
+    /* a cap the model cannot train is the cap's error */
+    rq.max_len = 600;
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "--max-len 600"));
     resolve_inputs_free(&in);
     unlink(dist);
 }

@@ -684,6 +684,7 @@ int cmd_plan(int argc, char **argv)
             resolve_req rq = o.w.rq;
             rq.hw = o.hw[h];
             rq.fp8 = o.w.s.fp8;
+            rq.max_len = o.w.s.max_len;
             rc = cli_inputs_load("plan", &rq, &in[h], 1);
         }
         rc = rc || plan_check_outputs(&o, in) ? 1 : plan_all(&o, in, argc, argv);

@@ -21,7 +21,7 @@
 
 const char cmd_predict_what[] = "predict one training step per operator (time, FLOPs, bytes)";
 
-#define MAX_LAYOUTS 6 /* and, with --max-len, the uncapped unpadded batch beside them */
+#define MAX_LAYOUTS 6 /* and, with --max-len, the uncapped unpadded batch beside them (when trainable) */
 
 static void usage(FILE *f)
 {
@@ -325,12 +325,14 @@ static int predict_setup(predict_run *r)
     layout lays[MAX_LAYOUTS + 1];
     r->nlay = o->lays.n;
     memcpy(lays, o->lays.v, sizeof lays[0] * (size_t)r->nlay);
-    if (o->cap) /* what the cap changes: the same batches, uncapped */
+    /* what the cap changes: the same batches, uncapped (none where the file has lengths the model
+     * cannot train) */
+    if (o->cap && r->in.dist_longest <= m->max_len)
         lays[r->nlay++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
     for (int l = 0; l < r->nlay; l++) {
         column *k = &r->col[l];
         k->lay = lays[l];
-        k->cap = o->cap && l == r->nlay - 1 ? 0 : o->cap;
+        k->cap = o->cap && l >= o->lays.n ? 0 : o->cap;
         /* every layout but buckets sees the same batches (the same seed), capped afterwards;
          * buckets draw from the capped distribution, one bucket a step */
         const unpad_dist *d = k->lay.kind == LAYOUT_BUCKETS ? &r->capped : &r->in.dist;
@@ -417,6 +419,8 @@ static void predict_print_ops(const predict_run *r)
     printf(" from %s", r->in.dist_path);
     if (o->cap)
         printf(", truncated to %d", o->cap);
+    if (r->in.dist_longest > r->in.model.max_len)
+        printf(" (the file's lengths go up to %d)", r->in.dist_longest);
     printf("; %s kernels\n", o->unfused ? "unfused" : "fused");
     cli_prov_print(stdout, &r->prov);
     printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", o->seed,
@@ -598,6 +602,7 @@ int cmd_predict(int argc, char **argv)
     int rc = predict_parse(argc, argv, &r->o);
     if (rc < 0) {
         r->o.rq.fp8 = r->o.fp8;
+        r->o.rq.max_len = r->o.cap;
         rc = cli_inputs_load("predict", &r->o.rq, &r->in, 1) ? 1 : predict_run_all(r, argc, argv);
     }
     for (int l = 0; l < r->nlay; l++)

@@ -407,6 +407,7 @@ int cmd_whatif(int argc, char **argv)
         memset(&in, 0, sizeof in);
         const char *outs[2] = {o.csv, o.w.json && strcmp(o.w.json, "-") ? o.w.json : NULL};
         o.w.rq.fp8 = o.w.s.fp8;
+        o.w.rq.max_len = o.w.s.max_len;
         rc = cli_inputs_load("whatif", &o.w.rq, &in, 1) || cli_check_outputs("whatif", &in, NULL, 0, outs, 2)
                  ? 1 : whatif_sweep(&o, &in, argc, argv);
         resolve_inputs_free(&in);
