@@ -679,6 +679,27 @@ START_TEST(test_max_len_truncates_long_lengths)
 }
 END_TEST
 
+/* plan --layout: the other layouts beside the trainer's unpadded row, which is shown once even when the
+ * list names it. */
+START_TEST(test_plan_layouts_unpadded_once)
+{
+    ck_assert_int_eq(run("plan --gpus 2 --batch 4 --steps 5 --quiet --layout unpadded,padded"), 0);
+    char *text = slurp("stdout.txt"), *other = strstr(text, "in other length layouts");
+    ck_assert_ptr_nonnull(other);
+    int unpadded = 0;
+    for (char *p = other; (p = strstr(p, " unpadded ")); p++)
+        unpadded++;
+    ck_assert_int_eq(unpadded, 1);
+    ck_assert_ptr_nonnull(strstr(other, " padded "));
+    free(text);
+    /* unpadded alone: nothing beside the candidates */
+    ck_assert_int_eq(run("plan --gpus 2 --batch 4 --steps 5 --quiet --layout unpadded"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_null(strstr(text, "in other length layouts"));
+    free(text);
+}
+END_TEST
+
 START_TEST(test_whatif)
 {
     ck_assert_int_eq(run("whatif --gpus 2,4 --batch 4 --steps 12 --policy none,kk --count "
@@ -1084,6 +1105,7 @@ Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_stats_datamove);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_plan_layouts_unpadded_once);
     tcase_add_test(tc, test_max_len_truncates_long_lengths);
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_whatif_partial_names);

@@ -64,7 +64,8 @@ static void usage(FILE *f)
             "                   FFN output), its step times from models/calib/<hw>-fp8.cfg where that\n"
             "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
-            "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one\n",
+            "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one (shown\n"
+            "                   always; unpadded in the list adds nothing)\n",
             balance_policy_list(names, sizeof names, ", "), GROUP_MAX_STREAMS);
     cli_train_usage(f, 19);
     fprintf(f, "A batch whose trainer memory does not fit the hardware's is refused, with what it needs\n"
@@ -351,6 +352,12 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
     }
     if (cli_sweep_check("plan", &o->w, 1))
         return 2;
+    /* unpadded is the plan's own layout, in the table already: the list is of the others */
+    int kept = 0;
+    for (int l = 0; l < o->lays.n; l++)
+        if (o->lays.v[l].kind != LAYOUT_UNPADDED)
+            o->lays.v[kept++] = o->lays.v[l];
+    o->lays.n = kept;
     /* --hw A,B: one plan per hardware too */
     o->hw[0] = o->w.rq.hw;
     o->nhw = 1;
