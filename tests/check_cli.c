@@ -679,6 +679,47 @@ START_TEST(test_max_len_truncates_long_lengths)
 }
 END_TEST
 
+/* predict: a buckets layout draws each step's batch from one bucket, so its figures of the sampled batch are
+ * left out beside another layout's (text: "-", JSON: null), and the means compare them. */
+START_TEST(test_predict_buckets_batch)
+{
+    ck_assert_int_eq(run("predict --max-len 256 --batch 16 --steps 6 --quiet --layout unpadded,buckets=128/256,padded "
+                         "--json %D/b.json"), 0);
+    jr_node *v = load_json("b.json");
+    check_doc(v, "predict");
+    const jr_node *lays = at(v, "layouts");
+    ck_assert_int_eq(lays->n, 4); /* and the uncapped unpadded batch */
+    ck_assert_str_eq(jr_get(lays->kids[1], "layout")->str, "buckets=128/256");
+    ck_assert_int_eq(jr_get(lays->kids[1], "sampled_step_us")->t, JR_NULL);
+    ck_assert_int_eq(jr_get(lays->kids[1], "sampled_tokens")->t, JR_NULL);
+    ck_assert_int_eq(jr_get(lays->kids[1], "step_us")->t, JR_NUM);
+    ck_assert_int_eq(jr_get(lays->kids[2], "sampled_step_us")->t, JR_NUM);
+    ck_assert_int_eq(jr_get(lays->kids[3], "sampled_step_us")->t, JR_NUM);
+    ck_assert_int_eq(at(v, "sampled_batch.padded_step_us")->t, JR_NUM);
+    jr_free(v);
+    char *text = slurp("stdout.txt"), *row = strstr(text, "\ntokens computed, the sampled batch");
+    ck_assert_ptr_nonnull(strstr(text, "from one bucket, not this batch"));
+    ck_assert_ptr_nonnull(row);
+    double t0, t2, t3;
+    char dash[8];
+    ck_assert_int_eq(sscanf(row + 1, "tokens computed, the sampled batch %lf %7s %lf %lf", &t0, dash, &t2, &t3), 4);
+    ck_assert_str_eq(dash, "-");
+    free(text);
+    /* a buckets layout first: the batch is one bucket's, the others' figures left out */
+    ck_assert_int_eq(run("predict --batch 16 --steps 4 --quiet --layout buckets=128/256/384/512,padded "
+                         "--json %D/c.json"), 0);
+    v = load_json("c.json");
+    check_doc(v, "predict");
+    ck_assert_int_eq(jr_get(at(v, "layouts")->kids[1], "sampled_step_us")->t, JR_NULL);
+    ck_assert_int_eq(at(v, "sampled_batch.padded_step_us")->t, JR_NULL);
+    ck_assert_int_eq(at(v, "expected.padded_step_us")->t, JR_NUM);
+    jr_free(v);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_nonnull(strstr(text, "the sampled batch (seed 1, from one bucket)"));
+    free(text);
+}
+END_TEST
+
 /* plan --layout: the other layouts beside the trainer's unpadded row, which is shown once even when the
  * list names it. */
 START_TEST(test_plan_layouts_unpadded_once)
@@ -1105,6 +1146,7 @@ Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_stats_datamove);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_predict_buckets_batch);
     tcase_add_test(tc, test_plan_layouts_unpadded_once);
     tcase_add_test(tc, test_max_len_truncates_long_lengths);
     tcase_add_test(tc, test_whatif);

@@ -148,6 +148,13 @@ typedef struct {
     char pc[8192];          /* the provenance comment of the CSVs */
 } predict_run;
 
+/* 1: column l times the sampled batch of column 0 (every layout but buckets draws the same batches;
+ * a buckets layout draws each step's batch from one bucket), so its single-batch figures compare. */
+static int same_batch(const predict_run *r, int l)
+{
+    return l == 0 || (r->col[0].lay.kind != LAYOUT_BUCKETS && r->col[l].lay.kind != LAYOUT_BUCKETS);
+}
+
 /* The document of docs/json.md: the first layout in sampled_batch and expected, a `padded` layout
  * (when asked) in their padded_* keys, and every layout in `layouts`. */
 static void predict_json(json_w *w, const predict_run *r)
@@ -164,6 +171,7 @@ static void predict_json(json_w *w, const predict_run *r)
         if (col[l].lay.kind == LAYOUT_PADDED && col[l].cap == cap)
             pad = l;
     const column *c0 = &col[0], *cp = pad >= 0 ? &col[pad] : NULL;
+    const column *cps = pad >= 0 && same_batch(r, pad) ? cp : NULL; /* the sampled batch, padded */
     json_obj(w, "config");
     json_int(w, "gpus", gpus);
     json_int(w, "batch", batch);
@@ -188,7 +196,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_int(w, "tokens", (long long)c0->sb.shape.real_tokens);
     json_num(w, "mean_len", c0->sb.shape.real_tokens / batch);
     json_num(w, "step_us", c0->st.step_us);
-    json_num(w, "padded_step_us", cp ? cp->st.step_us : NAN);
+    json_num(w, "padded_step_us", cps ? cps->st.step_us : NAN);
     json_num(w, "step_overhead_us", sm->overhead_us);
     json_num(w, "host_wait_us", c0->st.host_wait_us);
     json_arr(w, "operators");
@@ -205,11 +213,11 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "bytes", o->instances * o->bytes);
         json_num(w, "time_us", t);
         json_num(w, "share", t / c0->st.step_us);
-        const op_cost *q = cp ? &cp->st.ops[i] : NULL;
-        double tp = q ? q->instances * cp->st.time_us[i] : NAN;
+        const op_cost *q = cps ? &cps->st.ops[i] : NULL;
+        double tp = q ? q->instances * cps->st.time_us[i] : NAN;
         json_num(w, "padded_flops", q ? q->instances * q->flops : NAN);
         json_num(w, "padded_time_us", tp);
-        json_num(w, "padded_share", q ? tp / cp->st.step_us : NAN);
+        json_num(w, "padded_share", q ? tp / cps->st.step_us : NAN);
         json_end(w);
     }
     json_end(w);
@@ -234,9 +242,10 @@ static void predict_json(json_w *w, const predict_run *r)
             json_int(w, "max_len", k->cap);
         else
             json_null(w, "max_len");
-        json_num(w, "sampled_tokens", k->sb.shape.tokens);
-        json_num(w, "sampled_padding_fraction", 1 - k->sb.shape.real_tokens / k->sb.shape.tokens);
-        json_num(w, "sampled_step_us", k->st.step_us);
+        int same = same_batch(r, l);
+        json_num(w, "sampled_tokens", same ? k->sb.shape.tokens : NAN);
+        json_num(w, "sampled_padding_fraction", same ? 1 - k->sb.shape.real_tokens / k->sb.shape.tokens : NAN);
+        json_num(w, "sampled_step_us", same ? k->st.step_us : NAN);
         json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
         json_num(w, "step_us", k->sum_us / steps);
         double sps = (double)gpus * r->o.accum * batch * steps / (k->sum_us / 1e6), train[3];
@@ -405,6 +414,15 @@ static int predict_sample(predict_run *r)
     return 0;
 }
 
+/* Column l's time t of the sampled batch and its share of the step; "-" where l draws another batch. */
+static void print_share(const predict_run *r, int l, double t)
+{
+    if (same_batch(r, l))
+        printf(" | %10.1f %5.1f%%", t, 100 * t / r->col[l].st.step_us);
+    else
+        printf(" | %10s %6s", "-", "-");
+}
+
 /* The title and the operator table of the sampled batch, a time and share column per layout. */
 static void predict_print_ops(const predict_run *r)
 {
@@ -423,8 +441,18 @@ static void predict_print_ops(const predict_run *r)
         printf(" (the file's lengths go up to %d)", r->in.dist_longest);
     printf("; %s kernels\n", o->unfused ? "unfused" : "fused");
     cli_prov_print(stdout, &r->prov);
-    printf("  the sampled batch (seed %d): %.0f real tokens (mean length %.1f), longest %d\n\n", o->seed,
-           col[0].sb.shape.real_tokens, col[0].sb.shape.real_tokens / o->batch, col[0].sb.shape.max_len);
+    int first_buckets = col[0].lay.kind == LAYOUT_BUCKETS, others = 0;
+    for (int l = 1; l < nlay; l++)
+        others += !same_batch(r, l);
+    printf("  the sampled batch (seed %d%s): %.0f real tokens (mean length %.1f), longest %d\n", o->seed,
+           first_buckets ? ", from one bucket" : "", col[0].sb.shape.real_tokens,
+           col[0].sb.shape.real_tokens / o->batch, col[0].sb.shape.max_len);
+    if (others)
+        printf("  (%s: their single-batch\n   figures are left out (-); the means over the sampled batches "
+               "compare the layouts)\n",
+               first_buckets ? "buckets draw each step's batch from one bucket, the other layouts other batches"
+                             : "buckets layouts draw each step's batch from one bucket, not this batch");
+    printf("\n");
     printf("%-14s %-13s %5s %10s %10s %10s %6s", "operator", "class", "count", "GFLOP", "MB",
            "time_us", "share");
     for (int l = 1; l < nlay; l++)
@@ -443,20 +471,19 @@ static void predict_print_ops(const predict_run *r)
                c->instances * c->bytes / 1e6, t, 100 * t / s0->step_us);
         for (int l = 1; l < nlay; l++) {
             const cost_step *q = &col[l].st;
-            double tp = q->ops[i].instances * q->time_us[i];
-            printf(" | %10.1f %5.1f%%", tp, 100 * tp / q->step_us);
+            print_share(r, l, q->ops[i].instances * q->time_us[i]);
         }
         printf("\n");
     }
     double ov = r->sm.overhead_us;
     printf("%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "step overhead", "", "", "", "", ov, 100 * ov / s0->step_us);
     for (int l = 1; l < nlay; l++)
-        printf(" | %10.1f %5.1f%%", ov, 100 * ov / col[l].st.step_us);
+        print_share(r, l, ov);
     if (r->sm.host_launch_us > 0) { /* the GPU's wait for the host at the step's start */
         printf("\n%-14s %-13s %5s %10s %10s %10.1f %5.1f%%", "host wait", "", "", "", "", s0->host_wait_us,
                100 * s0->host_wait_us / s0->step_us);
         for (int l = 1; l < nlay; l++)
-            printf(" | %10.1f %5.1f%%", col[l].st.host_wait_us, 100 * col[l].st.host_wait_us / col[l].st.step_us);
+            print_share(r, l, col[l].st.host_wait_us);
     }
 }
 
@@ -470,13 +497,14 @@ static void predict_print_layouts(const predict_run *r)
         printf(" %23.23s", col[l].name);
     printf("\n%-46s", "tokens computed, the sampled batch");
     for (int l = 0; l < nlay; l++)
-        printf(" %23.0f", col[l].sb.shape.tokens);
+        same_batch(r, l) ? printf(" %23.0f", col[l].sb.shape.tokens) : printf(" %23s", "-");
     printf("\n%-46s", "padding fraction, the sampled batch");
     for (int l = 0; l < nlay; l++)
-        printf(" %22.1f%%", 100 * (1 - col[l].sb.shape.real_tokens / col[l].sb.shape.tokens));
+        same_batch(r, l) ? printf(" %22.1f%%", 100 * (1 - col[l].sb.shape.real_tokens / col[l].sb.shape.tokens))
+                         : printf(" %23s", "-");
     printf("\n%-46s", "step time, the sampled batch (ms)");
     for (int l = 0; l < nlay; l++)
-        printf(" %23.2f", col[l].st.step_us / 1e3);
+        same_batch(r, l) ? printf(" %23.2f", col[l].st.step_us / 1e3) : printf(" %23s", "-");
     if (r->o.accum > 1)
         printf("\n\nexpected over %d sampled steps of %d micro-batches (seed %d):", steps, r->o.accum, r->o.seed);
     else
