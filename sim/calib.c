@@ -70,47 +70,63 @@ static void fmha_split(calib_coef *c)
     c->attn_bwd_load = c->attn_load;
 }
 
-static int faster_eff(double *e, double f, const char *what, unpad_err *err)
+/* The efficiency that --faster scales for operator i as it stands: the FMHA's tile efficiency,
+ * LAMB's streaming efficiency, else the operator's own or its class's; 0 for a collective. */
+static double faster_base(const calib_coef *c, int i)
 {
-    if (*e * f > 1)
-        return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                          "--faster %s=%g: an efficiency of %.2f would exceed the hardware's peak (at most x%.3g)",
-                          what, f, *e * f, 1 / *e);
-    *e *= f;
-    return UNPAD_OK;
+    op_class k = op_class_of((op_id)i);
+    if (i == OP_FMHA_FWD)
+        return c->attn_eff;
+    if (i == OP_FMHA_BWD)
+        return c->attn_bwd_ctas_per_sm > 0 ? c->attn_bwd_eff : c->attn_eff;
+    if (k == OPC_OPTIM)
+        return c->optim_bw_eff;
+    if (k == OPC_COMM)
+        return 0;
+    return c->op_eff[i] > 0 ? c->op_eff[i] : k == OPC_GEMM ? c->gemm_eff : c->bw_eff;
 }
 
-/* Operator i F times as fast. */
-static int faster_op(calib_coef *c, int i, double f, const char *what, unpad_err *err)
+/* The largest factor an item takes before an efficiency it scales passes 1, and what sets it. */
+typedef struct {
+    double max, eff;
+    const char *by;
+} faster_limit;
+
+static void limit_by(faster_limit *l, double eff, const char *by)
+{
+    if (eff > 0 && 1 / eff < l->max) {
+        l->max = 1 / eff;
+        l->eff = eff;
+        l->by = by;
+    }
+}
+
+/* Operator i F times as fast (F within its limit). */
+static void faster_op(calib_coef *c, int i, double f)
 {
     op_class k = op_class_of((op_id)i);
     if (i == OP_FMHA_FWD || i == OP_FMHA_BWD) {
         fmha_split(c);
         int b = i == OP_FMHA_BWD;
-        double *e = b ? &c->attn_bwd_eff : &c->attn_eff;
-        int rc = faster_eff(e, f, what, err);
-        if (rc)
-            return rc;
+        *(b ? &c->attn_bwd_eff : &c->attn_eff) *= f;
         *(b ? &c->attn_bwd_cta_us : &c->attn_cta_us) /= f;
         *(b ? &c->attn_bwd_narrow : &c->attn_narrow) /= f;
         *(b ? &c->attn_bwd_load : &c->attn_load) /= f;
         if (b) /* the backward's passes with its tiles */
             c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) * f;
-        return UNPAD_OK;
+        return;
     }
     if (k == OPC_OPTIM) { /* LAMB's streaming efficiency also times the FMHA backward's passes: they stay */
-        int rc = faster_eff(&c->optim_bw_eff, f, what, err);
-        if (!rc)
-            c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) / f;
-        return rc;
+        c->optim_bw_eff *= f;
+        c->attn_bwd_pass_x = (c->attn_bwd_pass_x > 0 ? c->attn_bwd_pass_x : 1) / f;
+        return;
     }
-    if (k == OPC_COMM)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster %s: the collectives go by class (communication)",
-                          what);
     if (c->op_eff[i] <= 0)
         c->op_eff[i] = k == OPC_GEMM ? c->gemm_eff : c->bw_eff;
-    return faster_eff(&c->op_eff[i], f, what, err);
+    c->op_eff[i] *= f;
 }
+
+#define FASTER_ITEMS 64
 
 int calib_faster(calib_coef *c, const char *list, unpad_err *err)
 {
@@ -122,6 +138,9 @@ int calib_faster(calib_coef *c, const char *list, unpad_err *err)
     if (unpad_list_has_empty(list))
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster: an empty item in '%s'", list);
     snprintf(buf, sizeof buf, "%s", list);
+    const char *seen[FASTER_ITEMS];
+    double seen_f[FASTER_ITEMS];
+    int nseen = 0;
     char *save = NULL;
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(t, '=');
@@ -131,32 +150,64 @@ int calib_faster(calib_coef *c, const char *list, unpad_err *err)
                               "--faster: '%s' is not NAME=F with F in [0.01, 100] (e.g. fmha_bwd=1.3, gemm=1.05, "
                               "overhead=2)", t);
         *eq = '\0'; /* t: the name alone */
-        int op = op_from_name(t), cls = -1, rc = UNPAD_OK;
+        for (int j = 0; j < nseen; j++)
+            if (!strcmp(seen[j], t))
+                return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                                  "--faster: '%s' is given twice (%s=%g and %s=%g); give it once, with the product "
+                                  "of the factors (%s=%.4g)", t, t, seen_f[j], t, f, t, seen_f[j] * f);
+        if (nseen == FASTER_ITEMS)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--faster: more than %d items", FASTER_ITEMS);
+        seen[nseen] = t;
+        seen_f[nseen++] = f;
+        int op = op_from_name(t), cls = -1;
         for (int k = 0; k < OPC_COUNT && op < 0; k++)
             if (!strcmp(t, op_class_name((op_class)k)))
                 cls = k;
-        if (op >= 0) {
-            rc = faster_op(c, op, f, t, err);
-        } else if (cls == OPC_COMM) {
-            rc = faster_eff(&c->comm_eff, f, t, err);
-        } else if (cls >= 0) {
-            for (int i = 0; i < OP_COUNT && !rc; i++)
-                if (op_class_of((op_id)i) == (op_class)cls)
-                    rc = faster_op(c, i, f, t, err);
-            if (!rc && cls == OPC_GEMM) { /* the shared terms: the whole inverse efficiency / F */
-                rc = faster_eff(&c->gemm_eff, f, t, err);
-                c->gemm_narrow /= f;
-            }
-        } else if (!strcmp(t, "overhead")) { /* the host's work: the step's and its enqueueing */
-            c->step_overhead_us /= f;
-            c->host_launch_us /= f;
-        } else {
+        if (op >= 0 && op_class_of((op_id)op) == OPC_COMM)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                              "--faster %s: the collectives go by class (communication=F: the network's bandwidth "
+                              "x F)", t);
+        if (op < 0 && cls < 0 && strcmp(t, "overhead"))
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
                               "--faster: unknown '%s' (an operator such as fmha_bwd, a class: gemm, attention, "
                               "normalization, elementwise, optimizer, communication; or overhead)", t);
+        /* the efficiencies the item scales: each at most 1 after it */
+        faster_limit lim = {HUGE_VAL, 0, NULL};
+        if (op >= 0)
+            limit_by(&lim, faster_base(c, op), op_name((op_id)op));
+        else if (cls >= 0 && cls != OPC_COMM)
+            for (int i = 0; i < OP_COUNT; i++)
+                if (op_class_of((op_id)i) == (op_class)cls)
+                    limit_by(&lim, faster_base(c, i), op_name((op_id)i));
+        if (cls == OPC_GEMM)
+            limit_by(&lim, c->gemm_eff, "gemm_eff (the small-M term's)");
+        if (f > lim.max * (1 + 1e-9)) {
+            double most = floor(lim.max * 100) / 100; /* as printed, still within */
+            if (op >= 0)
+                return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                                  "--faster %s=%g: its efficiency %.3f would become %.3f, past the hardware's peak "
+                                  "(at most x%.2f)", t, f, lim.eff, lim.eff * f, most);
+            return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
+                              "--faster %s=%g: %s's efficiency %.3f would become %.3f, past the hardware's peak; "
+                              "%s is at most x%.2f (limited by %s)", t, f, lim.by, lim.eff, lim.eff * f, t, most,
+                              lim.by);
         }
-        if (rc)
-            return rc;
+        if (op >= 0) {
+            faster_op(c, op, f);
+        } else if (cls == OPC_COMM) { /* a faster network: link_bw_gbs is a measured bus bandwidth, not a peak */
+            c->comm_eff *= f;
+        } else if (cls >= 0) {
+            for (int i = 0; i < OP_COUNT; i++)
+                if (op_class_of((op_id)i) == (op_class)cls)
+                    faster_op(c, i, f);
+            if (cls == OPC_GEMM) { /* the shared terms: the whole inverse efficiency / F */
+                c->gemm_eff *= f;
+                c->gemm_narrow /= f;
+            }
+        } else { /* overhead: the host's work, the step's and its enqueueing */
+            c->step_overhead_us /= f;
+            c->host_launch_us /= f;
+        }
     }
     snprintf(c->faster, sizeof c->faster, "%s", list);
     return UNPAD_OK;

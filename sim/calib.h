@@ -89,11 +89,14 @@ const char *calib_source_name(calib_source s);   /* "default", "fitted", "transf
  *   an operator (qkv_fwd, fmha_bwd, lamb, ...): its large-batch efficiency x F (a GEMM's small-M
  *     penalty and the width term are shared by every GEMM and stay; the FMHA's tile efficiency x F
  *     with its fixed per-tile cost, width and launch-size terms / F: the kernel F times as fast);
- *   a class (gemm, attention, normalization, elementwise, optimizer, communication): every
- *     operator of it, and the class's shared terms (gemm: the small-M penalty and the width term;
- *     communication: the collectives' bus efficiency);
- *   overhead: the step overhead / F.
- * An efficiency pushed above 1 (faster than the hardware's peak) is refused, naming the item.
+ *   a class (gemm, attention, normalization, elementwise, optimizer): every operator of it, and
+ *     the class's shared terms (gemm: the small-M penalty and the width term);
+ *   communication: a network F times as fast, the collectives' bandwidth within and across nodes
+ *     x F (their latencies stay; comm_eff may pass 1: link_bw_gbs is a measured bus bandwidth, not
+ *     a peak); the collectives are not named one by one;
+ *   overhead: the step overhead and the host's enqueueing / F.
+ * An efficiency pushed above 1 (faster than the hardware's peak) is refused with the largest factor
+ * the item takes and the operator that sets it; a name given twice is refused.
  * c->faster records the list. */
 int calib_faster(calib_coef *c, const char *list, unpad_err *err);
 

@@ -221,7 +221,7 @@ START_TEST(test_faster)
     ck_assert_double_eq_tol(f.host_launch_us, 6, 1e-12); /* the host's enqueueing with its overhead */
     /* refused: past the peak, an unknown name, a factor out of range, a collective by name */
     static const struct { const char *list, *says; } bad[] = {
-        {"gemm=3", "would exceed the hardware's peak"},
+        {"gemm=3", "past the hardware's peak; gemm is at most x"},
         {"fmha=2", "unknown 'fmha'"},
         {"gemm=0", "not NAME=F"},
         {"gemm=0.001", "not NAME=F"},
@@ -229,12 +229,56 @@ START_TEST(test_faster)
         {"gemm", "not NAME=F"},
         {"gemm=1.1,", "an empty item"},
         {"allreduce=2", "go by class"},
+        {"gemm=1.2,gemm=1.4", "'gemm' is given twice (gemm=1.2 and gemm=1.4); give it once, with the product"},
+        {"lamb=1.1,ffn1_fwd=1.1,lamb=1.1", "'lamb' is given twice"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         f = c;
         ck_assert_int_ne(calib_faster(&f, bad[i].list, &e), UNPAD_OK);
         ck_assert_msg(strstr(e.msg, bad[i].says), "%s: %s", bad[i].list, e.msg);
     }
+    /* a class past the peak: the largest factor over all its operators (and the GEMMs' shared
+     * efficiency), naming the one that sets it; that factor as printed is taken, a little more not */
+    for (int k = 0; k < OPC_COUNT; k++) {
+        if (k == OPC_COMM)
+            continue;
+        double most = k == OPC_GEMM ? 1 / c.gemm_eff : HUGE_VAL;
+        const char *by = k == OPC_GEMM ? "gemm_eff" : NULL;
+        for (int op = 0; op < OP_COUNT; op++) {
+            double eff = op == OP_FMHA_FWD ? c.attn_eff : op == OP_FMHA_BWD ? c.attn_bwd_eff
+                       : op_class_of((op_id)op) == OPC_OPTIM ? c.optim_bw_eff
+                       : c.op_eff[op] > 0 ? c.op_eff[op] : k == OPC_GEMM ? c.gemm_eff : c.bw_eff;
+            if (op_class_of((op_id)op) == (op_class)k && 1 / eff < most) {
+                most = 1 / eff;
+                by = op_name((op_id)op);
+            }
+        }
+        char list[64], says[128];
+        snprintf(list, sizeof list, "%s=%g", op_class_name((op_class)k), most * 1.05);
+        snprintf(says, sizeof says, "%s is at most x%.2f (limited by %s", op_class_name((op_class)k),
+                 floor(most * 100) / 100, by);
+        f = c;
+        ck_assert_int_eq(calib_faster(&f, list, &e), UNPAD_ERANGE);
+        ck_assert_msg(strstr(e.msg, says), "%s: %s (expected '%s')", list, e.msg, says);
+        snprintf(list, sizeof list, "%s=%.2f", op_class_name((op_class)k), floor(most * 100) / 100);
+        f = c;
+        ck_assert_msg(calib_faster(&f, list, &e) == UNPAD_OK, "%s: %s", list, e.msg);
+        snprintf(list, sizeof list, "%s=%.2f", op_class_name((op_class)k), floor(most * 100) / 100 + 0.01);
+        f = c;
+        ck_assert_msg(calib_faster(&f, list, &e) == UNPAD_ERANGE, "%s taken", list);
+    }
+    /* communication: a network F times as fast, past comm_eff = 1 (the bandwidth terms / F, the
+     * latencies as they are) */
+    ck_assert_double_eq(c.comm_eff, 1);
+    f = c;
+    ck_assert_msg(calib_faster(&f, "communication=2", &e) == UNPAD_OK, "%s", e.msg);
+    double lat = h200.link_lat_us * 3, bytes = 1.3e9;
+    double t0 = cost_allreduce_us(&h200, &c, bytes, 8) - lat, t1 = cost_allreduce_us(&h200, &f, bytes, 8) - lat;
+    ck_assert_double_eq_tol(t1 / t0, 0.5, 1e-9);
+    /* an operator and its class are two names: both apply */
+    f = c;
+    ck_assert_msg(calib_faster(&f, "attention=1.1,fmha_bwd=1.2", &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(f.attn_bwd_eff, c.attn_bwd_eff * 1.1 * 1.2, 1e-12);
 }
 END_TEST
 
