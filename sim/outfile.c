@@ -67,13 +67,49 @@ static void outfile_free(unpad_outfile *o)
     free(o);
 }
 
+int outfile_is_stdout(const char *path) { return path && !strcmp(path, "-"); }
+
+static int stdout_fd = -1; /* the real standard output once outfile_stdout has taken it */
+
+int outfile_stdout(int *fd, unpad_err *err)
+{
+    if (stdout_fd < 0) {
+        fflush(stdout);
+        int d = dup(STDOUT_FILENO);
+        if (d < 0 || fcntl(d, F_SETFD, FD_CLOEXEC) != 0 || !freopen("/dev/null", "w", stdout)) {
+            int e = errno;
+            if (d >= 0)
+                close(d);
+            return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot use standard output: %s", strerror(e));
+        }
+        stdout_fd = d;
+    }
+    *fd = stdout_fd;
+    return UNPAD_OK;
+}
+
+/* Standard output as an outfile: written directly, never renamed. */
+static int open_stdout(unpad_outfile *o, unpad_err *err)
+{
+    int fd;
+    int rc = outfile_stdout(&fd, err);
+    if (rc)
+        return rc;
+    o->direct = 1;
+    o->fd = dup(fd);
+    if (o->fd < 0)
+        return unpad_fail(err, UNPAD_EIO, NULL, 0, "cannot write to standard output: %s", strerror(errno));
+    return UNPAD_OK;
+}
+
 int outfile_open(const char *path, unpad_outfile **out, unpad_err *err)
 {
     *out = NULL;
     if (!path || !*path)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "an output file needs a name");
+    int to_stdout = outfile_is_stdout(path);
     struct stat st;
-    int exists = stat(path, &st) == 0;
+    int exists = !to_stdout && stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode))
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write: a folder, not a file");
     unpad_outfile *o = calloc(1, sizeof *o);
@@ -84,7 +120,15 @@ int outfile_open(const char *path, unpad_outfile **out, unpad_err *err)
         return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of memory");
     }
     o->direct = exists && !S_ISREG(st.st_mode);
-    if (o->direct) { /* a device or pipe is written as it is: it cannot be replaced whole */
+    if (to_stdout) {
+        free(o->tmp);
+        o->tmp = o->path;
+        int rc = open_stdout(o, err);
+        if (rc) {
+            outfile_free(o);
+            return rc;
+        }
+    } else if (o->direct) { /* a device or pipe is written as it is: it cannot be replaced whole */
         free(o->tmp);
         o->tmp = o->path;
         o->fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -178,7 +222,8 @@ int outfile_commit(unpad_outfile *o, unpad_err *err)
     if (e) {
         if (!o->direct)
             unlink(o->tmp);
-        unpad_fail(err, UNPAD_EIO, o->path, 0, "cannot write: %s%s", strerror(e),
+        unpad_fail(err, UNPAD_EIO, outfile_is_stdout(o->path) ? "standard output" : o->path, 0, "cannot write: %s%s",
+                   strerror(e),
                    o->direct ? "" : " (nothing written; any old file is kept)");
         outfile_free(o);
         return UNPAD_EIO;
@@ -228,7 +273,7 @@ static int same_file(const char *a, const char *b)
 
 int outfile_check_inputs(const char *output, const char *const *inputs, int n, unpad_err *err)
 {
-    if (!output)
+    if (!output || outfile_is_stdout(output))
         return UNPAD_OK;
     for (int i = 0; i < n; i++)
         if (inputs[i] && same_file(output, inputs[i]))
@@ -262,6 +307,14 @@ int outfile_check_all(const char *const *outputs, int no, const char *const *inp
                       unpad_err *err)
 {
     for (int i = 0; i < no; i++) {
+        if (outfile_is_stdout(outputs[i])) {
+            for (int j = 0; j < i; j++)
+                if (outfile_is_stdout(outputs[j]))
+                    return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                                      "two outputs of the run go to standard output ('-'): refused before any "
+                                      "work; give one of them a file name");
+            continue;
+        }
         int rc = outfile_check_inputs(outputs[i], inputs, ni, err);
         if (!rc && outputs[i])
             rc = check_place(outputs[i], err);

@@ -11,7 +11,8 @@
  * reason (e.g. "No space left on device"). The temporary is `<path>.tmp-XXXXXX`; a commit syncs it,
  * renames it over path and syncs the folder; an abort, or a failed commit, removes it. The final
  * file gets mode 0666 less the umask, as fopen would give. An existing device or pipe (e.g.
- * /dev/stdout) is written directly, as it cannot be replaced whole; a folder is refused.
+ * /dev/stdout) is written directly, as it cannot be replaced whole; a folder is refused. The name
+ * "-" is standard output (outfile_stdout): written directly too.
  *
  * Outputs must not overwrite the run's inputs: outfile_check_inputs refuses that before any work. */
 #ifndef UNPAD_OUTFILE_H
@@ -24,6 +25,12 @@
 typedef struct unpad_outfile unpad_outfile;
 
 int outfile_open(const char *path, unpad_outfile **out, unpad_err *err);
+/* 1 when path is "-": standard output. */
+int outfile_is_stdout(const char *path);
+/* The real standard output, for the one output written there: its descriptor in *fd (kept open;
+ * dup it to close it). The first call sends the stdout stream to /dev/null, so that the command's
+ * text does not mix with the output and standard output holds that output alone. */
+int outfile_stdout(int *fd, unpad_err *err);
 /* The stream to write (seekable: it is the temporary file). */
 FILE *outfile_stream(unpad_outfile *o);
 /* The temporary's path, for a program that writes the file by name (gnuplot). */
@@ -44,7 +51,8 @@ void outfile_abort(unpad_outfile *o);
 int outfile_check_inputs(const char *output, const char *const *inputs, int n, unpad_err *err);
 
 /* Refuses any output among outputs[0..no) that is one of inputs[0..ni) or another of the outputs,
- * a folder, or in a folder that is not there (NULL entries skipped). */
+ * a folder, or in a folder that is not there (NULL entries skipped); "-" (standard output) is no
+ * file, and two of them are refused. */
 int outfile_check_all(const char *const *outputs, int no, const char *const *inputs, int ni,
                       unpad_err *err);
 

@@ -1138,6 +1138,47 @@ START_TEST(test_doc_checker_catches_drift)
 }
 END_TEST
 
+/* "-" is standard output for every output that can go there: the CSVs as --json; that output
+ * alone (no text, no file named "-"), one output at most there, and none for the outputs that
+ * need a file. */
+START_TEST(test_dash_is_stdout)
+{
+    struct stat st;
+    const int had_dash = stat("-", &st) == 0, had_partial = stat("-.partial", &st) == 0;
+    ck_assert_int_eq(run("predict --batch 8 --steps 3 --csv -"), 0);
+    char *out = slurp("stdout.txt");
+    ck_assert_msg(!strncmp(out, "# unpad", 7) && strstr(out, TRACE_HEADER) && !strstr(out, "wrote"), "%.300s", out);
+    free(out);
+    ck_assert_int_eq(run("whatif --gpus 8 --batch 8 --steps 3 --policy kk --attn-steps 0 --quiet --csv -"), 0);
+    out = slurp("stdout.txt");
+    ck_assert_msg(!strncmp(out, "# unpad", 7) && strstr(out, "# complete: 1 configurations\n") &&
+                      !strstr(out, "wrote"), "%.300s", out);
+    free(out);
+    if (!had_dash)
+        ck_assert_msg(stat("-", &st) != 0, "a file named '-' was written");
+    if (!had_partial)
+        ck_assert_msg(stat("-.partial", &st) != 0, "a file named '-.partial' was written");
+    static const struct { const char *args, *says; } refused[] = {
+        {"predict --batch 8 --steps 3 --json - --csv -", "--csv - and --json -: both to standard output"},
+        {"whatif --gpus 8 --batch 8 --steps 3 --csv - --json -", "both to standard output"},
+        {"predict --batch 8 --steps 3 --csv - --layout unpadded,padded", "--csv -: a CSV per layout"},
+        {"validate --traces traces/x.csv --plot -", "--plot -: not to standard output"},
+        {"plan --gpus 8 --batch 8 --out -", "--out -: not to standard output"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "%s 2> %%D/err.txt", refused[i].args);
+        ck_assert_int_eq(run(cmd), 2 - (i == 2));
+        char *err = slurp("err.txt");
+        out = slurp("stdout.txt");
+        ck_assert_msg(strstr(err, refused[i].says), "%s: %s", refused[i].args, err);
+        ck_assert_msg(!*out, "%s wrote to standard output: %.200s", refused[i].args, out);
+        free(err);
+        free(out);
+    }
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -1162,6 +1203,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_readme_example);
     tcase_add_test(tc, test_time_to_train);
     tcase_add_test(tc, test_refused_before_any_work);
+    tcase_add_test(tc, test_dash_is_stdout);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -415,18 +415,14 @@ int cli_json_open(const char *cmd, const char *path, const cli_prov *prov, cli_j
 {
     memset(j, 0, sizeof j[0]);
     snprintf(j->path, sizeof j->path, "%s", path);
-    if (!strcmp(path, "-")) {
+    if (outfile_is_stdout(path)) {
         /* The document keeps the real standard output; printf's text goes to /dev/null. */
-        fflush(stdout);
-        int fd = dup(STDOUT_FILENO);
-        if (fd < 0 || !(j->out = fdopen(fd, "w")) || !freopen("/dev/null", "w", stdout)) {
-            fprintf(stderr, "unpad %s: --json -: cannot use standard output: %s\n", cmd,
-                    strerror(errno));
-            if (j->out)
-                fclose(j->out);
-            else if (fd >= 0)
+        unpad_err err = {0};
+        int std, fd = -1;
+        if (outfile_stdout(&std, &err) || (fd = dup(std)) < 0 || !(j->out = fdopen(fd, "w"))) {
+            fprintf(stderr, "unpad %s: --json -: %s\n", cmd, err.msg[0] ? err.msg : strerror(errno));
+            if (fd >= 0)
                 close(fd);
-            j->out = NULL;
             return 1;
         }
         j->to_stdout = 1;

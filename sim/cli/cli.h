@@ -83,7 +83,7 @@ typedef struct {
         CLI_OPT_FLAG("tokens", &(w)->s.weights_tokens),                                         \
         CLI_OPT_INT("streams", &(w)->s.max_streams, 1, GROUP_MAX_STREAMS),                      \
         CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
-        CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_STR("json", &(w)->json),   \
+        CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_OUT("json", &(w)->json),   \
         CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPT_CALL("fp8", cli_parse_on_off, &(w)->s.fp8),    \
         CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
 

@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "  --out F        write the fitted (or transferred) coefficients (models/calib/<hw>.cfg),\n"
             "                 atomically; without it the coefficients are printed, not written\n"
             "  --residuals F  write every row's measured and predicted time and %% error as CSV\n"
+            "                 (F '-' for --out or --residuals: only that file, on standard output)\n"
             "  --workloads F  fit the step overhead on the untraced steps of these runs instead of\n"
             "                 the gaps between traced operators, and the FMHA on the traced batches'\n"
             "                 own lengths (reproduced from the seed) instead of lengths rebuilt from\n"
@@ -156,8 +157,8 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         CLI_OPT_HW(&o->rq),
         CLI_OPT_STRS("model", &o->models),
         CLI_OPT_STR("init", &o->init),
-        CLI_OPT_STR("out", &o->out),
-        CLI_OPT_STR("residuals", &o->resid),
+        CLI_OPT_OUT("out", &o->out),
+        CLI_OPT_OUT("residuals", &o->resid),
         CLI_OPT_STRS("workloads", &o->workloads),
         CLI_OPT_STR("transfer", &o->transfer),
         CLI_OPT_STR("from-hw", &o->from_hw),

@@ -151,7 +151,7 @@ int cmd_datamove(int argc, char **argv)
     const char *json = NULL;
     const cli_opt opts[] = {CLI_OPT_MODEL(&rq), CLI_OPT_HW(&rq), CLI_OPTS_CALIB(&rq),
                             CLI_OPT_INT("batch", &batch, 1, 4096), CLI_OPT_INT("seq", &seq, 1, 8192),
-                            CLI_OPT_STR("json", &json)};
+                            CLI_OPT_OUT("json", &json)};
     int rc = cli_opts_parse("datamove", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;

@@ -332,7 +332,7 @@ static int plan_opts_parse(int argc, char **argv, plan_opts *o)
         CLI_OPT_DOUBLE("budget", &o->budget, 1e-6, 1e15),
         CLI_OPT_CALL("policy", opt_policy, &o->policy),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),
-        CLI_OPT_STR("out", &o->out),
+        CLI_OPT_OUT_FILE("out", &o->out, "a plan file per configuration, named after OUT"),
         CLI_OPT_LAYOUTS("layout", &o->lays, 15),
     };
     int rc = cli_opts_parse("plan", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);

@@ -81,7 +81,7 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         CLI_OPT_INTS("lengths", &o->lens, 1, 1 << 20),
         CLI_OPT_INT("streams", &o->streams, 1, GROUP_MAX_STREAMS),
         CLI_OPT_INT("granularity", &o->gran, 1, 65536),
-        CLI_OPT_STR("out", &o->out),
+        CLI_OPT_OUT_FILE("out", &o->out, "OUT names the files written (OUT.png, OUT.svg and the data OUT.csv)"),
         CLI_OPT_STR("plots", &o->plots),
         CLI_OPT_STR("layout", &o->layout),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),

@@ -56,7 +56,8 @@ static void usage(FILE *f)
             "  --steps K      the expected throughput over K sampled batches, 1..1000000 (default 100)\n"
             "  --csv OUT      the first sampled batch's predicted rows in the trace format (first\n"
             "                 layout; the others with -<layout> before the extension:\n"
-            "                 predict.csv, predict-padded.csv)\n"
+            "                 predict.csv, predict-padded.csv); OUT '-' (one layout): only the CSV,\n"
+            "                 on standard output\n"
             "  --json OUT     write the prediction as JSON (docs/json.md); OUT '-': only the JSON, on\n"
             "                 standard output\n"
             "  --quiet        no progress line on stderr (it appears only on a terminal)\n",
@@ -283,10 +284,10 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_FLAG("unfused", &o->unfused),
         CLI_OPT_SEED(&o->seed),
         CLI_OPT_INT("steps", &o->steps, 1, 1000000),
-        CLI_OPT_STR("csv", &o->csv),
+        CLI_OPT_OUT("csv", &o->csv),
         CLI_OPT_INT("max-len", &o->cap, 1, 1 << 20),
         CLI_OPT_LAYOUTS("layout", &o->lays, MAX_LAYOUTS),
-        CLI_OPT_STR("json", &o->json),
+        CLI_OPT_OUT("json", &o->json),
         CLI_OPT_FLAG("quiet", &o->quiet),
         CLI_OPTS_TRAIN(&o->train_samples, &o->prices),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
@@ -359,6 +360,11 @@ static int predict_setup(predict_run *r)
 static int predict_check_outputs(const predict_run *r)
 {
     const char *csv = r->o.csv, *json = r->o.json;
+    if (outfile_is_stdout(csv) && r->nlay > 1) {
+        fprintf(stderr, "unpad predict: --csv -: a CSV per layout (%d layouts), named after OUT; give a file name\n",
+                r->nlay);
+        return 1;
+    }
     char names[MAX_LAYOUTS + 1][4200];
     const char *outs[MAX_LAYOUTS + 2] = {0};
     for (int l = 0; csv && l < r->nlay; l++) {

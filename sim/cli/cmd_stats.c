@@ -23,7 +23,7 @@ int cmd_stats(int argc, char **argv)
     const char *dist_path = NULL, *json = NULL;
     int pad = 0;
     const cli_opt opts[] = {
-        CLI_OPT_STR("dist", &dist_path), CLI_OPT_INT("pad", &pad, 1, 65536), CLI_OPT_STR("json", &json)};
+        CLI_OPT_STR("dist", &dist_path), CLI_OPT_INT("pad", &pad, 1, 65536), CLI_OPT_OUT("json", &json)};
     int rc = cli_opts_parse("stats", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;

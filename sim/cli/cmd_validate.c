@@ -39,7 +39,8 @@ static void usage(FILE *f)
             "  --model F    model config, or a name in models/ (default: the model each trace names)\n"
             "  --csv OUT    predicted and measured per row, rank load and step, for plots\n"
             "               (--workloads: per logged step, its batch's tokens, sum of len^2 and\n"
-            "               longest, measured and predicted ms)\n"
+            "               longest, measured and predicted ms); OUT '-': only the CSV, on standard\n"
+            "               output\n"
             "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG); --workloads:\n"
             "               plots/workload-steps.gp (each logged step's error against its tokens)\n"
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
@@ -298,19 +299,16 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
                 path, logs, WORKLOAD_FIRST_STEP, csv ? "csv" : "plot", csv ? "write" : "draw");
         goto out;
     }
-    const char *csv_path = csv;
-    if (!csv && plot) {
-        if (temp_csv(tmpcsv))
-            goto out;
-        csv_path = tmpcsv;
-    }
-    if (csv_path) {
-        char pc[8192];
-        cli_prov_comment(&prov, pc, sizeof pc);
-        if (workload_write_steps_csv(csv_path, rows, n, pc, &err)) {
-            cli_error("validate", &err);
-            goto out;
-        }
+    /* the plot's data: --csv's file, else (none, or standard output) a temporary one */
+    if (plot && (!csv || outfile_is_stdout(csv)) && temp_csv(tmpcsv))
+        goto out;
+    const char *csv_path = tmpcsv[0] ? tmpcsv : csv;
+    char pc[8192];
+    cli_prov_comment(&prov, pc, sizeof pc);
+    if ((csv && workload_write_steps_csv(csv, rows, n, pc, &err)) ||
+        (tmpcsv[0] && workload_write_steps_csv(tmpcsv, rows, n, pc, &err))) {
+        cli_error("validate", &err);
+        goto out;
     }
     if (plot) {
         char title[2048];
@@ -363,9 +361,9 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
         CLI_OPTS_CALIB(&o->rq),
         CLI_OPT_HW(&o->rq),
         CLI_OPT_STRS("model", &o->models),
-        CLI_OPT_STR("csv", &o->csv),
-        CLI_OPT_STR("plot", &o->plot),
-        CLI_OPT_STR("json", &o->json),
+        CLI_OPT_OUT("csv", &o->csv),
+        CLI_OPT_OUT_FILE("plot", &o->plot, "an image file, whose extension gives its format"),
+        CLI_OPT_OUT("json", &o->json),
         CLI_OPT_FLAG("quiet", &o->quiet),
         CLI_OPT_STR("workloads", &o->workloads),
         CLI_OPT_SEED(&o->wseed),
@@ -428,13 +426,16 @@ static int validate_write_plot(const validate_opts *o, const validate_data *d)
 {
     unpad_err err = {0};
     char tmpcsv[64] = "";
-    if (!o->csv && o->plot && temp_csv(tmpcsv))
+    /* the plot's data: --csv's file, else (none, or standard output) a temporary one */
+    if (o->plot && (!o->csv || outfile_is_stdout(o->csv)) && temp_csv(tmpcsv))
         return 1;
-    const char *csv_path = o->csv ? o->csv : tmpcsv[0] ? tmpcsv : NULL;
+    const char *csv_path = tmpcsv[0] ? tmpcsv : o->csv;
     char pc[8192];
     cli_prov_comment(&d->prov, pc, sizeof pc);
     int rc = 0;
-    if (csv_path && validate_write_csv(csv_path, &d->rep, pc, &err))
+    if (o->csv && validate_write_csv(o->csv, &d->rep, pc, &err))
+        rc = cli_error("validate", &err);
+    if (!rc && tmpcsv[0] && validate_write_csv(tmpcsv, &d->rep, pc, &err))
         rc = cli_error("validate", &err);
     if (!rc && o->csv)
         printf("\nwrote %s\n", o->csv);

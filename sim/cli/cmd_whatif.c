@@ -54,7 +54,8 @@ static void usage(FILE *f)
             "  --fp8 on|off     the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
             "                   FFN output), its step times from models/calib/<hw>-fp8.cfg where that\n"
             "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
-            "  --csv OUT        write one row per configuration (OUT.partial while running)\n"
+            "  --csv OUT        write one row per configuration (OUT.partial while running); OUT\n"
+            "                   '-': only the CSV, on standard output\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
             "                   a row per line); OUT '-': only the JSON, on standard output\n"
             "  --quiet          no progress line on stderr (it appears only on a terminal)\n",
@@ -160,7 +161,7 @@ static int whatif_parse(int argc, char **argv, whatif_opts *o)
         CLI_OPT_CALL("policy", opt_names, &o->pol),
         CLI_OPT_CALL("count", opt_names, &o->cnt),
         CLI_OPT_INT("attn-steps", &s->attn_steps, 0, 1000000),
-        CLI_OPT_STR("csv", &o->csv),
+        CLI_OPT_OUT("csv", &o->csv),
         CLI_OPT_LAYOUTS("layout", &o->lays, CLI_MAX_LAYOUTS),
         CLI_OPT_FLAG("virtual-ranks", &s->serial_ranks),
         CLI_OPT_INTS("accum", &o->accum, 1, WHATIF_ACCUM_MAX),

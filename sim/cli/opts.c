@@ -7,6 +7,7 @@
 
 #include "balance.h"
 #include "cli.h"
+#include "outfile.h"
 
 #define OPTS_MAX 48
 
@@ -17,7 +18,15 @@ static int opt_store(const char *cmd, const cli_opt *o, const char *val)
     snprintf(flag, sizeof flag, "--%s", o->name);
     switch (o->kind) {
     case CLI_FLAG: *(int *)o->dst = 1; return 0;
-    case CLI_STR: *(const char **)o->dst = val; return 0;
+    case CLI_STR:
+    case CLI_OUT: *(const char **)o->dst = val; return 0;
+    case CLI_OUT_FILE:
+        if (outfile_is_stdout(val)) {
+            fprintf(stderr, "unpad %s: %s -: not to standard output: %s\n", cmd, flag, o->why);
+            return 1;
+        }
+        *(const char **)o->dst = val;
+        return 0;
     case CLI_INT: return cli_int(cmd, flag, val, (long)o->lo, (long)o->hi, (int *)o->dst);
     case CLI_DOUBLE: return cli_double(cmd, flag, val, o->lo, o->hi, (double *)o->dst);
     case CLI_INTS: {
@@ -44,6 +53,29 @@ static int opt_store(const char *cmd, const cli_opt *o, const char *val)
     case CLI_SWITCH: return o->fn(cmd, flag, val, o->dst);
     }
     return 1;
+}
+
+/* The one output given as "-" takes standard output now, before any text; two are refused. */
+static int stdout_output(const char *cmd, const cli_opt *opts, int n, const char *const *given)
+{
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        if (opts[i].kind != CLI_OUT || !given[i] || !outfile_is_stdout(given[i]))
+            continue;
+        if (first >= 0) {
+            fprintf(stderr, "unpad %s: --%s - and --%s -: both to standard output, where one output can go; "
+                            "give one of them a file name\n", cmd, opts[first].name, opts[i].name);
+            return 1;
+        }
+        first = i;
+    }
+    unpad_err err = {0};
+    int fd;
+    if (first >= 0 && outfile_stdout(&fd, &err)) {
+        fprintf(stderr, "unpad %s: --%s -: %s\n", cmd, opts[first].name, err.msg);
+        return 1;
+    }
+    return 0;
 }
 
 int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_opt *opts, int n,
@@ -90,7 +122,7 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
         }
         rest->v[rest->n++] = argv[optind];
     }
-    return -1;
+    return stdout_output(cmd, opts, n, given) ? 2 : -1;
 }
 
 void cli_ints_free(cli_ints *l)

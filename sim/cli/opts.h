@@ -15,7 +15,9 @@
  *
  * --help is every command's (usage to standard output); an unknown flag prints getopt's message
  * and the usage to standard error. A flag with one value given twice is refused (CLI_STRS flags
- * collect each value; flags without a value may repeat). */
+ * collect each value; flags without a value may repeat). An output given as "-" is standard output:
+ * one output at most may go there (two are refused, naming both flags), and once one does, the
+ * command's text is discarded (outfile_stdout) so that standard output holds that output alone. */
 #ifndef UNPAD_CLI_OPTS_H
 #define UNPAD_CLI_OPTS_H
 
@@ -34,6 +36,8 @@ typedef enum {
     CLI_LAYOUTS, /* *(cli_layouts *)dst: a --layout list (layout_parse_list) of at most hi */
     CLI_CALL,    /* fn(cmd, flag, value, dst): 0, or nonzero after printing why it refused */
     CLI_SWITCH,  /* no value: fn(cmd, flag, NULL, dst), as CLI_CALL */
+    CLI_OUT,     /* an output file, as CLI_STR; "-" is standard output */
+    CLI_OUT_FILE /* an output file, as CLI_STR; "-" is refused, with why (a file is needed) */
 } cli_opt_kind;
 
 typedef struct {
@@ -42,6 +46,7 @@ typedef struct {
     void *dst;
     double lo, hi;
     int (*fn)(const char *cmd, const char *flag, const char *val, void *dst);
+    const char *why; /* CLI_OUT_FILE: why its output cannot be standard output */
 } cli_opt;
 
 #define CLI_NOPTS(table) ((int)(sizeof(table) / sizeof((table)[0])))
@@ -57,6 +62,8 @@ typedef struct {
 #define CLI_OPT_LAYOUTS(flag_, p, hi_) {.name = (flag_), .kind = CLI_LAYOUTS, .dst = (p), .hi = (hi_)}
 #define CLI_OPT_CALL(flag_, f, p) {.name = (flag_), .kind = CLI_CALL, .dst = (p), .fn = (f)}
 #define CLI_OPT_SWITCH(flag_, f, p) {.name = (flag_), .kind = CLI_SWITCH, .dst = (p), .fn = (f)}
+#define CLI_OPT_OUT(flag_, p) {.name = (flag_), .kind = CLI_OUT, .dst = (p)}
+#define CLI_OPT_OUT_FILE(flag_, p, why_) {.name = (flag_), .kind = CLI_OUT_FILE, .dst = (p), .why = (why_)}
 
 /* The inputs of the planning commands, into a resolve_req. */
 #define CLI_OPT_DIST(rq) CLI_OPT_STR("dist", &(rq)->dist)

@@ -77,11 +77,11 @@ static FILE *open_partial(const char *cmd, const char *path, char *partial, size
     return f;
 }
 
-/* 0 when path is a device or pipe (e.g. /dev/stdout): no .partial beside it. */
+/* 0 when path is standard output ("-"), a device or pipe (e.g. /dev/stdout): no .partial beside it. */
 static int wants_partial(const char *path)
 {
     struct stat st;
-    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+    return !outfile_is_stdout(path) && (stat(path, &st) != 0 || S_ISREG(st.st_mode));
 }
 
 /* Refuses a .partial that is one of the run's inputs or outputs (it is truncated now and removed
@@ -89,7 +89,7 @@ static int wants_partial(const char *path)
 static int check_partials(cli_rows *o)
 {
     const int csv = o->csv && wants_partial(o->csv);
-    const int json = o->json && strcmp(o->json, "-") && wants_partial(o->json);
+    const int json = o->json && wants_partial(o->json);
     char cp[sizeof o->csv_partial], jp[sizeof o->json_partial];
     snprintf(cp, sizeof cp, "%s.partial", csv ? o->csv : "");
     snprintf(jp, sizeof jp, "%s.partial", json ? o->json : "");
@@ -117,7 +117,7 @@ int cli_rows_open(cli_rows *o)
         fprintf(o->csv_f, "%s\n", whatif_csv_header);
         fflush(o->csv_f);
     }
-    if (o->json && strcmp(o->json, "-") && wants_partial(o->json)) {
+    if (o->json && wants_partial(o->json)) {
         if (!(o->json_f = open_partial(o->cmd, o->json, o->json_partial, sizeof o->json_partial))) {
             cli_rows_abandon(o);
             return 1;
