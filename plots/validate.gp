@@ -1,13 +1,23 @@
 # validate.gp — predicted against measured times, from the CSV of `unpad validate --csv`.
 # usage: gnuplot -e "csv='validate.csv'; out='validate.png'" plots/validate.gp
+# term: 'png' (the default), 'svg' or 'pdf' (pdfcairo), the format of out.
 # Left: every operator row (log-log). Right: the error of rank loads and step times, +-2% band.
 if (!exists("csv")) csv = 'validate.csv'
 if (!exists("out")) out = 'validate.png'
 if (!exists("title")) title = "unpad validate: predicted against measured (".csv.")"
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 1400,620 font ",10"
+if (!exists("term")) term = 'png'
+if (term eq 'svg') {
+    set terminal svg size 1400,620 dynamic font ",10" background rgb 'white'
 } else {
-    set terminal png size 1400,620
+    if (term eq 'pdf') {
+        set terminal pdfcairo size 11in,4.9in font ",9"
+    } else {
+        if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+            set terminal pngcairo size 1400,620 font ",10"
+        } else {
+            set terminal png size 1400,620
+        }
+    }
 }
 set output out
 set datafile separator ","

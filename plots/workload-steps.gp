@@ -1,15 +1,25 @@
 # workload-steps.gp — every logged step of measured workloads against the step model, from the CSV
 # of `unpad validate --workloads F --csv`.
 # usage: gnuplot -e "csv='steps.csv'; out='steps.png'" plots/workload-steps.gp
+# term: 'png' (the default), 'svg' or 'pdf' (pdfcairo), the format of out.
 # Left: each step's error against its batch's tokens, +-2% band, errors within +-10% (BERT-Large and
 # the other models apart). Right: predicted against measured step time (log-log).
 if (!exists("csv")) csv = 'steps.csv'
 if (!exists("out")) out = 'steps.png'
 if (!exists("title")) title = "unpad validate --workloads: each logged step against the step model (".csv.")"
-if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
-    set terminal pngcairo size 1400,620 font ",10"
+if (!exists("term")) term = 'png'
+if (term eq 'svg') {
+    set terminal svg size 1400,620 dynamic font ",10" background rgb 'white'
 } else {
-    set terminal png size 1400,620
+    if (term eq 'pdf') {
+        set terminal pdfcairo size 11in,4.9in font ",9"
+    } else {
+        if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
+            set terminal pngcairo size 1400,620 font ",10"
+        } else {
+            set terminal png size 1400,620
+        }
+    }
 }
 set output out
 set datafile separator ","

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +43,59 @@ int plot_gnuplot_find(char *path, size_t n, unpad_err *err)
         p = e ? e + 1 : p + len;
     }
     return unpad_fail(err, UNPAD_EIO, NULL, 0, "gnuplot is missing: %s", GNUPLOT_INSTALL);
+}
+
+const char *plot_image_format(const char *path)
+{
+    static const char *const fmt[] = {"png", "svg", "pdf"};
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash))
+        return NULL;
+    for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++)
+        if (!strcasecmp(dot + 1, fmt[i]))
+            return fmt[i];
+    return NULL;
+}
+
+/* 1 when gnuplot has the terminal named t (its GPVAL_TERMINALS). */
+static int gnuplot_has(const char *gp, const char *t)
+{
+    char e[256];
+    snprintf(e, sizeof e, "exit status (strstrt(' '.GPVAL_TERMINALS.' ', ' %s ') > 0 ? 0 : 3)", t);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execl(gp, "gnuplot", "-e", e, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int plot_image_check(const char *flag, const char *path, const char **fmt, unpad_err *err)
+{
+    *fmt = plot_image_format(path);
+    if (!*fmt)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "%s %s: the extension gives the image's format: .png, .svg or .pdf", flag, path);
+    if (strcmp(*fmt, "pdf"))
+        return UNPAD_OK;
+    char gp[4096];
+    int rc = plot_gnuplot_find(gp, sizeof gp, err);
+    if (rc)
+        return rc;
+    if (!gnuplot_has(gp, "pdfcairo"))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "%s %s: this gnuplot (%s) has no pdfcairo terminal to draw a PDF: write .png or .svg",
+                          flag, path, gp);
+    return UNPAD_OK;
 }
 
 void plot_quote(const char *s, char *buf, size_t n)

@@ -34,6 +34,14 @@ int plot_gnuplot_find(char *path, size_t n, unpad_err *err);
 int plot_render(const char *plot_dir, const char *kind, const char *vars, const char *out,
                 unpad_err *err);
 
+/* The image format its extension gives path (.png, .svg, .pdf in any case): "png", "svg" or "pdf"
+ * (a gnuplot script's `term`), NULL for none of those. */
+const char *plot_image_format(const char *path);
+/* Refuses (UNPAD_EINVAL, naming flag and path) an image whose extension gives no format this
+ * gnuplot can draw: not .png, .svg or .pdf, or .pdf without the pdfcairo terminal; *fmt as
+ * plot_image_format. Runs gnuplot for .pdf only. */
+int plot_image_check(const char *flag, const char *path, const char **fmt, unpad_err *err);
+
 /* Quotes s as a gnuplot single-quoted string into buf. */
 void plot_quote(const char *s, char *buf, size_t n);
 

@@ -993,6 +993,16 @@ START_TEST(test_validate_workloads_json)
         text = slurp("x.png");
         ck_assert(memcmp(text, "\x89PNG", 4) == 0);
         free(text);
+        /* the format is the extension's: SVG for .svg; an unknown one refused before any work */
+        ck_assert_int_eq(run("validate --workloads %D/w.csv --steps 100 --quiet --plot %D/x.svg"), 0);
+        text = slurp("x.svg");
+        ck_assert_msg(!strncmp(text, "<?xml", 5) && strstr(text, "<svg"), "%.100s", text);
+        free(text);
+        ck_assert_int_eq(run("validate --workloads %D/w.csv --steps 100 --quiet --plot %D/x.jpg 2>%D/err.txt"), 2);
+        ck_assert(!exists("x.jpg"));
+        text = slurp("err.txt");
+        ck_assert_msg(strstr(text, "x.jpg: the extension gives the image's format: .png, .svg or .pdf"), "%s", text);
+        free(text);
     } else {
         printf("check_cli: validate --workloads --plot not drawn: gnuplot missing\n");
     }

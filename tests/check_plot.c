@@ -250,6 +250,38 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* An image's format is its extension's: .png, .svg, .pdf (PDF only where gnuplot has pdfcairo);
+ * any other, or none, is refused naming the flag and the file. */
+START_TEST(test_image_format)
+{
+    static const struct { const char *path, *fmt; } cases[] = {
+        {"v.png", "png"}, {"v.svg", "svg"}, {"dir/v.pdf", "pdf"}, {"V.SVG", "svg"}, {"a.b/v.Png", "png"},
+        {"v.jpg", NULL},  {"v", NULL},      {"a.svg/v", NULL},    {"v.svg.gz", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *f = plot_image_format(cases[i].path);
+        ck_assert_msg(cases[i].fmt ? f && !strcmp(f, cases[i].fmt) : !f, "%s: %s", cases[i].path, f ? f : "none");
+    }
+    unpad_err e = {0};
+    const char *fmt;
+    ck_assert_int_eq(plot_image_check("--plot", "v.jpg", &fmt, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "--plot v.jpg: the extension gives the image's format: .png, .svg or .pdf"), "%s",
+                  e.msg);
+    ck_assert_int_eq(plot_image_check("--plot", "v.svg", &fmt, &e), UNPAD_OK);
+    ck_assert_str_eq(fmt, "svg");
+    /* .pdf asks gnuplot for pdfcairo: a gnuplot without it (a stand-in that says no) is refused */
+    char gp[512];
+    tu_write_tmp(gp, sizeof gp, ".sh", "#!/bin/sh\nexit 3\n");
+    ck_assert_int_eq(chmod(gp, 0755), 0);
+    setenv("UNPAD_GNUPLOT", gp, 1);
+    ck_assert_int_eq(plot_image_check("--plot", "v.pdf", &fmt, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "--plot v.pdf: this gnuplot") && strstr(e.msg, "no pdfcairo"), "%s", e.msg);
+    ck_assert_int_eq(plot_image_check("--plot", "v.png", &fmt, &e), UNPAD_OK); /* no gnuplot asked */
+    unsetenv("UNPAD_GNUPLOT");
+    unlink(gp);
+}
+END_TEST
+
 Suite *plot_suite(void)
 {
     Suite *s = suite_create("plot");
@@ -257,6 +289,7 @@ Suite *plot_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_kind);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_image_format);
     suite_add_tcase(s, tc);
     return s;
 }

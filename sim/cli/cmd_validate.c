@@ -28,9 +28,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: unpad validate --traces F [F...] [--calib F] [--hw F] [--model F]... [--csv OUT]\n"
-            "                      [--plot OUT.png] [--json F] [--quiet] [--fp8 on|off]\n"
+            "                      [--plot OUT.png|svg|pdf] [--json F] [--quiet] [--fp8 on|off]\n"
             "       unpad validate --workloads F [--seed S] [--steps K] [--calib F] [--hw F] [--json F]\n"
-            "                      [--csv OUT] [--plot OUT.png] [--quiet] [--fp8 on|off]\n"
+            "                      [--csv OUT] [--plot OUT.png|svg|pdf] [--quiet] [--fp8 on|off]\n"
             "  --traces F   measured trace CSV (held-out: not the ones the calibration was fitted on);\n"
             "               more files may follow it; each file is one run\n"
             "  --calib F    fitted coefficients (default: models/calib/<hw>.cfg if it exists)\n"
@@ -41,7 +41,8 @@ static void usage(FILE *f)
             "               (--workloads: per logged step, its batch's tokens, sum of len^2 and\n"
             "               longest, measured and predicted ms); OUT '-': only the CSV, on standard\n"
             "               output\n"
-            "  --plot OUT   render plots/validate.gp with gnuplot to OUT (PNG); --workloads:\n"
+            "  --plot OUT   render plots/validate.gp with gnuplot to OUT, in the format of its\n"
+            "               extension: .png, .svg or .pdf (pdfcairo); --workloads:\n"
             "               plots/workload-steps.gp (each logged step's error against its tokens)\n"
             "  --json F     also write the error tables (--workloads: the table) as JSON\n"
             "               (docs/json.md); F '-': only the JSON, on standard output\n"
@@ -56,9 +57,11 @@ static void usage(FILE *f)
             "  --steps K    sampled steps of the what-if (default 2000)\n");
 }
 
-/* Draws plots/<gp> from csv into png (written whole or not at all). */
+/* Draws plots/<gp> from csv into png, an image of the format its extension gives (written whole or
+ * not at all). */
 static int run_gnuplot(const char *gp, const char *csv, const char *png, const char *title)
 {
+    const char *term = plot_image_format(png);
     if (strchr(csv, '\'') || strchr(png, '\'')) {
         fprintf(stderr, "unpad validate: --plot: file names with a quote are not supported\n");
         return 1;
@@ -72,7 +75,8 @@ static int run_gnuplot(const char *gp, const char *csv, const char *png, const c
     unpad_outfile *img; /* gnuplot draws into its temporary; renamed when not empty */
     if (outfile_open(png, &img, &err))
         return cli_error("validate", &err);
-    snprintf(expr, sizeof expr, "csv='%s'; out='%s'; title=%s", csv, outfile_temp_path(img), qtitle);
+    snprintf(expr, sizeof expr, "csv='%s'; out='%s'; term='%s'; title=%s", csv, outfile_temp_path(img),
+             term ? term : "png", qtitle);
     char *args[] = {"gnuplot", "-e", expr, script, NULL};
     pid_t pid;
     if (posix_spawnp(&pid, "gnuplot", NULL, NULL, args, environ)) {
@@ -528,6 +532,17 @@ int cmd_validate(int argc, char **argv)
                         "each workload's model)\n");
         return 2;
     }
+    if (o.plot && !have_gnuplot()) {
+        fprintf(stderr, "unpad validate: --plot needs gnuplot, which is not installed here "
+                        "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
+        return 1;
+    }
+    const char *fmt;
+    unpad_err err = {0};
+    if (o.plot && plot_image_check("--plot", o.plot, &fmt, &err)) {
+        cli_error("validate", &err);
+        return 2;
+    }
     if (o.workloads)
         return validate_workloads(&o.rq, o.workloads, (uint64_t)o.wseed, o.wsteps, o.quiet, o.json, o.csv, o.plot,
                                   argc, argv);
@@ -535,11 +550,6 @@ int cmd_validate(int argc, char **argv)
         fprintf(stderr, "unpad validate: --traces or --workloads is required\n");
         usage(stderr);
         return 2;
-    }
-    if (o.plot && !have_gnuplot()) {
-        fprintf(stderr, "unpad validate: --plot needs gnuplot, which is not installed here "
-                        "(apt-get install gnuplot-nox); the tables and --csv work without it\n");
-        return 1;
     }
     validate_data *d = calloc(1, sizeof *d);
     if (!d) {
