@@ -345,6 +345,7 @@ void dist_compute_stats(const unpad_dist *d, dist_stats *s)
             s->max = l;
         sum += d->count[l] * l;
         sum2 += d->count[l] * (double)l * l;
+        s->fractional |= d->count[l] != floor(d->count[l]);
     }
     s->count = d->total;
     s->mean = sum / d->total;
@@ -355,6 +356,12 @@ void dist_compute_stats(const unpad_dist *d, dist_stats *s)
     s->p90 = dist_percentile(d, 0.90);
     s->p99 = dist_percentile(d, 0.99);
     s->share_at_max = d->count[d->max_len] / d->total;
+}
+
+const char *dist_count_text(double count, char *buf, size_t n)
+{
+    snprintf(buf, n, count == floor(count) && fabs(count) < 1e17 ? "%.0f" : "%.15g", count);
+    return buf;
 }
 
 struct dist_sampler {

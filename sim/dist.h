@@ -26,6 +26,7 @@ typedef struct {
     int p50, p90, p99;
     double share_at_max;   /* fraction of sequences of length == max_len */
     double sum_len2_mean;  /* E[len^2], drives the attention cost */
+    int fractional;        /* 1: a count has a fraction (weights, e.g. probabilities, not whole sequences) */
 } dist_stats;
 
 /* The default distribution, models/dists/wiki512.csv under the project home (resolve.h); kept
@@ -45,6 +46,9 @@ int dist_from_lengths(const int *len, int n, unpad_dist *d, unpad_err *err);
 void dist_free(unpad_dist *d);
 
 void dist_compute_stats(const unpad_dist *d, dist_stats *s);
+/* A count as the file gives it, into buf: a whole number without decimals (2, 16279552), a
+ * fraction with its digits (2.5, 0.3), never rounded to a whole one. */
+const char *dist_count_text(double count, char *buf, size_t n);
 /* Fraction of tokens that are padding when each sequence is padded to pad_len (>= max length). */
 double dist_padding_fraction(const unpad_dist *d, int pad_len);
 /* Smallest length l with P(len <= l) >= q, q in (0, 1]. */

@@ -254,21 +254,25 @@ int plot_hist(const char *plot_dir, const unpad_dist *d, const char *prov, const
               unpad_err *err)
 {
     csv_file c;
+    char count[64];
     int rc = csv_open(&c, out, ".csv", prov, err);
     if (rc)
         return rc;
     fprintf(c.f, "length,count,percent\n");
     for (int l = 1; l <= d->max_len; l++)
-        fprintf(c.f, "%d,%.0f,%.6f\n", l, d->count[l], 100.0 * d->count[l] / d->total);
+        fprintf(c.f, "%d,%s,%.6f\n", l, dist_count_text(d->count[l], count, sizeof count),
+                100.0 * d->count[l] / d->total);
     if ((rc = csv_close(&c, err)))
         return rc;
     dist_stats s;
     dist_compute_stats(d, &s);
     char qpath[4200], title[1024], qtitle[1100], vars[8192];
-    char count[32];
-    format_thousands(s.count, count, sizeof count);
-    snprintf(title, sizeof title, "Sequence lengths of %s: %s sequences", base_name(d->source),
-             count);
+    if (s.fractional)
+        dist_count_text(s.count, count, sizeof count);
+    else
+        format_thousands(s.count, count, sizeof count);
+    snprintf(title, sizeof title, "Sequence lengths of %s: %s %s", base_name(d->source), count,
+             s.fractional ? "(counts as weights)" : "sequences");
     plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(title, qtitle, sizeof qtitle);
     snprintf(vars, sizeof vars,

@@ -309,6 +309,21 @@ START_TEST(test_stats_datamove)
     check_doc(v, "stats");
     jr_free(v);
 
+    /* fractional counts: the text shows the total the JSON has, and says they are weights */
+    FILE *f;
+    char path[256];
+    snprintf(path, sizeof path, "%s/frac.csv", OUTDIR);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("length,count\n100,2.5\n", f);
+    fclose(f);
+    ck_assert_int_eq(run("stats --dist %D/frac.csv --json %D/frac.json"), 0);
+    char *text = slurp("stdout.txt");
+    ck_assert_msg(strstr(text, "\nsequences      2.5 (the file's counts have fractions: weights"), "%s", text);
+    free(text);
+    v = load_json("frac.json");
+    ck_assert_double_eq(at(v, "stats.sequences")->num, 2.5);
+    jr_free(v);
+
     /* a pad length shorter than the longest sequence is refused, not reported as 0% padding */
     ck_assert_int_eq(run("stats --dist short --pad 10 --json %D/s10.json"), 2);
     ck_assert(!exists("s10.json"));

@@ -47,6 +47,35 @@ START_TEST(test_list_and_stats_exact)
 }
 END_TEST
 
+/* Fractional counts (weights, probabilities) are kept and shown as given, never rounded to whole
+ * sequences; whole counts print without decimals. */
+START_TEST(test_fractional_counts)
+{
+    static const struct { const char *text; double total; const char *shown; int fractional; } cases[] = {
+        {"length,count\n100,2.5\n", 2.5, "2.5", 1},
+        {"length,count\n100,0.3\n200,0.7\n", 1, "1", 1},
+        {"length,count\n100,16279551\n200,1\n", 16279552, "16279552", 0},
+        {"length,count\n7,0.125\n", 0.125, "0.125", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unpad_dist d;
+        unpad_err e = {0};
+        ck_assert_msg(dist_parse_csv("t.csv", cases[i].text, strlen(cases[i].text), &d, &e) == UNPAD_OK, "%s",
+                      e.msg);
+        dist_stats s;
+        dist_compute_stats(&d, &s);
+        char buf[64];
+        ck_assert_double_eq_tol(s.count, cases[i].total, 1e-12);
+        ck_assert_str_eq(dist_count_text(s.count, buf, sizeof buf), cases[i].shown);
+        ck_assert_int_eq(s.fractional, cases[i].fractional);
+        dist_free(&d);
+    }
+    char buf[64];
+    ck_assert_str_eq(dist_count_text(0.3, buf, sizeof buf), "0.3");
+    ck_assert_str_eq(dist_count_text(1e15, buf, sizeof buf), "1000000000000000");
+}
+END_TEST
+
 static const char *load_error(const char *text, int *code)
 {
     static unpad_err e;
@@ -270,6 +299,7 @@ Suite *dist_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_wiki_histogram_stats);
     tcase_add_test(tc, test_list_and_stats_exact);
+    tcase_add_test(tc, test_fractional_counts);
     tcase_add_test(tc, test_csv_errors);
     tcase_add_test(tc, test_sampling_reproducible_and_faithful);
     tcase_add_test(tc, test_nul_byte_refused_with_offset);

@@ -64,7 +64,9 @@ int cmd_stats(int argc, char **argv)
     }
     printf("unpad stats: %s\n", dist_path);
     cli_prov_print(stdout, &prov);
-    printf("\nsequences      %.0f\n", s.count);
+    char count[64];
+    printf("\nsequences      %s%s\n", dist_count_text(s.count, count, sizeof count),
+           s.fractional ? " (the file's counts have fractions: weights, not whole sequences)" : "");
     printf("mean length    %.2f  (stddev %.2f)\n", s.mean, s.stddev);
     printf("min / max      %d / %d\n", s.min, s.max);
     printf("p50 / p90 / p99  %d / %d / %d\n", s.p50, s.p90, s.p99);
