@@ -38,11 +38,14 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
         t->cfg.attn_dropout = a->attn_dropout;
     t->hw = t->in.hw;
     t->cc = t->in.calib;
-    const char *how = t->in.hw_from == HW_GIVEN     ? "as given"
-                      : t->in.hw_from == HW_MATCHED ? "its device names this GPU"
-                      : device ? "the default: no spec under models/hw names this GPU (device = ...), --hw picks one"
-                               : "the default";
-    snprintf(t->hw_from, sizeof t->hw_from, "%.4000s, %s", t->in.hw_path, how);
+    char how[512];
+    if (t->in.hw_from == HW_DEFAULT && device)
+        snprintf(how, sizeof how, "the default: no spec under models/hw says device = %.256s; --hw names one", device);
+    else
+        snprintf(how, sizeof how, "%s", t->in.hw_from == HW_GIVEN     ? "as given"
+                                        : t->in.hw_from == HW_MATCHED ? "its device names this GPU"
+                                                                      : "the default");
+    snprintf(t->hw_from, sizeof t->hw_from, "%.3500s, %s", t->in.hw_path, how);
     snprintf(t->calib_from, sizeof t->calib_from, "%.4000s%s",
              t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults",
              t->in.calib_from == CALIB_TRANSFERRED ? " (an estimate: transferred from other hardware)" : "");
