@@ -15,7 +15,7 @@ struct train_log {
     char path[4096];
 };
 
-int train_log_open(const char *path, train_log **out, unpad_err *err)
+int train_log_open(const char *path, int append, train_log **out, unpad_err *err)
 {
     *out = NULL;
     if (!path)
@@ -24,7 +24,7 @@ int train_log_open(const char *path, train_log **out, unpad_err *err)
     if (!l)
         return unpad_fail(err, UNPAD_ENOMEM, path, 0, "out of host memory");
     snprintf(l->path, sizeof l->path, "%s", path);
-    if (!(l->f = fopen(path, "w"))) {
+    if (!(l->f = fopen(path, append ? "a" : "w"))) {
         int e = errno;
         free(l);
         return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write the metrics file: %s", strerror(e));
@@ -63,6 +63,21 @@ void train_log_step(train_log *l, const train_step_metrics *m)
     json_int(&w, "skipped", m->skipped);
     json_end(&w);
     json_finish(&w, NULL); /* a failed write shows in train_log_close */
+    fflush(l->f);
+}
+
+void train_log_resume(train_log *l, long long step, const char *from)
+{
+    if (!l)
+        return;
+    json_w w;
+    json_init(&w, l->f, JSON_LINE);
+    json_obj(&w, NULL);
+    json_str(&w, "kind", "resume");
+    json_int(&w, "step", step);
+    json_str(&w, "from", from);
+    json_end(&w);
+    json_finish(&w, NULL);
     fflush(l->f);
 }
 

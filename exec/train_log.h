@@ -10,7 +10,11 @@
  * to its last, host_ms the host's time to enqueue them: ms_per_step above gpu_ms is the GPU idle
  * between steps, gpu_ms above the kernels' sum is idle inside a step), and
  *   {"kind": "eval", "step": 1000, "time_s": 130.2, "mlm_loss": 6.56, "mlm_acc": 0.131}
- * per evaluation. A non-finite number is written as null.
+ * per evaluation. A non-finite number is written as null. A run resumed from a checkpoint
+ * (--resume) appends to the file instead of replacing it, after
+ *   {"kind": "resume", "step": 3000, "from": "ck/step-003000"}
+ * so the interrupted run's lines stay; those of steps after the checkpoint's are then followed by
+ * the resumed run's lines for the same steps (a reader keeps, per step, the last line).
  *
  * The metrics file is streamed (a line flushed per record: read it while the run goes on).
  *
@@ -40,8 +44,11 @@ typedef struct {
 
 typedef struct train_log train_log;
 
-/* Creates (truncates) path; NULL path: *out = NULL and every call below does nothing. */
-int train_log_open(const char *path, train_log **out, unpad_err *err);
+/* Creates (truncates) path, or with append adds to it (a resumed run); NULL path: *out = NULL
+ * and every call below does nothing. */
+int train_log_open(const char *path, int append, train_log **out, unpad_err *err);
+/* The resumed run's first line: the checkpoint's step and path. */
+void train_log_resume(train_log *l, long long step, const char *from);
 void train_log_step(train_log *l, const train_step_metrics *m);
 void train_log_eval(train_log *l, int step, double time_s, double mlm_loss, double mlm_acc);
 /* Closes; EIO if a write failed. NULL is accepted. */

@@ -114,7 +114,7 @@ START_TEST(test_metrics_lines)
     ck_assert_ptr_nonnull(tu_write_tmp(path, sizeof path, ".jsonl", ""));
     train_log *l;
     unpad_err e = {0};
-    ck_assert_int_eq(train_log_open(path, &l, &e), UNPAD_OK);
+    ck_assert_int_eq(train_log_open(path, 0, &l, &e), UNPAD_OK);
     train_step_metrics m = {.step = 10, .steps = 30, .time_s = 1.5, .loss = 7.25, .mlm_loss = 6.5, .nsp_loss = 0.75,
                             .mlm_acc = 0.125, .lr = 4.25e-4, .grad_norm = NAN, .samples_per_s = 100,
                             .tokens_per_s = 25600, .tflops = 1.5, .ms_per_step = 20, .gpu_ms = 19.5, .host_ms = 2.25,
@@ -139,6 +139,27 @@ START_TEST(test_metrics_lines)
                                    "\"mlm_acc\": 0.25}");
     }
     ck_assert_int_eq(lines, 2);
+    free(text);
+    /* a resumed run appends after a resume line: the interrupted run's lines stay */
+    ck_assert_int_eq(train_log_open(path, 1, &l, &e), UNPAD_OK);
+    train_log_resume(l, 8, "ck/step-000008");
+    train_log_eval(l, 12, 3.0, 6.5, 0.5);
+    ck_assert_int_eq(train_log_close(l, &e), UNPAD_OK);
+    text = slurp(path);
+    const char *want[] = {"\"kind\": \"step\", \"step\": 10", "\"kind\": \"eval\", \"step\": 10",
+                          "{\"kind\": \"resume\", \"step\": 8, \"from\": \"ck/step-000008\"}",
+                          "\"kind\": \"eval\", \"step\": 12"};
+    lines = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+        ck_assert_msg(lines < 4 && json_valid(line) && strstr(line, want[lines]), "line %d: %s", lines, line);
+    }
+    ck_assert_int_eq(lines, 4);
+    free(text);
+    /* a new run (no --resume) starts the file again */
+    ck_assert_int_eq(train_log_open(path, 0, &l, &e), UNPAD_OK);
+    ck_assert_int_eq(train_log_close(l, &e), UNPAD_OK);
+    text = slurp(path);
+    ck_assert_str_eq(text, "");
     free(text);
     unlink(path);
 }

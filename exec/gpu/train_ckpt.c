@@ -50,6 +50,7 @@ int trainer_resume(trainer *t, unpad_err *err)
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);
     printf("  resumed from %s at step %lld (data position %lld)\n", path, (long long)t->st.step,
            (long long)t->st.data_pos);
+    train_log_resume(t->log, (long long)t->st.step, path);
     return UNPAD_OK;
 }
 

@@ -216,7 +216,7 @@ static int setup_outputs(trainer *t, unpad_err *err)
         !(t->tr = optrace_create(t->hw.name, &t->cfg, trace_products_of(a), t->tcsv, t->tjson, t->comm.rank, t->K,
                                  t->start_us, err)))
         return err->code;
-    if (t->rank0 && (rc = train_log_open(a->log_file, &t->log, err)))
+    if (t->rank0 && (rc = train_log_open(a->log_file, a->resume != NULL, &t->log, err)))
         return rc;
     if (a->dump_batches && t->comm.size > 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--dump-batches writes one process's batches: run one process");
