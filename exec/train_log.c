@@ -35,16 +35,28 @@ int train_log_open(const char *path, int append, train_log **out, unpad_err *err
 
 /* The metrics file is streamed, a line per record flushed as it is written: it is meant to be read
  * while the run goes on (a crash keeps every line written). Numbers at the precision a reader of
- * the line wants. */
+ * the line wants. A record: line_begin, its keys, line_end. */
+static void line_begin(train_log *l, json_w *w, const char *kind, long long step)
+{
+    json_init(w, l->f, JSON_LINE);
+    json_obj(w, NULL);
+    json_str(w, "kind", kind);
+    json_int(w, "step", step);
+}
+
+static void line_end(train_log *l, json_w *w)
+{
+    json_end(w);
+    json_finish(w, NULL); /* a failed write shows in train_log_close */
+    fflush(l->f);
+}
+
 void train_log_step(train_log *l, const train_step_metrics *m)
 {
     if (!l)
         return;
     json_w w;
-    json_init(&w, l->f, JSON_LINE);
-    json_obj(&w, NULL);
-    json_str(&w, "kind", "step");
-    json_int(&w, "step", m->step);
+    line_begin(l, &w, "step", m->step);
     json_int(&w, "steps", m->steps);
     json_num_sig(&w, "time_s", m->time_s, 6);
     json_num_sig(&w, "loss", m->loss, 7);
@@ -61,9 +73,7 @@ void train_log_step(train_log *l, const train_step_metrics *m)
     json_num_sig(&w, "host_ms", m->host_ms, 4);
     json_num_sig(&w, "eta_s", m->eta_s >= 0 ? m->eta_s : NAN, 6);
     json_int(&w, "skipped", m->skipped);
-    json_end(&w);
-    json_finish(&w, NULL); /* a failed write shows in train_log_close */
-    fflush(l->f);
+    line_end(l, &w);
 }
 
 void train_log_resume(train_log *l, long long step, const char *from)
@@ -71,14 +81,9 @@ void train_log_resume(train_log *l, long long step, const char *from)
     if (!l)
         return;
     json_w w;
-    json_init(&w, l->f, JSON_LINE);
-    json_obj(&w, NULL);
-    json_str(&w, "kind", "resume");
-    json_int(&w, "step", step);
+    line_begin(l, &w, "resume", step);
     json_str(&w, "from", from);
-    json_end(&w);
-    json_finish(&w, NULL);
-    fflush(l->f);
+    line_end(l, &w);
 }
 
 void train_log_eval(train_log *l, int step, double time_s, double mlm_loss, double mlm_acc)
@@ -86,16 +91,11 @@ void train_log_eval(train_log *l, int step, double time_s, double mlm_loss, doub
     if (!l)
         return;
     json_w w;
-    json_init(&w, l->f, JSON_LINE);
-    json_obj(&w, NULL);
-    json_str(&w, "kind", "eval");
-    json_int(&w, "step", step);
+    line_begin(l, &w, "eval", step);
     json_num_sig(&w, "time_s", time_s, 6);
     json_num_sig(&w, "mlm_loss", mlm_loss, 7);
     json_num_sig(&w, "mlm_acc", mlm_acc, 6);
-    json_end(&w);
-    json_finish(&w, NULL);
-    fflush(l->f);
+    line_end(l, &w);
 }
 
 int train_log_close(train_log *l, unpad_err *err)
