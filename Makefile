@@ -1,5 +1,6 @@
 # unpad — one plain Makefile.
-#   make            CPU parts always; GPU parts where nvcc is found (it says ✓/✗ for each dependency)
+#   make            CPU parts always; the kernels and bin/unpad-train where nvcc (and cuBLASLt) are found
+#                   (it says ✓/✗ for each dependency)
 #   make demo       the main job on the built-in default data
 #   make test       Check suites (CPU); make test-asan: the same under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer harnesses of the readers (clang); make fuzz-ci: each for FUZZ_TIME s
@@ -117,7 +118,7 @@ GPU_BINS := $(if $(wildcard exec/gpu/main_train.c),bin/unpad-train$(XS))
 
 .PHONY: all cpu gpu kernels probe demo check-readme report test test-run test-asan test-gpu bench bench-kernels \
         bench-cpu deps clean FORCE fuzz fuzz-ci
-all: probe cpu $(if $(HAVE_NVCC),kernels)
+all: probe cpu $(if $(HAVE_NVCC),kernels) $(if $(HAVE_CUBLASLT),$(GPU_BINS))
 
 probe:
 	@echo "unpad build: nvcc $(call have,$(HAVE_NVCC))  cuBLASLt $(call have,$(HAVE_CUBLASLT))  NCCL $(call have,$(HAVE_NCCL))  MPI $(call have,$(HAVE_MPI))  GSL $(call have,$(HAVE_GSL))  Check $(call have,$(HAVE_CHECK))  gnuplot $(call have,$(HAVE_GNUPLOT))"
