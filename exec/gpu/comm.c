@@ -171,7 +171,7 @@ static int id_through_file(const char *path, int rank, ncclUniqueId *id, unpad_e
 }
 #endif
 
-int comm_init(comm_t *c, unpad_err *err)
+void comm_env(comm_t *c)
 {
     memset(c, 0, sizeof *c);
     static const char *RANK[] = {"UNPAD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
@@ -183,6 +183,11 @@ int comm_init(comm_t *c, unpad_err *err)
     c->size = s ? atoi(s) : 1;
     c->local_rank = l ? atoi(l) : c->rank;
     c->launcher = getenv("UNPAD_RANK") ? COMM_NPROC : (r ? COMM_MPI : COMM_SINGLE);
+}
+
+int comm_init(comm_t *c, unpad_err *err)
+{
+    comm_env(c);
     if (c->size < 1 || c->rank < 0 || c->rank >= c->size)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "rank %d of %d from the environment makes no sense", c->rank,
                           c->size);

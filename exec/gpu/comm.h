@@ -73,6 +73,9 @@ int comm_spawn(int nproc, int *is_parent, unpad_err *err);
 /* Rank, size and device from the environment; selects the device; creates the NCCL communicator
  * when size > 1. EINVAL / EIO with the reason (no GPU, a bad environment, no NCCL id). */
 int comm_init(comm_t *c, unpad_err *err);
+/* The rank, size, local rank and launcher the environment gives (comm_init's first part: no GPU,
+ * no MPI call); the values unchecked. */
+void comm_env(comm_t *c);
 void comm_free(comm_t *c);
 /* 1 when collectives go through an NCCL communicator (several ranks, or one under a launcher). */
 int comm_uses_nccl(const comm_t *c);

@@ -316,6 +316,16 @@ static int parse_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "unpad-train: --calib and --no-calib exclude each other\n");
         return 1;
     }
+    if (a->warmup > a->steps) {
+        fprintf(stderr, "unpad-train: --warmup-steps %d is beyond --steps %d: the learning rate would never reach "
+                "--lr; the schedule's warm-up is part of its --steps\n", a->warmup, a->steps);
+        return 1;
+    }
+    if (a->no_dropout && a->attn_dropout > 0) {
+        fprintf(stderr, "unpad-train: --no-dropout with --attn-dropout %g: no dropout is run; give one of them\n",
+                a->attn_dropout);
+        return 1;
+    }
     return 0;
 }
 
@@ -350,6 +360,15 @@ int main(int argc, char **argv)
     if (strcmp(a.precision, UNPAD_PRECISION))
         return exec_precision(a.precision, argv);
     unpad_err err = {0}, e2 = {0};
+    /* What the host can check is checked before a rank starts or a GPU is looked for, and said
+     * once: under a launcher every rank checks, rank 0 speaks. */
+    if (trainer_preflight(&a, &err)) {
+        comm_t env;
+        comm_env(&env);
+        if (env.rank == 0)
+            fprintf(stderr, "unpad-train: %s\n", err.msg);
+        return 1;
+    }
     /* Ranks are started (or found) before anything touches the GPU: fork after CUDA is unsafe. */
     int is_parent = 0;
     rc = comm_spawn(a.nproc, &is_parent, &err);

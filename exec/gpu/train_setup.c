@@ -26,9 +26,7 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
         device = prop.name;
     (void)cudaGetLastError();
-    resolve_req rq = {.model = a->model, .hw = a->hw, .calib = a->calib, .dist = a->dist, .plan = a->plan,
-                      .no_calib = a->no_calib, .fp8 = a->fp8, .need_dist = a->synthetic, .policy = a->policy,
-                      .count = a->count, .fmha_groups = a->groups, .streams = a->streams, .device = device};
+    resolve_req rq = train_resolve_req(a, device);
     int rc = resolve_inputs_load(&rq, &t->in, err);
     if (rc)
         return rc;
@@ -56,17 +54,12 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
     if (t->in.have_plan)
         fg->opts.granularity = plan->fmha_granularity;
     fg->opts.max_streams = plan->streams ? plan->streams : 2;
-    /* grouped attention needs micro-batches longest first: the balanced path builds them so */
-    t->balanced = a->policy || t->in.have_plan || t->comm.launcher != COMM_SINGLE || fg->nb != 0;
+    t->balanced = train_balanced(a, &t->in, t->comm.launcher);
     t->policy = t->balanced ? plan->policy : BAL_NONE;
     t->count = t->balanced ? plan->count : BAL_EQUAL;
     t->weights_tokens = t->balanced && plan->weights_tokens;
     t->scost = plan->cost;
-    if (a->online && (!t->balanced || t->weights_tokens))
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
-                          "--calibrate-online refits the balanced per-sequence cost: it needs --policy (or "
-                          "--plan with weights = cost)");
-    return UNPAD_OK;
+    return train_check_layout(a, &t->in, &t->comm, err);
 }
 
 static int setup_data(trainer *t, unpad_err *err)
@@ -218,8 +211,6 @@ static int setup_outputs(trainer *t, unpad_err *err)
         return err->code;
     if (t->rank0 && (rc = train_log_open(a->log_file, a->resume != NULL, &t->log, err)))
         return rc;
-    if (a->dump_batches && t->comm.size > 1)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--dump-batches writes one process's batches: run one process");
     if (t->rank0 && a->dump_batches && (rc = dump_open(&t->dumpb, a->dump_batches, err)))
         return rc;
     return UNPAD_OK;

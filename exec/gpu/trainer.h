@@ -3,6 +3,7 @@
  * concern:
  *   trainer.c        create / free, the step loop with its stops (signals, non-finite steps)
  *   train_setup.c    the inputs (through sim/resolve.h), data, model, balancer, outputs
+ *   train_preflight.c  the host's checks before any rank or GPU (main calls it), the setup's shared parts
  *   train_step.c     one batch fetcher, one training step, the online calibration, evaluation
  *   train_report.c   progress lines, the metrics file, the summary lines and JSON
  *   train_ckpt.c     checkpoints and resume
@@ -192,6 +193,22 @@ typedef struct {
 /* train_setup.c */
 int trainer_create(trainer *t, const train_args *a, int argc, char **argv, unpad_err *err);
 void trainer_free(trainer *t);
+/* The resolver's request of a run (sim/resolve.h); device: the GPU's name, NULL where none is known. */
+resolve_req train_resolve_req(const train_args *a, const char *device);
+/* 1 when the run balances every global batch over the ranks; launcher: how the ranks were started. */
+int train_balanced(const train_args *a, const resolve_inputs *in, comm_launcher launcher);
+/* The flags that need the run's layout (c: its launcher and size): --calibrate-online refits the
+ * balanced per-sequence cost (EINVAL when the run has none); --dump-batches needs one process. */
+int train_check_layout(const train_args *a, const resolve_inputs *in, const comm_t *c, unpad_err *err);
+
+/* train_preflight.c: what the host can check before any rank starts or the GPU is touched, with the
+ * run's own functions: the inputs through the resolver (the default hardware spec standing in for
+ * the GPU's), the --data / --eval shards against the model, the checkpoint --resume takes (its
+ * header, seed, batch and ranks), the places of the outputs (nothing created or truncated), and
+ * --calibrate-online and --dump-batches against the run's layout. UNPAD_OK, or an input error whose
+ * message names the flag. trainer_create checks all of it again: the GPU's hardware spec and the
+ * checkpoint's model (it needs the model built) are checked there only. */
+int trainer_preflight(const train_args *a, unpad_err *err);
 
 /* trainer.c: runs the steps; *outcome receives "completed", "stopped by signal" or "diverged"
  * (with the reason in err). Returns the exit code for main. */
