@@ -4,10 +4,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dist.h"
 #include "outfile.h"
@@ -85,11 +87,59 @@ static int fail(const unpad_err *e)
     return 1;
 }
 
+/* ---- stopping on a signal -------------------------------------------------------------------- */
+
+/* The signal (SIGINT, SIGTERM, SIGHUP) that asked the run to stop, 0 while none did. The handler
+ * only sets it; the reader and the write loop check it, and the run then stops as on an error:
+ * the shards it wrote are removed, and the file being written (a temporary) is dropped. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+/* Catches the stop signals, except one ignored when the program starts (SIGINT of a background
+ * job, SIGHUP under nohup), which stays ignored. A second signal changes nothing: the cleanup is
+ * quick (the flag is checked at every sample and line), and leaving it would leave the shards.
+ * Without SA_RESTART, a read from a pipe that waits for more text is interrupted too (the writes
+ * retry). */
+static void catch_stop_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = 0;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+static const char *signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+/* After the cleanup, ends the process by the signal that stopped it, so that the caller (a shell,
+ * make) sees the run killed rather than failed. */
+static void die_by_stop_signal(void)
+{
+    int sig = stop_signal;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+    fflush(NULL);
+    raise(sig);
+}
+
 /* ---- output: one file or a folder of shards --------------------------------------------------- */
 
 typedef struct {
     const char *out;
-    int folder;
+    int folder, made_folder; /* made_folder: this run made the folder */
     long per_shard;
     int max_len, max_pred, vocab_size;
     uint64_t seed;
@@ -112,6 +162,8 @@ static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
 {
     sink *k = ctx;
     int rc;
+    if (stop_signal)
+        return unpad_fail(err, UNPAD_EINVAL, k->out, 0, "stopped by %s", signal_name(stop_signal));
     if (!k->w) {
         char path[4096];
         shard_path(k, k->files, path, sizeof path);
@@ -135,10 +187,13 @@ static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
     return UNPAD_OK;
 }
 
-/* Closes the last shard. A failed run removes the shards it completed, so a folder never holds
- * part of a set that reads as a whole smaller one. */
+/* Closes the last shard. A failed or stopped run removes the shards it completed (and the folder
+ * when it made it and it is left empty), so a folder never holds part of a set that reads as a
+ * whole smaller one. */
 static int sink_finish(sink *k, int rc, unpad_err *err)
 {
+    if (!rc && stop_signal) /* a signal after the last sample: the set is not closed yet */
+        rc = unpad_fail(err, UNPAD_EINVAL, k->out, 0, "stopped by %s", signal_name(stop_signal));
     if (k->w) {
         if (rc) {
             shard_writer_abort(k->w);
@@ -154,13 +209,17 @@ static int sink_finish(sink *k, int rc, unpad_err *err)
             shard_path(k, i, path, sizeof path);
             remove(path);
         }
+    if (rc && k->made_folder)
+        rmdir(k->out); /* fails, harmlessly, when the folder holds anything else */
     return rc;
 }
 
-/* Makes the folder; with force, removes its shard-*.bin files, else refuses a folder that has any. */
-static int prepare_folder(const char *dir, int force, unpad_err *err)
+/* Makes the folder (*made: 1 when this call made it); with force, removes its shard-*.bin files,
+ * else refuses a folder that has any. */
+static int prepare_folder(const char *dir, int force, int *made, unpad_err *err)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST)
+    *made = mkdir(dir, 0777) == 0;
+    if (!*made && errno != EEXIST)
         return unpad_fail(err, UNPAD_EIO, dir, 0, "cannot make the folder: %s", strerror(errno));
     DIR *d = opendir(dir);
     if (!d)
@@ -573,7 +632,7 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
     if (!rc)
         rc = pretrain_opts_check(&d->po, err);
     if (!rc && k->folder)
-        rc = prepare_folder(k->out, d->force, err);
+        rc = prepare_folder(k->out, d->force, &k->made_folder, err);
     if (!rc && d->synthetic) {
         rc = dist_load(d->dist_path, &dist, err);
         have_dist = rc == UNPAD_OK;
@@ -581,6 +640,8 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
             rc = pretrain_synthetic(&dist, d->samples, &d->po, &m, sink_emit, k, err);
     } else if (!rc) {
         rc = pretrain_corpus_alloc(&corpus, err);
+        if (!rc)
+            pretrain_corpus_stop_on(corpus, &stop_signal);
         for (int i = 0; i < d->n_inputs && !rc; i++)
             rc = pretrain_corpus_add_file(corpus, vocab, d->inputs[i], d->format, err);
         t_read = unpad_now_s() - t0;
@@ -592,6 +653,17 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
             rc = pretrain_generate(corpus, &d->po, &m, sink_emit, k, &st, err);
     }
     rc = sink_finish(k, rc, err);
+    if (stop_signal) { /* the reason, whatever the error it caused */
+        if (k->folder)
+            rc = unpad_fail(err, UNPAD_EINVAL, k->out, 0,
+                            "stopped by %s before the run was complete: removed the %d shard%s it had "
+                            "written (a folder holds whole sets only)", signal_name(stop_signal),
+                            k->files, k->files == 1 ? "" : "s");
+        else
+            rc = unpad_fail(err, UNPAD_EINVAL, k->out, 0,
+                            "stopped by %s before the run was complete: nothing written to it (its "
+                            "temporary file removed)", signal_name(stop_signal));
+    }
     if (!rc)
         print_summary(k, unpad_now_s() - t0);
     if (!rc && corpus)
@@ -621,8 +693,11 @@ int main(int argc, char **argv)
         char outbuf[4096], distbuf[RESOLVE_PATH_LEN];
         if (d.dist_path && !resolve_named(d.dist_path, "--dist", "models/dists", ".csv", distbuf, sizeof distbuf, &err))
             d.dist_path = distbuf;
+        catch_stop_signals();
         if (err.msg[0] || data_sink(&d, &k, outbuf, sizeof outbuf, &err) || data_make(&d, &k, &err))
             rc = fail(&err);
+        if (stop_signal)
+            die_by_stop_signal();
     }
     free(d.inputs);
     return rc;

@@ -142,6 +142,7 @@ struct pretrain_corpus {
     long n_doc, cap_doc;
     long open_first;   /* first sentence of the document being read */
     wordpiece_counts counts; /* what tokenizing dropped */
+    const volatile sig_atomic_t *stop; /* reading stops while *stop is nonzero (NULL: never) */
 };
 
 static int grow_long(long **a, long *cap, long need)
@@ -181,6 +182,8 @@ void pretrain_corpus_free(pretrain_corpus *c)
     free(c->doc);
     free(c);
 }
+
+void pretrain_corpus_stop_on(pretrain_corpus *c, const volatile sig_atomic_t *stop) { c->stop = stop; }
 
 long pretrain_corpus_documents(const pretrain_corpus *c) { return c->n_doc; }
 long pretrain_corpus_sentences(const pretrain_corpus *c) { return c->n_sent; }
@@ -365,6 +368,10 @@ int pretrain_corpus_add_file(pretrain_corpus *c, const wordpiece_vocab *v, const
     int rc = UNPAD_OK, got;
     while ((got = read_line(f, &line, &cap, &n, PRETRAIN_MAX_LINE)) > 0) {
         lineno++;
+        if (c->stop && *c->stop) {
+            rc = unpad_fail(err, UNPAD_EINVAL, path, (int)lineno, "reading stopped");
+            break;
+        }
         if ((rc = corpus_line(c, v, path, &format, lineno, line, n, err)))
             break;
     }

@@ -24,6 +24,7 @@
 #define UNPAD_PRETRAIN_H
 
 #include <gsl/gsl_rng.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "dist.h"
@@ -82,6 +83,9 @@ enum {
 
 int pretrain_corpus_alloc(pretrain_corpus **out, unpad_err *err);
 void pretrain_corpus_free(pretrain_corpus *c);
+/* While *stop (e.g. set by a signal handler) is nonzero, reading a file stops before its next line
+ * with an error that names the file and line (NULL: never). */
+void pretrain_corpus_stop_on(pretrain_corpus *c, const volatile sig_atomic_t *stop);
 /* Reads a text file (line by line) and tokenizes it into documents. A regular file or a pipe;
  * a folder or device is refused, as are a NUL byte and a line over PRETRAIN_MAX_LINE bytes. */
 int pretrain_corpus_add_file(pretrain_corpus *c, const wordpiece_vocab *v, const char *path,

@@ -2,7 +2,9 @@
  * masking, the shard format (round trip, packed batches, every kind of bad shard), synthetic
  * samples and determinism. */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
@@ -1163,6 +1165,100 @@ START_TEST(test_cli_flags_of_another_run)
 }
 END_TEST
 
+/* 1 when folder dir holds an entry whose name starts with prefix. */
+static int has_entry(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int found = 0;
+    while (d && !found && (de = readdir(d)))
+        found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* Starts unpad-data in dir (its output in out.txt and err.txt), waits until dir holds an entry
+ * named wait_for..., sends sig and returns the wait status. */
+static int data_run_signalled(const char *dir, char *const *args, const char *wait_for, int sig)
+{
+    char bin[512];
+    const char *b = getenv("UNPAD_DATA_BIN");
+    if (!b || !*b)
+        b = tu_path(bin, sizeof bin, "bin/unpad-data");
+    char abs_bin[1024];
+    ck_assert_ptr_nonnull(realpath(b, abs_bin));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        signal(SIGINT, SIG_DFL); /* as from a terminal, even under a shell that ignores it */
+        signal(SIGTERM, SIG_DFL);
+        if (chdir(dir) != 0 || !freopen("out.txt", "w", stdout) || !freopen("err.txt", "w", stderr))
+            _exit(127);
+        char *argv[32] = {abs_bin};
+        for (int i = 0; args[i] && i < 30; i++)
+            argv[i + 1] = args[i];
+        execv(abs_bin, argv);
+        _exit(127);
+    }
+    int seen = 0;
+    for (int i = 0; i < 20000 && !seen; i++) { /* up to 20 s */
+        char sub[600];
+        const char *slash = strrchr(wait_for, '/');
+        snprintf(sub, sizeof sub, "%s/%.*s", dir, slash ? (int)(slash - wait_for) : 0, wait_for);
+        seen = has_entry(sub, slash ? slash + 1 : wait_for);
+        if (!seen)
+            usleep(1000);
+    }
+    kill(pid, seen ? sig : SIGKILL);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(seen, "no %s appeared in %s", wait_for, dir);
+    return st;
+}
+
+/* A run stopped by a signal once left the shards it had completed, a folder that read as a whole
+ * smaller set. Now it stops as on an error: the shards it wrote and the folder it made are
+ * removed, and a file output leaves neither the file nor its temporary. */
+START_TEST(test_signal_removes_what_the_run_wrote)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[600], *text;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unpad_err e = {0};
+    char *folder_run[] = {"--synthetic", "--dist", "short", "--samples", "100000000",
+                          "--samples-per-shard", "100", "--out", "set/", NULL};
+    int st = data_run_signalled(dir, folder_run, "set/shard-00003.bin", SIGINT);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %d", st);
+    snprintf(path, sizeof path, "%s/set", dir);
+    ck_assert_msg(access(path, F_OK) != 0, "the folder and its shards are left");
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_msg(strstr(text, "set: stopped by SIGINT before the run was complete: removed the "), "%s", text);
+    free(text);
+    /* a folder that was there stays, empty */
+    snprintf(path, sizeof path, "%s/kept", dir);
+    ck_assert_int_eq(mkdir(path, 0777), 0);
+    folder_run[8] = "kept";
+    st = data_run_signalled(dir, folder_run, "kept/shard-00002.bin", SIGTERM);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
+    ck_assert_msg(!has_entry(path, "shard-"), "shards are left in %s", path);
+    ck_assert_int_eq(rmdir(path), 0);
+    /* one file: written under a temporary name, which goes */
+    char *file_run[] = {"--synthetic", "--dist", "short", "--samples", "100000000", "--out",
+                        "one.bin", NULL};
+    st = data_run_signalled(dir, file_run, "one.bin.tmp-", SIGTERM);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
+    ck_assert_msg(!has_entry(dir, "one.bin"), "one.bin or its temporary is left");
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_msg(strstr(text, "one.bin: stopped by SIGTERM before the run was complete: nothing written"), "%s",
+                  text);
+    free(text);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -1185,6 +1281,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_long_line_becomes_many_samples);
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
+    tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
     suite_add_tcase(s, tc);
     return s;
 }
