@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "  --out FILE|DIR       one shard file, or a folder of shard-NNNNN.bin files (a folder when\n"
             "                       it exists, ends in '/', or --samples-per-shard is given)\n"
             "  --samples-per-shard N  samples per file in a folder (default 65536)\n"
-            "  --force              replace the shard-*.bin files already in the folder\n"
+            "  --force              replace the --out file, or the shard-*.bin files in the --out folder\n"
             "  --max-len N          tokens per sample, [CLS]/[SEP] included (default 512)\n"
             "  --max-pred N         masked positions per sample at most (default 76)\n"
             "  --masked-prob P      share of tokens masked (default 0.15)\n"
@@ -301,6 +301,18 @@ static int folder_check(const char *dir, const char *const *inputs, int n, unpad
                               "%s is a shard in this folder, which the run both reads and writes: "
                               "refused before any work; write elsewhere", inputs[i]);
     }
+    return UNPAD_OK;
+}
+
+/* Refuses, as a folder output refuses one with shards in it, a file output that is there already
+ * (a regular file: a text corpus, a shard) unless force; a device or pipe is written as it is. */
+static int file_check(const char *out, int force, unpad_err *err)
+{
+    struct stat st;
+    if (!force && !outfile_is_stdout(out) && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+        return unpad_fail(err, UNPAD_EINVAL, out, 0,
+                          "the file is already there; remove it, choose another name, or add --force to "
+                          "replace it (refused before any work)");
     return UNPAD_OK;
 }
 
@@ -590,7 +602,8 @@ static int data_check(const data_opts *d)
 
 /* The output (one file, or a folder: when it exists, ends in '/', or --samples-per-shard is
  * given); outbuf holds "dir" for "dir/". Refuses, before any work, an output that is one of the
- * inputs (a folder: an input that is a .bin in it, since its shards are replaced). */
+ * inputs (a folder: an input that is a .bin in it, since its shards are replaced), and a file that
+ * is there already without --force. */
 static int data_sink(data_opts *d, sink *k, char *outbuf, size_t n, unpad_err *err)
 {
     const char *out = d->out;
@@ -609,8 +622,10 @@ static int data_sink(data_opts *d, sink *k, char *outbuf, size_t n, unpad_err *e
     }
     d->inputs[d->n_inputs] = d->vocab_path;
     d->inputs[d->n_inputs + 1] = d->dist_path;
-    return k->folder ? folder_check(k->out, d->inputs, d->n_inputs + 2, err)
-                     : outfile_check_inputs(k->out, d->inputs, d->n_inputs + 2, err);
+    if (k->folder)
+        return folder_check(k->out, d->inputs, d->n_inputs + 2, err);
+    int rc = outfile_check_inputs(k->out, d->inputs, d->n_inputs + 2, err);
+    return rc ? rc : file_check(k->out, d->force, err);
 }
 
 /* The samples into the sink: synthetic ones from the distribution, or pairs from the texts. */

@@ -1165,6 +1165,48 @@ START_TEST(test_cli_flags_of_another_run)
 }
 END_TEST
 
+/* err.txt of the last data_run in dir, in a static buffer. */
+static const char *data_err(const char *dir)
+{
+    static char buf[4096];
+    char path[600], *text;
+    unpad_err e = {0};
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    snprintf(buf, sizeof buf, "%s", text);
+    free(text);
+    return buf;
+}
+
+/* A file --out that is there already was overwritten without a word (a text corpus became a
+ * shard), while a folder with shards is refused: now both want --force. */
+START_TEST(test_cli_out_file_there)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[600], *text;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unpad_err e = {0};
+    FILE *f;
+    snprintf(path, sizeof path, "%s/corpus.txt", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("the cat sat .\n", f);
+    fclose(f);
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 4 --out corpus.txt", dir), 1);
+    const char *m = data_err(dir);
+    ck_assert_msg(strstr(m, "corpus.txt: the file is already there") && strstr(m, "--force"), "%s", m);
+    ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
+    ck_assert_str_eq(text, "the cat sat .\n");
+    free(text);
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 4 --out corpus.txt --force", dir), 0);
+    shard *s;
+    ck_assert_msg(shard_open(path, &s, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(shard_count(s), 4);
+    shard_close(s);
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 4 --out /dev/null", dir), 0); /* a device */
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* 1 when folder dir holds an entry whose name starts with prefix. */
 static int has_entry(const char *dir, const char *prefix)
 {
@@ -1281,6 +1323,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_long_line_becomes_many_samples);
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
+    tcase_add_test(tc, test_cli_out_file_there);
     tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
     suite_add_tcase(s, tc);
     return s;
