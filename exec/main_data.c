@@ -304,16 +304,46 @@ static int folder_check(const char *dir, const char *const *inputs, int n, unpad
     return UNPAD_OK;
 }
 
-/* Refuses, as a folder output refuses one with shards in it, a file output that is there already
- * (a regular file: a text corpus, a shard) unless force; a device or pipe is written as it is. */
-static int file_check(const char *out, int force, unpad_err *err)
+/* Refuses a folder the run cannot make files in (read-only, not its own, or one like /proc): a
+ * file is made there and removed, as the permission bits do not tell (root, mounts). path names the
+ * output in the message. */
+static int check_writable(const char *path, const char *dir, unpad_err *err)
+{
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.unpad-data-XXXXXX", dir) >= (int)sizeof probe)
+        return unpad_fail(err, UNPAD_EINVAL, path, 0, "path too long");
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return unpad_fail(err, UNPAD_EIO, path, 0, "cannot write in the folder %s: %s (refused before any work)",
+                          dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return UNPAD_OK;
+}
+
+/* Refuses, before any work, a file output in a folder that is not there or not writable, and, as a
+ * folder output refuses one with shards in it, a file that is there already (a regular file: a
+ * text corpus, a shard) unless force; a device or pipe is written as it is. */
+static int file_check(const char *out, int force, const char *const *inputs, int n, unpad_err *err)
 {
     struct stat st;
-    if (!force && !outfile_is_stdout(out) && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+    if (outfile_is_stdout(out))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "--out -: a shard cannot go to standard output (its header is written last, at "
+                          "the start of the file); give a file name");
+    int rc = outfile_check_all(&out, 1, inputs, n, err); /* an input, a folder, no such folder */
+    if (rc)
+        return rc;
+    if (!force && stat(out, &st) == 0 && S_ISREG(st.st_mode))
         return unpad_fail(err, UNPAD_EINVAL, out, 0,
                           "the file is already there; remove it, choose another name, or add --force to "
                           "replace it (refused before any work)");
-    return UNPAD_OK;
+    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode))
+        return UNPAD_OK; /* a device or pipe, opened as it is */
+    char dir[PATH_MAX];
+    const char *slash = strrchr(out, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == out ? 1 : (int)(slash - out)) : 1, slash ? out : ".");
+    return check_writable(out, dir, err);
 }
 
 /* ---- inspect ---------------------------------------------------------------------------------- */
@@ -603,7 +633,8 @@ static int data_check(const data_opts *d)
 /* The output (one file, or a folder: when it exists, ends in '/', or --samples-per-shard is
  * given); outbuf holds "dir" for "dir/". Refuses, before any work, an output that is one of the
  * inputs (a folder: an input that is a .bin in it, since its shards are replaced), and a file that
- * is there already without --force. */
+ * is there already without --force or cannot be written where asked (a folder is checked when made,
+ * also before the text is read). */
 static int data_sink(data_opts *d, sink *k, char *outbuf, size_t n, unpad_err *err)
 {
     const char *out = d->out;
@@ -624,8 +655,7 @@ static int data_sink(data_opts *d, sink *k, char *outbuf, size_t n, unpad_err *e
     d->inputs[d->n_inputs + 1] = d->dist_path;
     if (k->folder)
         return folder_check(k->out, d->inputs, d->n_inputs + 2, err);
-    int rc = outfile_check_inputs(k->out, d->inputs, d->n_inputs + 2, err);
-    return rc ? rc : file_check(k->out, d->force, err);
+    return file_check(k->out, d->force, d->inputs, d->n_inputs + 2, err);
 }
 
 /* The samples into the sink: synthetic ones from the distribution, or pairs from the texts. */
@@ -648,6 +678,8 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
         rc = pretrain_opts_check(&d->po, err);
     if (!rc && k->folder)
         rc = prepare_folder(k->out, d->force, &k->made_folder, err);
+    if (!rc && k->folder)
+        rc = check_writable(k->out, k->out, err);
     if (!rc && d->synthetic) {
         rc = dist_load(d->dist_path, &dist, err);
         have_dist = rc == UNPAD_OK;

@@ -1207,6 +1207,39 @@ START_TEST(test_cli_out_file_there)
 }
 END_TEST
 
+/* A file --out in a folder that is not there or cannot be written was reported only after the
+ * whole text had been read and tokenized; now before any work (the text's second file, missing,
+ * is never reached). */
+START_TEST(test_cli_out_file_place_checked_first)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[600], vocab[512], args[1200];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    FILE *f;
+    snprintf(path, sizeof path, "%s/t.txt", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("the cat sat .\nhello world .\n\nthe cat .\n", f);
+    fclose(f);
+    ck_assert_ptr_nonnull(tiny_vocab_path(vocab, sizeof vocab));
+    static const struct {
+        const char *out, *says;
+    } bad[] = {
+        {"/nonexistent-unpad/x.bin", "/nonexistent-unpad/x.bin: cannot write: no folder /nonexistent-unpad"},
+        {"/proc/x.bin", "/proc/x.bin: cannot write in the folder /proc: "},
+        {"-", "--out -: a shard cannot go to standard output"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "--vocab '%s' --input t.txt missing.txt --max-len 16 --max-pred 2 --out %s",
+                 vocab, bad[i].out);
+        ck_assert_int_eq(data_run(args, dir), 1);
+        const char *m = data_err(dir);
+        ck_assert_msg(strstr(m, bad[i].says), "%s", m);
+    }
+    unlink(vocab);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* 1 when folder dir holds an entry whose name starts with prefix. */
 static int has_entry(const char *dir, const char *prefix)
 {
@@ -1324,6 +1357,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
     tcase_add_test(tc, test_cli_out_file_there);
+    tcase_add_test(tc, test_cli_out_file_place_checked_first);
     tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
     suite_add_tcase(s, tc);
     return s;
