@@ -294,10 +294,14 @@ static int add_wikitext_line(pretrain_corpus *c, const wordpiece_vocab *v, char 
 }
 
 /* One line of a text file (n bytes, may be changed in place), format decided on the first line
- * with text. */
+ * with text. A byte-order mark opening the file is skipped. */
 static int corpus_line(pretrain_corpus *c, const wordpiece_vocab *v, const char *path, int *format,
                        long lineno, char *line, size_t n, unpad_err *err)
 {
+    if (lineno == 1 && n >= 3 && memcmp(line, "\xEF\xBB\xBF", 3) == 0) { /* a UTF-8 byte-order mark */
+        line += 3;
+        n -= 3;
+    }
     if (lineno == 1 && n >= 8 && memcmp(line, SHARD_MAGIC, 8) == 0)
         return unpad_fail(err, UNPAD_EINVAL, path, 0,
                           "this is a shard, not text: give plain text to --input, or use "

@@ -86,8 +86,9 @@ void pretrain_corpus_free(pretrain_corpus *c);
 /* While *stop (e.g. set by a signal handler) is nonzero, reading a file stops before its next line
  * with an error that names the file and line (NULL: never). */
 void pretrain_corpus_stop_on(pretrain_corpus *c, const volatile sig_atomic_t *stop);
-/* Reads a text file (line by line) and tokenizes it into documents. A regular file or a pipe;
- * a folder or device is refused, as are a NUL byte and a line over PRETRAIN_MAX_LINE bytes. */
+/* Reads a text file (line by line) and tokenizes it into documents; a UTF-8 byte-order mark
+ * opening it is skipped. A regular file or a pipe; a folder or device is refused, as are a NUL
+ * byte and a line over PRETRAIN_MAX_LINE bytes. */
 int pretrain_corpus_add_file(pretrain_corpus *c, const wordpiece_vocab *v, const char *path,
                              int format, unpad_err *err);
 /* The same from text[0..len) in memory; name stands for the file in messages. */

@@ -97,6 +97,8 @@ static int vocab_build(const char *path, char *text, size_t size, wordpiece_voca
     memset(v->slot, 0xff, (size_t)cap * sizeof *v->slot);
 
     char *p = text, *end = text + size;
+    if (size >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark: not part of a token */
+        p += 3;
     for (int32_t id = 0; p < end; id++) {
         char *eol = memchr(p, '\n', (size_t)(end - p));
         if (!eol)

@@ -504,6 +504,48 @@ START_TEST(test_text_reader)
 }
 END_TEST
 
+/* A UTF-8 byte-order mark opening a file (as some editors write) hid WikiText's first heading, so
+ * the file read as lines, and counted as a dropped control character; opening a vocabulary, it
+ * hid [PAD]. Now it is skipped in each input file and in the vocabulary. */
+START_TEST(test_byte_order_mark_skipped)
+{
+    wordpiece_vocab *v = load_tiny();
+    unpad_err e = {0};
+    static const char wiki[] = " \n = Hello = \n \n The cat sat . The cat . \n \n = Cat = \n \n Hello world . \n";
+    static const char bom[] = "\xEF\xBB\xBF";
+    char text[256], p[512];
+    long docs[2], sents[2], toks[2];
+    for (int with = 0; with < 2; with++) {
+        pretrain_corpus *c;
+        snprintf(text, sizeof text, "%s%s", with ? bom : "", wiki);
+        ck_assert_int_eq(pretrain_corpus_alloc(&c, &e), UNPAD_OK);
+        ck_assert_ptr_nonnull(tu_write_tmp(p, sizeof p, ".txt", text));
+        for (int file = 0; file < 2; file++) /* the mark opens each file */
+            ck_assert_msg(pretrain_corpus_add_file(c, v, p, PRETRAIN_TEXT_AUTO, &e) == UNPAD_OK, "%s", e.msg);
+        unlink(p);
+        ck_assert_msg(pretrain_corpus_add_text(c, v, "t.txt", text, strlen(text), PRETRAIN_TEXT_AUTO, &e) == UNPAD_OK,
+                      "%s", e.msg);
+        docs[with] = pretrain_corpus_documents(c);
+        sents[with] = pretrain_corpus_sentences(c);
+        toks[with] = pretrain_corpus_tokens(c);
+        ck_assert_int_eq(pretrain_corpus_counts(c)->dropped_chars, 0);
+        pretrain_corpus_free(c);
+    }
+    ck_assert_int_eq(docs[0], 6); /* two documents per file */
+    ck_assert_int_eq(docs[1], docs[0]);
+    ck_assert_int_eq(sents[1], sents[0]);
+    ck_assert_int_eq(toks[1], toks[0]);
+    wordpiece_vocab_free(v);
+    /* the vocabulary */
+    static const char vocab[] = "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n";
+    ck_assert_msg(wordpiece_vocab_parse("v.txt", vocab, sizeof vocab - 1, &v, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(wordpiece_vocab_size(v), 6);
+    ck_assert_int_eq(wordpiece_vocab_find(v, "[PAD]"), 0);
+    ck_assert_int_eq(wordpiece_vocab_find(v, "the"), 5);
+    wordpiece_vocab_free(v);
+}
+END_TEST
+
 /* ---- shards ----------------------------------------------------------------------------------- */
 
 static const int LENS[] = {1, 2, 63, 64, 65, 511, 512, 5, 300, 128};
@@ -1344,6 +1386,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_masking_proportions);
     tcase_add_test(tc, test_sentence_pairs);
     tcase_add_test(tc, test_text_reader);
+    tcase_add_test(tc, test_byte_order_mark_skipped);
     tcase_add_test(tc, test_shard_round_trip);
     tcase_add_test(tc, test_pack_batch);
     tcase_add_test(tc, test_shard_folder);
