@@ -99,6 +99,12 @@ static int vocab_build(const char *path, char *text, size_t size, wordpiece_voca
     char *p = text, *end = text + size;
     if (size >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark: not part of a token */
         p += 3;
+    char *last = end; /* blank lines closing the file (an editor's last newline) hold no token */
+    while (last > p && (last[-1] == '\n' || last[-1] == '\r' || last[-1] == ' ' || last[-1] == '\t'))
+        last--;
+    char *last_eol = memchr(last, '\n', (size_t)(end - last));
+    if (last_eol)
+        end = last_eol + 1;
     for (int32_t id = 0; p < end; id++) {
         char *eol = memchr(p, '\n', (size_t)(end - p));
         if (!eol)

@@ -27,8 +27,8 @@ typedef struct {
 
 /* Loads a vocabulary file: one token per line, the line number - 1 is the id (a UTF-8 byte-order
  * mark opening the file is skipped). Refuses a file that lacks any of [PAD] [UNK] [CLS] [SEP]
- * [MASK], has an empty line, a token with blanks or a NUL byte, or a token twice, naming the file
- * and the line. */
+ * [MASK], has an empty line (blank lines closing the file are no tokens and are let be), a token
+ * with blanks or a NUL byte, or a token twice, naming the file and the line. */
 int wordpiece_vocab_load(const char *path, wordpiece_vocab **out, unpad_err *err);
 /* The same from text[0..len) in memory (copied); name stands for the file in messages. */
 int wordpiece_vocab_parse(const char *name, const char *text, size_t len, wordpiece_vocab **out,

@@ -282,6 +282,8 @@ START_TEST(test_wrong_vocab_refused)
     ck_assert_msg(strstr(m, ":5: not a WordPiece vocabulary: token 'the' already on line 3"), "%s", m);
     m = vocab_error("[PAD]\n\n[UNK]\n", &code);
     ck_assert_msg(strstr(m, ":2: not a WordPiece vocabulary: an empty line"), "%s", m);
+    m = vocab_error("[PAD]\n\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n\n", &code); /* blank at the end too */
+    ck_assert_msg(strstr(m, ":2: not a WordPiece vocabulary: an empty line"), "%s", m);
     m = vocab_error(" \n = Homarus gammarus = \n", &code); /* WikiText starts with a blank line */
     ck_assert_msg(strstr(m, ":1: not a WordPiece vocabulary: an empty line"), "%s", m);
     m = vocab_error(" = Homarus gammarus = \n\n The lobster . \n", &code);
@@ -302,6 +304,26 @@ START_TEST(test_wrong_vocab_refused)
     unlink(p);
     ck_assert_int_eq(wordpiece_vocab_load("/nonexistent/vocab.txt", &v, &e), UNPAD_EIO);
     ck_assert_msg(strstr(e.msg, "/nonexistent/vocab.txt: cannot open"), "%s", e.msg);
+}
+END_TEST
+
+/* Blank lines closing a vocabulary file (an editor's newline after the last one) were refused as
+ * "an empty line"; they hold no token and are let be. */
+START_TEST(test_vocab_trailing_blank_lines)
+{
+    static const char *const texts[] = {"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n\n",
+                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n\n \n\t\n",
+                                        "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nthe\r\n\r\n",
+                                        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n\n\n\n"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        wordpiece_vocab *v = NULL;
+        unpad_err e = {0};
+        ck_assert_msg(wordpiece_vocab_parse("v.txt", texts[i], strlen(texts[i]), &v, &e) == UNPAD_OK, "%zu: %s", i,
+                      e.msg);
+        ck_assert_int_eq(wordpiece_vocab_size(v), 6);
+        ck_assert_int_eq(wordpiece_vocab_find(v, "the"), 5);
+        wordpiece_vocab_free(v);
+    }
 }
 END_TEST
 
@@ -1383,6 +1405,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_wordpiece_known_words);
     tcase_add_test(tc, test_basic_punctuation_and_accents);
     tcase_add_test(tc, test_wrong_vocab_refused);
+    tcase_add_test(tc, test_vocab_trailing_blank_lines);
     tcase_add_test(tc, test_masking_proportions);
     tcase_add_test(tc, test_sentence_pairs);
     tcase_add_test(tc, test_text_reader);
