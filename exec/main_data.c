@@ -46,8 +46,8 @@ static void usage(FILE *f)
             "  --samples-per-shard N  samples per file in a folder (default 65536)\n"
             "  --force              replace the --out file, or the shard-*.bin files in the --out folder\n"
             "  --max-len N          tokens per sample, [CLS]/[SEP] included (default 512)\n"
-            "  --max-pred N         masked positions per sample at most (default 76)\n"
-            "  --masked-prob P      share of tokens masked (default 0.15)\n"
+            "  --max-pred N         masked positions per sample at most, >= 1 (default 76)\n"
+            "  --masked-prob P      share of tokens masked, > 0, at least 1 per sample (default 0.15)\n"
             "  --seed S             the same seed makes the same shards (default 12345)\n"
             "inspect:\n"
             "  --inspect F          print the header, length statistics and the first samples\n"
@@ -60,6 +60,9 @@ static int bad_flag(const char *flag, const char *val, const char *want)
     fprintf(stderr, "%s: %s '%s': expected %s\n", prog, flag, val, want);
     return 2;
 }
+
+/* Said when a value leaves no masked-LM targets, which BERT pre-training learns from. */
+#define NO_TARGETS "; 0 masks no position, leaving the masked-LM loss nothing to learn from"
 
 static int flag_long(const char *flag, const char *val, long lo, long hi, long *out)
 {
@@ -520,7 +523,11 @@ static int data_parse(int argc, char **argv, data_opts *d)
         case O_INPUT: d->inputs[d->n_inputs++] = optarg; break;
         case O_OUT: d->out = optarg; break;
         case O_MAXLEN: TAKE_LONG("--max-len", 5, SHARD_MAX_LEN, o->max_len); break;
-        case O_MAXPRED: TAKE_LONG("--max-pred", 0, SHARD_MAX_LEN, o->max_pred); break;
+        case O_MAXPRED:
+            if (unpad_parse_long(optarg, &v) == 0 && v == 0)
+                return bad_flag("--max-pred", optarg, "at least 1" NO_TARGETS);
+            TAKE_LONG("--max-pred", 1, SHARD_MAX_LEN, o->max_pred);
+            break;
         case O_SEED: TAKE_LONG("--seed", 0, 4294967295L, o->seed); break;
         case O_PER_SHARD: TAKE_LONG("--samples-per-shard", 1, 1L << 40, d->per_shard); break;
         case O_SYNTH: d->synthetic = 1; break;
@@ -536,6 +543,8 @@ static int data_parse(int argc, char **argv, data_opts *d)
         case O_PROB:
             if (flag_prob("--masked-prob", optarg, &o->masked_prob))
                 return 2;
+            if (o->masked_prob == 0)
+                return bad_flag("--masked-prob", optarg, "a share in (0, 1]" NO_TARGETS);
             break;
         case O_SHORT:
             if (flag_prob("--short-seq-prob", optarg, &o->short_seq_prob))

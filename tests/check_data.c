@@ -1212,6 +1212,11 @@ START_TEST(test_cli_flags_of_another_run)
         {"--vocab a.bin --input a.bin --out b.bin --dist short", "--dist"},
         {"--vocab a.bin --input a.bin --out b.bin --samples 9", "--samples"},
         {"--synthetic --dist short --samples 4 --samples 8 --out b.bin", "--samples given twice ('4', then '8')"},
+        /* no masked-LM targets: once a run masked 1 a sample anyway, or wrote shards with none */
+        {"--synthetic --dist short --samples 4 --out b.bin --masked-prob 0", "--masked-prob '0': expected a share "
+                                                                            "in (0, 1]; 0 masks no position"},
+        {"--synthetic --dist short --samples 4 --out b.bin --max-pred 0", "--max-pred '0': expected at least 1; 0 "
+                                                                         "masks no position"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(data_run(bad[i].args, dir) == 2, "%s", bad[i].args);
