@@ -173,7 +173,7 @@ if has grow; then
 fi
 
 if has graphs; then
-    bin/unpad-data --synthetic --dist wiki512 --samples 256 --seed 3 --out "$OUT/graphs-eval.bin" \
+    bin/unpad-data --synthetic --dist wiki512 --samples 256 --seed 3 --out "$OUT/graphs-eval.bin" --force \
         >"$OUT/graphs-eval-data.log" 2>&1
     pair_runs graphs "--graphs on" '^graphs:' \
         "tiny-eval 2e-4 --batch 16 --eval $OUT/graphs-eval.bin --eval-every 4 --eval-batches 2" \
