@@ -80,6 +80,9 @@ expect 1 "^unpad-train: --dump-batches writes one process's batches" "${BASE[@]}
     --dump-batches "$W/out/b.bin"
 expect 1 "^unpad-train: --calibrate-online refits the balanced" "${BASE[@]}" --synthetic --calibrate-online
 expect 2 "^unpad-train: --warmup-steps 20 is beyond --steps 10" "${BASE[@]}" --synthetic --warmup-steps 20
+expect 2 "^unpad-train: --data and --synthetic exclude each other" "${BASE[@]}" --synthetic --data "$W/ok.bin"
+expect 2 "^unpad-train: --virtual-ranks and --accum are the same setting" "${BASE[@]}" --synthetic --accum 2 \
+    --virtual-ranks 3
 expect 2 "^unpad-train: --no-dropout with --attn-dropout 0.1" "${BASE[@]}" --synthetic --no-dropout \
     --attn-dropout 0.1
 # with --nproc the supervisor checks, once, before it starts a rank

@@ -286,7 +286,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     args_default(a);
     /* a flag's value given twice is refused: which one was meant? */
     const char *given[sizeof opts / sizeof opts[0]] = {0};
-    int c, bad = 0, at = -1;
+    int c, bad = 0, at = -1, given_vr = 0, given_accum = 0;
     while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
         if (c == O_HELP) {
             usage(stdout);
@@ -299,6 +299,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         if (optarg && at >= 0 && unpad_flag_once("unpad-train", opts[at].name, optarg, &given[at]))
             return 1;
         at = -1;
+        given_vr |= c == O_VR;
+        given_accum |= c == O_ACCUM;
         bad |= parse_one(c, optarg, a);
     }
     if (bad)
@@ -307,7 +309,16 @@ static int parse_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "unpad-train: unexpected argument '%s'\n", argv[optind]);
         return 1;
     }
-    if (!a->model || (!a->data && !a->synthetic) || (a->data && a->synthetic) || !a->batch || !a->steps) {
+    if (a->data && a->synthetic) {
+        fprintf(stderr, "unpad-train: --data and --synthetic exclude each other: shards, or random tokens\n");
+        return 1;
+    }
+    if (given_vr && given_accum) {
+        fprintf(stderr, "unpad-train: --virtual-ranks and --accum are the same setting (micro-batches a process "
+                        "runs per step): give one\n");
+        return 1;
+    }
+    if (!a->model || (!a->data && !a->synthetic) || !a->batch || !a->steps) {
         fprintf(stderr, "unpad-train: --model, one of --data / --synthetic, --batch and --steps are needed\n");
         usage(stderr);
         return 1;
