@@ -273,6 +273,11 @@ static void print_text_summary(const pretrain_corpus *c, const pretrain_stats *s
                wc->unk_words, wc->unk_words == 1 ? "" : "s", WORDPIECE_MAX_WORD_CHARS,
                wc->invalid_bytes, wc->invalid_bytes == 1 ? "" : "s", wc->dropped_chars,
                wc->dropped_chars == 1 ? "" : "s");
+    if (wc->invalid_bytes) /* the letters of those words are gone from the shards: say why, where it is seen */
+        fprintf(stderr, "unpad-data: warning: %ld byte%s of the text %s not UTF-8 and dropped, with the letters "
+                        "they encoded; text in another encoding (Latin-1, say) is converted first, e.g. "
+                        "iconv -f latin1 -t utf-8\n",
+                wc->invalid_bytes, wc->invalid_bytes == 1 ? "" : "s", wc->invalid_bytes == 1 ? "is" : "are");
 }
 
 static void print_summary(const sink *k, double secs)

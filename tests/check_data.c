@@ -1247,6 +1247,35 @@ static const char *data_err(const char *dir)
     return buf;
 }
 
+/* Text in another encoding than UTF-8 loses the letters of its bytes: the run says so on stderr,
+ * with what to do, and text in UTF-8 gets no such word. */
+START_TEST(test_cli_not_utf8_warned)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static const char *const files[][2] = {
+        {"vocab.txt", "[PAD]\n[unused0]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\ncafe\n.\n"},
+        {"latin1.txt", "the caf\xe9 cat sat .\nthe cat sat .\n"},
+        {"utf8.txt", "the caf\xc3\xa9 cat sat .\nthe cat sat .\n"}};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i][0]);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(files[i][1], f);
+        fclose(f);
+    }
+    ck_assert_int_eq(data_run("--vocab vocab.txt --input latin1.txt --out a.bin", dir), 0);
+    const char *m = data_err(dir);
+    ck_assert_msg(strstr(m, "warning: 1 byte of the text is not UTF-8 and dropped") && strstr(m, "iconv -f latin1"),
+                  "%s", m);
+    ck_assert_int_eq(data_run("--vocab vocab.txt --input utf8.txt --out b.bin", dir), 0);
+    m = data_err(dir);
+    ck_assert_msg(!strstr(m, "not UTF-8"), "%s", m);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* A file --out that is there already was overwritten without a word (a text corpus became a
  * shard), while a folder with shards is refused: now both want --force. */
 START_TEST(test_cli_out_file_there)
@@ -1428,6 +1457,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
     tcase_add_test(tc, test_cli_out_file_there);
+    tcase_add_test(tc, test_cli_not_utf8_warned);
     tcase_add_test(tc, test_cli_out_file_place_checked_first);
     tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
     suite_add_tcase(s, tc);
