@@ -900,6 +900,9 @@ START_TEST(test_plot_out_is_a_prefix)
     ck_assert_int_ne(run("plot hist --dist short --out %D/"), 0);
     ck_assert(!exists(".png") && !exists(".svg") && !exists(".csv"));
     ck_assert_int_ne(run("plot hist --dist short --out ''"), 0);
+    /* a picture or data name plot does not write: refused, not x.pdf.png */
+    ck_assert_int_ne(run("plot hist --dist short --out %D/x.pdf"), 0);
+    ck_assert(!exists("x.pdf.png") && !exists("x.pdf.svg") && !exists("x.pdf.csv") && !exists("x.png"));
     /* a prefix named like the picture is the picture's name, not x.png.png */
     if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
         ck_assert_int_eq(run("plot hist --dist short --out %D/h.png"), 0);

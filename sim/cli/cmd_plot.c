@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "opts.h"
@@ -29,7 +30,8 @@ static void usage(FILE *f)
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
             "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G]\n"
             "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
-            "                (default unpad-KIND; --out x.png or x.svg is the prefix x)\n"
+            "                (default unpad-KIND; --out x.png or x.svg is the prefix x; x.pdf, x.csv:\n"
+            "                refused, since plot does not write them)\n"
             "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
             "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
             "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
@@ -201,6 +203,17 @@ static int plot_prepare(plot_opts *o, resolve_inputs *in, char *obuf, size_t on,
         obuf[ol - 4] = 0;
         o->out = obuf;
         ol -= 4;
+    }
+    const char *dot = strrchr(o->out, '.');
+    static const char *const not_written[] = {".pdf", ".csv", ".jpg", ".jpeg", ".eps"};
+    int refused = 0;
+    for (size_t i = 0; dot && !strchr(dot, '/') && i < sizeof not_written / sizeof *not_written; i++)
+        refused |= !strcasecmp(dot, not_written[i]);
+    if (refused) {
+        /* a picture or data name plot does not write: x.pdf would give x.pdf.png and x.pdf.svg */
+        fprintf(stderr, "unpad plot: --out '%s': plot writes PREFIX.png, PREFIX.svg and the data PREFIX.csv; give "
+                        "the prefix (%.*s) or a .png / .svg name\n", o->out, (int)(dot - o->out), o->out);
+        return 2;
     }
     if (!ol || o->out[ol - 1] == '/') { /* "dir/": files named .png, .svg, .csv in it */
         fprintf(stderr, "unpad plot: --out '%s': a prefix of file names is needed (e.g. %sunpad-%s)\n",
