@@ -741,6 +741,10 @@ int main(int argc, char **argv)
 {
     data_opts d = {.format = PRETRAIN_TEXT_AUTO, .samples = -1, .show = 3, .vocab_size = 30522};
     pretrain_opts_default(&d.po);
+    if (argc < 2) { /* nothing asked: what can be asked */
+        usage(stderr);
+        return 2;
+    }
     if (!(d.inputs = calloc((size_t)argc + 3, sizeof *d.inputs)))
         return 1;
     int rc = data_parse(argc, argv, &d);

@@ -1271,6 +1271,10 @@ START_TEST(test_cli_not_utf8_warned)
     ck_assert_int_eq(data_run("--vocab vocab.txt --input utf8.txt --out b.bin", dir), 0);
     m = data_err(dir);
     ck_assert_msg(!strstr(m, "not UTF-8"), "%s", m);
+    /* nothing asked at all: the usage, exit 2 */
+    ck_assert_int_eq(data_run("", dir), 2);
+    m = data_err(dir);
+    ck_assert_msg(strstr(m, "usage: unpad-data"), "%s", m);
     snprintf(path, sizeof path, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(path), 0);
 }
