@@ -641,6 +641,18 @@ static int data_check(const data_opts *d)
         fprintf(stderr, "%s: --max-pred %d is more than --max-len %d\n", prog, d->po.max_pred, d->po.max_len);
         return 2;
     }
+    /* one file twice (overlapping globs, a link to it) would put its text in the set twice */
+    for (int i = 0; i < d->n_inputs; i++) {
+        struct stat a, b;
+        if (stat(d->inputs[i], &a) != 0)
+            continue; /* reading it says what is wrong */
+        for (int j = 0; j < i; j++)
+            if (stat(d->inputs[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                fprintf(stderr, "%s: the input '%s' is '%s' again: give each file once (--dupe N makes N passes "
+                                "over the text)\n", prog, d->inputs[i], d->inputs[j]);
+                return 2;
+            }
+    }
     return 0;
 }
 

@@ -1247,9 +1247,10 @@ static const char *data_err(const char *dir)
     return buf;
 }
 
-/* Text in another encoding than UTF-8 loses the letters of its bytes: the run says so on stderr,
- * with what to do, and text in UTF-8 gets no such word. */
-START_TEST(test_cli_not_utf8_warned)
+/* The text as given: in another encoding than UTF-8 it loses the letters of its bytes, and the run
+ * says so on stderr with what to do (text in UTF-8 gets no such word); one file given twice is
+ * refused; nothing asked at all gets the usage. */
+START_TEST(test_cli_text_inputs)
 {
     char dir[] = "/tmp/unpad-data-XXXXXX", path[600];
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -1271,6 +1272,11 @@ START_TEST(test_cli_not_utf8_warned)
     ck_assert_int_eq(data_run("--vocab vocab.txt --input utf8.txt --out b.bin", dir), 0);
     m = data_err(dir);
     ck_assert_msg(!strstr(m, "not UTF-8"), "%s", m);
+    ck_assert_int_eq(data_run("--vocab vocab.txt --input utf8.txt ./utf8.txt --out c.bin", dir), 2);
+    m = data_err(dir);
+    ck_assert_msg(strstr(m, "the input './utf8.txt' is 'utf8.txt' again"), "%s", m);
+    snprintf(path, sizeof path, "%s/c.bin", dir);
+    ck_assert(access(path, F_OK) != 0);
     /* nothing asked at all: the usage, exit 2 */
     ck_assert_int_eq(data_run("", dir), 2);
     m = data_err(dir);
@@ -1461,7 +1467,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
     tcase_add_test(tc, test_cli_out_file_there);
-    tcase_add_test(tc, test_cli_not_utf8_warned);
+    tcase_add_test(tc, test_cli_text_inputs);
     tcase_add_test(tc, test_cli_out_file_place_checked_first);
     tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
     suite_add_tcase(s, tc);
