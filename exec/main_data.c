@@ -28,9 +28,10 @@ static void usage(FILE *f)
             "       unpad-data --inspect DIR|FILE [--vocab F] [--show N] [--hist CSV]\n"
             "text:\n"
             "  --vocab F            WordPiece vocabulary, one token per line (BERT uncased)\n"
-            "  --input F            text file; repeat, or list more files after it. WikiText (first\n"
-            "                       line ' = Title = ') or one sentence per line with blank lines\n"
-            "                       between documents; --format auto|wikitext|lines (default auto)\n"
+            "  --input F            text file ('-': standard input); repeat, or list more files after\n"
+            "                       it. WikiText (first line ' = Title = ') or one sentence per line\n"
+            "                       with blank lines between documents; --format auto|wikitext|lines\n"
+            "                       (default auto)\n"
             "  --dupe N             passes over the text, fresh pairs and masks each (default 1)\n"
             "  --short-seq-prob P   share of documents cut to a random shorter target (default 0.1)\n"
             "  --shuffle-buffer N   samples held to shuffle the output (default 10000; 0 = none)\n"
@@ -488,6 +489,9 @@ static int flag_format(const char *val, int *format)
 }
 
 /* Returns -1 when the run goes on, else the exit code (0 after --help). */
+/* An input "-" is standard input (read as a pipe is). */
+static const char *stdin_name(const char *path) { return strcmp(path, "-") ? path : "/dev/stdin"; }
+
 static int data_parse(int argc, char **argv, data_opts *d)
 {
     static const struct option opts[] = {
@@ -525,7 +529,7 @@ static int data_parse(int argc, char **argv, data_opts *d)
             d->seen |= SEEN(c);
         switch (c) {
         case O_VOCAB: d->vocab_path = optarg; break;
-        case O_INPUT: d->inputs[d->n_inputs++] = optarg; break;
+        case O_INPUT: d->inputs[d->n_inputs++] = stdin_name(optarg); break;
         case O_OUT: d->out = optarg; break;
         case O_MAXLEN: TAKE_LONG("--max-len", 5, SHARD_MAX_LEN, o->max_len); break;
         case O_MAXPRED:
@@ -565,7 +569,7 @@ static int data_parse(int argc, char **argv, data_opts *d)
     }
 #undef TAKE_LONG
     for (int i = optind; i < argc; i++) /* --input a.txt b.txt: the rest are inputs too */
-        d->inputs[d->n_inputs++] = argv[i];
+        d->inputs[d->n_inputs++] = stdin_name(argv[i]);
     return -1;
 }
 

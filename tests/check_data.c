@@ -1277,6 +1277,10 @@ START_TEST(test_cli_text_inputs)
     ck_assert_msg(strstr(m, "the input './utf8.txt' is 'utf8.txt' again"), "%s", m);
     snprintf(path, sizeof path, "%s/c.bin", dir);
     ck_assert(access(path, F_OK) != 0);
+    /* '-' is standard input: the same shard as from the file */
+    ck_assert_int_eq(data_run("--vocab vocab.txt --input - --out d.bin < utf8.txt", dir), 0);
+    snprintf(path, sizeof path, "cmp -s '%s/b.bin' '%s/d.bin'", dir, dir);
+    ck_assert_int_eq(system(path), 0);
     /* nothing asked at all: the usage, exit 2 */
     ck_assert_int_eq(data_run("", dir), 2);
     m = data_err(dir);
