@@ -626,6 +626,48 @@ static int data_inspect(const data_opts *d)
 }
 
 /* The flags a run needs, and those that do not go together; 2 (said why) when refused. */
+/* One file twice (overlapping globs, a link to it) would put its text in the set twice: each input
+ * is looked up once, the identities sorted, a repeat refused. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    int i;
+} file_id;
+
+static int file_id_cmp(const void *pa, const void *pb)
+{
+    const file_id *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->ino != b->ino)
+        return a->ino < b->ino ? -1 : 1;
+    return a->i - b->i;
+}
+
+static int data_inputs_once(const data_opts *d)
+{
+    file_id *ids = malloc(sizeof *ids * (size_t)(d->n_inputs + 1));
+    if (!ids) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    int n = 0, rc = 0;
+    for (int i = 0; i < d->n_inputs; i++) {
+        struct stat st;
+        if (stat(d->inputs[i], &st) == 0) /* else reading it says what is wrong */
+            ids[n++] = (file_id){st.st_dev, st.st_ino, i};
+    }
+    qsort(ids, (size_t)n, sizeof *ids, file_id_cmp);
+    for (int k = 1; k < n && !rc; k++)
+        if (ids[k].dev == ids[k - 1].dev && ids[k].ino == ids[k - 1].ino) {
+            fprintf(stderr, "%s: the input '%s' is '%s' again: give each file once (--dupe N makes N passes over "
+                            "the text)\n", prog, d->inputs[ids[k].i], d->inputs[ids[k - 1].i]);
+            rc = 2;
+        }
+    free(ids);
+    return rc;
+}
+
 static int data_check(const data_opts *d)
 {
     const char *missing = !d->out ? "--out" : d->synthetic && !d->dist_path ? "--dist"
@@ -645,19 +687,7 @@ static int data_check(const data_opts *d)
         fprintf(stderr, "%s: --max-pred %d is more than --max-len %d\n", prog, d->po.max_pred, d->po.max_len);
         return 2;
     }
-    /* one file twice (overlapping globs, a link to it) would put its text in the set twice */
-    for (int i = 0; i < d->n_inputs; i++) {
-        struct stat a, b;
-        if (stat(d->inputs[i], &a) != 0)
-            continue; /* reading it says what is wrong */
-        for (int j = 0; j < i; j++)
-            if (stat(d->inputs[j], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-                fprintf(stderr, "%s: the input '%s' is '%s' again: give each file once (--dupe N makes N passes "
-                                "over the text)\n", prog, d->inputs[i], d->inputs[j]);
-                return 2;
-            }
-    }
-    return 0;
+    return data_inputs_once(d);
 }
 
 /* The output (one file, or a folder: when it exists, ends in '/', or --samples-per-shard is

@@ -18,15 +18,13 @@
 static int resolve_run_inputs(trainer *t, unpad_err *err)
 {
     const train_args *a = t->a;
-    /* The GPU's name picks its hardware spec (resolve.h); without a GPU the default spec stands
-     * and the run fails later, where it needs one. */
+    /* The GPU's name (comm_init has chosen the rank's GPU) picks its hardware spec (resolve.h). */
     int dev = 0;
     struct cudaDeviceProp prop;
-    const char *device = NULL;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-        device = prop.name;
-    (void)cudaGetLastError();
-    resolve_req rq = train_resolve_req(a, device);
+    cudaCheck(cudaGetDevice(&dev));
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    snprintf(t->device, sizeof t->device, "%s", prop.name);
+    resolve_req rq = train_resolve_req(a, t->device);
     int rc = resolve_inputs_load(&rq, &t->in, err);
     if (rc)
         return rc;
@@ -36,14 +34,11 @@ static int resolve_run_inputs(trainer *t, unpad_err *err)
         t->cfg.attn_dropout = a->attn_dropout;
     t->hw = t->in.hw;
     t->cc = t->in.calib;
-    char how[512];
-    if (t->in.hw_from == HW_DEFAULT && device)
-        snprintf(how, sizeof how, "the default: no spec under models/hw says device = %.256s; --hw names one", device);
-    else
-        snprintf(how, sizeof how, "%s", t->in.hw_from == HW_GIVEN     ? "as given"
-                                        : t->in.hw_from == HW_MATCHED ? "its device names this GPU"
-                                                                      : "the default");
-    snprintf(t->hw_from, sizeof t->hw_from, "%.3500s, %s", t->in.hw_path, how);
+    snprintf(t->hw_from, sizeof t->hw_from, "%.3500s, %s%.256s%s", t->in.hw_path,
+             t->in.hw_from == HW_GIVEN     ? "as given"
+             : t->in.hw_from == HW_MATCHED ? "its device names this GPU"
+                                           : "the default: no spec under models/hw says device = ",
+             t->in.hw_from == HW_DEFAULT ? t->device : "", t->in.hw_from == HW_DEFAULT ? "; --hw names one" : "");
     snprintf(t->calib_from, sizeof t->calib_from, "%.4000s%s",
              t->in.calib_path[0] ? t->in.calib_path : "the uncalibrated defaults",
              t->in.calib_from == CALIB_TRANSFERRED ? " (an estimate: transferred from other hardware)" : "");
@@ -144,11 +139,6 @@ static int setup_model(trainer *t, unpad_err *err)
     t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
                             .max_tokens = (int)act, .grow_tokens = (int)most, .max_seqs = t->seq_cap,
                             .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B), .fp8 = a->fp8};
-    int dev = 0;
-    struct cudaDeviceProp prop;
-    cudaCheck(cudaGetDevice(&dev));
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    snprintf(t->device, sizeof t->device, "%s", prop.name);
     if (!(t->b = bert_create(&t->cfg, &t->opt, err)))
         return err->code ? err->code : UNPAD_ENOMEM;
     cudaCheck(cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
