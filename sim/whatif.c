@@ -26,6 +26,23 @@ void whatif_setup_default(whatif_setup *s)
     s->granularity = 1;
 }
 
+int whatif_config_steps(const whatif_setup *s, long n)
+{
+    if (s->seq_budget <= 0 || n < 1 || (double)s->steps * n <= (double)s->seq_budget)
+        return s->steps;
+    long k = (s->seq_budget + n - 1) / n;
+    k = k < WHATIF_AUTO_MIN_STEPS ? WHATIF_AUTO_MIN_STEPS : k;
+    return k < s->steps ? (int)k : s->steps;
+}
+
+int whatif_chunk_steps(long n, int steps)
+{
+    long k = n > 0 ? WHATIF_CHUNK_SEQS / n : WHATIF_CHUNK;
+    k = k < 1 ? 1 : k > WHATIF_CHUNK ? WHATIF_CHUNK : k;
+    long least = (steps + WHATIF_CHUNK_MAX - 1) / WHATIF_CHUNK_MAX;
+    return (int)(k < least ? least : k);
+}
+
 void whatif_setup_inputs(whatif_setup *s, const unpad_dist *d, const model_cfg *m, const hw_spec *hw,
                          const calib_coef *c)
 {
@@ -86,6 +103,8 @@ typedef struct {
     int *twin;          /* (nrows) an earlier row of the cell with the same results, or -1 */
     double work;        /* for scheduling */
     long long step_work; /* progress: work of one step of all its rows */
+    int steps, chunk, chunks; /* its sampled steps, steps a chunk, chunks (whatif_config_steps) */
+    size_t part0;       /* its rows' chunk sums from sweep.part[part0]: (nrows x chunks) */
     int chunks_left;    /* chunks not done yet (under the pool's lock) */
 } cell;
 
@@ -106,8 +125,9 @@ typedef struct {
     whatif_row *rows;
     int nrows;
     cell *cells;
-    int ncells, chunks;
-    int *job_cell;      /* (ncells x chunks) jobs, heaviest cells first */
+    int ncells, njobs;
+    int *job_cell, *job_chunk; /* (njobs) each job's cell and chunk, heaviest cells first */
+    int *row_cell;      /* (nrows) the cell of each row */
     const batch_groups *bg;
     int nbg;
     seq_cost sc;
@@ -117,7 +137,7 @@ typedef struct {
     int nlay;
     double *allreduce_us; /* (nrows) */
     double *imb, *idle; /* (nrows x steps) per step */
-    partial *part;      /* (nrows x chunks) */
+    partial *part;      /* per cell (nrows x chunks), from its part0 */
     int max_n, max_gpus;
     pthread_mutex_t lock; /* the cells' chunk counts */
 } sweep;
@@ -254,8 +274,8 @@ static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
     worker *wk = state;
     const whatif_setup *s = sw->s;
     const cell *c = &sw->cells[sw->job_cell[job]];
-    int chunk = job % sw->chunks, n = c->gpus * c->accum * c->batch, rc;
-    int t0 = chunk * WHATIF_CHUNK, t1 = t0 + WHATIF_CHUNK < s->steps ? t0 + WHATIF_CHUNK : s->steps;
+    int chunk = sw->job_chunk[job], n = c->gpus * c->accum * c->batch, rc;
+    int t0 = chunk * c->chunk, t1 = t0 + c->chunk < c->steps ? t0 + c->chunk : c->steps;
     layout_sampler *smp;
     if ((rc = chunk_sampler(sw, c, chunk, &smp, err)))
         return rc;
@@ -287,7 +307,7 @@ static int run_chunk(void *ctx, void *state, int job, unpad_err *err)
         memcpy(sw->idle + to, sw->idle + from, (size_t)(t1 - t0) * sizeof *sw->idle);
     }
     for (int j = 0; j < c->nrows && !rc; j++) /* one write per row: no sharing between threads */
-        sw->part[(size_t)c->rows[j] * sw->chunks + chunk] = pa[j];
+        sw->part[c->part0 + (size_t)j * c->chunks + chunk] = pa[j];
     if (!each_step)
         progress_add(s->progress, 0, (long long)(t1 - t0) * c->step_work);
     /* the last chunk of a cell finishes its rows and reports them */
@@ -372,8 +392,9 @@ static int groups_job(void *ctx, void *state, int i, unpad_err *err)
 static int cmp_cell_work(const void *a, const void *b)
 {
     const cell *x = a, *y = b;
-    if (x->work != y->work)
-        return x->work < y->work ? 1 : -1; /* heaviest first: the sweep ends sooner */
+    double wx = x->work * x->steps, wy = y->work * y->steps;
+    if (wx != wy)
+        return wx < wy ? 1 : -1; /* heaviest first: the sweep ends sooner */
     if (x->gpus != y->gpus)
         return x->gpus - y->gpus;
     if (x->batch != y->batch)
@@ -409,10 +430,13 @@ static void row_results(sweep *sw, int i)
 {
     const whatif_setup *s = sw->s;
     whatif_row *w = &sw->rows[i];
-    int steps = s->steps, attn_steps = s->attn_steps < steps ? s->attn_steps : steps;
+    const cell *ce = &sw->cells[sw->row_cell[i]];
+    int steps = ce->steps, attn_steps = s->attn_steps < steps ? s->attn_steps : steps, j = 0;
+    while (ce->rows[j] != i)
+        j++;
     partial sum = {0};
-    for (int c = 0; c < sw->chunks; c++) { /* in chunk order: the same sums on any thread count */
-        const partial *p = &sw->part[(size_t)i * sw->chunks + c];
+    for (int c = 0; c < ce->chunks; c++) { /* in chunk order: the same sums on any thread count */
+        const partial *p = &sw->part[ce->part0 + (size_t)j * ce->chunks + c];
         sum.step_us += p->step_us;
         sum.fixed_us += p->fixed_us;
         sum.token_imb += p->token_imb;
@@ -433,9 +457,9 @@ static void row_results(sweep *sw, int i)
     w->tokens_per_gpu = sum.tokens / steps;
     w->padding = sum.tokens > 0 ? 1 - sum.real_tokens / sum.tokens : 0;
     w->exchange_us = sum.exchange_us / steps;
-    summarise(sw->imb + (size_t)i * steps, steps, &w->imbalance_mean, &w->imbalance_p99,
+    summarise(sw->imb + (size_t)i * s->steps, steps, &w->imbalance_mean, &w->imbalance_p99,
               &w->imbalance_max);
-    summarise(sw->idle + (size_t)i * steps, steps, &w->idle_mean, &w->idle_p99, NULL);
+    summarise(sw->idle + (size_t)i * s->steps, steps, &w->idle_mean, &w->idle_p99, NULL);
     int timed = groups_for(sw, w->batch) && sw->lay[w->layout].kind == LAYOUT_UNPADDED;
     w->attn_us = timed && attn_steps ? sum.attn / attn_steps : NAN;
     w->attn_grouped_us = timed && attn_steps ? sum.attn_grouped / attn_steps : NAN;
@@ -469,6 +493,8 @@ static void sweep_free(sweep *sw)
 {
     free(sw->cells);
     free(sw->job_cell);
+    free(sw->job_chunk);
+    free(sw->row_cell);
     free((void *)sw->bg);
     free(sw->allreduce_us);
     free(sw->imb);
@@ -516,7 +542,6 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         sweep_free(&sw);
         return rc;
     }
-    sw.chunks = (s->steps + WHATIF_CHUNK - 1) / WHATIF_CHUNK;
     sw.cells = calloc((size_t)n, sizeof *sw.cells);
     int *idx = malloc(2 * (size_t)n * sizeof *idx); /* the cells' rows, then their twins */
     batch_groups *bg = calloc((size_t)n, sizeof *bg);
@@ -524,8 +549,8 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     sw.allreduce_us = calloc((size_t)n, sizeof *sw.allreduce_us);
     sw.imb = malloc((size_t)n * s->steps * sizeof *sw.imb);
     sw.idle = malloc((size_t)n * s->steps * sizeof *sw.idle);
-    sw.part = calloc((size_t)n * sw.chunks, sizeof *sw.part);
-    if (!sw.cells || !idx || !bg || !sw.allreduce_us || !sw.imb || !sw.idle || !sw.part) {
+    sw.row_cell = malloc((size_t)n * sizeof *sw.row_cell);
+    if (!sw.cells || !idx || !bg || !sw.allreduce_us || !sw.imb || !sw.idle || !sw.row_cell) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d configurations x %d steps",
                         n, s->steps);
         goto out;
@@ -617,6 +642,8 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
                     sw.cells[c].twin[j] = i;
             }
         }
+    for (int c = 0; c < nc; c++)
+        sw.cells[c].steps = whatif_config_steps(s, (long)sw.cells[c].gpus * sw.cells[c].accum * sw.cells[c].batch);
     qsort(sw.cells, (size_t)nc, sizeof *sw.cells, cmp_cell_work);
     sw.ncells = nc;
     sw.nbg = nbg;
@@ -625,17 +652,35 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         sw.max_n = cn > sw.max_n ? cn : sw.max_n;
         sw.max_gpus = cr > sw.max_gpus ? cr : sw.max_gpus; /* the balancer's ranks: virtual ones */
     }
-    /* Jobs: every chunk of the heaviest cell first, then the next cell's. */
-    if (!(sw.job_cell = malloc((size_t)nc * sw.chunks * sizeof *sw.job_cell))) {
-        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    /* Each cell's steps and chunks; jobs: every chunk of the heaviest cell first, then the next
+     * cell's. */
+    size_t nparts = 0;
+    for (int c = 0; c < nc; c++) {
+        cell *ce = &sw.cells[c];
+        long cn = (long)ce->gpus * ce->accum * ce->batch;
+        ce->chunk = whatif_chunk_steps(cn, ce->steps);
+        ce->chunks = (ce->steps + ce->chunk - 1) / ce->chunk;
+        ce->chunks_left = ce->chunks;
+        ce->part0 = nparts;
+        nparts += (size_t)ce->nrows * ce->chunks;
+        ce->step_work = (long long)ce->work;
+        sw.njobs += ce->chunks;
+        for (int j = 0; j < ce->nrows; j++)
+            sw.row_cell[ce->rows[j]] = c;
+    }
+    sw.part = calloc(nparts, sizeof *sw.part);
+    sw.job_cell = malloc((size_t)sw.njobs * sizeof *sw.job_cell);
+    sw.job_chunk = malloc((size_t)sw.njobs * sizeof *sw.job_chunk);
+    if (!sw.part || !sw.job_cell || !sw.job_chunk) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory for %d configurations x %d steps", n,
+                        s->steps);
         goto out;
     }
-    for (int j = 0; j < nc * sw.chunks; j++)
-        sw.job_cell[j] = j / sw.chunks;
-    for (int c = 0; c < nc; c++) {
-        sw.cells[c].chunks_left = sw.chunks;
-        sw.cells[c].step_work = (long long)sw.cells[c].work;
-    }
+    for (int c = 0, j = 0; c < nc; c++)
+        for (int k = 0; k < sw.cells[c].chunks; k++, j++) {
+            sw.job_cell[j] = c;
+            sw.job_chunk[j] = k;
+        }
     static const pool_fns groups = {.job = groups_job};
     static const pool_fns chunks = {.init = worker_alloc, .fini = worker_free, .job = run_chunk};
     if (s->attn_steps > 0 && (rc = pool_run(&sw, &groups, s->threads, nbg, err)))
@@ -643,7 +688,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     if (s->attn_steps <= 0)
         sw.nbg = 0;
     pthread_mutex_init(&sw.lock, NULL);
-    rc = pool_run(&sw, &chunks, s->threads, nc * sw.chunks, err);
+    rc = pool_run(&sw, &chunks, s->threads, sw.njobs, err);
     pthread_mutex_destroy(&sw.lock);
 out:
     free(idx);

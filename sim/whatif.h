@@ -18,10 +18,13 @@
  * Sampling: lengths from the distribution capped at max_len (layout_truncate); a buckets layout
  * draws each step's batch from one bucket. Configurations with the same GPUs, batch and sampling
  * share their sampled steps (common random numbers: policy and layout differences are not
- * sampling noise). Steps are sampled in chunks of WHATIF_CHUNK, each chunk from a generator seeded
- * by (seed, gpus, batch, sampling, chunk), and the chunks are the worker threads' jobs; a row is
- * done (and reported, row_done) when the last chunk of its steps is. A row's numbers depend
- * neither on the other rows nor on the thread count.
+ * sampling noise). Steps are sampled in chunks (whatif_chunk_steps: WHATIF_CHUNK, fewer for large
+ * configurations), each chunk from a generator seeded by (seed, gpus, batch, sampling, chunk), and
+ * the chunks are the worker threads' jobs; a row is done (and reported, row_done) when the last
+ * chunk of its steps is. A row's numbers depend neither on the other rows nor on the thread count.
+ * With seq_budget, a large configuration samples fewer steps (whatif_config_steps): one step of
+ * thousands of GPUs already holds hundreds of thousands of sequences, and its mean step time and
+ * imbalance settle in far fewer steps than a configuration of 8 GPUs needs.
  *
  * Attention (unpadded rows): on the first attn_steps steps, the slowest GPU's FMHA (forward +
  * backward, all layers) is timed by the tile simulation with one launch in loader order and with
@@ -46,6 +49,12 @@
 struct whatif_row;
 
 #define WHATIF_CHUNK 250 /* sampled steps a job; part of the definition of the sampled steps */
+#define WHATIF_CHUNK_SEQS (1L << 20) /* a job of a large configuration: as many steps as make this many
+                                      * sequences (at least one, at most WHATIF_CHUNK) */
+#define WHATIF_CHUNK_MAX 40000 /* chunks a configuration at most */
+#define WHATIF_AUTO_SEQS (1L << 23) /* the command line's default sampling: this many sequences a
+                                     * configuration (seq_budget) */
+#define WHATIF_AUTO_MIN_STEPS 100   /* ... in at least this many steps */
 #define WHATIF_PROGRESS_SEQS 16384 /* sequences a step from which each step counts on the progress line */
 #define WHATIF_ACCUM_MAX 1024 /* most micro-batches per GPU and step */
 
@@ -55,6 +64,9 @@ typedef struct {
     const hw_spec *hw;
     const calib_coef *calib;
     int steps;           /* Monte Carlo steps per configuration, >= 1 */
+    long seq_budget;     /* > 0: a configuration of n sequences a step samples fewer steps where
+                          * steps x n would exceed it: max(WHATIF_AUTO_MIN_STEPS, ceil(seq_budget / n)),
+                          * never more than `steps` (whatif_config_steps); 0: `steps` each */
     uint64_t seed;
     int threads;         /* worker threads; 0: the online CPUs */
     int weights_tokens;  /* 1: balance tokens instead of the predicted cost */
@@ -78,6 +90,12 @@ typedef struct {
 } whatif_setup;
 
 void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
+/* The steps a configuration of n sequences a step (GPUs x micro-batches x batch) samples. */
+int whatif_config_steps(const whatif_setup *s, long n);
+/* The steps of one job (a chunk) of a configuration of n sequences a step sampling `steps`:
+ * WHATIF_CHUNK, or fewer for one of more than WHATIF_CHUNK_SEQS / WHATIF_CHUNK sequences a step, so
+ * that the threads share its steps (never so few that it makes more than WHATIF_CHUNK_MAX chunks). */
+int whatif_chunk_steps(long n, int steps);
 /* The inputs every sweep reads: the lengths, the model, the hardware and its coefficients. */
 void whatif_setup_inputs(whatif_setup *s, const unpad_dist *d, const model_cfg *m, const hw_spec *hw,
                          const calib_coef *c);

@@ -793,6 +793,26 @@ START_TEST(test_whatif)
     ck_assert_int_eq(unpad_read_file(path, &text, NULL, &e), UNPAD_OK);
     ck_assert_ptr_nonnull(strstr(text, ",,,1,1,none,unpadded,"));
     free(text);
+    /* without --steps a configuration of 512 x 56 sequences samples 293 steps (2^23 sequences), the
+     * title says so; with --steps it samples what was asked */
+    ck_assert_int_eq(run("whatif --gpus 2,512 --batch 56 --policy kk --attn-steps 1 --json %D/b.json"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_nonnull(strstr(text, "sequences; --steps K samples K each): 512 GPUs x 56: 293\n"));
+    free(text);
+    v = load_json("b.json");
+    ck_assert_int_eq(at(v, "config.steps")->num, 1000);
+    ck_assert_int_eq(at(v, "config.sequence_budget")->num, 8388608);
+    ck_assert_int_eq(jr_get(at(v, "rows")->kids[0], "steps")->num, 1000);
+    ck_assert_int_eq(jr_get(at(v, "rows")->kids[1], "steps")->num, 293);
+    jr_free(v);
+    ck_assert_int_eq(run("whatif --gpus 512 --batch 56 --policy kk --attn-steps 1 --steps 20 --json %D/b.json"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_null(strstr(text, "sampled steps:"));
+    free(text);
+    v = load_json("b.json");
+    ck_assert_int_eq(at(v, "config.sequence_budget")->t, JR_NULL);
+    ck_assert_int_eq(jr_get(at(v, "rows")->kids[0], "steps")->num, 20);
+    jr_free(v);
 }
 END_TEST
 

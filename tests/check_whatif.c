@@ -312,6 +312,49 @@ START_TEST(test_accumulation)
 }
 END_TEST
 
+/* A sequence budget: a large configuration samples fewer steps (at least WHATIF_AUTO_MIN_STEPS),
+ * the same first steps as --steps of that count, on any thread count; small ones sample all. */
+START_TEST(test_sequence_budget)
+{
+    whatif_setup s = setup_of(1000, 0);
+    s.seq_budget = WHATIF_AUTO_SEQS;
+    ck_assert_int_eq(whatif_config_steps(&s, 448), 1000);
+    ck_assert_int_eq(whatif_config_steps(&s, 8388), 1000);
+    ck_assert_int_eq(whatif_config_steps(&s, 8389), 1000); /* ceil(8388608 / 8389) */
+    ck_assert_int_eq(whatif_config_steps(&s, 8398), 1000 - 1);
+    ck_assert_int_eq(whatif_config_steps(&s, 512 * 56), 293);
+    ck_assert_int_eq(whatif_config_steps(&s, 4096 * 56), WHATIF_AUTO_MIN_STEPS);
+    s.steps = 50; /* never more than asked */
+    ck_assert_int_eq(whatif_config_steps(&s, 4096 * 56), 50);
+    s.seq_budget = 0;
+    s.steps = 1000;
+    ck_assert_int_eq(whatif_config_steps(&s, 4096 * 56), 1000);
+    ck_assert_int_eq(whatif_chunk_steps(448, 1000), WHATIF_CHUNK);
+    ck_assert_int_eq(whatif_chunk_steps(4096 * 56, 100), 4);
+    ck_assert_int_eq(whatif_chunk_steps(1L << 24, 100), 1);
+    ck_assert_int_eq(whatif_chunk_steps(1L << 24, 10000000), 250); /* at most WHATIF_CHUNK_MAX chunks */
+
+    unpad_err e = {0};
+    s = setup_of(300, 1);
+    s.seq_budget = 20000;
+    whatif_row r[2] = {{.gpus = 2, .batch = 4, .policy = BAL_KK, .count = BAL_EQUAL},     /* 8 a step */
+                       {.gpus = 512, .batch = 64, .policy = BAL_KK, .count = BAL_EQUAL}}; /* 32,768 */
+    ck_assert_int_eq(whatif_run(&s, r, 2, &e), UNPAD_OK);
+    ck_assert_int_eq(r[0].steps, 300);
+    ck_assert_int_eq(r[1].steps, WHATIF_AUTO_MIN_STEPS);
+    /* the large row: four chunks of 32 steps; the same on two threads and as --steps 100 */
+    whatif_row two = r[1], exact = r[1];
+    whatif_setup s2 = s, sx = setup_of(WHATIF_AUTO_MIN_STEPS, 1);
+    s2.threads = 2;
+    ck_assert_int_eq(whatif_run(&s2, &two, 1, &e), UNPAD_OK);
+    ck_assert_int_eq(whatif_run(&sx, &exact, 1, &e), UNPAD_OK);
+    same_row(&r[1], &two);
+    same_row(&r[1], &exact);
+    ck_assert_int_eq(exact.steps, WHATIF_AUTO_MIN_STEPS);
+    ck_assert_double_eq(r[1].samples_per_s, exact.samples_per_s);
+}
+END_TEST
+
 Suite *whatif_suite(void)
 {
     Suite *s = suite_create("whatif");
@@ -325,6 +368,7 @@ Suite *whatif_suite(void)
     tcase_add_test(tc, test_layouts_network_memory);
     tcase_add_test(tc, test_time_to_train);
     tcase_add_test(tc, test_accumulation);
+    tcase_add_test(tc, test_sequence_budget);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -189,6 +189,7 @@ void cli_sweep_init(cli_sweep *w)
 {
     memset(w, 0, sizeof *w);
     whatif_setup_default(&w->s);
+    w->s.steps = 0; /* not given: cli_sweep_check */
     w->seed = 1;
 }
 
@@ -270,10 +271,38 @@ void cli_train_usage(FILE *f, int col)
 int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
 {
     w->s.gpu_hour_price = w->prices.n ? w->prices.v[0] : 0;
+    /* without --steps: 1000 steps, fewer for a configuration of more than 8,388 sequences a step */
+    w->s.seq_budget = w->s.steps ? 0 : WHATIF_AUTO_SEQS;
+    w->s.steps = w->s.steps ? w->s.steps : 1000;
     return cli_check_train(cmd, w->s.train_samples, w->s.gpu_hour_price) ||
            (!w->gpus.v && cli_int_list(cmd, "--gpus", "8", 1, 65536, &w->gpus.v, &w->gpus.n)) ||
            (!w->batch.v && cli_int_list(cmd, "--batch", "56", 1, 65536, &w->batch.v, &w->batch.n)) ||
            cli_check_configs(cmd, w->gpus.v, w->gpus.n, w->batch.v, w->batch.n, unique);
+}
+
+void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *batch, const int *accum, int k)
+{
+    int shown = 0;
+    for (int i = 0; i < k; i++) {
+        long n = (long)gpus[i] * (accum && accum[i] > 1 ? accum[i] : 1) * batch[i];
+        int st = whatif_config_steps(s, n), seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = gpus[j] == gpus[i] && batch[j] == batch[i] && (!accum || accum[j] == accum[i]);
+        if (st >= s->steps || seen)
+            continue;
+        if (!shown++) {
+            char b[48];
+            fprintf(f, "  sampled steps: %d a configuration, fewer for a step of more than %ld sequences (at least "
+                       "%d steps and %s\n  sequences; --steps K samples K each):", s->steps, s->seq_budget / s->steps,
+                    WHATIF_AUTO_MIN_STEPS, cli_count_format((double)s->seq_budget, b, sizeof b));
+        }
+        fprintf(f, "%s %d GPU%s x %d", shown > 1 ? "," : "", gpus[i], gpus[i] > 1 ? "s" : "", batch[i]);
+        if (accum && accum[i] > 1)
+            fprintf(f, " x %d micro-batches", accum[i]);
+        fprintf(f, ": %d", st);
+    }
+    if (shown)
+        fprintf(f, "\n");
 }
 
 void cli_sweep_free(cli_sweep *w)

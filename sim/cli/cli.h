@@ -105,10 +105,14 @@ void cli_train_usage(FILE *f, int col);
 
 /* The defaults (whatif_setup_default, seed 1). */
 void cli_sweep_init(cli_sweep *w);
-/* After the flags: the default lists where none was given, then cli_check_configs; 1 (printed
+/* After the flags: the default lists where none was given (and without --steps, 1000 steps with
+ * the sequence budget WHATIF_AUTO_SEQS: whatif_config_steps), then cli_check_configs; 1 (printed
  * why) when refused. */
 int cli_sweep_check(const char *cmd, cli_sweep *w, int unique);
 void cli_sweep_free(cli_sweep *w);
+/* Under a title: the configurations (GPUs, batch, micro-batches; accum may be NULL: one) that
+ * sample fewer than s->steps steps (whatif_config_steps), with their steps; nothing when none. */
+void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *batch, const int *accum, int k);
 /* Refuses (prints why, returns 1) a GPU count x batch size over 16,777,216 sequences a step and,
  * with unique, a pair asked twice. */
 int cli_check_configs(const char *cmd, const int *gpus, int ng, const int *batch, int nb, int unique);

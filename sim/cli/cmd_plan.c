@@ -47,7 +47,9 @@ static void usage(FILE *f)
             "  --policy P       %s, or auto: the lowest predicted step\n"
             "                   time (default auto; the policies are below)\n"
             "  --count C        equal (+-1 sequences per GPU) or free (default equal)\n"
-            "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
+            "  --steps K        sampled steps per configuration, 1..10000000 (default 1000, and for a\n"
+            "                   configuration of more than 8,388 sequences a step as many as make\n"
+            "                   8,388,608 sequences, at least 100)\n"
             "  --seed S         seed (default 1)\n"
             "  --tokens         balance tokens instead of the predicted per-sequence cost\n"
             "  --streams S      FMHA grouping: at most S CUDA streams, 1..%d (default 4)\n"
@@ -454,6 +456,17 @@ static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const
     printf(", %s counts, %d sampled steps per candidate, balancing %s\n", balance_count_name(o->count), s->steps,
            s->weights_tokens ? "tokens" : "the predicted per-sequence cost");
     cli_prov_print(stdout, prov);
+    int ng = o->w.gpus.n, nb = o->global ? 1 : o->w.batch.n, *g = malloc(3 * (size_t)ng * nb * sizeof *g);
+    if (g) { /* the configurations that sample fewer steps (--global-batch: its sequences a step) */
+        for (int i = 0, k = 0; i < ng; i++)
+            for (int b = 0; b < nb; b++, k++) {
+                g[k] = o->w.gpus.v[i];
+                g[ng * nb + k] = o->global ? o->global / o->w.gpus.v[i] : o->w.batch.v[b];
+                g[2 * ng * nb + k] = o->global ? 1 : o->accum;
+            }
+        cli_steps_note(stdout, s, g, g + ng * nb, g + 2 * ng * nb, ng * nb);
+        free(g);
+    }
     if (s->max_len)
         printf("  lengths truncated to %d (the trainer truncates nothing: give it data made at that "
                "length)\n", s->max_len);
@@ -469,6 +482,10 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_str(w, "policy", o->policy < 0 ? "auto" : balance_policy_name(o->policy));
     json_str(w, "count", balance_count_name(o->count));
     json_int(w, "steps", s->steps);
+    if (s->seq_budget > 0)
+        json_num(w, "sequence_budget", (double)s->seq_budget);
+    else
+        json_null(w, "sequence_budget");
     json_str(w, "weights", s->weights_tokens ? "tokens" : "cost");
     json_int(w, "max_streams", s->max_streams);
     json_int(w, "granularity", s->granularity);
@@ -614,9 +631,10 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
     if (o->global) /* the ways to split, then the plan of the fastest: about twice the plan's work */
         nb = 1;
     for (int i = 0; i < ng; i++)
-        for (int b = 0; b < nb; b++)
-            work += (long long)nh * per * s->steps *
-                    (o->global ? 2LL * o->global : (long long)o->w.gpus.v[i] * o->accum * o->w.batch.v[b]);
+        for (int b = 0; b < nb; b++) {
+            long long seqs = o->global ? 2LL * o->global : (long long)o->w.gpus.v[i] * o->accum * o->w.batch.v[b];
+            work += (long long)nh * per * whatif_config_steps(s, (long)(o->global ? o->global : seqs)) * seqs;
+        }
     if (progress_start("unpad plan", "candidates", (long long)nh * per * ng * nb, work, progress_wanted(o->w.quiet),
                        &prog, &err)) {
         cli_error("plan", &err);

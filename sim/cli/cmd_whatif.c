@@ -39,7 +39,9 @@ static void usage(FILE *f)
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --faster L       what-if: make operators or classes F times as fast, L = NAME=F,...\n"
             "                   (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
-            "  --steps K        sampled steps per configuration, 1..10000000 (default 1000)\n"
+            "  --steps K        sampled steps per configuration, 1..10000000 (default 1000, and for a\n"
+            "                   configuration of more than 8,388 sequences a step as many as make\n"
+            "                   8,388,608 sequences, at least 100)\n"
             "  --seed S         seed of the sampled steps (default 1)\n"
             "  --threads T      worker threads, 0 = one per CPU (default 0)\n"
             "  --tokens         balance tokens instead of the predicted per-sequence cost\n"
@@ -244,14 +246,16 @@ static whatif_row *whatif_rows_make(const whatif_opts *o, int *n, int *merged)
 static long long whatif_work(const whatif_setup *s, const whatif_row *rows, int n)
 {
     long long work = 0;
-    for (int k = 0; k < n; k++)
-        work += (long long)s->steps * rows[k].gpus * rows[k].accum * rows[k].batch *
+    for (int k = 0; k < n; k++) {
+        long seqs = (long)rows[k].gpus * rows[k].accum * rows[k].batch;
+        work += (long long)whatif_config_steps(s, seqs) * seqs *
                 (rows[k].policy == BAL_KK && rows[k].count == BAL_FREE ? 4 : 1);
+    }
     return work;
 }
 
-static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, const cli_prov *prov, int n,
-                               int merged)
+static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, const cli_prov *prov,
+                               const whatif_row *rows, int n, int merged)
 {
     const whatif_setup *s = &o->w.s;
     printf("unpad whatif: %s on %s, %d configuration%s x %d sampled steps, balancing %s%s",
@@ -264,6 +268,16 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
         printf("; memory with --fp8 on, %s", cli_fp8_times(in));
     printf("\n");
     cli_prov_print(stdout, prov);
+    int *g = malloc(3 * (size_t)n * sizeof *g);
+    if (g) { /* the configurations that sample fewer steps */
+        for (int k = 0; k < n; k++) {
+            g[k] = rows[k].gpus;
+            g[n + k] = rows[k].batch;
+            g[2 * n + k] = rows[k].accum;
+        }
+        cli_steps_note(stdout, s, g, g + n, g + 2 * n, n);
+        free(g);
+    }
     if (merged)
         printf("  (none and sort-deal always give equal counts: one row each, count equal)\n");
     printf("\n");
@@ -319,6 +333,10 @@ static void whatif_json(json_w *w, const whatif_setup *s, const resolve_inputs *
     json_bool(w, "complete", 1);
     json_obj(w, "config");
     json_int(w, "steps", s->steps);
+    if (s->seq_budget > 0) /* a row's own steps: its "steps" */
+        json_num(w, "sequence_budget", (double)s->seq_budget);
+    else
+        json_null(w, "sequence_budget");
     json_int(w, "attn_steps", s->attn_steps < s->steps ? s->attn_steps : s->steps);
     json_str(w, "weights", s->weights_tokens ? "tokens" : "cost");
     json_int(w, "max_streams", s->max_streams);
@@ -370,7 +388,7 @@ static int whatif_sweep(whatif_opts *o, const resolve_inputs *in, int argc, char
     s->progress = prog;
     s->row_done = cli_rows_done;
     s->row_ctx = &ro;
-    whatif_print_title(o, in, &prov, n, merged);
+    whatif_print_title(o, in, &prov, rows, n, merged);
     int ran = whatif_run(s, rows, n, &err);
     progress_end(prog);
     prog = NULL;
