@@ -250,9 +250,14 @@ int cmd_plot(int argc, char **argv)
         memset(&in, 0, sizeof in);
         char obuf[4096], pbuf[4096];
         rc = plot_prepare(&o, &in, obuf, sizeof obuf, pbuf, sizeof pbuf) || plot_draw(&o, &in, argc, argv);
-        if (!rc)
-            printf("unpad plot %s: wrote %s.png, %s.svg and the data %s%s\n", o.kind, o.out, o.out, o.out,
-                   o.k == PLOT_IMBALANCE ? "-gpus.csv, -batch.csv" : o.k == PLOT_LOAD ? ".csv, -gpus.csv" : ".csv");
+        if (!rc && o.k == PLOT_IMBALANCE)
+            printf("unpad plot %s: wrote %s.png, %s.svg and the data %s-gpus.csv and %s-batch.csv\n", o.kind, o.out,
+                   o.out, o.out, o.out);
+        else if (!rc && o.k == PLOT_LOAD)
+            printf("unpad plot %s: wrote %s.png, %s.svg and the data %s.csv and %s-gpus.csv\n", o.kind, o.out, o.out,
+                   o.out, o.out);
+        else if (!rc)
+            printf("unpad plot %s: wrote %s.png, %s.svg and the data %s.csv\n", o.kind, o.out, o.out, o.out);
         resolve_inputs_free(&in);
     }
     cli_ints_free(&o.lens);
