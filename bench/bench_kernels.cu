@@ -133,7 +133,8 @@ static void row(const char *name, const char *shape, double bytes, int reps,
     fflush(stdout);
 }
 
-/* BERT-Large parameter tensors (BertForPreTraining, tied decoder): sizes and weight-decay flags. */
+/* BERT-Large parameter tensors (BertForPreTraining, tied decoder; query, key and value apart, as the
+ * trainer's per-tensor trust ratios have them): sizes and weight-decay flags. */
 static int bert_large_tensors(lamb_tensor *t, int max)
 {
     const int64_t H = 1024, F = 4096, V = 30528;
@@ -150,7 +151,8 @@ static int bert_large_tensors(lamb_tensor *t, int max)
     };
     add(V * H, 1), add(512 * H, 1), add(2 * H, 1), add(H, 0), add(H, 0); /* embeddings + LN */
     for (int l = 0; l < 24; l++) {
-        add(3 * H * H, 1), add(3 * H, 0), add(H * H, 1), add(H, 0), add(H, 0), add(H, 0);
+        add(H * H, 1), add(H * H, 1), add(H * H, 1), add(H, 0), add(H, 0), add(H, 0); /* q, k, v apart */
+        add(H * H, 1), add(H, 0), add(H, 0), add(H, 0);
         add(F * H, 1), add(F, 0), add(H * F, 1), add(H, 0), add(H, 0), add(H, 0);
     }
     add(H * H, 1), add(H, 0);                     /* pooler */
