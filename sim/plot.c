@@ -772,21 +772,20 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
         snprintf(steps, sizeof steps, "%d-%d sampled steps per point", min_steps, max_steps);
     snprintf(title, sizeof title,
              "Imbalance: how much longer the slowest GPU's predicted step takes than the mean "
-             "GPU's%s%s%s%s, %s%s",
-             src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw, steps,
+             "GPU's%s%s%s%s%s",
+             src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw,
              src.has_prov && !src.complete ? " (PARTIAL: an interrupted what-if)" : "");
     size_t o = strlen(title);
     if (src.faster[0]) /* a what-if picture says so */
-        o += (size_t)snprintf(title + o, sizeof title - o, "\nWHAT-IF: --faster %s; ", src.faster);
+        o += (size_t)snprintf(title + o, sizeof title - o, "\nWHAT-IF: --faster %s; %s; ", src.faster, steps);
     else
-        o += (size_t)snprintf(title + o, sizeof title - o, "\n");
+        o += (size_t)snprintf(title + o, sizeof title - o, "\n%s; ", steps);
     if (what[0] && o < sizeof title) /* the layout and accumulation chosen */
         o += (size_t)snprintf(title + o, sizeof title - o, "%s; ", what + 2);
     if (src.dist[0] && o < sizeof title)
         o += (size_t)snprintf(title + o, sizeof title - o, "lengths from %s; ", base_name(src.dist));
     if (o < sizeof title)
-        snprintf(title + o, sizeof title - o, "imbalance 1.25 = 25%%; points on the bottom edge are below "
-                 "0.001%% (near-perfect balance)");
+        snprintf(title + o, sizeof title - o, "imbalance 1.25 = 25%%; on the bottom edge: below 0.001%%");
     snprintf(pg, sizeof pg, "%s-gpus.csv", out);
     snprintf(pb, sizeof pb, "%s-batch.csv", out);
     plot_quote(titles, qt, sizeof qt);
