@@ -684,7 +684,8 @@ static int imbalance_select(const char *path, imb_point *v, int *n, const char *
         if ((!layout || !strcmp(v[i].layout, layout)) && (!accum || v[i].accum == accum))
             v[k++] = v[i];
     if (!k)
-        return unpad_fail(err, UNPAD_EINVAL, path, 0, "no rows of %s%s%s%s (the CSV holds layouts %s; accumulations %s)",
+        return unpad_fail(err, UNPAD_EINVAL, path, 0,
+                          "no rows of %s%s%s%s (the CSV holds layouts %s; accumulations %s)",
                           layout ? "layout " : "", layout ? layout : "", layout && accum ? " and " : "",
                           accum ? "that accumulation" : "", seen_l, seen_a);
     *n = k;

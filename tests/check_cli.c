@@ -1113,7 +1113,8 @@ START_TEST(test_calibrate_workloads_tables)
                                 "--out %%D/two.cfg", trace);
     ck_assert_int_eq(run(args), 0);
     char *text = slurp("stdout.txt");
-    ck_assert_msg(strstr(text, "step overhead and host time per kernel from 4 untraced steps of 2 workloads"), "%s", text);
+    ck_assert_msg(strstr(text, "step overhead and host time per kernel from 4 untraced steps of 2 workloads"), "%s",
+                  text);
     free(text);
     ck_assert(exists("two.cfg"));
     /* a table is an input: --out onto it is refused before any work, the table left as it was */
@@ -1139,7 +1140,8 @@ START_TEST(test_calibrate_workloads_tables)
                          "2> %D/err.txt"), 0);
     text = slurp("stdout.txt");
     ck_assert_msg(strstr(text, "attention lengths of 0 traced batches") &&
-                      strstr(text, "step overhead and host time per kernel from 4 untraced steps of 2 workloads"), "%s", text);
+                      strstr(text, "step overhead and host time per kernel from 4 untraced steps of 2 workloads"),
+                  "%s", text);
     free(text);
 }
 END_TEST

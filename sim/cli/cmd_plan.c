@@ -255,7 +255,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     if (with_train) {
         char nsamples[64];
         printf("  to train %s samples: %.2f hours on %d GPU%s, %.1f GPU-hours",
-               cli_count_format(s->train_samples, nsamples, sizeof nsamples), train[0], gpus, gpus > 1 ? "s" : "", train[1]);
+               cli_count_format(s->train_samples, nsamples, sizeof nsamples), train[0], gpus, gpus > 1 ? "s" : "",
+               train[1]);
         if (!isnan(train[2]))
             printf(train[2] < 100 ? ", cost %.2f at %g per GPU-hour" : ", cost %.0f at %g per GPU-hour", train[2],
                    s->gpu_hour_price);
