@@ -23,7 +23,7 @@ set ylabel "slowest GPU's excess over the mean GPU (%, log scale)"
 set logscale y
 set yrange [floor : 100]
 set format y '%g%%'
-set tmargin at screen 0.86
+set tmargin at screen 0.83
 set bmargin at screen 0.30
 unset key
 set lmargin at screen 0.07

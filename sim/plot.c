@@ -355,6 +355,16 @@ out:
     return rc;
 }
 
+/* A what-if picture says so: "\nWHAT-IF: --faster L; --hw-set L" after the title (nothing for none). */
+static void what_if_title(char *title, size_t n, const char *faster, const char *hw_set)
+{
+    size_t o = strlen(title);
+    int f = faster && faster[0], h = hw_set && hw_set[0];
+    if ((f || h) && o < n)
+        snprintf(title + o, n - o, "\nWHAT-IF: %s%s%s%s%s", f ? "--faster " : "", f ? faster : "", f && h ? "; " : "",
+                 h ? "--hw-set " : "", h ? hw_set : "");
+}
+
 int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err)
 {
     int k = s->gpus, rc;
@@ -398,8 +408,7 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
              "sequences per GPU (%s counts), lengths from %s",
              (unsigned long long)s->seed, s->model->name, k, s->hw->name, s->batch,
              balance_count_name(s->count), base_name(s->dist->source));
-    if (s->calib->faster[0]) /* a what-if picture says so */
-        snprintf(title + strlen(title), sizeof title - strlen(title), "\nWHAT-IF: --faster %s", s->calib->faster);
+    what_if_title(title, sizeof title, s->calib->faster, s->hw_set);
     plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(cg.path, qgpus, sizeof qgpus);
     plot_quote(title, qtitle, sizeof qtitle);
@@ -427,6 +436,7 @@ typedef struct {
 typedef struct {
     char model[128], hw[128], dist[256];
     char faster[256]; /* a what-if's --faster list ("# what-if: --faster LIST ...") */
+    char hw_set[256]; /* a what-if's --hw-set list ("# what-if: --hw-set LIST ...") */
     int has_prov;   /* written by unpad (a "# unpad:" line) */
     int complete;   /* ... and finished (a "# complete" line) */
 } imb_source;
@@ -497,6 +507,8 @@ static int read_whatif_csv(const char *path, imb_point **out, int *np, imb_sourc
             comment_value(line, "distribution", src->dist, sizeof src->dist);
             if (!strncmp(line, "# what-if: --faster ", 20))
                 snprintf(src->faster, sizeof src->faster, "%.*s", (int)strcspn(line + 20, " "), line + 20);
+            if (!strncmp(line, "# what-if: --hw-set ", 20))
+                snprintf(src->hw_set, sizeof src->hw_set, "%.*s", (int)strcspn(line + 20, " "), line + 20);
             src->has_prov |= !strncmp(line, "# unpad:", 8);
             src->complete |= !strncmp(line, "# complete", 10);
             continue;
@@ -777,10 +789,9 @@ int plot_imbalance(const char *plot_dir, const char *whatif_csv, int batch, int 
              src.model[0] ? ": " : "", src.model, src.hw[0] ? " on " : "", src.hw,
              src.has_prov && !src.complete ? " (PARTIAL: an interrupted what-if)" : "");
     size_t o = strlen(title);
-    if (src.faster[0]) /* a what-if picture says so */
-        o += (size_t)snprintf(title + o, sizeof title - o, "\nWHAT-IF: --faster %s; %s; ", src.faster, steps);
-    else
-        o += (size_t)snprintf(title + o, sizeof title - o, "\n%s; ", steps);
+    what_if_title(title, sizeof title, src.faster, src.hw_set);
+    o = strlen(title);
+    o += (size_t)snprintf(title + o, sizeof title - o, "\n%s; ", steps);
     if (what[0] && o < sizeof title) /* the layout and accumulation chosen */
         o += (size_t)snprintf(title + o, sizeof title - o, "%s; ", what + 2);
     if (src.dist[0] && o < sizeof title)
@@ -849,8 +860,7 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
              "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s, per layer, "
              "forward + backward",
              s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name);
-    if (s->calib->faster[0])
-        snprintf(title + strlen(title), sizeof title - strlen(title), "\nWHAT-IF: --faster %s", s->calib->faster);
+    what_if_title(title, sizeof title, s->calib->faster, s->hw_set);
     if (dp.ngroups == 1)
         snprintf(dpwhat, sizeof dpwhat, "one launch, longest first");
     else

@@ -58,6 +58,7 @@ typedef struct {
     uint64_t seed;
     int weights_tokens;
     const char *prov;
+    const char *hw_set;  /* the hardware what-if (--hw-set) applied to hw, for the title; NULL: none */
 } plot_load_setup;
 
 int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err);
@@ -81,6 +82,7 @@ typedef struct {
     int granularity;
     const char *what;   /* where the lengths came from, for the title */
     const char *prov;
+    const char *hw_set; /* as plot_load_setup's */
 } plot_groups_setup;
 
 int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *out, unpad_err *err);

@@ -195,7 +195,44 @@ int resolve_hw_by_device(const char *device, char *out, size_t n, hw_spec *hw, u
     return UNPAD_OK;
 }
 
-static int load_hw(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+int resolve_hw_set(const char *set, hw_spec *hw, unpad_err *err)
+{
+    char text[1024];
+    size_t o = 0, len = strlen(set);
+    if (len == 0 || len >= 512)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: give KEY=VALUE[,KEY=VALUE...] of fewer than 512 "
+                          "characters (e.g. gpus_per_node=4,node_bw_gbs=25)");
+    for (const char *p = set; *p;) { /* one `key = value` line an item */
+        const char *end = strchr(p, ','), *eq;
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        eq = memchr(p, '=', n);
+        if (!eq || eq == p || eq + 1 == p + n)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: '%.*s' is not KEY=VALUE (e.g. gpus_per_node=4)",
+                              (int)n, p);
+        size_t k = (size_t)(eq - p);
+        if ((k == 4 && !strncmp(p, "name", 4)) || (k == 6 && !strncmp(p, "device", 6)))
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: %.*s names the spec and chooses its calibration: "
+                              "give another --hw instead", (int)k, p);
+        o += (size_t)snprintf(text + o, sizeof text - o, "%.*s = %.*s\n", (int)k, p, (int)(n - k - 1), eq + 1);
+        p += n + (end ? 1 : 0);
+        if (end && !*p)
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: '%s' ends with a comma", set);
+    }
+    cfg_field relaxed[64]; /* the spec's keys, none required: the others keep the spec's values */
+    if (hw_schema_len > sizeof relaxed / sizeof *relaxed)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: the spec has too many keys");
+    for (size_t i = 0; i < hw_schema_len; i++) {
+        relaxed[i] = hw_schema[i];
+        relaxed[i].required = CFG_OPTIONAL;
+    }
+    hw_spec h = *hw;
+    int rc = cfg_parse("--hw-set", text, o, relaxed, hw_schema_len, &h, err);
+    if (!rc)
+        *hw = h;
+    return rc;
+}
+
+static int load_hw_spec(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
 {
     int rc;
     in->hw_from = rq->hw ? HW_GIVEN : HW_DEFAULT;
@@ -211,6 +248,15 @@ static int load_hw(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
     if ((rc = input_path(rq->hw, "--hw", "models/hw/h200-sxm.cfg", "models/hw", ".cfg", in->hw_path, err)))
         return rc;
     return hw_load(in->hw_path, &in->hw, err);
+}
+
+static int load_hw(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
+{
+    int rc = load_hw_spec(rq, in, err);
+    in->hw_set[0] = '\0';
+    if (!rc && rq->hw_set && !(rc = resolve_hw_set(rq->hw_set, &in->hw, err)))
+        snprintf(in->hw_set, sizeof in->hw_set, "%s", rq->hw_set);
+    return rc;
 }
 
 static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)

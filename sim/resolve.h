@@ -49,6 +49,7 @@ typedef struct {
     int no_calib;          /* 1: the uncalibrated defaults even where models/calib/<hw>.cfg exists */
     int fp8;               /* 1: the trainer's --fp8 on (an FP8 calibration preferred, see above) */
     const char *faster;    /* what-if speed-ups applied to the coefficients (calib_faster), NULL: none */
+    const char *hw_set;    /* what-if: KEY=VALUE,... over the hardware spec's numbers (resolve_hw_set), NULL: none */
     int need_dist;         /* 1: load the distribution (dist, else the default) */
     int max_len;           /* --max-len: longer sequences are truncated to it (0: none) */
     /* flags over the plan */
@@ -79,7 +80,13 @@ typedef struct {
     /* how the hardware spec was chosen: given (--hw), matched (its device is the GPU's name),
      * or the default (no spec names the GPU, or no GPU was named) */
     enum { HW_GIVEN, HW_MATCHED, HW_DEFAULT } hw_from;
+    char hw_set[RESOLVE_PATH_LEN]; /* the --hw-set applied ("" where none) */
 } resolve_inputs;
+
+/* What-if over a hardware spec: set, "KEY=VALUE[,KEY=VALUE...]" with the spec's keys (gpus_per_node=4,
+ * node_bw_gbs=25), each value read and range-checked as the spec file's would be, into hw. The name
+ * and the device are refused (they choose the calibration and the GPU: give another --hw). */
+int resolve_hw_set(const char *set, hw_spec *hw, unpad_err *err);
 
 /* The project home into buf (no trailing '/'; "" for the current folder). */
 int resolve_home(char *buf, size_t n, unpad_err *err);

@@ -813,6 +813,30 @@ START_TEST(test_whatif)
     ck_assert_int_eq(at(v, "config.sequence_budget")->t, JR_NULL);
     ck_assert_int_eq(jr_get(at(v, "rows")->kids[0], "steps")->num, 20);
     jr_free(v);
+    /* --hw-set: the spec's numbers for a what-if (8 GPUs in nodes of 4: two nodes), said in the
+     * provenance; a name, an unknown key or a value out of range refused */
+    ck_assert_int_eq(run("whatif --gpus 8 --policy kk --steps 5 --attn-steps 0 --hw-set gpus_per_node=4,node_bw_gbs=25 "
+                         "--json %D/h.json"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_nonnull(strstr(text, "what-if: --hw-set gpus_per_node=4,node_bw_gbs=25"));
+    free(text);
+    v = load_json("h.json");
+    check_doc(v, "whatif");
+    ck_assert_int_eq(jr_get(at(v, "rows")->kids[0], "nodes")->num, 2);
+    ck_assert_str_eq(at(v, "provenance.hw_set")->str, "gpus_per_node=4,node_bw_gbs=25");
+    jr_free(v);
+    ck_assert_int_eq(run("whatif --gpus 8 --steps 5 --hw-set name=x 2> %D/err.txt"), 1);
+    text = slurp("err.txt");
+    ck_assert_ptr_nonnull(strstr(text, "--hw-set: name names the spec"));
+    free(text);
+    ck_assert_int_eq(run("predict --steps 2 --hw-set gpus_per_node=0 2> %D/err.txt"), 1);
+    text = slurp("err.txt");
+    ck_assert_ptr_nonnull(strstr(text, "gpus_per_node = 0 is out of range"));
+    free(text);
+    ck_assert_int_eq(run("predict --steps 2 --hw-set link_bw=3 2> %D/err.txt"), 1);
+    text = slurp("err.txt");
+    ck_assert_ptr_nonnull(strstr(text, "unknown key 'link_bw'"));
+    free(text);
 }
 END_TEST
 

@@ -131,7 +131,7 @@ START_TEST(test_every_kind)
     ck_assert_str_eq(header, "length,count,percent");
 
     snprintf(out, sizeof out, "%s/load", dir);
-    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0, NULL};
+    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0, NULL, NULL};
     ck_assert_msg(plot_load(in.plots, &ls, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
     snprintf(csv, sizeof csv, "%s/load.csv", dir);
@@ -185,7 +185,7 @@ START_TEST(test_every_kind)
 
     snprintf(out, sizeof out, "%s/groups", dir);
     int len[] = {512, 512, 511, 400, 300, 200, 128, 100, 64, 30, 12, 512, 256};
-    plot_groups_setup gs2 = {&in.m, &in.hw, &in.c, len, 13, 3, 1, "test lengths", NULL};
+    plot_groups_setup gs2 = {&in.m, &in.hw, &in.c, len, 13, 3, 1, "test lengths", NULL, NULL};
     ck_assert_msg(plot_groups(in.plots, &gs2, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
     snprintf(csv, sizeof csv, "%s/groups.csv", dir);

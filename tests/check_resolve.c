@@ -386,6 +386,32 @@ END_TEST
 
 /* The GPU's name picks the spec whose `device` it is, unless --hw names one; no spec names it:
  * the default. Two specs naming it, or a spec that does not load, are errors naming the files. */
+/* --hw-set: the spec's numbers for a what-if, checked as the file's; the name and the device refused,
+ * and a refused set changes nothing. */
+START_TEST(test_hw_set)
+{
+    unpad_err e = {0};
+    resolve_req rq = {.hw = "h100-sxm", .hw_set = "gpus_per_node=4,node_bw_gbs=25"};
+    resolve_inputs in;
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_int_eq(in.hw.gpus_per_node, 4);
+    ck_assert_double_eq(in.hw.node_bw_gbs, 25);
+    ck_assert_double_eq(in.hw.link_bw_gbs, 370); /* the others as the file has them */
+    ck_assert_str_eq(in.hw.name, "h100-sxm");
+    ck_assert_str_eq(in.hw_set, "gpus_per_node=4,node_bw_gbs=25");
+    ck_assert_int_eq(in.calib_from, CALIB_FITTED); /* the spec's own calibration */
+    hw_spec h = in.hw, before = in.hw;
+    resolve_inputs_free(&in);
+    const char *bad[] = {"name=h200-sxm", "device=X", "sms=0", "sms=132,foo=1", "sms", "sms=1,", ",", "sms=1,sms=2",
+                         "clock_ghz=abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_msg(resolve_hw_set(bad[i], &h, &e) != UNPAD_OK, "%s accepted", bad[i]);
+        ck_assert_msg(strstr(e.msg, "--hw-set") != NULL, "%s: %s", bad[i], e.msg);
+        ck_assert_int_eq(memcmp(&h, &before, sizeof h), 0);
+    }
+}
+END_TEST
+
 START_TEST(test_hw_for_device)
 {
     char p[RESOLVE_PATH_LEN];
@@ -476,6 +502,7 @@ Suite *resolve_suite(void)
     tcase_add_test(tc, test_errors);
     tcase_add_test(tc, test_names);
     tcase_add_test(tc, test_hw_for_device);
+    tcase_add_test(tc, test_hw_set);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -291,10 +291,11 @@ void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *
         if (st >= s->steps || seen)
             continue;
         if (!shown++) {
-            char b[48];
-            fprintf(f, "  sampled steps: %d a configuration, fewer for a step of more than %ld sequences (at least "
-                       "%d steps and %s\n  sequences; --steps K samples K each):", s->steps, s->seq_budget / s->steps,
-                    WHATIF_AUTO_MIN_STEPS, cli_count_format((double)s->seq_budget, b, sizeof b));
+            char b[48], per[48];
+            fprintf(f, "  sampled steps: %d a configuration, fewer for a step of more than %s sequences (at least "
+                       "%d steps and %s\n  sequences; --steps K samples K each):", s->steps,
+                    cli_count_format((double)(s->seq_budget / s->steps), per, sizeof per), WHATIF_AUTO_MIN_STEPS,
+                    cli_count_format((double)s->seq_budget, b, sizeof b));
         }
         fprintf(f, "%s %d GPU%s x %d", shown > 1 ? "," : "", gpus[i], gpus[i] > 1 ? "s" : "", batch[i]);
         if (accum && accum[i] > 1)

@@ -22,6 +22,8 @@ static void usage(FILE *f)
                "  --no-calib  the uncalibrated default coefficients instead\n"
                "  --faster L  what-if: make operators or classes F times as fast, L = NAME=F,...\n"
                "              (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
+               "  --hw-set L  what-if: the hardware spec's numbers, L = KEY=VALUE,...\n"
+               "              (gpus_per_node=4,node_bw_gbs=25: the keys of models/hw/*.cfg)\n"
                "  --batch B   sequences (default 56)\n"
                "  --seq S     length of every sequence (default 512)\n"
                "  --json F    also write the tables as JSON (docs/json.md); F '-': only the JSON, on\n"

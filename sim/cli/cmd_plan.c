@@ -33,6 +33,8 @@ static void usage(FILE *f)
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --faster L       what-if: make operators or classes F times as fast, L = NAME=F,...\n"
             "                   (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
+            "  --hw-set L       what-if: the hardware spec's numbers, L = KEY=VALUE,...\n"
+            "                   (gpus_per_node=4,node_bw_gbs=25: the keys of models/hw/*.cfg)\n"
             "  --gpus LIST      data-parallel GPUs, 1..65536, comma-separated (default 8)\n"
             "  --batch LIST     sequences per GPU, 1..65536, comma-separated (default 56): one plan\n"
             "                   per GPU count and batch size\n"

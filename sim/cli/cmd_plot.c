@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "  hist       length histogram           [--dist F]\n"
             "  load       per-GPU predicted step time on one sampled step, one bar per policy\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--gpus N]\n"
-            "             [--batch B] [--count equal|free] [--seed S] [--tokens]\n"
+            "             [--batch B] [--count equal|free] [--seed S] [--tokens] [--hw-set L]\n"
             "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
             "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
             "             value with the most points) [--layout NAME] [--accum K]  (the rows of one\n"
@@ -28,11 +28,13 @@ static void usage(FILE *f)
             "  groups     FMHA grouping of one GPU's batch as a timeline over streams, against one\n"
             "             launch and the 128/256/384/512 buckets\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
-            "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G]\n"
+            "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G] [--hw-set L]\n"
             "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
             "                (default unpad-KIND; --out x.png or x.svg is the prefix x; x.pdf, x.csv:\n"
             "                refused, since plot does not write them)\n"
             "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
+            "  --faster L, --hw-set L  what-ifs over the coefficients and the hardware spec's numbers\n"
+            "                (unpad whatif --help)\n"
             "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
             "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
             "Needs the gnuplot program (sudo apt-get install gnuplot-nox).\n");
@@ -166,7 +168,8 @@ static int plot_draw(plot_opts *o, const resolve_inputs *in, int argc, char **ar
         rc = plot_hist(o->plots, &in->dist, pc, o->out, &err);
     if (o->k == PLOT_LOAD) {
         plot_load_setup ls = {&in->dist, &in->model, &in->hw, &in->calib, o->gpus ? o->gpus : 8,
-                              o->batch ? o->batch : 56, o->count, (uint64_t)o->seed, o->tokens, pc};
+                              o->batch ? o->batch : 56, o->count, (uint64_t)o->seed, o->tokens, pc,
+                              in->hw_set[0] ? in->hw_set : NULL};
         rc = plot_load(o->plots, &ls, o->out, &err);
     }
     if (o->k == PLOT_GROUPS) {
@@ -174,7 +177,7 @@ static int plot_draw(plot_opts *o, const resolve_inputs *in, int argc, char **ar
         if (groups_lengths(o, in, what, sizeof what))
             return 1;
         plot_groups_setup gs = {&in->model, &in->hw, &in->calib, o->lens.v, o->lens.n, o->streams, o->gran,
-                                what, pc};
+                                what, pc, in->hw_set[0] ? in->hw_set : NULL};
         rc = plot_groups(o->plots, &gs, o->out, &err);
     }
     return rc ? cli_error("plot", &err) : 0;

@@ -40,6 +40,8 @@ static void usage(FILE *f)
             "  --no-calib     the uncalibrated default coefficients instead\n"
             "  --faster L     what-if: make operators or classes F times as fast, L = NAME=F,...\n"
             "                 (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
+            "  --hw-set L     what-if: the hardware spec's numbers, L = KEY=VALUE,...\n"
+            "                 (gpus_per_node=4,node_bw_gbs=25: the keys of models/hw/*.cfg)\n"
             "  --gpus N       data-parallel GPUs, for all-reduce and exchange (default 1)\n"
             "  --batch B      sequences per GPU per step (per micro-batch with --accum; default 56)\n"
             "  --fp8 on|off   the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"

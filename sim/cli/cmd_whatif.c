@@ -39,6 +39,8 @@ static void usage(FILE *f)
             "  --no-calib       the uncalibrated default coefficients instead\n"
             "  --faster L       what-if: make operators or classes F times as fast, L = NAME=F,...\n"
             "                   (fmha_bwd=1.3, gemm=1.1, overhead=2; docs/planning.md)\n"
+            "  --hw-set L       what-if: the hardware spec's numbers, L = KEY=VALUE,...\n"
+            "                   (gpus_per_node=4,node_bw_gbs=25: the keys of models/hw/*.cfg)\n"
             "  --steps K        sampled steps per configuration, 1..10000000 (default 1000, and for a\n"
             "                   configuration of more than 8,388 sequences a step as many as make\n"
             "                   8,388,608 sequences, at least 100)\n"

@@ -71,7 +71,7 @@ typedef struct {
 #define CLI_OPT_HW(rq) CLI_OPT_STR("hw", &(rq)->hw)
 #define CLI_OPTS_CALIB(rq)                                                                     \
     CLI_OPT_STR("calib", &(rq)->calib), CLI_OPT_FLAG("no-calib", &(rq)->no_calib),               \
-        CLI_OPT_STR("faster", &(rq)->faster)
+        CLI_OPT_STR("faster", &(rq)->faster), CLI_OPT_STR("hw-set", &(rq)->hw_set)
 #define CLI_OPTS_INPUTS(rq) CLI_OPT_DIST(rq), CLI_OPT_MODEL(rq), CLI_OPT_HW(rq), CLI_OPTS_CALIB(rq)
 /* --seed S, the same range everywhere. */
 #define CLI_OPT_SEED(p) CLI_OPT_INT("seed", (p), 0, 2147483647)

@@ -39,6 +39,7 @@ void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist)
     cli_calib_label(in, p->calibration_label, sizeof p->calibration_label);
     p->dist_path = with_dist && in->dist_path[0] ? in->dist_path : NULL;
     p->faster = in->calib.faster[0] ? in->calib.faster : NULL;
+    p->hw_set = in->hw_set[0] ? in->hw_set : NULL;
 }
 
 void cli_prov_seed(cli_prov *p, long long seed)
@@ -69,6 +70,7 @@ void cli_prov_json(json_w *w, const cli_prov *p)
     json_str(w, "calibration", p->calibration);
     json_str(w, "calibration_path", p->calibration_path);
     json_str(w, "faster", p->faster);
+    json_str(w, "hw_set", p->hw_set);
     json_str(w, "distribution_path", p->dist_path);
     if (p->has_seed)
         json_int(w, "seed", p->seed);
@@ -96,6 +98,8 @@ void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
     }
     if (p->faster)
         ADD("# what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n", p->faster);
+    if (p->hw_set)
+        ADD("# what-if: --hw-set %s (the hardware spec's numbers changed: not the spec as written)\n", p->hw_set);
     if (p->dist_path)
         ADD("# distribution: %s\n", p->dist_path);
     if (p->has_seed)
@@ -123,6 +127,9 @@ void cli_prov_print(FILE *f, const cli_prov *p)
     if (p->faster)
         fprintf(f, "  what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n",
                 p->faster);
+    if (p->hw_set)
+        fprintf(f, "  what-if: --hw-set %s (the hardware spec's numbers changed: not the spec as written)\n",
+                p->hw_set);
     fprintf(f, "  ");
     if (p->dist_path)
         fprintf(f, "lengths %s, ", p->dist_path);
