@@ -837,6 +837,29 @@ START_TEST(test_whatif)
     text = slurp("err.txt");
     ck_assert_ptr_nonnull(strstr(text, "unknown key 'link_bw'"));
     free(text);
+    /* list items may be ranges: times K, plus K, every integer; values past B are not made */
+    ck_assert_int_eq(run("whatif --gpus 8..40x2 --batch 16..40+16 --policy kk --steps 2 --attn-steps 0 "
+                         "--json %D/r.json"), 0);
+    v = load_json("r.json");
+    const jr_node *rr = at(v, "rows");
+    ck_assert_int_eq(rr->n, 6); /* gpus 8, 16, 32 x batch 16, 32 */
+    ck_assert_int_eq(jr_get(rr->kids[0], "gpus")->num, 8);
+    ck_assert_int_eq(jr_get(rr->kids[0], "batch")->num, 16);
+    ck_assert_int_eq(jr_get(rr->kids[5], "gpus")->num, 32);
+    ck_assert_int_eq(jr_get(rr->kids[5], "batch")->num, 32);
+    jr_free(v);
+    static const char *const bad[][2] = {
+        {"--gpus 4..2", "bad range '4..2'"}, {"--gpus 0..4", "bad range '0..4'"},
+        {"--gpus 8..64x1", "bad step '1'"}, {"--batch 8..16+0", "bad step '0'"},
+        {"--gpus 1..5000", "makes more than 4096 values"}, {"--gpus 8,8..16", "asked twice"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "whatif %s --steps 1 2> %%D/err.txt", bad[i][0]);
+        ck_assert_int_eq(run(cmd), 2); /* a bad flag: exit 2, as every flag's */
+        text = slurp("err.txt");
+        ck_assert_msg(strstr(text, bad[i][1]) != NULL, "%s: %s", bad[i][0], text);
+        free(text);
+    }
 }
 END_TEST
 
