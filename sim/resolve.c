@@ -213,6 +213,8 @@ int resolve_hw_set(const char *set, hw_spec *hw, unpad_err *err)
         if ((k == 4 && !strncmp(p, "name", 4)) || (k == 6 && !strncmp(p, "device", 6)))
             return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: %.*s names the spec and chooses its calibration: "
                               "give another --hw instead", (int)k, p);
+        if (o + n + 4 > sizeof text) /* cannot happen under 512 characters: each item grows by 3 */
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "--hw-set: too many items");
         o += (size_t)snprintf(text + o, sizeof text - o, "%.*s = %.*s\n", (int)k, p, (int)(n - k - 1), eq + 1);
         p += n + (end ? 1 : 0);
         if (end && !*p)
