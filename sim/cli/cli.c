@@ -335,7 +335,7 @@ int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
 
 void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *batch, const int *accum, int k)
 {
-    int shown = 0;
+    int shown = 0, col = 0;
     for (int i = 0; i < k; i++) {
         long n = (long)gpus[i] * (accum && accum[i] > 1 ? accum[i] : 1) * batch[i];
         int st = whatif_config_steps(s, n), seen = 0;
@@ -349,11 +349,19 @@ void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *
                        "%d steps and %s\n  sequences; --steps K samples K each):", s->steps,
                     cli_count_format((double)(s->seq_budget / s->steps), per, sizeof per), WHATIF_AUTO_MIN_STEPS,
                     cli_count_format((double)s->seq_budget, b, sizeof b));
+            col = 41;
         }
-        fprintf(f, "%s %d GPU%s x %d", shown > 1 ? "," : "", gpus[i], gpus[i] > 1 ? "s" : "", batch[i]);
+        char item[96];
+        int len = snprintf(item, sizeof item, " %d GPU%s x %d", gpus[i], gpus[i] > 1 ? "s" : "", batch[i]);
         if (accum && accum[i] > 1)
-            fprintf(f, " x %d micro-batches", accum[i]);
-        fprintf(f, ": %d", st);
+            len += snprintf(item + len, sizeof item - len, " x %d micro-batches", accum[i]);
+        len += snprintf(item + len, sizeof item - len, ": %d", st);
+        if (shown > 1) { /* a comma, and a new line where the item would pass 116 columns */
+            fprintf(f, ",%s", col + 1 + len > 116 ? "\n " : "");
+            col = col + 1 + len > 116 ? 1 : col + 1;
+        }
+        fprintf(f, "%s", item);
+        col += len;
     }
     if (shown)
         fprintf(f, "\n");
