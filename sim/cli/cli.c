@@ -335,7 +335,7 @@ int cli_sweep_check(const char *cmd, cli_sweep *w, int unique)
 
 void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *batch, const int *accum, int k)
 {
-    int shown = 0, col = 0;
+    int shown = 0, col = 0, more = 0;
     for (int i = 0; i < k; i++) {
         long n = (long)gpus[i] * (accum && accum[i] > 1 ? accum[i] : 1) * batch[i];
         int st = whatif_config_steps(s, n), seen = 0;
@@ -343,6 +343,15 @@ void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *
             seen = gpus[j] == gpus[i] && batch[j] == batch[i] && (!accum || accum[j] == accum[i]);
         if (st >= s->steps || seen)
             continue;
+        if (shown == 8) { /* a long sweep: the rest by count */
+            shown++;
+            more = 1;
+            continue;
+        }
+        if (shown > 8) {
+            more++;
+            continue;
+        }
         if (!shown++) {
             char b[48], per[48];
             fprintf(f, "  sampled steps: %d a configuration, fewer for a step of more than %s sequences (at least "
@@ -363,6 +372,9 @@ void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *
         fprintf(f, "%s", item);
         col += len;
     }
+    if (more)
+        fprintf(f, ",\n  and %d more configuration%s (each row's count: the steps column of the CSV and JSON)", more,
+                more > 1 ? "s" : "");
     if (shown)
         fprintf(f, "\n");
 }

@@ -111,7 +111,8 @@ void cli_sweep_init(cli_sweep *w);
 int cli_sweep_check(const char *cmd, cli_sweep *w, int unique);
 void cli_sweep_free(cli_sweep *w);
 /* Under a title: the configurations (GPUs, batch, micro-batches; accum may be NULL: one) that
- * sample fewer than s->steps steps (whatif_config_steps), with their steps; nothing when none. */
+ * sample fewer than s->steps steps (whatif_config_steps), with their steps (the first 8, then how
+ * many more); nothing when none. */
 void cli_steps_note(FILE *f, const whatif_setup *s, const int *gpus, const int *batch, const int *accum, int k);
 /* Refuses (prints why, returns 1) a GPU count x batch size over 16,777,216 sequences a step and,
  * with unique, a pair asked twice. */
