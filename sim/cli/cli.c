@@ -53,60 +53,62 @@ int cli_double(const char *cmd, const char *flag, const char *val, double lo, do
     return 0;
 }
 
+/* Appends x to *v (k used of cap, doubled as needed). 0, or 1 after printing why. */
+static int int_append(const char *cmd, int x, int **v, int *k, int *cap)
+{
+    if (*k == *cap) {
+        int *g = realloc(*v, (size_t)(*cap *= 2) * sizeof **v);
+        if (!g) {
+            fprintf(stderr, "unpad %s: out of memory\n", cmd);
+            return 1;
+        }
+        *v = g;
+    }
+    (*v)[(*k)++] = x;
+    return 0;
+}
+
 /* One item of an integer list: N, or a range A..B (every integer), A..BxK (times K) or A..B+K
- * (plus K), the values up to B, appended to *v (grown as needed). 0, or 1 after printing why. */
+ * (plus K), the values up to B, appended to *v. 0, or 1 after printing why. */
 static int int_item(const char *cmd, const char *flag, char *tok, long lo, long hi, int **v, int *k, int *cap)
 {
     char *dots = strstr(tok, "..");
+    if (!dots) {
+        int one;
+        return cli_int(cmd, flag, tok, lo, hi, &one) || int_append(cmd, one, v, k, cap);
+    }
     long a, b, step = 1;
     int times = 0;
-    if (!dots) {
-        a = b = 0;
-    } else {
-        *dots = '\0';
-        char *end = dots + 2, *op = strpbrk(end, "x+");
-        if (op) {
-            times = *op == 'x';
-            *op = '\0';
-            if (unpad_parse_long(op + 1, &step) || step < (times ? 2 : 1)) {
-                fprintf(stderr, "unpad %s: %s: bad step '%s' in '%s..%s%c%s' (A..B+K: K >= 1; A..BxK: K >= 2)\n",
-                        cmd, flag, op + 1, tok, end, times ? 'x' : '+', op + 1);
-                return 1;
-            }
-        }
-        if (unpad_parse_long(tok, &a) || unpad_parse_long(end, &b) || a > b || a < lo || b > hi) {
-            fprintf(stderr, "unpad %s: %s: bad range '%s..%s' (expected A..B with %ld <= A <= B <= %ld, "
-                            "optionally +K or xK: 16..128+16, 8..4096x2)\n", cmd, flag, tok, end, lo, hi);
-            return 1;
-        }
-        if (times && a < 1) {
-            fprintf(stderr, "unpad %s: %s: a range xK starts at 1 or more, not %ld\n", cmd, flag, a);
+    *dots = '\0';
+    char *end = dots + 2, *op = strpbrk(end, "x+");
+    if (op) {
+        times = *op == 'x';
+        *op = '\0';
+        if (unpad_parse_long(op + 1, &step) || step < (times ? 2 : 1)) {
+            fprintf(stderr, "unpad %s: %s: bad step '%s' in '%s..%s%c%s' (A..B+K: K >= 1; A..BxK: K >= 2)\n",
+                    cmd, flag, op + 1, tok, end, times ? 'x' : '+', op + 1);
             return 1;
         }
     }
-    for (long x = a, made = 0;; x = times ? x * step : x + step) {
-        int one;
-        if (!dots && cli_int(cmd, flag, tok, lo, hi, &one))
-            return 1;
-        if (++made > 4096) {
-            fprintf(stderr, "unpad %s: %s: the range '%s..%s' makes more than 4096 values\n", cmd, flag, tok,
-                    dots + 2);
-            return 1;
-        }
-        if (*k == *cap) {
-            int *g = realloc(*v, (size_t)(*cap *= 2) * sizeof **v);
-            if (!g) {
-                fprintf(stderr, "unpad %s: out of memory\n", cmd);
-                return 1;
-            }
-            *v = g;
-        }
-        (*v)[(*k)++] = dots ? (int)x : one;
-        int last = !dots || (times ? x > b / step : x > b - step); /* the next value would pass B */
-        if (last)
-            break;
+    if (unpad_parse_long(tok, &a) || unpad_parse_long(end, &b) || a > b || a < lo || b > hi) {
+        fprintf(stderr, "unpad %s: %s: bad range '%s..%s' (expected A..B with %ld <= A <= B <= %ld, "
+                        "optionally +K or xK: 16..128+16, 8..4096x2)\n", cmd, flag, tok, end, lo, hi);
+        return 1;
     }
-    return 0;
+    if (times && a < 1) {
+        fprintf(stderr, "unpad %s: %s: a range xK starts at 1 or more, not %ld\n", cmd, flag, a);
+        return 1;
+    }
+    for (long x = a, made = 1;; x = times ? x * step : x + step, made++) {
+        if (made > 4096) {
+            fprintf(stderr, "unpad %s: %s: the range '%s..%s' makes more than 4096 values\n", cmd, flag, tok, end);
+            return 1;
+        }
+        if (int_append(cmd, (int)x, v, k, cap))
+            return 1;
+        if (times ? x > b / step : x > b - step) /* the next value would pass B */
+            return 0;
+    }
 }
 
 int cli_int_list(const char *cmd, const char *flag, const char *val, long lo, long hi, int **out,
