@@ -7,6 +7,7 @@
 #   scripts/gpu-calib.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 #   MODELS="bert-base" scripts/gpu-calib.sh OUTDIR     only those models (a run split over two calls)
 #   FP8=on HW=h100-sxm scripts/gpu-calib.sh    --fp8 on (names -fp8), trace rows named for that GPU
+#   GRAPHS=on scripts/gpu-calib.sh    --graphs on (names -graphs): each pass launched as one CUDA graph
 #   SETS="mid:16,64,128 vshort:64,128,256" scripts/gpu-calib.sh OUTDIR   other distributions (models/dists/
 #       NAME.csv) and batch sizes, as DIST:B,B,... (default "wiki512:16,64,128 wiki128:16,64,128"); keep
 #       them apart from the held-out set's (24, 48, 96; short, uniform, bimodal)
@@ -19,7 +20,7 @@ OUT=${1:-out/gpu-calib}
 STEPS=${STEPS:-100}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-F8=$([ "${FP8:-off}" = on ] && echo -fp8)
+F8=$([ "${FP8:-off}" = on ] && echo -fp8)$([ "${GRAPHS:-off}" = on ] && echo -graphs)
 W=$OUT/workloads-calib$F8.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"

@@ -5,6 +5,7 @@
 #   scripts/gpu-heldout.sh [OUTDIR]        (bin/unpad-train built first: make gpu)
 #   MODELS="bert-base" scripts/gpu-heldout.sh OUTDIR   only those models (a run split over two calls)
 #   FP8=on HW=h100-sxm scripts/gpu-heldout.sh    --fp8 on (names -fp8), trace rows named for that GPU
+#   GRAPHS=on scripts/gpu-heldout.sh    --graphs on (names -graphs): each pass launched as one CUDA graph
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
 # per-operator trace of steps 5-7; then OUTDIR/workloads-heldout.csv: one row per workload with the
 # median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what
@@ -14,7 +15,7 @@ OUT=${1:-out/gpu-heldout}
 STEPS=${STEPS:-220}
 mkdir -p "$OUT/logs"
 export UNPAD_HOME=$PWD
-F8=$([ "${FP8:-off}" = on ] && echo -fp8)
+F8=$([ "${FP8:-off}" = on ] && echo -fp8)$([ "${GRAPHS:-off}" = on ] && echo -graphs)
 W=$OUT/workloads-heldout$F8.csv
 . "$(dirname "$0")/workload-lib.sh"
 workload_table "$W"

@@ -6,7 +6,9 @@
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
 # wall ms/step of the untraced steps 9..STEPS, the device memory in use at the end and the tokens the
 # activations held then (the summary's `activations:` line). FP8=on adds
-# --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); HW=NAME
+# --fp8 on to every run (the trainer's FP8 products; its traces say so in their products line); GRAPHS=on
+# adds --graphs on (each micro-batch's pass launched as one CUDA graph; the log's start-up says so, and
+# the traced steps launch as usual); HW=NAME
 # names the trace rows' GPU (--hw models/hw/NAME.cfg; the trainer's default is h200-sxm);
 # DEADLINE_AT=EPOCH_SECONDS: workloads not started by then are skipped (said, no row);
 # TRACE_LATE=1: the traced steps come after the measured ones (as many as TRACE_STEPS names, from
@@ -45,6 +47,7 @@ workload_run() {
         smi=$!
     fi
     [ "${FP8:-off}" = on ] && extra="$extra --fp8 on"
+    [ "${GRAPHS:-off}" = on ] && extra="$extra --graphs on"
     [ -n "${HW:-}" ] && extra="$extra --hw models/hw/$HW.cfg"
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
         --steps "$total" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \

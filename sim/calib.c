@@ -29,6 +29,10 @@ const cfg_field calib_schema[] = {
     CF("step_overhead_us", CFG_DOUBLE, step_overhead_us, 0, 1e6, CFG_OPTIONAL, "per-step overhead, us"),
     CF("host_launch_us", CFG_DOUBLE, host_launch_us, 0, 1000, CFG_OPTIONAL,
        "host time to enqueue one forward kernel, us (the GPU waits where its kernels are shorter; 0: none)"),
+    CF("graph_launch_us", CFG_DOUBLE, graph_launch_us, 0, 1000, CFG_OPTIONAL,
+       "with --graphs on: the GPU's gap per kernel inside a CUDA graph, us (0: not fitted)"),
+    CF("graph_step_overhead_us", CFG_DOUBLE, graph_step_overhead_us, 0, 1e6, CFG_OPTIONAL,
+       "with --graphs on: per-step overhead, us (with graph_launch_us)"),
     CF("gemm_narrow", CFG_DOUBLE, gemm_narrow, -1, 10, CFG_OPTIONAL,
        "GEMM inverse efficiency added per unit of (1024 / hidden - 1)"),
     CF("bw_narrow", CFG_DOUBLE, bw_narrow, -1, 10, CFG_OPTIONAL,
@@ -207,10 +211,34 @@ int calib_faster(calib_coef *c, const char *list, unpad_err *err)
         } else { /* overhead: the host's work, the step's and its enqueueing */
             c->step_overhead_us /= f;
             c->host_launch_us /= f;
+            c->graph_step_overhead_us /= f;
         }
     }
     snprintf(c->faster, sizeof c->faster, "%s", list);
     return UNPAD_OK;
+}
+
+void calib_graphs(calib_coef *c)
+{
+    if (c->graphs)
+        return;
+    c->graphs = c->graph_launch_us > 0 ? CALIB_GRAPHS_FITTED : CALIB_GRAPHS_ESTIMATED;
+    if (c->graphs == CALIB_GRAPHS_FITTED) {
+        c->launch_us = c->graph_launch_us;
+        c->step_overhead_us = c->graph_step_overhead_us;
+    }
+    c->host_launch_us = 0;
+}
+
+const char *calib_graphs_label(const calib_coef *c)
+{
+    switch (c->graphs) {
+    case CALIB_GRAPHS_FITTED: return "on";
+    case CALIB_GRAPHS_ESTIMATED:
+        return "on (an estimate: the calibration has no graph_launch_us, so the launches and the step overhead "
+               "are as measured without graphs; the host's wait is left out)";
+    }
+    return "";
 }
 
 void calib_default(const hw_spec *hw, calib_coef *c)

@@ -26,6 +26,10 @@ typedef struct {
      * a synchronising read, so the next starts with an empty queue: where the first layers'
      * kernels are shorter than their enqueueing, the GPU waits for the host (step_host_wait_us). */
     double host_launch_us;
+    /* The trainer's --graphs on (each micro-batch's pass launched as one CUDA graph): the GPU's gap
+     * per kernel inside a graph and the step overhead, fitted on untraced steps of runs with graphs
+     * (`calibrate --workloads` with such runs); 0: not fitted. calib_graphs applies them. */
+    double graph_launch_us, graph_step_overhead_us;
     /* Narrow models: inverse efficiency added per unit of (CALIB_WIDTH_REF / hidden - 1), for GEMMs
      * and for memory-bound operators (0: none); and the small-M term scaled by
      * CALIB_WIDTH_REF / hidden (fewer output tiles per row in a narrower model). */
@@ -54,6 +58,7 @@ typedef struct {
     int fp8;                /* 1: the trainer's --fp8 on products: the encoder's four Linear forwards
                              * and their data gradients run at the FP8 peak (cost_tensor_us), weight
                              * gradients and everything else at bf16's; fitted on --fp8 on traces */
+    int graphs;             /* calib_graphs: 0 not applied, CALIB_GRAPHS_FITTED or CALIB_GRAPHS_ESTIMATED */
 } calib_coef;
 
 #define CALIB_WIDTH_REF 1024.0 /* the hidden size the per-operator efficiencies are quoted at */
@@ -99,6 +104,16 @@ const char *calib_source_name(calib_source s);   /* "default", "fitted", "transf
  * the item takes and the operator that sets it; a name given twice is refused.
  * c->faster records the list. */
 int calib_faster(calib_coef *c, const char *list, unpad_err *err);
+
+/* The coefficients of the trainer's --graphs on: the host enqueues a pass as one graph, captured while
+ * the GPU runs the step before, so the GPU does not wait for it (host_launch_us 0); launch_us and
+ * step_overhead_us become graph_launch_us and graph_step_overhead_us. A calibration without them
+ * (graph_launch_us 0) keeps its launch_us and step overhead: an estimate (CALIB_GRAPHS_ESTIMATED),
+ * the launches and the overhead as measured without graphs. c->graphs records which. */
+enum { CALIB_GRAPHS_FITTED = 1, CALIB_GRAPHS_ESTIMATED = 2 };
+void calib_graphs(calib_coef *c);
+/* What calib_graphs did, for labels: "" (not applied), "on", or "on (an estimate: ...)". */
+const char *calib_graphs_label(const calib_coef *c);
 
 /* Uncalibrated defaults (typical values for a modern GPU; launch from the hardware spec). */
 void calib_default(const hw_spec *hw, calib_coef *c);

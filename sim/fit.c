@@ -16,13 +16,14 @@
 static const char *PARAM_NAMES[FIT_NPARAM] = {
     "gemm_eff", "gemm_m_half", "attn_eff", "attn_cta_us", "attn_bwd_eff", "attn_bwd_cta_us", "bw_eff",
     "launch_us", "optim_bw_eff", "comm_eff", "step_overhead_us", "gemm_narrow", "bw_narrow",
-    "attn_narrow", "attn_bwd_narrow", "attn_load", "attn_bwd_load", "host_launch_us"};
+    "attn_narrow", "attn_bwd_narrow", "attn_load", "attn_bwd_load", "host_launch_us", "graph_launch_us",
+    "graph_step_overhead_us"};
 
 const char *fit_param_name(fit_param_id p) { return p < FIT_NPARAM ? PARAM_NAMES[p] : "?"; }
 
 const char *fit_group_name(int g)
 {
-    return g == FIT_GROUP_STEP ? "step overhead" : op_class_name((op_class)g);
+    return g == FIT_GROUP_STEP ? "step overhead" : g == FIT_GROUP_GRAPHS ? "graph steps" : op_class_name((op_class)g);
 }
 
 /* One measured row as the fits see it. */
@@ -67,6 +68,8 @@ double *fit_param_field(calib_coef *c, fit_param_id p)
     case FIT_ATTN_LOAD: return &c->attn_load;
     case FIT_ATTN_BWD_LOAD: return &c->attn_bwd_load;
     case FIT_HOST_LAUNCH_US: return &c->host_launch_us;
+    case FIT_GRAPH_LAUNCH_US: return &c->graph_launch_us;
+    case FIT_GRAPH_STEP_OVERHEAD_US: return &c->graph_step_overhead_us;
     default: return NULL;
     }
 }
@@ -1163,6 +1166,63 @@ int fit_overhead_untraced(fit_result *out, const double *gap_us, const double *s
     note(out, "%s", "step overhead: from the untraced steps' wall times (--workloads), not the traced gaps; ");
 out:
     free(w);
+    free(e);
+    free(scratch);
+    free(keep);
+    return rc;
+}
+
+int fit_graphs_untraced(fit_result *out, const double *gap_us, const double *launches, const double *step_us,
+                        size_t n, unpad_err *err)
+{
+    if (n < 3)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "the coefficients of --graphs on need at least 3 untraced steps of runs with graphs, got %zu",
+                          n);
+    double lo = launches[0], hi = launches[0];
+    for (size_t i = 1; i < n; i++) {
+        lo = launches[i] < lo ? launches[i] : lo;
+        hi = launches[i] > hi ? launches[i] : hi;
+    }
+    if (!(hi > 1.05 * lo))
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0,
+                          "the runs with --graphs on all launch about %.0f kernels a step: graph_launch_us and the "
+                          "step overhead cannot be told apart (add runs of another model or virtual-rank count)", lo);
+    robust_fit f;
+    if (robust_alloc(&f, n, 2, err))
+        return UNPAD_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        gsl_matrix_set(f.X, i, 0, launches[i]);
+        gsl_matrix_set(f.X, i, 1, 1.0);
+        gsl_vector_set(f.y, i, gap_us[i]);
+    }
+    int st = robust_solve(&f), rc = UNPAD_OK;
+    double *e = malloc(n * sizeof *e), *scratch = malloc(n * sizeof *scratch);
+    char *keep = malloc(n);
+    if (st && st != GSL_EMAXITER) {
+        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "graph-step fit on the untraced steps failed: %s", gsl_strerror(st));
+    } else if (!e || !scratch || !keep) {
+        rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
+    } else {
+        double a = robust_coef(&f, 0), b = robust_coef(&f, 1);
+        if (a <= 0 || b < 0)
+            note(out, "%s", "graph steps: a negative launch gap or overhead was set to 0; ");
+        a = a > 0 ? a : 1e-3; /* graph_launch_us > 0 says the graph coefficients are fitted */
+        b = b > 0 ? b : 0;
+        out->coef.graph_launch_us = a;
+        out->coef.graph_step_overhead_us = b;
+        out->param[FIT_GRAPH_LAUNCH_US] = (fit_param){.value = a, .se = robust_se(&f, 0), .fitted = 1, .rows = (long)n};
+        out->param[FIT_GRAPH_STEP_OVERHEAD_US] =
+            (fit_param){.value = b, .se = robust_se(&f, 1), .fitted = 1, .rows = (long)n};
+        for (size_t i = 0; i < n; i++) {
+            e[i] = (a * launches[i] + b - gap_us[i]) / step_us[i];
+            keep[i] = robust_weight(&f, i) >= ROBUST_OUTLIER_WEIGHT;
+        }
+        summarize(&out->resid[FIT_GROUP_GRAPHS], e, keep, n, scratch);
+        note(out, "%s", "graph steps: graph_launch_us and graph_step_overhead_us from the untraced steps of runs "
+                        "with --graphs on; ");
+    }
+    robust_free(&f);
     free(e);
     free(scratch);
     free(keep);

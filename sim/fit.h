@@ -108,6 +108,8 @@ typedef enum {
     FIT_ATTN_LOAD,
     FIT_ATTN_BWD_LOAD,
     FIT_HOST_LAUNCH_US,
+    FIT_GRAPH_LAUNCH_US,
+    FIT_GRAPH_STEP_OVERHEAD_US,
     FIT_NPARAM
 } fit_param_id;
 
@@ -127,7 +129,8 @@ typedef struct {
 /* Rows an operator needs for an efficiency of its own in the joint fit. */
 #define FIT_OP_MIN_ROWS 8
 
-enum { FIT_GROUP_STEP = OPC_COUNT, FIT_NGROUP }; /* residual groups: op classes, then step overhead */
+/* residual groups: op classes, then the step overhead, then the steps run as CUDA graphs */
+enum { FIT_GROUP_STEP = OPC_COUNT, FIT_GROUP_GRAPHS, FIT_NGROUP };
 
 typedef struct {
     calib_coef coef;           /* the fitted coefficients (fitted = 1), others from the initial */
@@ -167,6 +170,15 @@ int fit_overhead_untraced(fit_result *out, const double *gap_us, const double *s
  * data set without steps short enough to wait keeps 0. */
 int fit_host_untraced(fit_result *out, double *gap_us, const double *step_us, size_t n, const double *hs,
                       int nh, const double *wait_us, unpad_err *err);
+
+/* The coefficients of the trainer's --graphs on (calib_coef.graph_launch_us, graph_step_overhead_us)
+ * from untraced steps of runs with graphs: gap_us[i] is a step's wall time minus the step model's
+ * time for its batch with no launches, no host wait and no overhead, launches[i] the step's kernel
+ * launches (the model's time per microsecond of launch_us), step_us[i] its wall time. A robust
+ * (bisquare) fit of gap = graph_launch_us x launches + graph_step_overhead_us, each floored at 0;
+ * the launch counts must differ between steps (runs of two models, or of other virtual-rank counts). */
+int fit_graphs_untraced(fit_result *out, const double *gap_us, const double *launches, const double *step_us,
+                        size_t n, unpad_err *err);
 
 /* Per-row residuals (set index, row keys, measured, predicted, % error) as CSV, written atomically. */
 int fit_write_residuals(const char *path, const trace_set *sets, int nsets, const model_cfg *models,

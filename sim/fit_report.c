@@ -41,19 +41,19 @@ int fit_write_residuals(const char *path, const trace_set *sets, int nsets, cons
 
 void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
 {
-    fprintf(f, "%-18s %14s %12s %10s %8s\n", "coefficient", "fitted", "std. error", "initial", "rows");
+    fprintf(f, "%-22s %14s %12s %10s %8s\n", "coefficient", "fitted", "std. error", "initial", "rows");
     calib_coef ini = *init;
     for (int p = 0; p < FIT_NPARAM; p++) {
         const fit_param *q = &r->param[p];
         double v0 = *fit_param_field(&ini, (fit_param_id)p);
         if (q->fitted)
-            fprintf(f, "%-18s %14.6g %12.3g %10.4g %8ld\n", fit_param_name((fit_param_id)p), q->value, q->se, v0, q->rows);
+            fprintf(f, "%-22s %14.6g %12.3g %10.4g %8ld\n", fit_param_name((fit_param_id)p), q->value, q->se, v0, q->rows);
         else
-            fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", fit_param_name((fit_param_id)p), q->value, "(kept)", v0, "-");
+            fprintf(f, "%-22s %14.6g %12s %10.4g %8s\n", fit_param_name((fit_param_id)p), q->value, "(kept)", v0, "-");
     }
-    fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_ctas_per_sm", r->coef.attn_ctas_per_sm,
+    fprintf(f, "%-22s %14.6g %12s %10.4g %8s\n", "attn_ctas_per_sm", r->coef.attn_ctas_per_sm,
             "(kept)", init->attn_ctas_per_sm, "-");
-    fprintf(f, "%-18s %14.6g %12s %10.4g %8s\n", "attn_bwd_ctas_per_sm",
+    fprintf(f, "%-22s %14.6g %12s %10.4g %8s\n", "attn_bwd_ctas_per_sm",
             calib_fmha(&r->coef, 1).ctas_per_sm, "(kept)", calib_fmha(init, 1).ctas_per_sm, "-");
     int any = 0;
     for (int op = 0; op < OP_COUNT; op++)

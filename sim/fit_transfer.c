@@ -15,6 +15,8 @@ void fit_transfer(const calib_coef *src, const hw_spec *from, const hw_spec *to,
         out->attn_cta_us = src->attn_cta_us * from->clock_ghz / to->clock_ghz;
         out->attn_bwd_cta_us = src->attn_bwd_cta_us * from->clock_ghz / to->clock_ghz;
     }
-    if (from->launch_us > 0)
+    if (from->launch_us > 0) {
         out->launch_us = src->launch_us * to->launch_us / from->launch_us;
+        out->graph_launch_us = src->graph_launch_us * to->launch_us / from->launch_us;
+    }
 }

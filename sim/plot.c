@@ -405,9 +405,9 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
     char qpath[4200], qgpus[4200], title[1024], qtitle[1100], vars[12288];
     snprintf(title, sizeof title,
              "Predicted time of each GPU on one sampled step (seed %llu): %s on %d x %s, %d "
-             "sequences per GPU (%s counts), lengths from %s",
+             "sequences per GPU (%s counts), lengths from %s%s",
              (unsigned long long)s->seed, s->model->name, k, s->hw->name, s->batch,
-             balance_count_name(s->count), base_name(s->dist->source));
+             balance_count_name(s->count), base_name(s->dist->source), s->calib->graphs ? ", CUDA graphs" : "");
     what_if_title(title, sizeof title, s->calib->faster, s->hw_set);
     plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(cg.path, qgpus, sizeof qgpus);
@@ -858,8 +858,9 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
     char title[1024], qtitle[1100], qpath[4200], vars[8192], dpwhat[256], qdp[300];
     snprintf(title, sizeof title,
              "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s, per layer, "
-             "forward + backward",
-             s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name);
+             "forward + backward%s",
+             s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name,
+             s->calib->graphs ? ", CUDA graphs" : "");
     what_if_title(title, sizeof title, s->calib->faster, s->hw_set);
     if (dp.ngroups == 1)
         snprintf(dpwhat, sizeof dpwhat, "one launch, longest first");

@@ -293,7 +293,10 @@ static int load_calib(const resolve_req *rq, resolve_inputs *in, unpad_err *err)
         calib_default(&in->hw, &in->calib);
     }
     in->calib_from = calib_source_of(&in->calib);
-    return rq->faster ? calib_faster(&in->calib, rq->faster, err) : UNPAD_OK;
+    int rc = rq->faster ? calib_faster(&in->calib, rq->faster, err) : UNPAD_OK;
+    if (!rc && rq->graphs)
+        calib_graphs(&in->calib);
+    return rc;
 }
 
 /* The plan (or the no-plan defaults) with the flags on top. */

@@ -19,7 +19,8 @@
  *                on is refused.
  *                The source is recorded: default, fitted, or transferred (a file written by
  *                `unpad calibrate --transfer`, which says `transferred = true`); --faster
- *                then scales them (calib_faster: a what-if, recorded in calib.faster)
+ *                then scales them (calib_faster: a what-if, recorded in calib.faster); --graphs on
+ *                then gives the coefficients of runs with CUDA graphs (calib_graphs)
  *   distribution --dist F, default models/dists/wiki512.csv (loaded only when asked for); lengths
  *                over the model's max_len are an error, except with a cap (--max-len N, N at most
  *                the model's max_len), which truncates them: the distribution is then cut to the
@@ -48,6 +49,7 @@ typedef struct {
     const char *model, *hw, *calib, *dist, *plan; /* paths as given */
     int no_calib;          /* 1: the uncalibrated defaults even where models/calib/<hw>.cfg exists */
     int fp8;               /* 1: the trainer's --fp8 on (an FP8 calibration preferred, see above) */
+    int graphs;            /* 1: the trainer's --graphs on (calib_graphs applied to the calibration) */
     const char *faster;    /* what-if speed-ups applied to the coefficients (calib_faster), NULL: none */
     const char *hw_set;    /* what-if: KEY=VALUE,... over the hardware spec's numbers (resolve_hw_set), NULL: none */
     int need_dist;         /* 1: load the distribution (dist, else the default) */

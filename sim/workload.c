@@ -444,8 +444,34 @@ static int row_inputs(const workload_setup *s, const workload_row *w, model_cfg 
     return rc ? rc : dist_load(path, raw, err);
 }
 
-static int predict_one(const workload_setup *s, workload_row *w, unpad_err *err)
+int workload_log_graphs(const workload_setup *s, const workload_row *w)
 {
+    char path[4400], line[1024];
+    if (!s->logs)
+        return 0;
+    snprintf(path, sizeof path, "%s/%s.log", s->logs, w->name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int on = 0;
+    while (!on && fgets(line, sizeof line, f) && strncmp(line, "step", 4))
+        on = !strncmp(line, WORKLOAD_LOG_GRAPHS, sizeof WORKLOAD_LOG_GRAPHS - 1) && !strstr(line, "(not used: ");
+    fclose(f);
+    return on;
+}
+
+static int predict_one(const workload_setup *given, workload_row *w, unpad_err *err)
+{
+    workload_setup graphs = *given;
+    calib_coef gc = *given->calib;
+    const workload_setup *s = given;
+    w->graphs = 0;
+    if (workload_log_graphs(given, w)) {
+        calib_graphs(&gc);
+        graphs.calib = &gc;
+        s = &graphs;
+        w->graphs = gc.graphs;
+    }
     model_cfg m;
     unpad_dist raw = {0}, d = {0};
     int rc = row_inputs(s, w, &m, &raw, err);
@@ -631,12 +657,21 @@ void workload_print(FILE *f, const workload_row *rows, int n)
     }
     workload_summary s;
     workload_summarize(rows, n, &s);
+    int ng = 0, est = 0;
+    for (int i = 0; i < n; i++) {
+        ng += rows[i].graphs != 0;
+        est |= rows[i].graphs == CALIB_GRAPHS_ESTIMATED;
+    }
     fprintf(f, "\n  measured: mean wall step of the trainer's untraced steps %d.. (steps column of the "
                "table); predict: the step model on those very batches (mean); whatif: mean over sampled "
                "steps\n", WORKLOAD_FIRST_STEP);
     fprintf(f, "  band: where the mean of as many steps as were measured falls (5th..95th percentile of "
                "%d runs of batches like the trainer's under other seeds, step model), relative to the whatif "
                "mean; '*': the measurement inside it\n", WORKLOAD_BAND_RUNS);
+    if (ng)
+        fprintf(f, "  %d of %d workloads ran with --graphs on (their logs say so): predicted with CUDA graphs, %s\n",
+                ng, n, est ? "an estimate (the calibration has no graph_launch_us)" : "the calibration's graph_launch_us "
+                "and graph_step_overhead_us");
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",

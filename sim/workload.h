@@ -29,6 +29,9 @@
 /* What the first line of an unpad-train log says of a run with --fp8 on (exec/gpu/train_report.c
  * prints it; the workload validation reads it to match the log's products to the calibration's). */
 #define WORKLOAD_LOG_FP8 "the encoder's Linear forwards and data gradients in FP8"
+/* The start-up line of a run with --graphs on (exec/gpu/train_report.c); "(not used: " on it says
+ * the graphs were not used (the all-reduce buckets of several processes). */
+#define WORKLOAD_LOG_GRAPHS "  CUDA graphs: each micro-batch's forward and backward launched as one graph"
 
 #define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
 #define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
@@ -63,6 +66,8 @@ typedef struct {
     int stalls;
     workload_step *per_step; /* keep_steps: the logged steps, in step order (free: workload_free_steps) */
     int nper_step;
+    int graphs;          /* the trainer's log says its passes ran as CUDA graphs (workload_log_graphs):
+                          * predicted under calib_graphs, whose calib_coef.graphs this is; else 0 */
     double mem_gib;      /* memory.h */
     double predict_err, whatif_err, mem_err; /* (predicted - measured) / measured */
 } workload_row;
@@ -82,7 +87,12 @@ typedef struct {
     struct progress *progress; /* one item per workload done (progress.h), may be NULL */
 } workload_setup;
 
-/* Fills every row's predictions. */
+/* Whether the trainer's log of row w (s->logs/<name>.log) says its passes ran as CUDA graphs
+ * (WORKLOAD_LOG_GRAPHS among the start-up lines, before the first `step` line); 0 without a log. */
+int workload_log_graphs(const workload_setup *s, const workload_row *w);
+
+/* Fills every row's predictions; a row whose log says --graphs on (workload_log_graphs) is
+ * predicted under calib_graphs(s->calib). */
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
 
 /* The lengths of steps[0..nsteps) of row w's run as the trainer drew them, w->batch a step in

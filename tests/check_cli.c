@@ -837,6 +837,42 @@ START_TEST(test_whatif)
     text = slurp("err.txt");
     ck_assert_ptr_nonnull(strstr(text, "unknown key 'link_bw'"));
     free(text);
+    /* --graphs on: the trainer's CUDA graphs, said in the provenance. The default calibration has no
+     * graph coefficients: an estimate without the host's wait, so no slower; one that has them is
+     * "on"; a value other than on or off is refused */
+    ck_assert_int_eq(run("whatif --gpus 8 --policy kk --steps 20 --attn-steps 0 --batch 8 --json %D/g0.json"), 0);
+    ck_assert_int_eq(run("whatif --gpus 8 --policy kk --steps 20 --attn-steps 0 --batch 8 --graphs on "
+                         "--json %D/g1.json"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_ptr_nonnull(strstr(text, "CUDA graphs (the trainer's --graphs on): on (an estimate"));
+    free(text);
+    jr_node *g0 = load_json("g0.json"), *g1 = load_json("g1.json");
+    check_doc(g1, "whatif");
+    ck_assert_int_eq(at(g0, "provenance.graphs")->t, JR_NULL);
+    ck_assert_ptr_nonnull(strstr(at(g1, "provenance.graphs")->str, "an estimate"));
+    double t0 = jr_get(at(g0, "rows")->kids[0], "step_us")->num, t1 = jr_get(at(g1, "rows")->kids[0], "step_us")->num;
+    ck_assert_msg(t1 <= t0 && t1 > 0.8 * t0, "%g %g", t1, t0);
+    jr_free(g0);
+    ck_assert_int_eq(run("predict --steps 3 --graphs on --calib %D/graphs.cfg 2> %D/err.txt"), 1); /* none yet */
+    {
+        char src[512], dst[256], *cal = NULL;
+        unpad_err re = {0};
+        ck_assert_int_eq(unpad_read_file(tu_path(src, sizeof src, "models/calib/h200-sxm.cfg"), &cal, NULL, &re), 0);
+        snprintf(dst, sizeof dst, "%s/graphs.cfg", OUTDIR);
+        FILE *f = fopen(dst, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "%sgraph_launch_us = 0.5\ngraph_step_overhead_us = 10\n", cal);
+        fclose(f);
+        free(cal);
+    }
+    ck_assert_int_eq(run("whatif --gpus 8 --policy kk --steps 20 --attn-steps 0 --batch 8 --graphs on "
+                         "--calib %D/graphs.cfg --json %D/g2.json"), 0);
+    jr_node *g2 = load_json("g2.json");
+    ck_assert_str_eq(at(g2, "provenance.graphs")->str, "on");
+    ck_assert(jr_get(at(g2, "rows")->kids[0], "step_us")->num < t1); /* 0.5 us a launch, 10 us a step */
+    jr_free(g1);
+    jr_free(g2);
+    ck_assert_int_eq(run("predict --steps 2 --graphs maybe 2> %D/err.txt"), 2);
     /* list items may be ranges: times K, plus K, every integer; values past B are not made */
     ck_assert_int_eq(run("whatif --gpus 8..40x2 --batch 16..40+16 --policy kk --steps 2 --attn-steps 0 "
                          "--json %D/r.json"), 0);

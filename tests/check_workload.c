@@ -261,6 +261,126 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/* --graphs on: calib_graphs swaps in the graph coefficients (or, without them, keeps the launches
+ * and drops only the host's wait, an estimate); a log that says so is read as such; the fit of the
+ * graph coefficients recovers them from steps of two launch counts and refuses one count; a row
+ * whose log says --graphs on is predicted under calib_graphs. */
+START_TEST(test_graphs)
+{
+    hw_spec hw;
+    calib_coef c;
+    model_cfg m;
+    unpad_dist d;
+    load_inputs(&hw, &m, &d, &c);
+    c.host_launch_us = 17;
+    calib_coef est = c, fit = c;
+    calib_graphs(&est);
+    ck_assert_int_eq(est.graphs, CALIB_GRAPHS_ESTIMATED);
+    ck_assert_double_eq(est.launch_us, c.launch_us);
+    ck_assert_double_eq(est.step_overhead_us, c.step_overhead_us);
+    ck_assert_double_eq(est.host_launch_us, 0);
+    ck_assert_ptr_nonnull(strstr(calib_graphs_label(&est), "an estimate"));
+    fit.graph_launch_us = 1.25;
+    fit.graph_step_overhead_us = 33;
+    calib_graphs(&fit);
+    ck_assert_int_eq(fit.graphs, CALIB_GRAPHS_FITTED);
+    ck_assert_double_eq(fit.launch_us, 1.25);
+    ck_assert_double_eq(fit.step_overhead_us, 33);
+    ck_assert_double_eq(fit.host_launch_us, 0);
+    ck_assert_str_eq(calib_graphs_label(&fit), "on");
+    calib_graphs(&fit); /* twice: once */
+    ck_assert_double_eq(fit.launch_us, 1.25);
+    ck_assert_str_eq(calib_graphs_label(&c), "");
+
+    /* the log's start-up lines */
+    char logs[512], logp[600];
+    snprintf(logs, sizeof logs, "/tmp/unpad-test-graphs-%d", (int)getpid());
+    ck_assert_int_eq(mkdir(logs, 0700), 0);
+    snprintf(logp, sizeof logp, "%s/g.log", logs);
+    const char *h = getenv("UNPAD_HOME");
+    workload_row *w = one_row("g,bert-base,8,1,none,short,3,5,5,4,g.csv");
+    workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c, .seed = 21,
+                        .whatif_steps = 200, .threads = 1};
+    ck_assert_int_eq(workload_log_graphs(&s, &w[0]), 0); /* no log */
+    static const char *const logs_of[4][2] = {
+        {WORKLOAD_LOG_GRAPHS ", captured while the step before computes (not the first step)\n", "1"},
+        {WORKLOAD_LOG_GRAPHS ", captured while the step before computes (not used: the all-reduce buckets start "
+                             "from inside the backward)\n", "0"},
+        {"  data synthetic tokens\n", "0"},
+        {"step      9/12 | loss 11.1\n" WORKLOAD_LOG_GRAPHS "\n", "0"}};
+    for (int i = 0; i < 4; i++) {
+        FILE *lf = fopen(logp, "w");
+        ck_assert_ptr_nonnull(lf);
+        fprintf(lf, "unpad-train: bert-base (12 layers) on %s, bf16 activations and weights\n%s", hw.device,
+                logs_of[i][0]);
+        fclose(lf);
+        ck_assert_int_eq(workload_log_graphs(&s, &w[0]), logs_of[i][1][0] - '0');
+    }
+
+    /* a run with graphs, predicted under the graph coefficients: the same numbers as the row
+     * predicted without the log line under calib_graphs directly */
+    FILE *lf = fopen(logp, "w");
+    ck_assert_ptr_nonnull(lf);
+    fprintf(lf, "unpad-train: bert-base (12 layers) on %s, bf16 activations and weights\n%s", hw.device,
+            logs_of[0][0]);
+    for (int st = 9; st <= 11; st++)
+        fprintf(lf, "step %6d/12 | loss 11.1 | 100.0 samples/s | 5.0 ms/step | ETA 0s\n", st);
+    fclose(lf);
+    calib_coef g = c;
+    g.graph_launch_us = 1.5;
+    g.graph_step_overhead_us = 20;
+    s.calib = &g;
+    unpad_err e = {0};
+    ck_assert_msg(workload_predict(&s, w, 1, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(w[0].graphs, CALIB_GRAPHS_FITTED);
+    calib_coef gg = g;
+    calib_graphs(&gg);
+    workload_row *w2 = one_row("g,bert-base,8,1,none,short,3,5,5,4,g.csv");
+    workload_setup s2 = s;
+    s2.calib = &gg;
+    s2.logs = "/nonexistent";
+    ck_assert_msg(workload_predict(&s2, w2, 1, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_int_eq(w2[0].graphs, 0);
+    ck_assert_double_eq_tol(w[0].predict_ms, w2[0].predict_ms, 1e-12);
+    ck_assert_double_eq_tol(w[0].whatif_ms, w2[0].whatif_ms, 1e-12);
+    workload_row *w3 = one_row("g,bert-base,8,1,none,short,3,5,5,4,g.csv"); /* without graphs: longer */
+    s2.calib = &g;
+    ck_assert_msg(workload_predict(&s2, w3, 1, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert(w3[0].predict_ms > w[0].predict_ms);
+    workload_free_steps(w, 1);
+    free(w);
+    free(w2);
+    free(w3);
+    unlink(logp);
+    rmdir(logs);
+
+    /* the fit: gap = 1.7 x launches + 55, +-0.5, launches of two models */
+    enum { N = 40 };
+    double gap[N], launches[N], step[N];
+    for (int i = 0; i < N; i++) {
+        launches[i] = i % 2 ? 800 : 420;
+        gap[i] = 1.7 * launches[i] + 55 + (i % 4 < 2 ? 0.5 : -0.5);
+        step[i] = 20000 + gap[i];
+    }
+    fit_result *r = calloc(1, sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(fit_graphs_untraced(r, gap, launches, step, N, &e) == UNPAD_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(r->coef.graph_launch_us, 1.7, 1e-3);
+    ck_assert_double_eq_tol(r->coef.graph_step_overhead_us, 55, 0.5);
+    ck_assert_int_eq(r->param[FIT_GRAPH_LAUNCH_US].fitted, 1);
+    ck_assert_int_eq(r->param[FIT_GRAPH_STEP_OVERHEAD_US].rows, N);
+    ck_assert_int_eq(r->resid[FIT_GROUP_GRAPHS].rows, N);
+    for (int i = 0; i < N; i++)
+        launches[i] = 420;
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(fit_graphs_untraced(r, gap, launches, step, N, &e), UNPAD_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cannot be told apart"), "%s", e.msg);
+    ck_assert_int_eq(fit_graphs_untraced(r, gap, launches, step, 2, &e), UNPAD_EINVAL);
+    free(r);
+    dist_free(&d);
+}
+END_TEST
+
 /* Calibration from untraced steps: each logged step's wall time minus the step model's time for
  * its batch (no overhead), then their robust location as the step overhead. */
 START_TEST(test_step_gaps)
@@ -480,6 +600,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_step_gaps);
     tcase_add_test(tc, test_overhead_untraced);
     tcase_add_test(tc, test_host_untraced);
+    tcase_add_test(tc, test_graphs);
     tcase_add_test(tc, test_batch_lengths_match_trainer);
     suite_add_tcase(s, tc);
     return s;

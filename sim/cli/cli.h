@@ -85,6 +85,7 @@ typedef struct {
         CLI_OPT_INT("granularity", &(w)->s.granularity, 1, 65536),                              \
         CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_OUT("json", &(w)->json),   \
         CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPT_CALL("fp8", cli_parse_on_off, &(w)->s.fp8),    \
+        CLI_OPT_CALL("graphs", cli_parse_on_off, &(w)->rq.graphs),                              \
         CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
 
 /* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P[,P...] (per GPU-hour: one, or with

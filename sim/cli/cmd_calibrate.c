@@ -255,13 +255,33 @@ static int table_names(const workload_table *t, const workload_row *w, const cha
 #define HOST_GRID_N 81
 #define HOST_GRID_STEP 0.5
 
+/* --workloads, the runs with --graphs on (their logs say so): for each untraced step its wall time
+ * minus the step model's with no launches, and its launches (the model's microseconds per
+ * microsecond of launch_us), into gap0, launches, step from *k on. */
+static int graph_steps(const workload_setup *s0, const workload_row *w, double *gap0, double *launches,
+                       double *step, size_t *k, unpad_err *err)
+{
+    calib_coef c1 = *s0->calib;
+    c1.launch_us = 1;
+    workload_setup s1 = *s0;
+    s1.calib = &c1;
+    size_t k0 = *k, k1 = *k;
+    int rc = workload_step_gaps(s0, w, gap0, step, k, err);
+    if (!rc)
+        rc = workload_step_gaps(&s1, w, launches, step, &k1, err);
+    for (size_t i = k0; !rc && i < *k; i++)
+        launches[i] = gap0[i] - launches[i];
+    return rc;
+}
+
 /* --workloads: the host's enqueueing time per kernel and the step overhead from the untraced steps
- * of the table's runs (their trainer logs), under the coefficients just fitted. */
+ * of the table's runs (their trainer logs), under the coefficients just fitted; from the runs with
+ * --graphs on among them, the graph coefficients instead. */
 static int fit_untraced(const workload_table *tabs, int ntables, const hw_spec *hw, fit_result *res)
 {
     unpad_err err = {0};
-    int rc = 1, runs = 0;
-    size_t cap = 0, k = 0;
+    int rc = 1, runs = 0, gruns = 0;
+    size_t cap = 0, k = 0, kg = 0;
     double hs[HOST_GRID_N];
     for (int j = 0; j < HOST_GRID_N; j++)
         hs[j] = j * HOST_GRID_STEP;
@@ -270,34 +290,58 @@ static int fit_untraced(const workload_table *tabs, int ntables, const hw_spec *
             cap += (size_t)tabs[j].rows[i].steps;
     double *gap = malloc((cap ? cap : 1) * sizeof *gap), *step = malloc((cap ? cap : 1) * sizeof *step);
     double *wait = malloc((cap ? cap : 1) * HOST_GRID_N * sizeof *wait);
-    if (!gap || !step || !wait) {
+    double *ggap = malloc((cap ? cap : 1) * sizeof *ggap), *glaunch = malloc((cap ? cap : 1) * sizeof *glaunch);
+    double *gstep = malloc((cap ? cap : 1) * sizeof *gstep);
+    if (!gap || !step || !wait || !ggap || !glaunch || !gstep) {
         fprintf(stderr, "unpad calibrate: out of memory\n");
         goto out;
     }
-    calib_coef c = res->coef;
+    calib_coef c = res->coef, c0;
     c.step_overhead_us = 0;
     c.host_launch_us = 0;
+    c0 = c;
+    c0.launch_us = 0;
     for (int j = 0; j < ntables; j++) {
         const workload_table *t = &tabs[j];
         workload_setup s = {.home = t->home, .logs = t->logs, .hw = hw, .calib = &c, .seed = WORKLOAD_SEED};
-        for (int i = 0; i < t->n; i++, runs++)
-            if (workload_step_waits(&s, &t->rows[i], gap, step, &k, hs, HOST_GRID_N, wait, &err)) {
+        workload_setup s0 = s;
+        s0.calib = &c0;
+        for (int i = 0; i < t->n; i++) {
+            const workload_row *w = &t->rows[i];
+            int g = workload_log_graphs(&s, w);
+            if (g ? graph_steps(&s0, w, ggap, glaunch, gstep, &kg, &err)
+                  : workload_step_waits(&s, w, gap, step, &k, hs, HOST_GRID_N, wait, &err)) {
                 cli_error("calibrate", &err);
                 goto out;
             }
+            runs += !g;
+            gruns += g;
+        }
     }
-    if (fit_host_untraced(res, gap, step, k, hs, HOST_GRID_N, wait, &err) ||
-        fit_overhead_untraced(res, gap, step, k, &err)) {
+    if ((k || !kg) && (fit_host_untraced(res, gap, step, k, hs, HOST_GRID_N, wait, &err) ||
+                       fit_overhead_untraced(res, gap, step, k, &err))) {
         cli_error("calibrate", &err);
         goto out;
     }
-    printf("step overhead and host time per kernel from %zu untraced steps of %d workloads (%s%s)\n\n", k, runs,
-           tabs[0].path, ntables > 1 ? " and more" : "");
+    if (kg && fit_graphs_untraced(res, ggap, glaunch, gstep, kg, &err)) {
+        cli_error("calibrate", &err);
+        goto out;
+    }
+    if (k)
+        printf("step overhead and host time per kernel from %zu untraced steps of %d workloads (%s%s)\n", k, runs,
+               tabs[0].path, ntables > 1 ? " and more" : "");
+    if (kg)
+        printf("--graphs on: graph_launch_us and graph_step_overhead_us from %zu untraced steps of %d workloads\n",
+               kg, gruns);
+    printf("\n");
     rc = 0;
 out:
     free(gap);
     free(step);
     free(wait);
+    free(ggap);
+    free(glaunch);
+    free(gstep);
     return rc;
 }
 

@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
             "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
             "                  [--train-samples N [--price P] [--deadline H] [--budget B]]\n"
-            "                  [--fp8 on|off] [--json F] [--quiet]\n"
+            "                  [--fp8 on|off] [--graphs on|off] [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
@@ -68,6 +68,8 @@ static void usage(FILE *f)
             "  --fp8 on|off     the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
             "                   FFN output), its step times from models/calib/<hw>-fp8.cfg where that\n"
             "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
+            "  --graphs on|off  the trainer's --graphs on (default off): each pass one CUDA graph, no\n"
+            "                   wait for the host (the calibration's graph_launch_us; docs/planning.md)\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
             "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one (shown\n"
             "                   always; unpadded in the list adds nothing)\n",

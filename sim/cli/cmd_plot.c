@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "  load       per-GPU predicted step time on one sampled step, one bar per policy\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--gpus N]\n"
             "             [--batch B] [--count equal|free] [--seed S] [--tokens] [--hw-set L]\n"
+            "             [--graphs on|off]\n"
             "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
             "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
             "             value with the most points) [--layout NAME] [--accum K]  (the rows of one\n"
@@ -29,12 +30,14 @@ static void usage(FILE *f)
             "             launch and the 128/256/384/512 buckets\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
             "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G] [--hw-set L]\n"
+            "             [--graphs on|off]\n"
             "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
             "                (default unpad-KIND; --out x.png or x.svg is the prefix x; x.pdf, x.csv:\n"
             "                refused, since plot does not write them)\n"
             "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
             "  --faster L, --hw-set L  what-ifs over the coefficients and the hardware spec's numbers\n"
             "                (unpad whatif --help)\n"
+            "  --graphs on|off  the trainer's --graphs on: its launches and no wait for the host\n"
             "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
             "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
             "Needs the gnuplot program (sudo apt-get install gnuplot-nox).\n");
@@ -76,6 +79,7 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
     o->count = BAL_EQUAL;
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
+        CLI_OPT_CALL("graphs", cli_parse_on_off, &o->rq.graphs),
         CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
         CLI_OPT_INT("batch", &o->batch, 1, 65536),
         CLI_OPT_CALL("count", cli_parse_count, &o->count),

@@ -28,7 +28,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
-            "                     [--steps K] [--accum K] [--fp8 on|off] [--train-samples N [--price P]]\n"
+            "                     [--steps K] [--accum K] [--fp8 on|off] [--graphs on|off]\n"
+            "                     [--train-samples N [--price P]]\n"
             "                     [--csv OUT]\n"
             "                     [--json OUT]\n"
             "                     [--quiet]\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --fp8 on|off   the trainer's --fp8 on (default off): its memory (FP8 weights, operand, E4M3\n"
             "                 FFN output), and its step times from models/calib/<hw>-fp8.cfg where that\n"
             "                 exists (fitted on --fp8 on traces), else the bf16 products'\n"
+            "  --graphs on|off  the trainer's --graphs on (default off): each pass one CUDA graph, no\n"
+            "                 wait for the host (the calibration's graph_launch_us; docs/planning.md)\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
             "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
@@ -294,6 +297,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPTS_TRAIN(&o->train_samples, &o->prices),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
         CLI_OPT_CALL("fp8", cli_parse_on_off, &o->fp8),
+        CLI_OPT_CALL("graphs", cli_parse_on_off, &o->rq.graphs),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)

@@ -40,6 +40,7 @@ void cli_prov_inputs(cli_prov *p, const resolve_inputs *in, int with_dist)
     p->dist_path = with_dist && in->dist_path[0] ? in->dist_path : NULL;
     p->faster = in->calib.faster[0] ? in->calib.faster : NULL;
     p->hw_set = in->hw_set[0] ? in->hw_set : NULL;
+    p->graphs = in->calib.graphs ? calib_graphs_label(&in->calib) : NULL;
 }
 
 void cli_prov_seed(cli_prov *p, long long seed)
@@ -71,6 +72,7 @@ void cli_prov_json(json_w *w, const cli_prov *p)
     json_str(w, "calibration_path", p->calibration_path);
     json_str(w, "faster", p->faster);
     json_str(w, "hw_set", p->hw_set);
+    json_str(w, "graphs", p->graphs);
     json_str(w, "distribution_path", p->dist_path);
     if (p->has_seed)
         json_int(w, "seed", p->seed);
@@ -100,6 +102,8 @@ void cli_prov_comment(const cli_prov *p, char *buf, size_t n)
         ADD("# what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n", p->faster);
     if (p->hw_set)
         ADD("# what-if: --hw-set %s (the hardware spec's numbers changed: not the spec as written)\n", p->hw_set);
+    if (p->graphs)
+        ADD("# CUDA graphs (the trainer's --graphs on): %s\n", p->graphs);
     if (p->dist_path)
         ADD("# distribution: %s\n", p->dist_path);
     if (p->has_seed)
@@ -130,6 +134,8 @@ void cli_prov_print(FILE *f, const cli_prov *p)
     if (p->hw_set)
         fprintf(f, "  what-if: --hw-set %s (the hardware spec's numbers changed: not the spec as written)\n",
                 p->hw_set);
+    if (p->graphs)
+        fprintf(f, "  CUDA graphs (the trainer's --graphs on): %s\n", p->graphs);
     fprintf(f, "  ");
     if (p->dist_path)
         fprintf(f, "lengths %s, ", p->dist_path);

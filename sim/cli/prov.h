@@ -25,6 +25,7 @@ typedef struct {
     char calibration_label[4400]; /* cli_calib_label: text and CSV say "estimate (transferred ...)" */
     const char *faster;         /* what-if speed-ups (--faster), NULL: none */
     const char *hw_set;         /* what-if hardware numbers (--hw-set), NULL: none */
+    const char *graphs;         /* --graphs on: calib_graphs_label, NULL: off */
     const char *dist_path;
     long long seed;
     int has_seed;
