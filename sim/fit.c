@@ -1200,7 +1200,8 @@ int fit_graphs_untraced(fit_result *out, const double *gap_us, const double *lau
     double *e = malloc(n * sizeof *e), *scratch = malloc(n * sizeof *scratch);
     char *keep = malloc(n);
     if (st && st != GSL_EMAXITER) {
-        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "graph-step fit on the untraced steps failed: %s", gsl_strerror(st));
+        rc = unpad_fail(err, UNPAD_ERANGE, NULL, 0, "graph-step fit on the untraced steps failed: %s",
+                        gsl_strerror(st));
     } else if (!e || !scratch || !keep) {
         rc = unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     } else {

@@ -47,7 +47,8 @@ void fit_print(FILE *f, const fit_result *r, const calib_coef *init)
         const fit_param *q = &r->param[p];
         double v0 = *fit_param_field(&ini, (fit_param_id)p);
         if (q->fitted)
-            fprintf(f, "%-22s %14.6g %12.3g %10.4g %8ld\n", fit_param_name((fit_param_id)p), q->value, q->se, v0, q->rows);
+            fprintf(f, "%-22s %14.6g %12.3g %10.4g %8ld\n", fit_param_name((fit_param_id)p), q->value, q->se, v0,
+                    q->rows);
         else
             fprintf(f, "%-22s %14.6g %12s %10.4g %8s\n", fit_param_name((fit_param_id)p), q->value, "(kept)", v0, "-");
     }

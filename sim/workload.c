@@ -670,8 +670,9 @@ void workload_print(FILE *f, const workload_row *rows, int n)
                "mean; '*': the measurement inside it\n", WORKLOAD_BAND_RUNS);
     if (ng)
         fprintf(f, "  %d of %d workloads ran with --graphs on (their logs say so): predicted with CUDA graphs, %s\n",
-                ng, n, est ? "an estimate (the calibration has no graph_launch_us)" : "the calibration's graph_launch_us "
-                "and graph_step_overhead_us");
+                ng, n,
+                est ? "an estimate (the calibration has no graph_launch_us)"
+                    : "the calibration's graph_launch_us and graph_step_overhead_us");
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",
