@@ -845,6 +845,7 @@ START_TEST(test_whatif)
                          "--json %D/g1.json"), 0);
     text = slurp("stdout.txt");
     ck_assert_ptr_nonnull(strstr(text, "CUDA graphs (the trainer's --graphs on): on (an estimate"));
+    ck_assert_ptr_nonnull(strstr(text, "graphs on several GPUs only with --bucket-mb 0"));
     free(text);
     jr_node *g0 = load_json("g0.json"), *g1 = load_json("g1.json");
     check_doc(g1, "whatif");

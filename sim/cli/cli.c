@@ -417,6 +417,16 @@ const char *cli_fp8_times(const resolve_inputs *in)
     return buf;
 }
 
+void cli_graphs_note(FILE *f, const resolve_inputs *in, const int *gpus, int n, int virtual_ranks)
+{
+    int several = 0;
+    for (int i = 0; i < n; i++)
+        several |= gpus[i] > 1;
+    if (in->calib.graphs && several && !virtual_ranks)
+        fprintf(f, "  --graphs on: unpad-train launches its passes as graphs on several GPUs only with --bucket-mb 0 "
+                   "(its bucketed all-reduces start from inside the backward)\n");
+}
+
 int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in)
 {
     if (!fp8 || in->hw.peak_fp8_tflops > 0)

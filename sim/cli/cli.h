@@ -127,6 +127,9 @@ int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, co
  * fitted on --fp8 on traces (in->calib.fp8), else "step times: the bf16 products' (...)", saying
  * which calibration and where an FP8 one would be. */
 const char *cli_fp8_times(const resolve_inputs *in);
+/* With --graphs on (in->calib.graphs) and more than one GPU among gpus[0..n) (not virtual ranks):
+ * the line that says unpad-train launches graphs on several GPUs only with --bucket-mb 0. */
+void cli_graphs_note(FILE *f, const resolve_inputs *in, const int *gpus, int n, int virtual_ranks);
 /* Refuses (prints why, returns 1) --fp8 on for hardware whose spec has no FP8 tensor cores. */
 int cli_check_fp8(const char *cmd, int fp8, const resolve_inputs *in);
 

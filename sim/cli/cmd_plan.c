@@ -471,6 +471,7 @@ static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const
                 g[2 * ng * nb + k] = o->global ? 1 : o->accum;
             }
         cli_steps_note(stdout, s, g, g + ng * nb, g + 2 * ng * nb, ng * nb);
+        cli_graphs_note(stdout, in, g, ng * nb, 0);
         free(g);
     }
     if (s->max_len)

@@ -570,6 +570,7 @@ static void predict_print_memory(predict_run *r)
     char net[256], why[128];
     printf("  all-reduce over %d GPU%s: %s, %.3f ms\n", gpus, gpus > 1 ? "s" : "",
            net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
+    cli_graphs_note(stdout, &r->in, &gpus, 1, 0);
     memory_setup ms;
     const layout *ly = &r->col[0].lay;
     int unpadded = ly->kind == LAYOUT_UNPADDED;

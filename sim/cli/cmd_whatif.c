@@ -281,6 +281,7 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
             g[2 * n + k] = rows[k].accum;
         }
         cli_steps_note(stdout, s, g, g + n, g + 2 * n, n);
+        cli_graphs_note(stdout, in, g, n, s->serial_ranks);
         free(g);
     }
     if (merged)
