@@ -3,7 +3,8 @@
  * The metrics file (--log-file F): one JSON object per line,
  *   {"kind": "step", "step": 300, "steps": 1000, "time_s": 41.2, "loss": 6.91, "mlm_loss": 6.23,
  *    "nsp_loss": 0.68, "mlm_acc": 0.121, "lr": 0.00042, "grad_norm": 1.93, "samples_per_s": 760.2,
- *    "tokens_per_s": 194600, "tflops": 376.1, "ms_per_step": 73.7, "gpu_ms": 73.5, "host_ms": 4.9, "eta_s": 51.6, "skipped": 0}
+ *    "tokens_per_s": 194600, "tflops": 376.1, "ms_per_step": 73.7, "gpu_ms": 73.5, "host_ms": 4.9,
+ *    "eta_s": 51.6, "skipped": 0}
  * one per logged step (the values are the means over the steps since the last line; lr and
  * grad_norm those of the logged step; skipped counts the non-finite steps skipped so far;
  * ms_per_step is wall time, gpu_ms the span of the step's commands on the GPU, from its first

@@ -335,10 +335,10 @@ UNPAD_EXTERN_C
 void convert_f32_to_floatX(floatX *out, const float *in, int64_t n, cudaStream_t stream);
 
 /* ---- FP8 casts (kernels/fp8.cu) ---------------------------------------------------------------- */
-/* The operands of FP8 GEMMs (the trainer's --fp8 on, bench_gemm --fp8). Input bf16 in both builds. Per-tensor scaling: y = sat(x * scale) in fp32
- * (x * scale rounded to fp32, then to FP8 by round to nearest even; values beyond the format's
- * largest finite, infinities too, become that value with their sign; NaN stays NaN; the sign of a
- * zero is kept). *amax = max(*amax, max |x| over the input), NaNs ignored: the caller zeroes it for
+/* The operands of FP8 GEMMs (the trainer's --fp8 on, bench_gemm --fp8). Input bf16 in both builds.
+ * Per-tensor scaling: y = sat(x * scale) in fp32 (x * scale rounded to fp32, then to FP8 by round
+ * to nearest even; values beyond the format's largest finite, infinities too, become that value
+ * with their sign; NaN stays NaN; the sign of a zero is kept). *amax = max(*amax, max |x| over the input), NaNs ignored: the caller zeroes it for
  * this tensor's own maximum (amax NULL: not reduced). Any rows, cols >= 1; the fast paths need
  * 16-byte aligned pointers and (cast_transpose_fp8) cols % 8 == 0 and ld_t % 16 == 0, the rest runs
  * one element at a time. */

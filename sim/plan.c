@@ -287,8 +287,8 @@ int plan_split(const whatif_setup *s, int gpus, int per_gpu, int policy, balance
                                         .policy = policy < 0 ? BAL_KK : policy, .count = count};
     if (*n == 0)
         return unpad_fail(err, UNPAD_ERANGE, NULL, 0,
-                          "%d sequences per GPU cannot be cut into at most %d equal micro-batches of at most %d", per_gpu,
-                          WHATIF_ACCUM_MAX, fit);
+                          "%d sequences per GPU cannot be cut into at most %d equal micro-batches of at most %d",
+                          per_gpu, WHATIF_ACCUM_MAX, fit);
     whatif_setup ws = *s;
     ws.layouts = NULL;
     ws.nlayouts = 0;

@@ -157,7 +157,9 @@ double step_fmha_us(const step_model *sm, const step_batch *b, int dir)
     double a = sm->tile_a[dir], H = sm->heads, S = sm->slots[dir], cta = sm->cta_us[dir];
     if (sm->load_ge[dir] != 0) {
         double t = H * b->tiles;
-        a *= 1 + sm->load_ge[dir] * calib_fmha_load_x(sm->load_tiles_max > 0 && t > sm->load_tiles_max ? sm->load_tiles_max : t, S);
+        if (sm->load_tiles_max > 0 && t > sm->load_tiles_max)
+            t = sm->load_tiles_max;
+        a *= 1 + sm->load_ge[dir] * calib_fmha_load_x(t, S);
     }
     int k = b->top_k64 * 64;
     double p = cta + a * COST_FMHA_TILE * k; /* the longest tile */

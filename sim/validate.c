@@ -741,7 +741,8 @@ int validate_write_csv(const char *path, const validate_report *rep, const char 
                        unpad_err *err)
 {
     unpad_outfile *o;
-    int rc = outfile_open_csv(path, comment, "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct",
+    int rc = outfile_open_csv(path, comment,
+                              "level,run,step,rank,op,layer,group,stream,measured_us,predicted_us,err_pct",
                               &o, err);
     if (rc)
         return rc;

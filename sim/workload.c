@@ -687,7 +687,8 @@ int workload_write_steps_csv(const char *path, const workload_row *rows, int n, 
                              unpad_err *err)
 {
     unpad_outfile *o;
-    int rc = outfile_open_csv(path, comment, "workload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct",
+    int rc = outfile_open_csv(path, comment,
+                              "workload,step,seqs,tokens,sum_len2,max_len,measured_ms,predicted_ms,err_pct",
                               &o, err);
     if (rc)
         return rc;

@@ -538,7 +538,8 @@ END_TEST
 static ld gelu_oracle(ld z) { return 0.5L * z * erfcl(-z / sqrtl(2.0L)); }
 static ld gelu_grad_oracle(ld z)
 {
-    return 0.5L * erfcl(-z / sqrtl(2.0L)) + z * expl(-0.5L * z * z) / sqrtl(2.0L * 3.14159265358979323846264338327950288L);
+    const ld pi = 3.14159265358979323846264338327950288L;
+    return 0.5L * erfcl(-z / sqrtl(2.0L)) + z * expl(-0.5L * z * z) / sqrtl(2.0L * pi);
 }
 
 START_TEST(test_activations_every_element)

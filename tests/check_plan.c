@@ -216,7 +216,8 @@ START_TEST(test_make)
     sa.steps = 40;
     ck_assert_int_eq(plan_make(&sa, 8, 64, 4, BAL_KK, BAL_EQUAL, &pa, rows, &n, &e), UNPAD_OK);
     ck_assert_int_eq(rows[1].accum, 4);
-    ck_assert_double_eq_tol(rows[1].samples_per_s, 8.0 * 4 * 64 / (rows[1].step_us * 1e-6), 1e-6 * rows[1].samples_per_s);
+    ck_assert_double_eq_tol(rows[1].samples_per_s, 8.0 * 4 * 64 / (rows[1].step_us * 1e-6),
+                            1e-6 * rows[1].samples_per_s);
     /* the largest micro-batch that fits, and the ways to cut 512 a GPU into micro-batches that fit */
     ck_assert_int_eq(plan_batch_fits(&sa, 8, 1, BAL_EQUAL, 256, NULL, NULL, 0), 125);
     ck_assert_int_eq(plan_batch_fits(&sa, 8, 1, BAL_EQUAL, 64, NULL, NULL, 0), 64);

@@ -178,7 +178,8 @@ START_TEST(test_summary_json)
     char *argv[] = {"unpad-train", "--model", "m \"quoted\".cfg"};
     train_summary s = {.outcome = "stopped by signal", .reason = "", .first_step = 1, .last_step = 12,
                        .steps_total = 30, .steps_run = 12, .time_s = 3, .warmup_s = 0.75, .first_step_s = NAN,
-                       .samples_per_s = 10, .steady_samples_per_s = NAN, .first_loss = 11, .final_loss = 9.5, .eval_mlm_loss = NAN,
+                       .samples_per_s = 10, .steady_samples_per_s = NAN, .first_loss = 11, .final_loss = 9.5,
+                       .eval_mlm_loss = NAN,
                        .checkpoint = "ck/step-000012", .model = "bert-tiny", .build = "abc-dirty", .argc = 3,
                        .argv = argv};
     unpad_err e = {0};

@@ -146,9 +146,11 @@ START_TEST(test_committed_synthetic_traces)
     ck_assert_int_eq(hw_load(tu_path(p, sizeof p, "models/hw/h200-sxm.cfg"), &hw, NULL), UNPAD_OK);
     trace_set cal = {0}, held = {0}, pred = {0};
     unpad_err e = {0};
-    ck_assert_msg(trace_read(tu_path(p, sizeof p, "tests/data/synthetic-calib-bert-base.csv"), &cal, &e) == 0, "%s", e.msg);
+    ck_assert_msg(trace_read(tu_path(p, sizeof p, "tests/data/synthetic-calib-bert-base.csv"), &cal, &e) == 0, "%s",
+                  e.msg);
     ck_assert_int_eq(fit_check_trace(&cal, p, "h200-sxm", &e), UNPAD_OK);
-    ck_assert_msg(trace_read(tu_path(p, sizeof p, "tests/data/synthetic-heldout-bert-base.csv"), &held, &e) == 0, "%s", e.msg);
+    ck_assert_msg(trace_read(tu_path(p, sizeof p, "tests/data/synthetic-heldout-bert-base.csv"), &held, &e) == 0,
+                  "%s", e.msg);
     calib_coef init;
     calib_default(&hw, &init);
     fit_result res;

@@ -601,8 +601,8 @@ static void run_product(gemm_ctx *g, const gemm_shape *s, const void *A, const v
         cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &wr);
         fprintf(stderr, "gemm: host call of %.0f us (plan %.0f us, cuBLASLt %.0f us): M %d N %d K %d trans %d%d epi %d "
                         "types %d/%d beta %g, class %d on %s (algorithm %d, tile %d)\n", 1e6 * (t2 - t0),
-                1e6 * (t1 - t0), 1e6 * (t2 - t1), s->M, s->N, s->K, s->trans_a, s->trans_b, (int)s->epi, (int)s->ab_type,
-                (int)s->d_type, beta, c, p->takes[c] == 2 ? "alt" : "algo", id, tile);
+                1e6 * (t1 - t0), 1e6 * (t2 - t1), s->M, s->N, s->K, s->trans_a, s->trans_b, (int)s->epi,
+                (int)s->ab_type, (int)s->d_type, beta, c, p->takes[c] == 2 ? "alt" : "algo", id, tile);
     }
     if (refused(st)) {
         /* neither algorithm takes this exact shape: a plan of its own, not cached */
@@ -889,7 +889,8 @@ static int time_algos(gemm_ctx *g, gemm_plan *p, const cublasLtMatmulAlgo_t *alg
             cudaCheck(cudaEventElapsedTime(&t[j * reps + r], ev[e - 1], ev[e]));
         }
         qsort(t + j * reps, (size_t)reps, sizeof *t, cmp_float);
-        us[ok[j]] = 1e3f * (reps % 2 ? t[j * reps + reps / 2] : 0.5f * (t[j * reps + reps / 2 - 1] + t[j * reps + reps / 2]));
+        const float *tj = t + j * reps;
+        us[ok[j]] = 1e3f * (reps % 2 ? tj[reps / 2] : 0.5f * (tj[reps / 2 - 1] + tj[reps / 2]));
     }
     for (int e = 0; e < nev; e++)
         cudaCheck(cudaEventDestroy(ev[e]));

@@ -18,9 +18,10 @@ extern "C" {
 
 typedef struct batch_source batch_source;
 
-/* Synthetic: every sample is a pure function of (seed, position); lengths from d (clipped to cfg->max_len, at least 8), random token ids, [CLS] A
- * [SEP] B [SEP] with the split at a random point, masked positions (15%, at most max_predictions)
- * replaced by [MASK] (id 103), random NSP labels. */
+/* Synthetic: every sample is a pure function of (seed, position); lengths from d (clipped to
+ * cfg->max_len, at least 8), random token ids, [CLS] A [SEP] B [SEP] with the split at a random
+ * point, masked positions (15%, at most max_predictions) replaced by [MASK] (id 103), random NSP
+ * labels. */
 int source_synthetic(const model_cfg *cfg, const unpad_dist *d, uint64_t seed, batch_source **out,
                      unpad_err *err);
 /* Shards: a file or a folder; its vocabulary and max_len must fit the model. */

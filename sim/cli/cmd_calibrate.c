@@ -114,8 +114,8 @@ static int do_transfer(const char *src_path, const char *from_hw_path, const hw_
     char comment[2048];
     snprintf(comment, sizeof comment,
              "TRANSFERRED, not measured: %s (fitted on %s) carried to %s by `unpad calibrate "
-             "--transfer`.\n# Efficiencies kept; gemm_m_half x SMs %d/%d; attn_cta_us, attn_bwd_cta_us x clock %.3g/%.3g; "
-             "launch_us x spec launch %.3g/%.3g.", src_path, from.name, to->name, to->sms, from.sms,
+             "--transfer`.\n# Efficiencies kept; gemm_m_half x SMs %d/%d; attn_cta_us, attn_bwd_cta_us x clock "
+             "%.3g/%.3g; launch_us x spec launch %.3g/%.3g.", src_path, from.name, to->name, to->sms, from.sms,
              from.clock_ghz, to->clock_ghz, to->launch_us, from.launch_us);
     if (out && calib_write(out, &dst, comment, &err))
         return cli_error("calibrate", &err);
@@ -193,7 +193,8 @@ static int calibrate_parse(int argc, char **argv, calibrate_opts *o)
         fprintf(stderr, "unpad calibrate: --synthesize takes one --model\n");
         return 2;
     }
-    if ((rc = cli_resolve_names("calibrate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at)) >= 0 ||
+    if ((rc = cli_resolve_names("calibrate", "--model", o->models.v, o->models.n, "models", ".cfg",
+                                o->model_at)) >= 0 ||
         (rc = cli_resolve_names("calibrate", "--init", &o->init, 1, "models/calib", ".cfg", &o->calib_at[0])) >= 0 ||
         (rc = cli_resolve_names("calibrate", "--transfer", &o->transfer, 1, "models/calib", ".cfg", &o->calib_at[1])) >=
             0 ||

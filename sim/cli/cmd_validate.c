@@ -317,7 +317,8 @@ static int validate_workloads(resolve_req *rq, const char *path, uint64_t seed, 
     }
     if (plot) {
         char title[2048];
-        snprintf(title, sizeof title, "unpad validate --workloads %.600s: each logged step against the step model (%.900s)",
+        snprintf(title, sizeof title,
+                 "unpad validate --workloads %.600s: each logged step against the step model (%.900s)",
                  path, label);
         if (run_gnuplot("workload-steps.gp", csv_path, plot, title))
             goto out;
@@ -382,7 +383,9 @@ static int validate_parse(int argc, char **argv, validate_opts *o)
                         "measurements\n");
         return 2;
     }
-    return rc >= 0 ? rc : cli_resolve_names("validate", "--model", o->models.v, o->models.n, "models", ".cfg", o->model_at);
+    return rc >= 0 ? rc
+                   : cli_resolve_names("validate", "--model", o->models.v, o->models.n, "models", ".cfg",
+                                       o->model_at);
 }
 
 /* What the traces were measured on and what predicted them. */

@@ -88,9 +88,10 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
         fprintf(stderr, "unpad %s: more than %d flags in its table\n", cmd, OPTS_MAX);
         return 2;
     }
-    for (int i = 0; i < n; i++)
-        lo[i] = (struct option){opts[i].name, opts[i].kind == CLI_FLAG || opts[i].kind == CLI_SWITCH ? no_argument : required_argument,
-                                NULL, 256 + i};
+    for (int i = 0; i < n; i++) {
+        int bare = opts[i].kind == CLI_FLAG || opts[i].kind == CLI_SWITCH;
+        lo[i] = (struct option){opts[i].name, bare ? no_argument : required_argument, NULL, 256 + i};
+    }
     lo[n] = (struct option){"help", no_argument, NULL, 'h'};
     lo[n + 1] = (struct option){0, 0, 0, 0};
     /* A flag that takes one value is refused when given twice (which one was meant?); a flag

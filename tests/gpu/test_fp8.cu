@@ -563,7 +563,7 @@ static void test_products(void)
     cudaCheck(cudaMalloc(&L.ws, GEMM_WORKSPACE_BYTES));
     const prod_case cases[] = {
         {"forward (+bias)", 129, 192, 256, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_BIAS, 1, 0.0f, 0, 0},
-        {"forward (GELU_AUX_BIAS)", 129, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f, 0, 0},
+        {"forward (GELU aux)", 129, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f, 0, 0},
         {"forward, split accum", 129, 192, 1024, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 0},
         {"data grad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0, 0},
         {"data grad (DGELU)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_DGELU, 0, 0.0f, 0, 0},
@@ -589,7 +589,7 @@ static void test_products(void)
             {"ctx forward (GELU_AUX)", 4097, 256, 192, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_GELU_BIAS, 1, 0.0f,
              0, 1},
             {"ctx forward", 77, 1024, 4096, 0, 0, FP8_E4M3, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 1, 0.0f, 0, 1},
-            {"ctx data grad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0, 1},
+            {"ctx dgrad (beta 1)", 129, 256, 192, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 1.0f, 0, 1},
             {"ctx data grad", 2001, 192, 256, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 1},
             {"ctx data grad", 2000, 192, 256, 0, 0, FP8_E5M2, FP8_E4M3, GEMM_BF16, GEMM_EPI_NONE, 0, 0.0f, 0, 1},
         };
