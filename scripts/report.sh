@@ -8,7 +8,9 @@
 #      kept as models/calib/a100-sxm4-80g.cfg (an estimate, labelled so wherever it is used)
 #   4. the H100: calibrate on traces/h100-3/, h100-4/ and h100-6/ (three starts; h100-6/dists/: other
 #      length distributions) calib-w-*.csv -> models/calib/h100-sxm.cfg, validated on the untraced
-#      steps of each start's held-out workloads (h100-5/ and h100-7/: starts the fit saw nothing of)
+#      steps of each start's held-out workloads (h100-5/, h100-7/ and h100-8/: starts the fit saw nothing
+#      of); with the untraced steps of h100-8/graphs/'s runs with --graphs on, its graph coefficients,
+#      validated on that start's held-out workloads with --graphs on
 # usage: scripts/report.sh [--synthetic] [OUTDIR]        (OUTDIR default build/report)
 #   --synthetic  the same pipeline on tests/data/synthetic-*.csv, made from known coefficients:
 #                it shows the pipeline and measures nothing; its calibration goes to OUTDIR only.
@@ -99,7 +101,7 @@ say "      $mlperf samples/s (mean $mean; whole timed run, evaluations included)
 say "  predicted / measured: $(awk -v p="$pred" -v m="$mean" 'BEGIN {printf "%.3f", p / m}')  (docs/calibration.md explains the gap)"
 [ "$synthetic" = 1 ] && say "  (SYNTHETIC calibration: this prediction says nothing about the A100; it only exercises the steps)"
 say
-say "== 4. the H100 SXM: its own traces (traces/h100-3/, h100-4/, h100-6/: three starts) =============="
+say "== 4. the H100 SXM: its own traces (traces/h100-3/, h100-4/, h100-6/: three starts; h100-8/graphs/) ===="
 h100_cfg=models/calib/h100-sxm.cfg
 if [ "$synthetic" = 1 ]; then
     h100_cfg=$out/h100-sxm.from-synthetic.cfg
@@ -110,10 +112,13 @@ else
         traces/h100-6/dists/calib-w-*.csv \
         --workloads traces/h100-3/workloads-calib.csv --workloads traces/h100-4/workloads-calib.csv \
         --workloads traces/h100-6/workloads-calib.csv --workloads traces/h100-6/dists/workloads-calib.csv \
+        --workloads traces/h100-8/graphs/workloads-calib-graphs.csv \
         --hw "$h100" --out "$h100_cfg" | tee -a "$report"
-    for start in h100-3 h100-4 h100-5 h100-6 h100-7; do
+    for start in h100-3 h100-4 h100-5 h100-6 h100-7 h100-8; do
         $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/$start/workloads-heldout.csv | tee -a "$report"
     done
+    $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/h100-8/graphs/workloads-heldout-graphs.csv |
+        tee -a "$report"
 fi
 say
 say "wrote $report, $cfg, $h100_cfg, $a100_cfg, $out/residuals.csv, $out/validate.csv$([ $plot_ok = 1 ] && echo ", $out/validate.png"), $out/crosshw.txt"
