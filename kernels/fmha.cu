@@ -1238,11 +1238,27 @@ extern "C" void fmha_fwd(bf16 *out, float *lse, const bf16 *qkv, const int32_t *
                    stream_id, stream);
 }
 
+/* The backward fmha_bwd runs: shape 0, or UNPAD_FMHA_BWD_SHAPE (an index of bwd_shapes: another
+ * shape timed inside the trainer), read once. */
+static int bwd_default_shape()
+{
+    static int shape = -1;
+    if (shape < 0) {
+        const char *e = getenv("UNPAD_FMHA_BWD_SHAPE");
+        char *end = nullptr;
+        const long v = e && *e ? strtol(e, &end, 10) : 0;
+        FMHA_REQUIRE(!e || !*e || (*end == '\0' && v >= 0 && v < N_BWD),
+                     "UNPAD_FMHA_BWD_SHAPE=%s: expected a backward shape 0..%d", e, N_BWD - 1);
+        shape = (int)v;
+    }
+    return shape;
+}
+
 extern "C" void fmha_bwd(bf16 *dqkv, void *workspace, const bf16 *dout, const bf16 *out,
                          const float *lse, const bf16 *qkv, const int32_t *cu_seqlens, int T,
                          int NH, int seq_begin, int seq_end, int max_len, float p_drop,
                          uint64_t seed, uint64_t stream_id, cudaStream_t stream)
 {
-    fmha_bwd_shape(0, dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end,
+    fmha_bwd_shape(bwd_default_shape(), dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end,
                    max_len, p_drop, seed, stream_id, stream);
 }

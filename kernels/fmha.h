@@ -61,7 +61,8 @@ void fmha_fwd(floatX *out,                  /* (T, NH, 64) */
               float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
 /* Backward of fmha_fwd with the same group, lengths and dropout arguments. Writes (not adds) the
- * group's rows of dqkv. workspace: fmha_bwd_workspace_bytes(T, NH) bytes, device. */
+ * group's rows of dqkv. workspace: fmha_bwd_workspace_bytes(T, NH) bytes, device. Runs backward
+ * shape 0 (fmha_bwd_shape), or the one UNPAD_FMHA_BWD_SHAPE names (bf16 build; a diagnostic). */
 UNPAD_EXTERN_C
 void fmha_bwd(floatX *dqkv,                 /* (T, 3, NH, 64) */
               void *workspace,            /* fp32 scratch, see fmha_bwd_workspace_bytes */
