@@ -1259,6 +1259,6 @@ extern "C" void fmha_bwd(bf16 *dqkv, void *workspace, const bf16 *dout, const bf
                          int NH, int seq_begin, int seq_end, int max_len, float p_drop,
                          uint64_t seed, uint64_t stream_id, cudaStream_t stream)
 {
-    fmha_bwd_shape(bwd_default_shape(), dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end,
-                   max_len, p_drop, seed, stream_id, stream);
+    fmha_bwd_shape(bwd_default_shape(), dqkv, workspace, dout, out, lse, qkv, cu_seqlens, T, NH, seq_begin,
+                   seq_end, max_len, p_drop, seed, stream_id, stream);
 }
