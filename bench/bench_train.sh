@@ -56,7 +56,8 @@
 #            whole-model compiled, each compiled one also with FP8 products through
 #            torch._scaled_mm; TORCH_VARIANTS overrides the list); each of ours against the fastest
 #            peer of its attention dropout, whatever the peer's products, which the table names
-#            (target 1.4x, met or MISSED)
+#            (target 1.4x, met or MISSED); a peer's rate is its 20 steps after 5 warm-up steps, with
+#            its median step on the GPU, its host time a step and any compilation inside the window
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
@@ -442,7 +443,7 @@ if has torch; then
             ours=$ours${ours:+,}$ad$([ $f = on ] && echo :fp8)=$L
         done
     done
-    timeout 1500 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 8 --warmup 3 \
+    timeout 1500 python3 bench/peer_torch.py --model models/bert-large.cfg --batch 56 --steps 20 --warmup 5 \
         --variants ${TORCH_VARIANTS:-$TORCH_DEFAULT} \
         --ours "$ours" >"$OUT/torch.log" 2>&1
     say "torch    rc=$?"

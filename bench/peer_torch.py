@@ -37,7 +37,9 @@ tokens with lengths drawn from the same length distribution as the trainer's --s
 masked (at most 76), random NSP labels. The unpadded model is initialised as BERT is (normal, std
 0.02; zero biases), as the Hugging Face model is.
 
-Prints one line per variant:  variant  samples/s  tokens/s  ms/step  peak GiB  (and a JSON line), and
+Prints one line per variant:  variant  samples/s  tokens/s  ms/step  peak GiB  median ms  host ms  compiled
+(and a JSON line): the timed steps' wall time, the median step's GPU period (CUDA events), the median host
+time to enqueue a step, and the graphs torch.compile compiled inside the timed steps; and
 with --ours P=LOG,... (unpad-train logs of the same batch, run with --attn-dropout P) a table of
 ours beside every peer of the same attention dropout, with the ratio ours / peer and each side's
 products (P:fp8=LOG marks a run with --fp8 on). Each of ours is judged against the fastest of those
@@ -324,6 +326,15 @@ class ForeachLamb:
             p.grad = None
 
 
+def dynamo_graphs(torch):
+    """Graphs torch.compile has compiled so far in this process (0 without the counter)."""
+    try:
+        from torch._dynamo.utils import counters
+        return int(counters["stats"]["unique_graphs"])
+    except (ImportError, KeyError, TypeError):
+        return 0
+
+
 def run_variant(args):
     import torch
 
@@ -388,23 +399,38 @@ def run_variant(args):
     warm_s = time.time() - t0
     print(f"{args.variant}: warm-up ({args.warmup} steps, compile included) {warm_s:.1f} s", flush=True)
     torch.cuda.reset_peak_memory_stats()
+    graphs0 = dynamo_graphs(torch)
     tokens = 0
+    # an event at each step's start (and one after the last): the GPU's period of each step; the
+    # host's time to enqueue each step (no synchronisation inside the window): where it reaches
+    # the GPU's period, the peer is bound by the host
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+    host = []
     t0 = time.time()
-    for i in range(args.warmup, args.warmup + args.steps):
+    for j, i in enumerate(range(args.warmup, args.warmup + args.steps)):
+        h0 = time.perf_counter()
+        marks[j].record()
         loss = step(inputs[i])
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        host.append(time.perf_counter() - h0)
         tokens += sum(len(s[0]) for s in batches[i])
+    marks[-1].record()
     torch.cuda.synchronize()
     dt = time.time() - t0
+    period = sorted(marks[j].elapsed_time(marks[j + 1]) for j in range(args.steps))
+    median = lambda v: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
     flags = args.variant.split(":")[1:]
     attn_p = float(cfg["attn_dropout"]) if args.variant == "hf-padded" or "ad" in flags else 0.0
     res = {"variant": args.variant, "attn_dropout": attn_p, "fp8": "fp8" in flags,
            "samples_per_s": args.batch * args.steps / dt,
            "tokens_per_s": tokens / dt,
            "ms_per_step": 1e3 * dt / args.steps, "peak_gib": torch.cuda.max_memory_allocated() / 2**30,
-           "loss": float(loss), "warmup_s": warm_s}
+           "loss": float(loss), "warmup_s": warm_s,
+           "median_ms": median(period), "samples_per_s_median": args.batch * 1e3 / median(period),
+           "host_ms_median": 1e3 * median(sorted(host)),
+           "graphs_compiled_in_window": dynamo_graphs(torch) - graphs0}
     print("RESULT " + json.dumps(res), flush=True)
 
 
@@ -465,13 +491,19 @@ def main():
             results.append({"variant": v, "error": f"did not finish within {limit:.0f} s"})
         sys.stdout.flush()
     opt = "fused AdamW" if args.optimizer == "adamw" else "foreach LAMB"
-    print(f"{'peer (' + opt + ')':<28} {'samples/s':>10} {'tokens/s':>11} {'ms/step':>8} {'peak GiB':>9}")
+    print(f"{'peer (' + opt + ')':<28} {'samples/s':>10} {'tokens/s':>11} {'ms/step':>8} {'peak GiB':>9} "
+          f"{'median ms':>9} {'host ms':>8} {'compiled':>8}")
     for r in results:
         if "error" in r:
             print(f"{r['variant']:<28} {r['error']}")
         else:
             print(f"{r['variant']:<28} {r['samples_per_s']:>10.1f} {r['tokens_per_s']:>11.0f} "
-                  f"{r['ms_per_step']:>8.1f} {r['peak_gib']:>9.2f}")
+                  f"{r['ms_per_step']:>8.1f} {r['peak_gib']:>9.2f} {r['median_ms']:>9.1f} {r['host_ms_median']:>8.1f} "
+                  f"{r['graphs_compiled_in_window']:>8d}")
+    print(f"  samples/s and ms/step: the {args.steps} timed steps' wall time after {args.warmup} warm-up steps; "
+          "median ms: the median step's GPU period (CUDA events at each step's start); host ms: the median "
+          "host time to enqueue a step (near the period: bound by the host, or by a full launch queue); "
+          "compiled: graphs torch.compile compiled inside the timed steps (0 for a steady peer)")
     ours = read_ours(args.ours)
     if ours:
         # each peer beside the trainer run with the same attention dropout, either products
