@@ -403,7 +403,7 @@ def run_variant(args):
     tokens = 0
     # an event at each step's start (and one after the last): the GPU's period of each step; the
     # host's time to enqueue each step (no synchronisation inside the window): where it reaches
-    # the GPU's period, the peer is bound by the host
+    # the GPU's period, either the host bounds the peer or it ran ahead until the launch queue filled
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
     host = []
     t0 = time.time()
