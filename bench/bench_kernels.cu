@@ -333,8 +333,11 @@ static void rows_ffn(const bench_batch *b, const bench_params *q, bench_acts *a,
         bias_gelu_bwd(B(fo, s), dbias, B(fd, s), B(fx, s), B(bias, 0), T, F, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "T%d N%d", T, 3 * H);
-    row("bias_bwd (QKV bias)", shape, (double)T * 3 * H * 2, reps, [&](int s) {
+    row("bias_bwd (all 3H columns)", shape, (double)T * 3 * H * 2, reps, [&](int s) {
         bias_bwd(dbias, B(fd, s), T, 3 * H, scratch, 0, 0);
+    });
+    row("bias_bwd_qkv (QKV bias, q and v read)", shape, (double)T * 2 * H * 2, reps, [&](int s) {
+        bias_bwd_qkv(dbias, NULL, NULL, NULL, B(fd, s), T, H, scratch, 0, 0);
     });
     snprintf(shape, sizeof shape, "n%d N%d", n, H);
     row("bias_tanh_fwd (pooler)", shape, 2.0 * n * H * 2, reps, [&](int s) {

@@ -101,12 +101,15 @@ __device__ __forceinline__ void storev(floatX *p, const float f[VEC])
  * F8: dx8 receives E5M2(d as stored in dx, times *scale8) and *amax8 the maximum |d as stored|.
  * act (GELU_TANH, optional): the activation's value gelu_tanh(aux).
  * Block (x, y) of the grid takes rows [x * rows_per_block, ...) and column vectors
- * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ... */
+ * [y * blockDim.x, (y + 1) * blockDim.x); thread (tx, ty) one column vector, rows ty, ty + blockDim.y, ...
+ * A gap (ACT_NONE without F8): the N columns summed are those of rows of ld columns less the gap_len
+ * vectors from vector gap_cv on (logical vector cv >= gap_cv reads vector cv + gap_len); elsewhere ld = N
+ * and gap_len = 0. Partials are (gridDim.x, N) over the logical columns. */
 template <int ACT, int VEC, int ROWS, bool F8> /* F8: VEC 8 only */
 __global__ void __launch_bounds__(ACT_THREADS)
     bias_act_bwd_kernel(floatX *dx, float *partials, const floatX *dout, const floatX *aux,
                         const floatX *bias, int T, int N, int rows_per_block, uint8_t *dx8,
-                        const float *scale8, float *amax8, floatX *act)
+                        const float *scale8, float *amax8, floatX *act, int ld, int gap_cv, int gap_len)
 {
     __shared__ float sh[ACT_THREADS * VEC];
     __shared__ unsigned smax;
@@ -116,6 +119,7 @@ __global__ void __launch_bounds__(ACT_THREADS)
     int r0 = blockIdx.x * rows_per_block, r1 = min(T, r0 + rows_per_block);
     int tid = threadIdx.y * tx + threadIdx.x;
     int cv = blockIdx.y * tx + threadIdx.x;
+    int pcv = cv >= gap_cv ? cv + gap_len : cv; /* the vector read */
     float acc[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; j++)
@@ -131,7 +135,7 @@ __global__ void __launch_bounds__(ACT_THREADS)
             float d[ROWS][VEC], a[ROWS][VEC];
 #pragma unroll
             for (int u = 0; u < ROWS; u++) {
-                size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
+                size_t off = (size_t)(r + u * ty) * ld + (size_t)pcv * VEC;
                 if (r + u * ty < r1) {
                     loadv<VEC>(d[u], dout + off);
                     if (ACT != ACT_NONE)
@@ -142,7 +146,7 @@ __global__ void __launch_bounds__(ACT_THREADS)
             for (int u = 0; u < ROWS; u++) {
                 if (r + u * ty >= r1)
                     break;
-                size_t off = (size_t)(r + u * ty) * N + (size_t)cv * VEC;
+                size_t off = (size_t)(r + u * ty) * ld + (size_t)pcv * VEC;
                 float gv[VEC];
 #pragma unroll
                 for (int j = 0; j < VEC; j++) {
@@ -227,19 +231,16 @@ static void bias_act_fwd(floatX *out, const floatX *x, const floatX *bias, int T
  *   GELU / tanh: column chunks of at most ACT_THREADS vectors, ACT_BWD_BLOCKS / chunks row
  *     blocks, one row per thread and step: 67%, against 53% with the plain gradient's shape
  *     (GELU's derivative needs more registers: 4 rows per step halve the occupancy). */
+/* The kernel alone (T > 0): partials (blocks, N) into scratch when with_partials; returns the row
+ * blocks. ld, gap_at, gap_len: see bias_act_bwd_kernel, in columns. */
 template <int ACT, int VEC>
-static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
-                         const floatX *bias, int T, int N, float *scratch, int accumulate,
-                         cudaStream_t stream, uint8_t *dx8 = NULL, const float *scale8 = NULL,
-                         float *amax8 = NULL, floatX *act = NULL)
+static int bias_act_bwd_launch(floatX *dx, int with_partials, const floatX *dout, const floatX *aux,
+                               const floatX *bias, int T, int N, float *scratch, cudaStream_t stream,
+                               uint8_t *dx8, const float *scale8, float *amax8, floatX *act, int ld,
+                               int gap_at, int gap_len)
 {
-    UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
-    UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
-    if (T == 0) { /* no rows: a written bias gradient is zero */
-        if (dbias && !accumulate)
-            cudaCheck(cudaMemsetAsync(dbias, 0, (size_t)N * sizeof(float), stream));
-        return;
-    }
+    UNPAD_REQUIRE(T > 0 && N > 0 && N % VEC == 0 && gap_at % VEC == 0 && gap_len % VEC == 0);
+    UNPAD_REQUIRE(gap_len == 0 || (ACT == ACT_NONE && dx == NULL && dx8 == NULL && ld >= N + gap_len));
     int cvn = N / VEC, tx, col_chunks, blocks;
     if (ACT == ACT_NONE) {
         tx = cvn < 32 ? cvn : 32; /* a warp reads 32 consecutive vectors of a row */
@@ -261,22 +262,41 @@ static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const flo
         blocks = T;
     int rows_per_block = (T + blocks - 1) / blocks;
     blocks = (T + rows_per_block - 1) / rows_per_block;
-    float *partials = dbias ? scratch : NULL;
+    float *partials = with_partials ? scratch : NULL;
     constexpr int rows = ACT == ACT_NONE ? ACT_BWD_ROWS : 1;
     dim3 grid(blocks, col_chunks), block(tx, ty);
+    int gcv = gap_len ? gap_at / VEC : cvn, glen = gap_len / VEC;
     if constexpr (VEC == 8) {
         if (dx8)
             bias_act_bwd_kernel<ACT, VEC, rows, true><<<grid, block, 0, stream>>>(
-                dx, partials, dout, aux, bias, T, N, rows_per_block, dx8, scale8, amax8, act);
+                dx, partials, dout, aux, bias, T, N, rows_per_block, dx8, scale8, amax8, act, ld, gcv, glen);
         else
             bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(
-                dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL, act);
+                dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL, act, ld, gcv, glen);
     } else {
         UNPAD_REQUIRE(dx8 == NULL && act == NULL);
-        bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(dx, partials, dout, aux, bias, T, N,
-                                                                            rows_per_block, NULL, NULL, NULL, NULL);
+        bias_act_bwd_kernel<ACT, VEC, rows, false><<<grid, block, 0, stream>>>(
+            dx, partials, dout, aux, bias, T, N, rows_per_block, NULL, NULL, NULL, NULL, ld, gcv, glen);
     }
     cudaCheck(cudaGetLastError());
+    return blocks;
+}
+
+template <int ACT, int VEC>
+static void bias_act_bwd(floatX *dx, float *dbias, const floatX *dout, const floatX *aux,
+                         const floatX *bias, int T, int N, float *scratch, int accumulate,
+                         cudaStream_t stream, uint8_t *dx8 = NULL, const float *scale8 = NULL,
+                         float *amax8 = NULL, floatX *act = NULL)
+{
+    UNPAD_REQUIRE(T >= 0 && N > 0 && N % VEC == 0);
+    UNPAD_REQUIRE(dbias == NULL || scratch != NULL);
+    if (T == 0) { /* no rows: a written bias gradient is zero */
+        if (dbias && !accumulate)
+            cudaCheck(cudaMemsetAsync(dbias, 0, (size_t)N * sizeof(float), stream));
+        return;
+    }
+    int blocks = bias_act_bwd_launch<ACT, VEC>(dx, dbias != NULL, dout, aux, bias, T, N, scratch, stream, dx8,
+                                               scale8, amax8, act, N, 0, 0);
     if (dbias)
         colsum_finalize(dbias, scratch, blocks, N, accumulate, stream);
 }
@@ -324,12 +344,30 @@ void bias_bwd(float *dbias, const floatX *dout, int T, int N, float *scratch, in
         bias_act_bwd<ACT_NONE, 1>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream);
 }
 
-void bias_bwd_fp8(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T, int N,
-                  float *scratch, int accumulate, cudaStream_t stream)
+void bias_bwd_qkv(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T,
+                  int H, float *scratch, int accumulate, cudaStream_t stream)
 {
-    UNPAD_REQUIRE(dbias != NULL && dout8 != NULL && scale8 != NULL && amax8 != NULL && N % 8 == 0);
-    UNPAD_REQUIRE(!((uintptr_t)dout8 & 7));
-    bias_act_bwd<ACT_NONE, 8>(NULL, dbias, dout, NULL, NULL, T, N, scratch, accumulate, stream, dout8, scale8, amax8);
+    UNPAD_REQUIRE(dbias != NULL && scratch != NULL && H > 0 && H % 8 == 0);
+    UNPAD_REQUIRE(dout8 == NULL || (scale8 != NULL && amax8 != NULL && !((uintptr_t)dout8 & 7)));
+    if (T == 0) {
+        if (!accumulate)
+            cudaCheck(cudaMemsetAsync(dbias, 0, (size_t)3 * H * sizeof(float), stream));
+        return;
+    }
+    /* FP8 reads every column for the E5M2 copy and sums them all (partials (blocks, 3H)); bf16 reads
+     * and sums the query and value columns alone (partials (blocks, 2H)) */
+    int width = dout8 ? 3 * H : 2 * H;
+    int blocks = dout8 ? bias_act_bwd_launch<ACT_NONE, 8>(NULL, 1, dout, NULL, NULL, T, 3 * H, scratch, stream,
+                                                          dout8, scale8, amax8, NULL, 3 * H, 0, 0)
+                       : bias_act_bwd_launch<ACT_NONE, 8>(NULL, 1, dout, NULL, NULL, T, 2 * H, scratch, stream,
+                                                          NULL, NULL, NULL, NULL, 3 * H, H, H);
+    /* the query's sums into dbias[0, H), the value's (at column width - H of each block's
+     * partials) into dbias[2H, 3H), in one launch */
+    colsum_finalize_kernel<<<dim3((H + 31) / 32, 2), dim3(32, 32), 0, stream>>>(
+        dbias, dbias + 2 * H, NULL, scratch, blocks, (size_t)width, (size_t)(width - H), H, accumulate);
+    cudaCheck(cudaGetLastError());
+    if (!accumulate)
+        cudaCheck(cudaMemsetAsync(dbias + H, 0, (size_t)H * sizeof(float), stream));
 }
 
 void gelu_tanh_bwd(floatX *dx, const floatX *dout, const floatX *x, int64_t n, cudaStream_t stream)

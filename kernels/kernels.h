@@ -185,12 +185,17 @@ UNPAD_EXTERN_C
 void bias_tanh_bwd(floatX *dx, float *dbias,    /* (T, N), (N) (+)= */
                    const floatX *dout, const floatX *out, /* (T, N) */
                    int T, int N, float *scratch, int accumulate, cudaStream_t stream);
-/* bias_bwd, also writing dout8: the E5M2 bytes cast_fp8 makes of dout (times *scale8, 8-byte
- * aligned), max |dout| folded into *amax8 (the FP8 trainer's QKV gradient: one read for both).
- * N % 8 == 0. */
+/* The QKV bias gradient, dout (T, 3H) = [dQ | dK | dV]: dbias[0, H) and dbias[2H, 3H) (+)= the column
+ * sums of dQ and dV (accumulate: 1 adds, 0 writes); dbias[H, 2H), the key bias's, is written 0 (accumulate
+ * 0) or left as it is (1). Its gradient is zero in exact arithmetic: q_i . b_k adds one constant to all
+ * of query i's scores, which its softmax ignores; summed, dK's columns are rounding noise, which Adam's
+ * normalisation would turn into updates. Without dout8 the key columns are not read. With dout8 (FP8)
+ * also dout8 = the E5M2 bytes cast_fp8 makes of all of dout (times *scale8, 8-byte aligned) and max |dout|
+ * folded into *amax8 (FP8: one read for the bias gradient and dQKV's copy). H % 8 == 0.
+ * Reference: bias_bwd_ref over the query and value columns. */
 UNPAD_EXTERN_C
-void bias_bwd_fp8(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T, int N,
-                  float *scratch, int accumulate, cudaStream_t stream);
+void bias_bwd_qkv(float *dbias, uint8_t *dout8, float *amax8, const float *scale8, const floatX *dout, int T,
+                  int H, float *scratch, int accumulate, cudaStream_t stream);
 /* dx = dout * gelu_tanh'(x), x the tanh GELU's input with its bias (FFN1's, from the product's
  * epilogue), and dbias (+)= colsum(dx) (NULL: none); with dx8 != NULL also the E5M2 bytes cast_fp8
  * makes of dx as stored (times *scale8, 8-byte aligned), max |dx| folded into *amax8: the FP8

@@ -1367,12 +1367,11 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);
         gemm_linear_bwd_weight(g, GEMM_X, T, H, 3 * H, b->dQKV, b->x[l], G(o->qkv_w), wb, s);
-        if (b->opt.fp8) { /* the bias gradient and dQKV's E5M2 copy in one read */
-            int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_QKV;
-            bias_bwd_fp8(G(o->qkv_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, b->dQKV, T, 3 * H, b->scratch, acc, s);
-        } else {
-            bias_bwd(G(o->qkv_b), b->dQKV, T, 3 * H, b->scratch, acc, s);
-        }
+        /* the query and value biases' gradients (the key bias's is zero), and with FP8 dQKV's E5M2
+         * copy in the same read */
+        int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_QKV;
+        bias_bwd_qkv(G(o->qkv_b), b->opt.fp8 ? b->q8 : NULL, b->opt.fp8 ? b->f8_amax + gi : NULL,
+                     b->opt.fp8 ? b->f8_scale + gi : NULL, b->dQKV, T, H, b->scratch, acc, s);
         linear_bwd_data(b, l, FP8_QKV, b->dQKV, b->dY, 1.0f, NULL, b->opt.fp8, s);
         END(OP_QKV_BWD, l);
         /* layer l's tensors: from its QKV weight to the next layer's (or the pooler) */

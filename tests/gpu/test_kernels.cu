@@ -512,30 +512,90 @@ static void test_bias_bwd(int T, int N)
     bias_bwd_ref(start, hdo, T, N);
     snprintf(name, sizeof name, "bias_bwd T%d N%d: dbias written", T, N);
     check(name, gdb, start, N, TOL(2e-3, 1e-3, 1e-4, 1e-5));
-#ifndef UNPAD_FP32
-    if (N % 8 == 0) { /* the FP8 variant: the same sums bit for bit, and dout's E5M2 copy */
-        float *gdb8 = hmalloc(N), *amax, *scale;
-        const float s8 = 1024.0f, zero = 0.0f;
-        uint8_t *q = (uint8_t *)dev_poisoned(TN);
-        cudaCheck(cudaMalloc(&amax, 4));
-        cudaCheck(cudaMalloc(&scale, 4));
-        cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(scale, &s8, 4, cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemset(wdb, 0xff, N * 4));
-        bias_bwd_fp8(wdb, q, amax, scale, dout, T, N, scratch, 0, 0);
-        cudaCheck(cudaDeviceSynchronize());
-        get_f32(gdb8, wdb, N);
-        snprintf(name, sizeof name, "bias_bwd_fp8 T%d N%d: dbias", T, N);
-        check_same(name, gdb8, gdb, N);
-        snprintf(name, sizeof name, "bias_bwd_fp8 T%d N%d: dout", T, N);
-        check_fp8_copy(name, q, amax, hdo, TN, s8, FP8_E5M2);
-        dfree(q), dfree(amax), dfree(scale);
-        free(gdb8);
-    }
-#endif
     dfree(wdb);
     dfree(dout), dfree(db), dfree(scratch);
     free(hdo), free(rdb), free(gdb), free(run1), free(start);
+}
+
+/* The QKV bias gradient (bias_bwd_qkv): the query's and the value's column sums against the reference,
+ * the key's written 0 or left as it was, bit for bit; twice the same; with the FP8 copy, dout's E5M2
+ * bytes too. dout (T, 3H). */
+static void test_bias_bwd_qkv(int T, int H)
+{
+    size_t N = (size_t)3 * H, TN = (size_t)T * N;
+    float *hdo = hmalloc(TN), *ref = hmalloc(N), *want = hmalloc(N), *start = hmalloc(N), *got = hmalloc(N),
+          *run1 = hmalloc(N);
+    floatX *dout = dev_floatX_rand(hdo, TN, 1.0f, 0);
+    float *db = dev_f32_rand(start, N, 1, 0), *scratch;
+    cudaCheck(cudaMalloc(&scratch, bias_bwd_scratch_bytes((int)N)));
+    memset(ref, 0, N * 4);
+    bias_bwd_ref(ref, hdo, T, (int)N);
+    char name[96];
+    for (int f8 = 0; f8 < 2; f8++) {
+        uint8_t *q = NULL;
+        float *amax = NULL, *scale = NULL;
+#ifdef UNPAD_FP32
+        if (f8)
+            break;
+#else
+        const float s8 = 1024.0f, zero = 0.0f;
+        if (f8) {
+            q = (uint8_t *)dev_poisoned(TN);
+            cudaCheck(cudaMalloc(&amax, 4));
+            cudaCheck(cudaMalloc(&scale, 4));
+            cudaCheck(cudaMemcpy(amax, &zero, 4, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(scale, &s8, 4, cudaMemcpyHostToDevice));
+        }
+#endif
+        const char *k = f8 ? "bias_bwd_qkv fp8" : "bias_bwd_qkv";
+        /* accumulate, twice: start + sums; the key's third as it was */
+        for (int rep = 0; rep < 2; rep++) {
+            cudaCheck(cudaMemcpy(db, start, N * 4, cudaMemcpyHostToDevice));
+            bias_bwd_qkv(db, q, amax, scale, dout, T, H, scratch, 1, 0);
+            cudaCheck(cudaDeviceSynchronize());
+            get_f32(rep ? got : run1, db, N);
+        }
+        for (size_t c = 0; c < N; c++)
+            want[c] = c >= (size_t)H && c < (size_t)2 * H ? start[c] : start[c] + ref[c];
+        snprintf(name, sizeof name, "%s T%d H%d: dq, dv added", k, T, H);
+        check(name, got, want, H, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+        check(name, got + 2 * H, want + 2 * H, H, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+        snprintf(name, sizeof name, "%s T%d H%d: dk kept", k, T, H);
+        check_same(name, got + H, start + H, H);
+        snprintf(name, sizeof name, "%s T%d H%d: rerun", k, T, H);
+        check_same(name, got, run1, N);
+        /* write mode into poisoned values: the sums, and zeros for the key */
+        float *wdb = (float *)dev_poisoned(N * 4);
+        bias_bwd_qkv(wdb, q, amax, scale, dout, T, H, scratch, 0, 0);
+        cudaCheck(cudaDeviceSynchronize());
+        get_f32(got, wdb, N);
+        for (size_t c = 0; c < N; c++)
+            want[c] = c >= (size_t)H && c < (size_t)2 * H ? 0.0f : ref[c];
+        snprintf(name, sizeof name, "%s T%d H%d: dq, dv written", k, T, H);
+        check(name, got, want, H, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+        check(name, got + 2 * H, want + 2 * H, H, TOL(2e-3, 1e-3, 1e-4, 1e-5));
+        snprintf(name, sizeof name, "%s T%d H%d: dk written 0", k, T, H);
+        check_same(name, got + H, want + H, H);
+#ifndef UNPAD_FP32
+        if (f8) {
+            snprintf(name, sizeof name, "%s T%d H%d: dout", k, T, H);
+            check_fp8_copy(name, q, amax, hdo, TN, s8, FP8_E5M2);
+            dfree(q), dfree(amax), dfree(scale);
+        }
+#endif
+        dfree(wdb);
+    }
+    /* no rows: written zero */
+    float *zdb = (float *)dev_poisoned(N * 4);
+    bias_bwd_qkv(zdb, NULL, NULL, NULL, dout, 0, H, scratch, 0, 0);
+    cudaCheck(cudaDeviceSynchronize());
+    get_f32(got, zdb, N);
+    memset(want, 0, N * 4);
+    snprintf(name, sizeof name, "bias_bwd_qkv T0 H%d: written 0", H);
+    check_same(name, got, want, N);
+    dfree(zdb);
+    dfree(dout), dfree(db), dfree(scratch);
+    free(hdo), free(ref), free(want), free(start), free(got), free(run1);
 }
 
 /* ---- gather / scatter, losses -------------------------------------------------------------------- */
@@ -1101,7 +1161,10 @@ int main(void)
     test_activation(129, 72, 0);
     test_activation(b.n, 1024, 1);
     test_bias_bwd(b.T, 1024);
-    test_bias_bwd(b.T, 3072); /* the QKV bias */
+    test_bias_bwd(b.T, 3072);
+    test_bias_bwd_qkv(b.T, 1024); /* the QKV bias */
+    test_bias_bwd_qkv(b.T, 768);
+    test_bias_bwd_qkv(37, 64);
     test_bias_bwd(b.n, 2);
     test_bias_bwd(300, 30528);
     test_rows(&b, 1024);
