@@ -8,7 +8,8 @@
  * default shapes without and with dropout):
  *   bench_fmha [--n 56] [--heads 16] [--seed 1] [--reps 30] [--lengths FILE] [--result FILE]
  *              [--fwd-shapes LIST] [--bwd-shapes LIST] [--default FWD/BWD] [--order drawn|longest]
- * (only the listed shapes; the rows of the launchers' shapes 0/0 taken from --default instead;
+ * (only the listed shapes; the rows of the launchers' shapes (the forward's by dropout,
+ * fmha_fwd_default_shape; backward 0) taken from --default instead;
  * --order longest puts the sequences longest first, the order the trainer's balanced path
  * launches them in, instead of the order they were drawn in) */
 #include <math.h>
@@ -149,14 +150,20 @@ typedef struct {
     int n, NH, reps;
     unsigned long seed;
     const char *len_path, *res_path, *fwd_list, *bwd_list;
-    int def_fwd, def_bwd;
-    int longest_first; /* --order longest */
+    int def_fwd, def_bwd; /* --default; def_fwd -1: the launcher's choice for each dropout */
+    int longest_first;    /* --order longest */
 } bench_args;
+
+/* The forward shape of the "default" rows at dropout p. */
+static int def_fwd_at(const bench_args *a, float p)
+{
+    return a->def_fwd >= 0 ? a->def_fwd : fmha_fwd_default_shape(p);
+}
 
 /* 0 when the run goes on, else the exit code. */
 static int args_parse(int argc, char **argv, bench_args *a)
 {
-    *a = (bench_args){56, 16, 30, 1, "fmha_lengths.txt", "fmha_result.csv", NULL, NULL, 0, 0, 0};
+    *a = (bench_args){56, 16, 30, 1, "fmha_lengths.txt", "fmha_result.csv", NULL, NULL, -1, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -267,7 +274,8 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
 {
     const float ps[2] = {0.0f, 0.1f};
     float best_ft[2] = {1e30f, 1e30f}, best_bt[2] = {1e30f, 1e30f};
-    best_f[0] = best_f[1] = a->def_fwd;
+    best_f[0] = def_fwd_at(a, ps[0]);
+    best_f[1] = def_fwd_at(a, ps[1]);
     best_b[0] = best_b[1] = a->def_bwd;
     for (int pi = 0; pi < 2; pi++)
         for (int f = 0; f < fmha_fwd_shape_count(); f++) {
@@ -287,7 +295,7 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
         for (int b = 0; b < fmha_bwd_shape_count(); b++) {
             if (!listed(a->bwd_list, b))
                 continue;
-            setup c = {a->def_fwd, b, 1, ps[pi], 0, 0};
+            setup c = {def_fwd_at(a, ps[pi]), b, 1, ps[pi], 0, 0};
             run(P, &c, 1, 0); /* the forward outputs this backward reads */
             const float tb = time_ms(P, &c, 0, 1, a->reps);
             char label[96];
@@ -305,13 +313,13 @@ static void shape_sweep(const bench_args *a, const problem *P, double fwd_flop, 
 static int summary_rows(const bench_args *a, const problem *P, double sum_len2, double fwd_flop,
                         double bwd_flop, const int *best_f, const int *best_b)
 {
-    const int def_fwd = a->def_fwd, def_bwd = a->def_bwd, reps = a->reps;
+    const int def_f0 = def_fwd_at(a, 0.0f), def_f1 = def_fwd_at(a, 0.1f), def_bwd = a->def_bwd, reps = a->reps;
     const setup rows[] = {
-        {def_fwd, def_bwd, 1, 0.0f, 0, 0},  /* the launchers' defaults (or --default) */
-        {def_fwd, def_bwd, 1, 0.1f, 0, 0},  /* the same with attention dropout 0.1 */
+        {def_f0, def_bwd, 1, 0.0f, 0, 0},  /* the launchers' defaults (or --default) */
+        {def_f1, def_bwd, 1, 0.1f, 0, 0},  /* the same with attention dropout 0.1 */
         {best_f[0], best_b[0], 1, 0.0f, 0, 0}, /* the fastest shapes of this run */
         {best_f[1], best_b[1], 1, 0.1f, 0, 0},
-        {def_fwd, def_bwd, 3, 0.0f, 0, 0},  /* defaults, 3 groups on 3 streams */
+        {def_f0, def_bwd, 3, 0.0f, 0, 0},  /* defaults, 3 groups on 3 streams */
     };
     const char *labels[] = {"default", "default, dropout 0.1", "best shapes", "best shapes, dropout 0.1",
                             "default, 3 groups/3 streams"};
@@ -354,17 +362,18 @@ static void launch_rows(const bench_args *a, const problem *P, double bwd_flop)
     for (int k = 0; k < 2; k++) {
         const float p = k ? 0.1f : 0.0f;
         float t[4];
-        const setup whole = {a->def_fwd, a->def_bwd, 1, p, 0, 0};
+        const int f = def_fwd_at(a, p);
+        const setup whole = {f, a->def_bwd, 1, p, 0, 0};
         run(P, &whole, 1, 1); /* forward and whole backward at this dropout: the inputs every launch reads */
         for (int i = 0; i < 4; i++) {
-            const setup c = {a->def_fwd, a->def_bwd, 1, p, parts[i], 0};
+            const setup c = {f, a->def_bwd, 1, p, parts[i], 0};
             t[i] = time_ms(P, &c, 0, 1, a->reps);
         }
         char label[64];
         snprintf(label, sizeof label, "bwd launches p=%.1f (%d)", p, a->def_bwd);
         printf("%-36s %9.4f %9.4f %9.4f %9.4f %8.1f %8.1f\n", label, t[0], t[1], t[2], t[3], bwd_flop / t[1] * 1e-9,
                100.0 * (t[0] + t[2]) / t[3]);
-        const setup two = {a->def_fwd, a->def_bwd, 2, p, 0, 0}, st = {a->def_fwd, a->def_bwd, 2, p, 0, 1};
+        const setup two = {f, a->def_bwd, 2, p, 0, 0}, st = {f, a->def_bwd, 2, p, 0, 1};
         const float t2 = time_ms(P, &two, 0, 1, a->reps), ts = time_ms(P, &st, 0, 1, a->reps);
         printf("  two halves on two streams: together %.4f ms, staggered %.4f ms (%.1f TFLOP/s, %+.1f%% "
                "against one launch)\n", t2, ts, bwd_flop / ts * 1e-9, 100.0 * (ts / t[3] - 1));

@@ -1149,8 +1149,9 @@ void launch_bwd_wgmma(bf16 *dqkv, float *dq_acc, const float *Dvec, const bf16 *
 
 typedef void (*FwdFn)(bf16 *, float *, const bf16 *, const int32_t *, const Args &, cudaStream_t);
 
-/* Names: query rows (q) / keys (k) per CTA. The launchers run shape 0 of each, the fastest
- * measured on the H200 (56 Wikipedia lengths, 16 heads; docs/kernels.md has the numbers). */
+/* Names: query rows (q) / keys (k) per CTA. The launchers run the forward shape
+ * fmha_fwd_default_shape picks and backward shape 0 (56 Wikipedia lengths, 16 heads; docs/kernels.md
+ * has the numbers). */
 const struct {
     FwdFn fn;
     const char *name;
@@ -1230,12 +1231,20 @@ extern "C" void fmha_bwd_parts(int shape, unsigned parts, bf16 *dqkv, void *work
     }
 }
 
+/* Without dropout the pipelined forward (shape 0) is the faster; with it the one without the
+ * pipelining (shape 1), whose softmax phase, bound by instruction issue under the mask's hash, keeps
+ * more registers for it (four H100 starts, docs/kernels.md). */
+extern "C" int fmha_fwd_default_shape(float p_drop)
+{
+    return p_drop > 0.0f ? 1 : 0;
+}
+
 extern "C" void fmha_fwd(bf16 *out, float *lse, const bf16 *qkv, const int32_t *cu_seqlens, int T,
                          int NH, int seq_begin, int seq_end, int max_len, float p_drop,
                          uint64_t seed, uint64_t stream_id, cudaStream_t stream)
 {
-    fmha_fwd_shape(0, out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end, max_len, p_drop, seed,
-                   stream_id, stream);
+    fmha_fwd_shape(fmha_fwd_default_shape(p_drop), out, lse, qkv, cu_seqlens, T, NH, seq_begin, seq_end,
+                   max_len, p_drop, seed, stream_id, stream);
 }
 
 /* The backward fmha_bwd runs: shape 0, or UNPAD_FMHA_BWD_SHAPE (an index of bwd_shapes: another

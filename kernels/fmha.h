@@ -75,8 +75,11 @@ void fmha_bwd(floatX *dqkv,                 /* (T, 3, NH, 64) */
               float p_drop, uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
 /* ---- kernel shapes, for tests and benchmarks ---------------------------------------------------
- * The launchers above run shape 0 of each (the fastest measured on the H200). These run one named
- * shape, so a test can check every shape and a benchmark can compare them. */
+ * fmha_fwd runs forward shape fmha_fwd_default_shape(p_drop) (the faster measured without and with
+ * dropout), fmha_bwd backward shape 0. These run one named shape, so a test can check every shape and
+ * a benchmark can compare them. */
+UNPAD_EXTERN_C
+int fmha_fwd_default_shape(float p_drop);
 UNPAD_EXTERN_C
 int fmha_fwd_shape_count(void);
 UNPAD_EXTERN_C

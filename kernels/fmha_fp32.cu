@@ -468,6 +468,7 @@ extern "C" size_t fmha_bwd_workspace_bytes(int T, int NH)
 }
 
 extern "C" int fmha_fwd_shape_count(void) { return 1; }
+extern "C" int fmha_fwd_default_shape(float p_drop) { return 0; }
 extern "C" int fmha_bwd_shape_count(void) { return 1; }
 extern "C" const char *fmha_fwd_shape_name(int shape) { return shape == 0 ? FWD_NAME : "?"; }
 extern "C" const char *fmha_bwd_shape_name(int shape) { return shape == 0 ? BWD_NAME : "?"; }
