@@ -16,6 +16,11 @@
 # untraced steady-state steps 9..STEPS as one row per workload (the format of
 # traces/workloads-heldout.csv), what `unpad calibrate --workloads` fits the step overhead on.
 set -u
+if [ "${SEED:-21}" != 21 ]; then # `unpad calibrate --workloads` rebuilds the batches of seed 21
+    echo "gpu-calib.sh: SEED=$SEED: the calibration runs use seed 21 (unpad calibrate --workloads reproduces" \
+        "their batches from it)" >&2
+    exit 2
+fi
 OUT=${1:-out/gpu-calib}
 STEPS=${STEPS:-100}
 mkdir -p "$OUT/logs"

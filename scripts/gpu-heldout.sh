@@ -6,6 +6,8 @@
 #   MODELS="bert-base" scripts/gpu-heldout.sh OUTDIR   only those models (a run split over two calls)
 #   FP8=on HW=h100-sxm scripts/gpu-heldout.sh    --fp8 on (names -fp8), trace rows named for that GPU
 #   GRAPHS=on scripts/gpu-heldout.sh    --graphs on (names -graphs): each pass launched as one CUDA graph
+#   SEED=S scripts/gpu-heldout.sh    another draw of batches than seed 21's (all the workloads of one seed
+#       share one: docs/calibration.md); then `unpad validate --workloads OUTDIR/workloads-heldout.csv --seed S`
 # For each workload: the trainer's log (one `step` line per step, its wall ms/step) and a
 # per-operator trace of steps 5-7; then OUTDIR/workloads-heldout.csv: one row per workload with the
 # median and mean wall step times of the untraced steady-state steps 9..STEPS (the mean is what

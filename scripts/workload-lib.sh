@@ -2,7 +2,7 @@
 # workload, a row of a workload table (sim/workload.h).
 #   workload_table TABLE   starts TABLE with the table's header line
 #   workload_run TABLE OUTDIR PREFIX TRACE_STEPS MODEL BATCH VRANKS POLICY DIST
-# runs bin/unpad-train for $STEPS steps (--seed 21, every step logged, steps TRACE_STEPS traced into
+# runs bin/unpad-train for $STEPS steps (--seed $SEED, default 21, every step logged, steps TRACE_STEPS traced into
 # OUTDIR/NAME.csv, the log in OUTDIR/logs/NAME.log) and appends to TABLE the count, median and mean
 # wall ms/step of the untraced steps 9..STEPS, the device memory in use at the end and the tokens the
 # activations held then (the summary's `activations:` line). FP8=on adds
@@ -17,7 +17,10 @@
 # the field) the clock's limiting reasons are sampled every 100 ms while the run lasts
 # (OUTDIR/logs/NAME.clocks.csv, its first line the fields): whether a workload's untraced steps run on
 # another clock than its traced ones is what the step overhead's spread between workloads needs
-# (docs/calibration.md, "What is left").
+# (docs/calibration.md, "What is left"). Every run of one seed trains batches made from the same random
+# numbers (the synthetic loader's sample p comes from seed x 1000003 + p + 1, whatever the distribution
+# or batch), so the workloads of one table share a draw: SEED=S makes another one (then `unpad validate
+# --workloads TABLE --seed S`).
 workload_table() {
     echo "workload,model,batch,vranks,policy,dist,steps,step_ms_median,step_ms_mean,mem_gib,trace,act_tokens" >"$1"
 }
@@ -50,7 +53,7 @@ workload_run() {
     [ "${GRAPHS:-off}" = on ] && extra="$extra --graphs on"
     [ -n "${HW:-}" ] && extra="$extra --hw models/hw/$HW.cfg"
     timeout 180 bin/unpad-train --model models/$m.cfg --synthetic --dist models/dists/$d.csv --batch $b $extra \
-        --steps "$total" --seed 21 --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
+        --steps "$total" --seed "${SEED:-21}" --log-every 1 --trace "$out/$name.csv" --trace-steps "$tsteps" \
         >"$out/logs/$name.log" 2>&1
     local rc=$?
     [ -n "$smi" ] && kill "$smi" 2>/dev/null && wait "$smi" 2>/dev/null
