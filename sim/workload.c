@@ -624,6 +624,9 @@ void workload_summarize(const workload_row *rows, int n, workload_summary *s)
         s->mem_max_abs = fmax(s->mem_max_abs, fabs(w->mem_err));
         s->within += fabs(w->whatif_err) <= 0.02;
         s->in_band += workload_in_band(w);
+        double draw = w->predict_ms / w->whatif_ms - 1;
+        s->draw_mean += draw / n;
+        s->draw_above += draw > 0;
         if (!isnan(w->step_err)) {
             s->step_max_abs = fmax(s->step_max_abs, fabs(w->step_err)); /* fmax drops the NaN start */
             s->step_within += fabs(w->step_err) <= 0.02;
@@ -677,6 +680,8 @@ void workload_print(FILE *f, const workload_row *rows, int n)
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",
             s.within, n, 100 * s.whatif_max_abs, 100 * s.predict_max_abs, s.in_band, n, 100 * s.mem_max_abs);
+    fprintf(f, "  the trainer's batches against sampled ones (predict / whatif - 1): %+.2f%% on average, above on %d "
+               "of %d workloads (the runs of one seed share a draw of batches)\n", 100 * s.draw_mean, s.draw_above, n);
     if (s.step_logs)
         fprintf(f, "  per step (the trainer's log, each step against the model on its own batch; the "
                    "median over steps 9..): within 2%% on %d of %d workloads (max |error| %.2f%%); "

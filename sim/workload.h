@@ -117,6 +117,12 @@ int workload_step_waits(const workload_setup *s, const workload_row *w, double *
 typedef struct {
     int n, within, in_band;
     double whatif_max_abs, predict_max_abs, mem_max_abs; /* fractions */
+    /* The trainer's draw against the distribution: predict_ms / whatif_ms - 1 (the step model on the
+     * batches the trainer drew against its mean over sampled ones), its mean over the rows and the
+     * rows where it is above 0. The runs of one seed share a draw (scripts/workload-lib.sh), so a
+     * common offset shows here; it is part of every row's what-if error. */
+    double draw_mean;
+    int draw_above;
     int step_logs, step_within;  /* workloads with a trainer log; their per-step median within 2% */
     double step_max_abs;         /* NaN without logs */
 } workload_summary;

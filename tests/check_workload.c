@@ -225,6 +225,37 @@ START_TEST(test_predict)
 }
 END_TEST
 
+/* The table's summary: the what-if errors against 2%, the band, and the trainer's draw against the
+ * sampled batches (predict / whatif - 1), its mean and the rows above 0. */
+START_TEST(test_summarize)
+{
+    workload_row r[3];
+    memset(r, 0, sizeof r);
+    const double meas[3] = {10, 20, 40}, pred[3] = {10.2, 19.8, 40.8}, wif[3] = {10.0, 20.0, 40.0};
+    for (int i = 0; i < 3; i++) {
+        r[i].meas_ms = meas[i];
+        r[i].predict_ms = pred[i];
+        r[i].whatif_ms = wif[i];
+        r[i].predict_err = (pred[i] - meas[i]) / meas[i];
+        r[i].whatif_err = (wif[i] - meas[i]) / meas[i];
+        r[i].band_lo_ms = 0.99 * wif[i];
+        r[i].band_hi_ms = 1.01 * wif[i];
+        r[i].step_err = NAN;
+    }
+    r[2].meas_ms = 41; /* 2.4% above its what-if: out of 2% and out of its band */
+    r[2].whatif_err = (40.0 - 41) / 41;
+    workload_summary s;
+    workload_summarize(r, 3, &s);
+    ck_assert_int_eq(s.n, 3);
+    ck_assert_int_eq(s.within, 2);
+    ck_assert_int_eq(s.in_band, 2);
+    ck_assert_double_eq_tol(s.draw_mean, (0.02 - 0.01 + 0.02) / 3, 1e-12);
+    ck_assert_int_eq(s.draw_above, 2);
+    ck_assert_int_eq(s.step_logs, 0);
+    ck_assert(isnan(s.step_max_abs));
+}
+END_TEST
+
 /* Several workloads on several threads: the same numbers as one after another. */
 START_TEST(test_threads)
 {
@@ -596,6 +627,7 @@ Suite *workload_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_predict);
+    tcase_add_test(tc, test_summarize);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_step_gaps);
     tcase_add_test(tc, test_overhead_untraced);

@@ -196,6 +196,8 @@ static void workloads_json(json_w *w, const char *path, const workload_row *rows
     pct_json(w, "whatif_max_abs_pct", s.whatif_max_abs);
     pct_json(w, "predict_max_abs_pct", s.predict_max_abs);
     json_int(w, "measured_in_band", s.in_band);
+    pct_json(w, "draw_mean_pct", s.draw_mean);
+    json_int(w, "draw_above", s.draw_above);
     pct_json(w, "memory_max_abs_pct", s.mem_max_abs);
     json_int(w, "step_logs", s.step_logs);
     json_int(w, "per_step_within_2pct", s.step_within);
