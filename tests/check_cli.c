@@ -348,6 +348,10 @@ START_TEST(test_predict)
     check_doc(v, "predict");
     ck_assert_int_eq(at(v, "expected.steps")->num, 4);
     ck_assert_double_gt(at(v, "expected.speedup")->num, 1);
+    /* Wikipedia lengths move the step from batch to batch: a spread, and the steps it asks for */
+    ck_assert_double_gt(at(v, "expected.step_sd_us")->num, 0);
+    double sd = at(v, "expected.step_sd_us")->num, mean = at(v, "expected.step_us")->num;
+    ck_assert_double_eq(at(v, "expected.steps_for_1pct")->num, ceil(pow(164.5 * sd / mean, 2)));
     ck_assert_int_eq(at(v, "provenance.seed")->num, 3);
     jr_free(v);
     /* the padded rows beside, named before the extension */
@@ -358,8 +362,29 @@ START_TEST(test_predict)
     check_doc(v, "predict");
     ck_assert_int_eq(at(v, "expected.padded_step_us")->t, JR_NULL);
     ck_assert_int_eq(at(v, "config.pad_len")->t, JR_NULL);
+    ck_assert_double_ge(at(v, "expected.steps_for_1pct")->num, 1);
     ck_assert_str_eq(at(v, "provenance.calibration")->str, "default");
     ck_assert_int_eq(at(v, "provenance.calibration_path")->t, JR_NULL);
+    jr_free(v);
+    /* one step: no spread to give */
+    ck_assert_int_eq(run("predict --batch 8 --steps 1 --json %D/one.json"), 0);
+    v = load_json("one.json");
+    check_doc(v, "predict");
+    ck_assert_int_eq(at(v, "expected.step_sd_us")->t, JR_NULL);
+    ck_assert_int_eq(at(v, "expected.steps_for_1pct")->t, JR_NULL);
+    jr_free(v);
+    /* every sequence of one length: every batch the same, no spread, one step is enough */
+    char path[256];
+    snprintf(path, sizeof path, "%s/one-len.csv", OUTDIR);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "length,count\n200,1\n");
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(run("predict --dist %D/one-len.csv --batch 8 --steps 5 --json %D/c.json"), 0);
+    v = load_json("c.json");
+    check_doc(v, "predict");
+    ck_assert_double_eq(at(v, "expected.step_sd_us")->num, 0);
+    ck_assert_double_eq(at(v, "expected.steps_for_1pct")->num, 1);
     jr_free(v);
 }
 END_TEST

@@ -123,6 +123,8 @@ typedef struct {
     cost_step st;           /* the sampled batch */
     step_batch sb;
     double sum_us, sum_tokens, sum_real, sum_flops; /* over the sampled steps */
+    int nsq;                /* the spread between the sampled steps (Welford): steps seen, */
+    double run_mean_us, m2_us; /* their running mean and sum of squared deviations */
 } column;
 
 /* The flags. */
@@ -153,6 +155,27 @@ typedef struct {
     cli_prov prov;
     char pc[8192];          /* the provenance comment of the CSVs */
 } predict_run;
+
+/* The standard deviation of column k's sampled step times (NaN below 2 steps): how much one step's
+ * batch moves its time, the GPU's own noise not included. */
+static double step_sd_us(const column *k, int steps)
+{
+    if (steps < 2 || k->nsq < 2)
+        return NAN;
+    return sqrt(k->m2_us / (k->nsq - 1));
+}
+
+/* Steps a measurement needs for its mean step time to lie within 1% of the expected one, 9 times in
+ * 10 (1.645 standard deviations of the mean, the steps' batches drawn independently); NaN below 2
+ * sampled steps. */
+static double steps_for_1pct(const column *k, int steps)
+{
+    double sd = step_sd_us(k, steps), m = k->sum_us / steps;
+    if (isnan(sd))
+        return NAN;
+    double n = ceil(pow(1.645 * sd / (0.01 * m), 2));
+    return n < 1 ? 1 : n;
+}
 
 /* 1: column l times the sampled batch of column 0 (every layout but buckets draws the same batches;
  * a buckets layout draws each step's batch from one bucket), so its single-batch figures compare. */
@@ -232,6 +255,8 @@ static void predict_json(json_w *w, const predict_run *r)
     json_obj(w, "expected");
     json_int(w, "steps", steps);
     json_num(w, "step_us", st0);
+    json_num(w, "step_sd_us", step_sd_us(c0, steps));
+    json_num(w, "steps_for_1pct", steps_for_1pct(c0, steps));
     json_num(w, "samples_per_s", (double)gpus * r->o.accum * batch * steps / (c0->sum_us / 1e6));
     json_num(w, "model_tflops_per_gpu", c0->sum_flops / c0->sum_us / 1e6);
     json_num(w, "padded_step_us", stp);
@@ -254,6 +279,8 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "sampled_step_us", same ? k->st.step_us : NAN);
         json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
         json_num(w, "step_us", k->sum_us / steps);
+        json_num(w, "step_sd_us", step_sd_us(k, steps));
+        json_num(w, "steps_for_1pct", steps_for_1pct(k, steps));
         double sps = (double)gpus * r->o.accum * batch * steps / (k->sum_us / 1e6), train[3];
         json_num(w, "samples_per_s", sps);
         whatif_train(r->o.train_samples, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
@@ -395,6 +422,7 @@ static int predict_sample(predict_run *r)
             progress_add(prog, 1024, 1024);
         for (int l = 0; l < r->nlay; l++) {
             column *k = &r->col[l];
+            double step_t = 0;
             for (int a = 0; a < o->accum; a++) { /* the step's micro-batches; the fixed part once */
                 cost_step st;
                 layout_sample(k->smp, r->len, o->batch);
@@ -414,12 +442,17 @@ static int predict_sample(predict_run *r)
                  * the all-reduce once, with the last; the wait for the host once, with the first */
                 double once = st.ops[OP_LAMB].instances * st.time_us[OP_LAMB] + r->sm.overhead_us +
                               st.ops[OP_ALLREDUCE].instances * st.time_us[OP_ALLREDUCE];
-                k->sum_us += st.step_us - st.host_wait_us - (a == o->accum - 1 ? 0 : once) +
-                             (a == 0 ? st.host_wait_us : 0);
+                double part = st.step_us - st.host_wait_us - (a == o->accum - 1 ? 0 : once) +
+                              (a == 0 ? st.host_wait_us : 0);
+                k->sum_us += part;
+                step_t += part;
                 k->sum_tokens += sb.shape.tokens;
                 k->sum_real += sb.shape.real_tokens;
                 k->sum_flops += st.model_flops;
             }
+            double dev = step_t - k->run_mean_us;
+            k->run_mean_us += dev / ++k->nsq;
+            k->m2_us += dev * (step_t - k->run_mean_us);
         }
     }
     progress_end(prog);
@@ -527,6 +560,14 @@ static void predict_print_layouts(const predict_run *r)
     printf("\n%-46s", "  mean step time (ms)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.2f", col[l].sum_us / steps / 1e3);
+    if (steps >= 2) {
+        printf("\n%-46s", "  sd from batch to batch (% of the mean)");
+        for (int l = 0; l < nlay; l++)
+            printf(" %22.1f%%", 100 * step_sd_us(&col[l], steps) / (col[l].sum_us / steps));
+        printf("\n%-46s", "  steps to measure the mean within 1%");
+        for (int l = 0; l < nlay; l++)
+            printf(" %23.0f", steps_for_1pct(&col[l], steps));
+    }
     printf("\n%-46s", "  throughput (samples/s: samples / total time)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.1f", (double)r->o.gpus * r->o.accum * r->o.batch * steps / (col[l].sum_us / 1e6));
