@@ -234,6 +234,17 @@ static int run(const char *args)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Writes OUTDIR/name with text (a test's input file). */
+static void put_file(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", OUTDIR, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
 static jr_node *load_json(const char *name)
 {
     char path[256], *text, why[160];
@@ -374,12 +385,7 @@ START_TEST(test_predict)
     ck_assert_int_eq(at(v, "expected.steps_for_1pct")->t, JR_NULL);
     jr_free(v);
     /* every sequence of one length: every batch the same, no spread, one step is enough */
-    char path[256];
-    snprintf(path, sizeof path, "%s/one-len.csv", OUTDIR);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "length,count\n200,1\n");
-    ck_assert_int_eq(fclose(f), 0);
+    put_file("one-len.csv", "length,count\n200,1\n");
     ck_assert_int_eq(run("predict --dist %D/one-len.csv --batch 8 --steps 5 --json %D/c.json"), 0);
     v = load_json("c.json");
     check_doc(v, "predict");
@@ -689,12 +695,7 @@ END_TEST
  * predict, whatif and plan run on the truncated lengths, and predict adds no uncapped layout. */
 START_TEST(test_max_len_truncates_long_lengths)
 {
-    char path[256];
-    snprintf(path, sizeof path, "%s/long.csv", OUTDIR);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "length,count\n100,5\n300,3\n600,2\n");
-    ck_assert_int_eq(fclose(f), 0);
+    put_file("long.csv", "length,count\n100,5\n300,3\n600,2\n");
     refused_saying("predict --dist %D/long.csv --steps 2", "--max-len");
     ck_assert_int_eq(run("predict --dist %D/long.csv --max-len 256 --batch 8 --steps 4 --quiet --json %D/p.json"),
                      0);
