@@ -63,6 +63,27 @@
 set -u
 STAGES=${1:-gemm,peer,grow,graphs,learn,resume,signal,nonfinite,steps,fp8,large,graphspeed,torch}
 OUT=${2:-out/bench}
+has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+# the programs the chosen stages run, checked before any stage starts (`make gpu` builds them all)
+missing=""
+need() { # need STAGE PROGRAM...
+    local s=$1 p
+    shift
+    has "$s" || return 0
+    for p in "$@"; do [ -x "$p" ] || missing="$missing $s:$p"; done
+}
+for s in peer grow graphs graphspeed learn resume signal nonfinite steps poison fp8 large vranks torch; do
+    need $s bin/unpad-train
+done
+need gemm bin/test_gemm
+need graphs bin/unpad-data
+need peer bin/unpad-train-fp32
+need steps bin/unpad-train-fp32
+if [ -n "$missing" ]; then
+    for m in $missing; do echo "bench_train.sh: stage ${m%%:*} needs ${m#*:}, which is not built" >&2; done
+    echo "bench_train.sh: build them first (make gpu); nothing was run" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 export UNPAD_HOME=$PWD
 if [ -d .deps/usr/lib/x86_64-linux-gnu ]; then
@@ -71,7 +92,6 @@ fi
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
-has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 T="bin/unpad-train ${TRAIN_ARGS:-}"
 cb="--master ${RESUME_MASTER_BOUND:-2e-5} --moments ${RESUME_MOMENT_BOUND:-1e-2}"
 # same_losses A.log B.log K [TOL]: the losses of the steps after K in two logs: identical, within
