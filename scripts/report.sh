@@ -6,8 +6,8 @@
 #   3. cross-hardware: the H200 calibration carried to the A100 80GB spec, 8 x A100 BERT-Large
 #      (batch 56 per GPU, unpadded, Wikipedia lengths) beside the MLPerf Training v2.0 runs;
 #      kept as models/calib/a100-sxm4-80g.cfg (an estimate, labelled so wherever it is used)
-#   4. the H100: calibrate on traces/h100-3/, h100-4/ and h100-6/ (three starts; h100-6/dists/: other
-#      length distributions) calib-w-*.csv -> models/calib/h100-sxm.cfg, validated on the untraced
+#   4. the H100: calibrate on traces/h100-3/, h100-4/, h100-6/ and h100-9/ (four starts; the dists/ of
+#      h100-6/ and h100-9/: other length distributions; h100-9/: the current trainer) calib-w-*.csv -> models/calib/h100-sxm.cfg, validated on the untraced
 #      steps of each start's held-out workloads (h100-5/, h100-7/ and h100-8/: starts the fit saw nothing
 #      of); with the untraced steps of h100-8/graphs/'s runs with --graphs on, its graph coefficients,
 #      validated on that start's held-out workloads with --graphs on
@@ -101,7 +101,7 @@ say "      $mlperf samples/s (mean $mean; whole timed run, evaluations included)
 say "  predicted / measured: $(awk -v p="$pred" -v m="$mean" 'BEGIN {printf "%.3f", p / m}')  (docs/calibration.md explains the gap)"
 [ "$synthetic" = 1 ] && say "  (SYNTHETIC calibration: this prediction says nothing about the A100; it only exercises the steps)"
 say
-say "== 4. the H100 SXM: its own traces (traces/h100-3/, h100-4/, h100-6/: three starts; h100-8/graphs/) ===="
+say "== 4. the H100 SXM: its own traces (traces/h100-3/, h100-4/, h100-6/, h100-9/: four starts; h100-8/graphs/) ===="
 h100_cfg=models/calib/h100-sxm.cfg
 if [ "$synthetic" = 1 ]; then
     h100_cfg=$out/h100-sxm.from-synthetic.cfg
@@ -109,12 +109,13 @@ if [ "$synthetic" = 1 ]; then
     say "wrote $h100_cfg (transferred from the synthetic calibration: says \"estimate\" wherever it is used)"
 else
     $U calibrate --traces traces/h100-3/calib-w-*.csv traces/h100-4/calib-w-*.csv traces/h100-6/calib-w-*.csv \
-        traces/h100-6/dists/calib-w-*.csv \
+        traces/h100-6/dists/calib-w-*.csv traces/h100-9/calib-w-*.csv traces/h100-9/dists/calib-w-*.csv \
         --workloads traces/h100-3/workloads-calib.csv --workloads traces/h100-4/workloads-calib.csv \
         --workloads traces/h100-6/workloads-calib.csv --workloads traces/h100-6/dists/workloads-calib.csv \
+        --workloads traces/h100-9/workloads-calib.csv --workloads traces/h100-9/dists/workloads-calib.csv \
         --workloads traces/h100-8/graphs/workloads-calib-graphs.csv \
         --hw "$h100" --out "$h100_cfg" | tee -a "$report"
-    for start in h100-3 h100-4 h100-5 h100-6 h100-7 h100-8; do
+    for start in h100-3 h100-4 h100-5 h100-6 h100-7 h100-8 h100-9; do
         $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/$start/workloads-heldout.csv | tee -a "$report"
     done
     $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/h100-8/graphs/workloads-heldout-graphs.csv |
