@@ -158,9 +158,9 @@ typedef struct {
 
 /* The standard deviation of column k's sampled step times (NaN below 2 steps): how much one step's
  * batch moves its time, the GPU's own noise not included. */
-static double step_sd_us(const column *k, int steps)
+static double step_sd_us(const column *k)
 {
-    if (steps < 2 || k->nsq < 2)
+    if (k->nsq < 2)
         return NAN;
     return sqrt(k->m2_us / (k->nsq - 1));
 }
@@ -168,12 +168,12 @@ static double step_sd_us(const column *k, int steps)
 /* Steps a measurement needs for its mean step time to lie within 1% of the expected one, 9 times in
  * 10 (1.645 standard deviations of the mean, the steps' batches drawn independently); NaN below 2
  * sampled steps. */
-static double steps_for_1pct(const column *k, int steps)
+static double steps_for_1pct(const column *k)
 {
-    double sd = step_sd_us(k, steps), m = k->sum_us / steps;
+    double sd = step_sd_us(k);
     if (isnan(sd))
         return NAN;
-    double n = ceil(pow(1.645 * sd / (0.01 * m), 2));
+    double n = ceil(pow(1.645 * sd / (0.01 * (k->sum_us / k->nsq)), 2));
     return n < 1 ? 1 : n;
 }
 
@@ -255,8 +255,8 @@ static void predict_json(json_w *w, const predict_run *r)
     json_obj(w, "expected");
     json_int(w, "steps", steps);
     json_num(w, "step_us", st0);
-    json_num(w, "step_sd_us", step_sd_us(c0, steps));
-    json_num(w, "steps_for_1pct", steps_for_1pct(c0, steps));
+    json_num(w, "step_sd_us", step_sd_us(c0));
+    json_num(w, "steps_for_1pct", steps_for_1pct(c0));
     json_num(w, "samples_per_s", (double)gpus * r->o.accum * batch * steps / (c0->sum_us / 1e6));
     json_num(w, "model_tflops_per_gpu", c0->sum_flops / c0->sum_us / 1e6);
     json_num(w, "padded_step_us", stp);
@@ -279,8 +279,8 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "sampled_step_us", same ? k->st.step_us : NAN);
         json_num(w, "padding_fraction", 1 - k->sum_real / k->sum_tokens);
         json_num(w, "step_us", k->sum_us / steps);
-        json_num(w, "step_sd_us", step_sd_us(k, steps));
-        json_num(w, "steps_for_1pct", steps_for_1pct(k, steps));
+        json_num(w, "step_sd_us", step_sd_us(k));
+        json_num(w, "steps_for_1pct", steps_for_1pct(k));
         double sps = (double)gpus * r->o.accum * batch * steps / (k->sum_us / 1e6), train[3];
         json_num(w, "samples_per_s", sps);
         whatif_train(r->o.train_samples, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
@@ -563,10 +563,10 @@ static void predict_print_layouts(const predict_run *r)
     if (steps >= 2) {
         printf("\n%-46s", "  sd from batch to batch (% of the mean)");
         for (int l = 0; l < nlay; l++)
-            printf(" %22.1f%%", 100 * step_sd_us(&col[l], steps) / (col[l].sum_us / steps));
+            printf(" %22.1f%%", 100 * step_sd_us(&col[l]) / (col[l].sum_us / steps));
         printf("\n%-46s", "  steps to measure the mean within 1%");
         for (int l = 0; l < nlay; l++)
-            printf(" %23.0f", steps_for_1pct(&col[l], steps));
+            printf(" %23.0f", steps_for_1pct(&col[l]));
     }
     printf("\n%-46s", "  throughput (samples/s: samples / total time)");
     for (int l = 0; l < nlay; l++)
