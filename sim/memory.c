@@ -130,6 +130,11 @@ static double arena_bytes(const model_cfg *m, const memory_setup *s, long lamb_c
     double batch[] = {T * 4, T * 4, (N + 1) * 4, P * 4, P * 4, N * 4, N * 4};
     for (size_t k = 0; k < sizeof batch / sizeof batch[0]; k++)
         a = carve(a, batch[k]);
+    if (s->last_heads) { /* the last layer on the heads' rows: three (P + n, H) buffers, their rows */
+        for (int k = 0; k < 3; k++)
+            a = carve(a, (P + N) * H * X);
+        a = carve(a, (P + N) * 4);
+    }
     return a;
 }
 

@@ -36,6 +36,7 @@ typedef struct {
     int fp8;         /* MEMORY_FP8_*: the bf16 trainer's --fp8 on (FP8 weight copies, operand buffer,
                       * scaling state; FFN1's output kept in E4M3 only), or with UNPAD_FP8_GELU_OUT=0
                       * (that output in bf16) */
+    int last_heads;  /* 1: --last-layer heads (the default): the heads' rows' buffers of the last layer */
 } memory_setup;
 
 enum { MEMORY_FP8_OFF = 0, MEMORY_FP8_ON = 1, MEMORY_FP8_H16 }; /* OFF / ON: --fp8 off|on's 0 / 1 */

@@ -64,6 +64,22 @@ int ops_predictions(int len, int max_pred)
     return p < max_pred ? p : max_pred;
 }
 
+int ops_on_head_rows(op_id op)
+{
+    switch (op) {
+    case OP_ATTN_OUT_FWD: case OP_ATTN_LN_FWD: case OP_FFN1_FWD: case OP_FFN2_FWD: case OP_FFN_LN_FWD:
+    case OP_FFN_LN_BWD: case OP_FFN2_BWD: case OP_FFN1_BWD: case OP_ATTN_LN_BWD: case OP_ATTN_OUT_BWD:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+double ops_head_rows(double tokens, double preds, double seqs)
+{
+    return preds + seqs < tokens ? preds + seqs : tokens;
+}
+
 static void set(op_cost *o, int launches, double flops, double tensor, double fused,
                 double unfused, double rows)
 {
@@ -114,6 +130,8 @@ int ops_step(const model_cfg *m, const op_batch *b, op_cost out[OP_COUNT], unpad
             sh.max_len = eff;
     }
     sh.attn_tokens = sh.tokens;
+    sh.last_heads = b->last_heads;
+    sh.head_rows = ops_head_rows(sh.tokens, sh.preds, sh.seqs);
     ops_count(m, &sh, b->fused, b->gpus, b->dropout, out);
     return UNPAD_OK;
 }
@@ -123,6 +141,10 @@ void ops_count(const model_cfg *m, const ops_shape *sh, int fused, int gpus, int
 {
     double T = sh->tokens, TA = sh->attn_tokens, S2 = sh->sum_len2, P = sh->preds, n = sh->seqs;
     double H = m->hidden, F = m->ffn, NH = m->heads, V = m->vocab_pad;
+    /* rows an instance of the operators after the attention: T, or the mean over the layers when
+     * the last one runs on the heads' rows (affine in T, P and n, as the step model needs) */
+    double L = m->layers > 0 ? m->layers : 1;
+    double TL = sh->last_heads ? ((L - 1) * T + sh->head_rows) / L : T;
     double drop = dropout ? 1 : 0;
     memset(out, 0, sizeof(op_cost) * OP_COUNT);
     for (int i = 0; i < OP_COUNT; i++) {
@@ -143,22 +165,22 @@ void ops_count(const model_cfg *m, const ops_shape *sh, int fused, int gpus, int
 
     linear_fwd(&out[OP_QKV_FWD], T, H, 3 * H);
     linear_bwd(&out[OP_QKV_BWD], T, H, 3 * H);
-    linear_fwd(&out[OP_ATTN_OUT_FWD], T, H, H);
-    linear_bwd(&out[OP_ATTN_OUT_BWD], T, H, H);
-    linear_fwd(&out[OP_FFN2_FWD], T, F, H);
-    linear_bwd(&out[OP_FFN2_BWD], T, F, H);
+    linear_fwd(&out[OP_ATTN_OUT_FWD], TL, H, H);
+    linear_bwd(&out[OP_ATTN_OUT_BWD], TL, H, H);
+    linear_fwd(&out[OP_FFN2_FWD], TL, F, H);
+    linear_bwd(&out[OP_FFN2_BWD], TL, F, H);
 
     /* FFN1 with GELU in the epilogue: the pre-activation is kept (aux) for backward. */
     {
-        double gemm = 2 * T * H * F;
-        double io = T * H * 2 + F * H * 2 + F * 2 + 2 * T * F * 2;
-        set(&out[OP_FFN1_FWD], 1, gemm + 8 * T * F, gemm, io, io + 2 * T * F * 2, T);
+        double gemm = 2 * TL * H * F;
+        double io = TL * H * 2 + F * H * 2 + F * 2 + 2 * TL * F * 2;
+        set(&out[OP_FFN1_FWD], 1, gemm + 8 * TL * F, gemm, io, io + 2 * TL * F * 2, TL);
         out[OP_FFN1_FWD].launches = 1;
-        linear_bwd(&out[OP_FFN1_BWD], T, H, F);
+        linear_bwd(&out[OP_FFN1_BWD], TL, H, F);
         /* dGELU: read the pre-activation in the epilogue; unfused, a separate pass. */
-        out[OP_FFN1_BWD].flops += 8 * T * F;
-        out[OP_FFN1_BWD].bytes_fused += T * F * 2;
-        out[OP_FFN1_BWD].bytes_unfused += T * F * 2 + 3 * T * F * 2;
+        out[OP_FFN1_BWD].flops += 8 * TL * F;
+        out[OP_FFN1_BWD].bytes_fused += TL * F * 2;
+        out[OP_FFN1_BWD].bytes_unfused += TL * F * 2 + 3 * TL * F * 2;
     }
 
     /* Attention: 2 matmuls forward (QK^T, PV), 5 backward (recomputed QK^T, dP, dV, dQ, dK). */
@@ -177,13 +199,13 @@ void ops_count(const model_cfg *m, const ops_shape *sh, int fused, int gpus, int
 
     /* Dropout + residual + LayerNorm (the bias is in the GEMM epilogue). */
     {
-        double ff = T * H * 2 * 3 + T * 8;
-        double fu = T * H * (2 + 2 + 2 + 2 + 2 + 2 + 2) + drop * T * H * 1 * 2 + T * 8;
-        set(&out[OP_ATTN_LN_FWD], 1, 10 * T * H, 0, ff, fu, T);
+        double ff = TL * H * 2 * 3 + TL * 8;
+        double fu = TL * H * (2 + 2 + 2 + 2 + 2 + 2 + 2) + drop * TL * H * 1 * 2 + TL * 8;
+        set(&out[OP_ATTN_LN_FWD], 1, 10 * TL * H, 0, ff, fu, TL);
         out[OP_ATTN_LN_FWD].launches = 1;
-        double bf = T * H * 2 * 4 + T * 8;
-        double bu = T * H * 2 * 8 + drop * T * H + T * 8;
-        set(&out[OP_ATTN_LN_BWD], 2, 12 * T * H, 0, bf, bu, T);
+        double bf = TL * H * 2 * 4 + TL * 8;
+        double bu = TL * H * 2 * 8 + drop * TL * H + TL * 8;
+        set(&out[OP_ATTN_LN_BWD], 2, 12 * TL * H, 0, bf, bu, TL);
         out[OP_FFN_LN_FWD] = out[OP_ATTN_LN_FWD];
         out[OP_FFN_LN_FWD].op = OP_FFN_LN_FWD;
         out[OP_FFN_LN_BWD] = out[OP_ATTN_LN_BWD];

@@ -65,6 +65,7 @@ typedef struct {
     int fused;        /* 1: fused kernels; 0: every intermediate through memory */
     int gpus;         /* data-parallel GPUs (all-reduce and exchange); 1: none */
     int dropout;      /* 1: training with dropout (masks cost bytes when unfused) */
+    int last_heads;   /* 1: the last layer after its attention on the heads' rows (ops_shape) */
 } op_batch;
 
 /* Operator counts of one step on one GPU. */
@@ -95,6 +96,12 @@ typedef struct {
     double preds;        /* P: masked predictions (of the real tokens) */
     double real_tokens;  /* tokens before any padding: what the sample exchange moves */
     int max_len;         /* longest attention length (trace rows) */
+    /* The last layer after its attention (output projection, FFN, both LayerNorms) on head_rows
+     * rows only, when last_heads is 1: the rows the heads read (the masked positions and each
+     * sequence's first token, P + n), as unpad-train computes it by default. Those operators'
+     * counts are then the mean over the layers, (L - 1) x T + head_rows over L rows an instance. */
+    int last_heads;
+    double head_rows;
 } ops_shape;
 
 /* Fills out[0..OP_COUNT) from a shape (counts may be any non-negative values: the counts are
@@ -102,6 +109,13 @@ typedef struct {
  * all-reduce and exchange volumes. */
 void ops_count(const model_cfg *m, const ops_shape *s, int fused, int gpus, int dropout,
                op_cost out[OP_COUNT]);
+
+/* The encoder operators the last layer runs on the heads' rows only (ops_shape.last_heads). */
+int ops_on_head_rows(op_id op);
+
+/* The heads' rows of a batch: P + n, at most its T (unpad-train computes the whole layer when the
+ * heads would read every row). */
+double ops_head_rows(double tokens, double preds, double seqs);
 
 /* Masked positions of a sequence of length len: 15% rounded half to even (as unpad-data and
  * BERT's create_pretraining_data do), at least 1, at most max_pred. */

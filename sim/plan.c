@@ -249,6 +249,7 @@ static int batch_fits(const whatif_setup *s, int gpus, int accum, balance_count 
     int cap = s->max_len > 0 && s->max_len < s->model->max_len ? s->max_len : s->model->max_len;
     memory_trainer_setup(s->model, b, memory_dist_tokens(b, 1, cap, s->dist), seq_cap, gpus > 1, &ms);
     ms.fp8 = s->fp8;
+    ms.last_heads = s->last_heads;
     memory_predict(s->model, s->hw, &ms, &mu);
     if (tokens)
         *tokens = ms.tokens;

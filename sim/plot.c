@@ -314,7 +314,8 @@ static int load_compute(const plot_load_setup *s, double *t, unpad_err *err)
     }
     seq_cost sc;
     if ((rc = cost_seq_model(s->model, s->hw, s->calib, &sc, err)) ||
-        (rc = step_model_init(&sm, s->model, s->hw, s->calib, 1, err)) ||
+        (rc = step_model_init(&sm, s->model, s->hw, s->calib, STEP_FUSED | (s->last_heads ? STEP_LAST_HEADS : 0),
+                              err)) ||
         (rc = dist_sampler_alloc(s->dist, s->seed, &smp, err)) ||
         (rc = balance_ws_alloc(n, k, &ws, err)) || (rc = balance_result_alloc(n, k, &r, err)))
         goto out;
@@ -405,9 +406,10 @@ int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, u
     char qpath[4200], qgpus[4200], title[1024], qtitle[1100], vars[12288];
     snprintf(title, sizeof title,
              "Predicted time of each GPU on one sampled step (seed %llu): %s on %d x %s, %d "
-             "sequences per GPU (%s counts), lengths from %s%s",
+             "sequences per GPU (%s counts), lengths from %s%s%s",
              (unsigned long long)s->seed, s->model->name, k, s->hw->name, s->batch,
-             balance_count_name(s->count), base_name(s->dist->source), s->calib->graphs ? ", CUDA graphs" : "");
+             balance_count_name(s->count), base_name(s->dist->source), s->calib->graphs ? ", CUDA graphs" : "",
+             s->last_heads ? "" : ", every layer on all tokens");
     what_if_title(title, sizeof title, s->calib->faster, s->hw_set);
     plot_quote(c.path, qpath, sizeof qpath);
     plot_quote(cg.path, qgpus, sizeof qgpus);

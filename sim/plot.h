@@ -59,6 +59,8 @@ typedef struct {
     int weights_tokens;
     const char *prov;
     const char *hw_set;  /* the hardware what-if (--hw-set) applied to hw, for the title; NULL: none */
+    int last_heads;      /* 1: the last layer after its attention on the heads' rows (step.h
+                          * STEP_LAST_HEADS, the trainer's default); 0: every layer on all tokens */
 } plot_load_setup;
 
 int plot_load(const char *plot_dir, const plot_load_setup *s, const char *out, unpad_err *err);

@@ -21,7 +21,7 @@ static void step_feat(const step_batch *b, double x[X_COUNT])
     x[X_SEQS] = b->shape.seqs;
 }
 
-static void shape_of_feat(const double x[X_COUNT], ops_shape *s)
+static void shape_of_feat(const double x[X_COUNT], int last_heads, ops_shape *s)
 {
     memset(s, 0, sizeof *s);
     s->tokens = x[X_TOKENS];
@@ -31,11 +31,15 @@ static void shape_of_feat(const double x[X_COUNT], ops_shape *s)
     s->seqs = x[X_SEQS];
     s->real_tokens = x[X_TOKENS];
     s->max_len = 1;
+    /* P + n, affine (ops_head_rows caps it at T for a real batch) */
+    s->last_heads = last_heads;
+    s->head_rows = x[X_PREDS] + x[X_SEQS];
 }
 
 int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
-                    int fused, unpad_err *err)
+                    int flags, unpad_err *err)
 {
+    int fused = flags & STEP_FUSED, last_heads = (flags & STEP_LAST_HEADS) != 0;
     if (!m || !hw || !c)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "step model: missing model, hardware or calibration");
     memset(sm, 0, sizeof *sm);
@@ -44,6 +48,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     sm->max_len = m->max_len;
     sm->max_pred = m->max_predictions;
     sm->fused = fused;
+    sm->last_heads = last_heads;
     sm->calib_fitted = c->fitted;
     double fp32 = hw->peak_fp32_tflops * 1e6; /* per us */
     double bw = hw->mem_bw_gbs * 1e3;
@@ -51,12 +56,12 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
     op_cost at0[OP_COUNT], at1[OP_COUNT];
     double x[X_COUNT] = {0};
     ops_shape s;
-    shape_of_feat(x, &s);
+    shape_of_feat(x, last_heads, &s);
     ops_count(m, &s, fused, 1, 1, at0);
     for (int f = 0; f < X_COUNT; f++) {
         for (int g = 0; g < X_COUNT; g++)
             x[g] = g == f && f != X_ONE ? 1 : 0;
-        shape_of_feat(x, &s);
+        shape_of_feat(x, last_heads, &s);
         ops_count(m, &s, fused, 1, 1, at1);
         for (int i = 0; i < OP_COUNT; i++) {
             const op_cost *o0 = &at0[i], *o1 = &at1[i];
@@ -76,7 +81,7 @@ int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const
      * operator's products run at, cost_tensor_us). */
     {
         double gx[X_COUNT] = {1, 4096, 4096, 4096.0 * 300, 600, 16};
-        shape_of_feat(gx, &s);
+        shape_of_feat(gx, last_heads, &s);
         ops_count(m, &s, fused, 1, 1, at1);
         for (int i = 0; i < OP_COUNT; i++) {
             sm->instances[i] = at1[i].instances;
@@ -299,7 +304,10 @@ int step_model_predict(const step_model *sm, const model_cfg *m, const hw_spec *
     if (b->shape.seqs < 1)
         return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "step model: empty batch");
     memset(out, 0, sizeof *out);
-    ops_count(m, &b->shape, sm->fused, gpus, 1, out->ops);
+    ops_shape sh = b->shape;
+    sh.last_heads = sm->last_heads;
+    sh.head_rows = ops_head_rows(sh.tokens, sh.preds, sh.seqs);
+    ops_count(m, &sh, sm->fused, gpus, 1, out->ops);
     for (int i = 0; i < OP_COUNT; i++) {
         double t;
         if (i == OP_ALLREDUCE || i == OP_EXCHANGE) {

@@ -52,9 +52,14 @@ typedef struct step_len step_len;
 
 /* Per-configuration coefficients (step_model_init; step_model_free). Read-only once made: share
  * it between threads. */
+/* step_model_init's flags */
+#define STEP_FUSED 1      /* the fused kernels (else every intermediate through memory) */
+#define STEP_LAST_HEADS 2 /* the last layer after its attention on the heads' rows (ops_shape.last_heads) */
+
 typedef struct {
     int layers, heads, max_len, max_pred;
     int fused;
+    int last_heads;
     /* Non-FMHA operators: time = max(flop . x + small_m, mem . x) + launch, x = step_feat(). */
     double flop[OP_COUNT][6], mem[OP_COUNT][6];
     /* The same per step (x instances) for the operators of step_batch_us, compacted. */
@@ -79,8 +84,9 @@ typedef struct {
     step_len *per_len;        /* (max_len + 1) */
 } step_model;
 
+/* flags: STEP_FUSED, STEP_LAST_HEADS (1 is the fused kernels with every layer on all tokens) */
 int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
-                    int fused, unpad_err *err);
+                    int flags, unpad_err *err);
 void step_model_free(step_model *sm);
 
 void step_batch_clear(step_batch *b);

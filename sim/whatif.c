@@ -24,6 +24,7 @@ void whatif_setup_default(whatif_setup *s)
     s->attn_steps = 32;
     s->max_streams = 4;
     s->granularity = 1;
+    s->last_heads = 1;
 }
 
 int whatif_config_steps(const whatif_setup *s, long n)
@@ -65,7 +66,7 @@ int whatif_fixed_us(const model_cfg *m, const hw_spec *hw, const calib_coef *c, 
     int l = (int)(mean_len + 0.5);
     l = l < 1 ? 1 : l > m->max_len ? m->max_len : l;
     step_model sm;
-    int rc = step_model_init(&sm, m, hw, c, 1, err);
+    int rc = step_model_init(&sm, m, hw, c, STEP_FUSED, err); /* the parameters, LAMB, the overhead */
     if (rc)
         return rc;
     net_cost ar, ex;
@@ -472,7 +473,7 @@ static void row_results(sweep *sw, int i)
     /* what an arena sized for the most any GPU got would take */
     memory_setup ms = {.tokens = (long)sum.max_tokens, .seqs = (long)sum.max_seqs,
                        .preds = (long)sum.max_preds, .nccl = w->gpus > 1 && !s->serial_ranks,
-                       .fp8 = s->fp8};
+                       .fp8 = s->fp8, .last_heads = s->last_heads};
     memory_use mu;
     memory_predict(s->model, s->hw, &ms, &mu);
     w->mem_budget_gib = mu.total_gib;
@@ -533,7 +534,8 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     sweep sw = {.s = s, .rows = rows, .nrows = n};
     int rc = cost_seq_model(s->model, s->hw, s->calib, &sw.sc, err);
     if (!rc)
-        rc = step_model_init(&sw.sm, s->model, s->hw, s->calib, 1, err);
+        rc = step_model_init(&sw.sm, s->model, s->hw, s->calib, STEP_FUSED | (s->last_heads ? STEP_LAST_HEADS : 0),
+                             err);
     if (!rc)
         rc = layout_truncate(s->dist, s->max_len, &sw.dist, err);
     if (!rc)
@@ -587,6 +589,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         w->mem_tokens = tokens;
         memory_trainer_setup(s->model, w->batch, tokens, seq_cap, w->gpus > 1 && !s->serial_ranks, &ms);
         ms.fp8 = s->fp8;
+        ms.last_heads = s->last_heads;
         memory_use mu;
         memory_predict(s->model, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;

@@ -79,6 +79,9 @@ typedef struct {
     int serial_ranks;    /* 1: a row's GPUs are virtual ranks on one GPU, run one after another */
     int fp8;             /* MEMORY_FP8_OFF or MEMORY_FP8_ON (--fp8 off|on: 0 / 1): the trainer's memory
                           * with --fp8 on (the step times stay bf16's) */
+    int last_heads;      /* 1 (whatif_setup_default, the trainer's default): the last layer after its
+                          * attention on the heads' rows only (step.h STEP_LAST_HEADS); 0: every
+                          * layer on all tokens (unpad-train --last-layer all) */
     double train_samples; /* > 0: the rows' time to train this many samples (whatif_train) */
     double gpu_hour_price; /* > 0 (with train_samples): its cost, this much per GPU-hour */
     /* Optional: progress (items = rows, work = sampled steps x sequences x rows) and a call as
@@ -89,7 +92,8 @@ typedef struct {
     void *row_ctx;
 } whatif_setup;
 
-void whatif_setup_default(whatif_setup *s); /* 1000 steps, seed 1, 32 attention steps, 4 streams */
+/* 1000 steps, seed 1, 32 attention steps, 4 streams, the last layer on the heads' rows */
+void whatif_setup_default(whatif_setup *s);
 /* The steps a configuration of n sequences a step (GPUs x micro-batches x batch) samples. */
 int whatif_config_steps(const whatif_setup *s, long n);
 /* The steps of one job (a chunk) of a configuration of n sequences a step sampling `steps`:

@@ -208,7 +208,8 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         goto out;
     }
     if ((rc = balance_policy_parse(w->policy, &pol, err)) ||
-        (rc = step_model_init(&sm, m, s->hw, s->calib, 1, err)) ||
+        (rc = step_model_init(&sm, m, s->hw, s->calib,
+                              STEP_FUSED | (workload_log_last_heads(s, w) ? STEP_LAST_HEADS : 0), err)) ||
         (rc = cost_seq_model(m, s->hw, s->calib, &sc, err)) ||
         (rc = dist_sampler_alloc(d, 1, &ds, err)) || (rc = balance_ws_alloc(n, K, &ws, err)) ||
         (rc = balance_result_alloc(n, K, &r, err)))
@@ -444,7 +445,9 @@ static int row_inputs(const workload_setup *s, const workload_row *w, model_cfg 
     return rc ? rc : dist_load(path, raw, err);
 }
 
-int workload_log_graphs(const workload_setup *s, const workload_row *w)
+/* Whether a start-up line of row w's trainer log (before the first `step` line) begins with `start`
+ * and does not hold `unless` (NULL: nothing); 0 without a log. */
+static int log_says(const workload_setup *s, const workload_row *w, const char *start, const char *unless)
 {
     char path[4400], line[1024];
     if (!s->logs)
@@ -455,9 +458,19 @@ int workload_log_graphs(const workload_setup *s, const workload_row *w)
         return 0;
     int on = 0;
     while (!on && fgets(line, sizeof line, f) && strncmp(line, "step", 4))
-        on = !strncmp(line, WORKLOAD_LOG_GRAPHS, sizeof WORKLOAD_LOG_GRAPHS - 1) && !strstr(line, "(not used: ");
+        on = !strncmp(line, start, strlen(start)) && !(unless && strstr(line, unless));
     fclose(f);
     return on;
+}
+
+int workload_log_graphs(const workload_setup *s, const workload_row *w)
+{
+    return log_says(s, w, WORKLOAD_LOG_GRAPHS, "(not used: ");
+}
+
+int workload_log_last_heads(const workload_setup *s, const workload_row *w)
+{
+    return log_says(s, w, WORKLOAD_LOG_LAST_HEADS, NULL);
 }
 
 static int predict_one(const workload_setup *given, workload_row *w, unpad_err *err)
@@ -466,6 +479,7 @@ static int predict_one(const workload_setup *given, workload_row *w, unpad_err *
     calib_coef gc = *given->calib;
     const workload_setup *s = given;
     w->graphs = 0;
+    w->last_heads = workload_log_last_heads(given, w);
     if (workload_log_graphs(given, w)) {
         calib_graphs(&gc);
         graphs.calib = &gc;
@@ -500,6 +514,7 @@ static int predict_one(const workload_setup *given, workload_row *w, unpad_err *
         ws.threads = s->threads;
         ws.attn_steps = 0;
         ws.serial_ranks = w->vranks > 1; /* virtual ranks, one after another on one GPU */
+        ws.last_heads = w->last_heads;
         whatif_row row = {.gpus = w->vranks, .batch = w->batch, .count = BAL_EQUAL};
         balance_policy_parse(w->policy, &row.policy, NULL);
         rc = whatif_run(&ws, &row, 1, err);
@@ -511,6 +526,7 @@ static int predict_one(const workload_setup *given, workload_row *w, unpad_err *
         memory_trainer_setup(&m, w->batch, w->act_tokens > 0 ? w->act_tokens : (long)w->batch * d.max_len, w->batch,
                              0, &ms);
         ms.fp8 = s->calib->fp8 ? MEMORY_FP8_ON : MEMORY_FP8_OFF; /* the products the logs were checked for */
+        ms.last_heads = w->last_heads;
         memory_predict(&m, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;
         w->predict_err = (w->predict_ms - w->meas_ms) / w->meas_ms;
@@ -660,10 +676,11 @@ void workload_print(FILE *f, const workload_row *rows, int n)
     }
     workload_summary s;
     workload_summarize(rows, n, &s);
-    int ng = 0, est = 0;
+    int ng = 0, est = 0, nl = 0;
     for (int i = 0; i < n; i++) {
         ng += rows[i].graphs != 0;
         est |= rows[i].graphs == CALIB_GRAPHS_ESTIMATED;
+        nl += rows[i].last_heads;
     }
     fprintf(f, "\n  measured: mean wall step of the trainer's untraced steps %d.. (steps column of the "
                "table); predict: the step model on those very batches (mean); whatif: mean over sampled "
@@ -676,6 +693,9 @@ void workload_print(FILE *f, const workload_row *rows, int n)
                 ng, n,
                 est ? "an estimate (the calibration has no graph_launch_us)"
                     : "the calibration's graph_launch_us and graph_step_overhead_us");
+    if (nl)
+        fprintf(f, "  %d of %d workloads ran the last layer after its attention on the heads' rows only (their logs "
+                   "say so): predicted so; the others with every layer on all tokens\n", nl, n);
     fprintf(f, "  target whatif within 2%% of measured: %d of %d workloads (max |error| %.2f%%; "
                "predict %.2f%%); measured inside the band: %d of %d; memory max |error| "
                "%.1f%% (target 10%%)\n",

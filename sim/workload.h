@@ -32,6 +32,9 @@
 /* The start-up line of a run with --graphs on (exec/gpu/train_report.c); "(not used: " on it says
  * the graphs were not used (the all-reduce buckets of several processes). */
 #define WORKLOAD_LOG_GRAPHS "  CUDA graphs: each micro-batch's forward and backward launched as one graph"
+/* unpad-train's start-up line when the last layer after its attention runs on the heads' rows only
+ * (the default); logs without it (older runs, --last-layer all) ran every layer on all tokens */
+#define WORKLOAD_LOG_LAST_HEADS "  last layer after its attention: on the heads' rows only"
 
 #define WORKLOAD_FIRST_STEP 9 /* the first steady-state step the measurement counts */
 #define WORKLOAD_BAND_RUNS 100 /* simulated runs behind band_lo_ms, band_hi_ms */
@@ -68,6 +71,8 @@ typedef struct {
     int nper_step;
     int graphs;          /* the trainer's log says its passes ran as CUDA graphs (workload_log_graphs):
                           * predicted under calib_graphs, whose calib_coef.graphs this is; else 0 */
+    int last_heads;      /* the trainer's log says its last layer after the attention ran on the heads'
+                          * rows only (workload_log_last_heads): predicted with STEP_LAST_HEADS; else 0 */
     double mem_gib;      /* memory.h */
     double predict_err, whatif_err, mem_err; /* (predicted - measured) / measured */
 } workload_row;
@@ -90,9 +95,14 @@ typedef struct {
 /* Whether the trainer's log of row w (s->logs/<name>.log) says its passes ran as CUDA graphs
  * (WORKLOAD_LOG_GRAPHS among the start-up lines, before the first `step` line); 0 without a log. */
 int workload_log_graphs(const workload_setup *s, const workload_row *w);
+/* Whether that log says the last layer after its attention ran on the heads' rows only
+ * (WORKLOAD_LOG_LAST_HEADS among the start-up lines); 0 without a log or without the line: the
+ * runs before that feature, and --last-layer all, ran every layer on all tokens. */
+int workload_log_last_heads(const workload_setup *s, const workload_row *w);
 
 /* Fills every row's predictions; a row whose log says --graphs on (workload_log_graphs) is
- * predicted under calib_graphs(s->calib). */
+ * predicted under calib_graphs(s->calib); every prediction of a row, and the step gaps below, with
+ * the last layer as its log says (workload_log_last_heads). */
 int workload_predict(const workload_setup *s, workload_row *rows, int n, unpad_err *err);
 
 /* The lengths of steps[0..nsteps) of row w's run as the trainer drew them, w->batch a step in

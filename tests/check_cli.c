@@ -986,11 +986,12 @@ START_TEST(test_fp8_memory)
                    ".log:1: workload heldout-w-fp8-bert-base-b24-short ran with --fp8 on, but the calibration "
                    "describes bf16 products: pass --fp8 on");
     ck_assert_int_eq(run("whatif --gpus 1 --batch 56 --policy none --steps 3 --attn-steps 0 --fp8 on --quiet "
-                         "--json %D/w.json"), 0);
+                         "--last-layer all --json %D/w.json"), 0);
     jr_node *w = load_json("w.json");
     check_doc(w, "whatif");
     ck_assert(at(w, "config.fp8")->num == 1);
-    /* the trainer's activations for 21,248 tokens (26.42 GiB for 56 x 512, measured, docs/memory.md) */
+    /* the trainer's activations for 21,248 tokens (26.42 GiB for 56 x 512, measured with every layer on
+     * all tokens, docs/memory.md) */
     ck_assert_msg(fabs(jr_get(at(w, "rows")->kids[0], "memory_gib")->num - 21.42) < 0.01, "%.3f",
                   jr_get(at(w, "rows")->kids[0], "memory_gib")->num);
     jr_free(w);
@@ -1028,6 +1029,75 @@ START_TEST(test_whatif_partial_names)
 END_TEST
 
 /* --out names a prefix: a folder ("dir/") once got the hidden files dir/.png, .svg and .csv. */
+/* --last-layer heads|all: the trainer's last layer after its attention on the heads' rows (the
+ * default) or on every token; a shorter step with heads, said in the JSON and the title; a word
+ * other than those refused, naming the flag, on every command that takes it. */
+START_TEST(test_last_layer)
+{
+    ck_assert_int_eq(run("predict --batch 16 --steps 3 --json %D/h.json"), 0);
+    char *text = slurp("stdout.txt");
+    ck_assert_msg(strstr(text, "the last layer after its attention on the heads' rows (--last-layer heads)"), "%s",
+                  text);
+    free(text);
+    ck_assert_int_eq(run("predict --batch 16 --steps 3 --last-layer heads --json %D/h2.json"), 0);
+    ck_assert_int_eq(run("predict --batch 16 --steps 3 --last-layer all --json %D/a.json"), 0);
+    text = slurp("stdout.txt");
+    ck_assert_msg(strstr(text, "every layer on all tokens (--last-layer all)"), "%s", text);
+    free(text);
+    jr_node *h = load_json("h.json"), *h2 = load_json("h2.json"), *a = load_json("a.json");
+    check_doc(a, "predict");
+    ck_assert_str_eq(at(h, "config.last_layer")->str, "heads");
+    ck_assert_str_eq(at(a, "config.last_layer")->str, "all");
+    double th = at(h, "expected.step_us")->num, ta = at(a, "expected.step_us")->num;
+    ck_assert_double_eq(at(h2, "expected.step_us")->num, th);
+    /* BERT-Large: the last of 24 layers after its attention is about 2.5% of the step, and it
+     * keeps about a sixth of its rows */
+    ck_assert_msg(th < ta && th > 0.95 * ta, "heads %.1f us, all %.1f us", th, ta);
+    jr_free(h);
+    jr_free(h2);
+    jr_free(a);
+    ck_assert_int_eq(run("whatif --gpus 2 --batch 16 --policy kk --steps 3 --attn-steps 0 --last-layer all --quiet "
+                         "--json %D/w.json"), 0);
+    jr_node *w = load_json("w.json");
+    check_doc(w, "whatif");
+    ck_assert_str_eq(at(w, "config.last_layer")->str, "all");
+    double wa = jr_get(at(w, "rows")->kids[0], "step_us")->num;
+    jr_free(w);
+    ck_assert_int_eq(run("whatif --gpus 2 --batch 16 --policy kk --steps 3 --attn-steps 0 --quiet --json %D/w.json"), 0);
+    w = load_json("w.json");
+    ck_assert_str_eq(at(w, "config.last_layer")->str, "heads");
+    ck_assert_double_lt(jr_get(at(w, "rows")->kids[0], "step_us")->num, wa);
+    jr_free(w);
+    ck_assert_int_eq(run("datamove --batch 2 --seq 64 --last-layer all --json %D/d.json"), 0);
+    jr_node *d = load_json("d.json");
+    check_doc(d, "datamove");
+    ck_assert_str_eq(at(d, "config.last_layer")->str, "all");
+    double da = at(d, "total.flops")->num;
+    jr_free(d);
+    ck_assert_int_eq(run("datamove --batch 2 --seq 64 --json %D/d.json"), 0);
+    d = load_json("d.json");
+    ck_assert_double_lt(at(d, "total.flops")->num, da);
+    jr_free(d);
+    ck_assert_int_eq(run("plan --gpus 2 --batch 16 --steps 3 --last-layer all --quiet --json %D/p.json"), 0);
+    jr_node *p = load_json("p.json");
+    check_doc(p, "plan");
+    ck_assert_str_eq(at(p, "config.last_layer")->str, "all");
+    jr_free(p);
+    static const char *const cmds[] = {"predict", "whatif", "plan", "datamove", "plot load"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[256], says[256];
+        int plot = !strncmp(cmds[i], "plot", 4);
+        snprintf(args, sizeof args, "%s --last-layer bogus%s", cmds[i], plot ? "" : " --json %D/r.json");
+        snprintf(says, sizeof says, "unpad %.*s: --last-layer: unknown 'bogus' (expected heads or all)",
+                 (int)strcspn(cmds[i], " "), cmds[i]);
+        refused_with(args, 2, says);
+        ck_assert(!exists("r.json"));
+    }
+    refused_with("plot groups --last-layer all --out %D/g", 2, "unpad plot groups: --last-layer is for the load plot");
+    ck_assert(!exists("g.png"));
+}
+END_TEST
+
 START_TEST(test_plot_out_is_a_prefix)
 {
     ck_assert_int_ne(run("plot hist --dist short --out %D/"), 0);
@@ -1356,6 +1426,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_whatif);
     tcase_add_test(tc, test_whatif_partial_names);
     tcase_add_test(tc, test_fp8_memory);
+    tcase_add_test(tc, test_last_layer);
     tcase_add_test(tc, test_plot_out_is_a_prefix);
     tcase_add_test(tc, test_plan_validate);
     tcase_add_test(tc, test_calibrate_workloads);

@@ -169,6 +169,76 @@ START_TEST(test_step_laws_and_seq_cost)
 }
 END_TEST
 
+/* op_cost's per-instance counts, side by side. */
+static void counts_of(const op_cost *o, double v[6])
+{
+    double c[6] = {o->flops, o->tensor_flops, o->bytes, o->bytes_fused, o->bytes_unfused, o->rows};
+    memcpy(v, c, sizeof c);
+}
+
+START_TEST(test_last_layer_on_head_rows)
+{
+    /* The last layer after its attention on R = P + n rows: each of those ten operators' counts per
+     * instance are the mean over the layers, ((L - 1) x its counts at T + its counts at R) / L (the
+     * weights' bytes, the same at any row count, stay whole); every other operator as without. */
+    static const op_id ten[] = {OP_ATTN_OUT_FWD, OP_ATTN_LN_FWD, OP_FFN1_FWD, OP_FFN2_FWD, OP_FFN_LN_FWD,
+                                OP_FFN_LN_BWD, OP_FFN2_BWD, OP_FFN1_BWD, OP_ATTN_LN_BWD, OP_ATTN_OUT_BWD};
+    int on_rows = 0;
+    for (int i = 0; i < OP_COUNT; i++)
+        on_rows += ops_on_head_rows((op_id)i);
+    ck_assert_int_eq(on_rows, 10);
+    for (size_t k = 0; k < sizeof ten / sizeof ten[0]; k++)
+        ck_assert(ops_on_head_rows(ten[k]));
+    for (int fused = 0; fused < 2; fused++) {
+        double T = 14000, P = 2100, n = 56, R = ops_head_rows(T, P, n), L = M.layers;
+        ck_assert_double_eq(R, P + n);
+        ops_shape full = {.seqs = n, .tokens = T, .attn_tokens = T, .sum_len2 = 4.5e6, .preds = P, .real_tokens = T,
+                          .max_len = 512};
+        ops_shape heads = full, at_r = full, whole = full;
+        heads.last_heads = 1;
+        heads.head_rows = R;
+        at_r.tokens = R;
+        whole.last_heads = 1;
+        whole.head_rows = T;
+        op_cost off[OP_COUNT], on[OP_COUNT], r[OP_COUNT], w[OP_COUNT];
+        ops_count(&M, &full, fused, 1, 1, off);
+        ops_count(&M, &heads, fused, 1, 1, on);
+        ops_count(&M, &at_r, fused, 1, 1, r);
+        ops_count(&M, &whole, fused, 1, 1, w);
+        for (int i = 0; i < OP_COUNT; i++) {
+            double a[6], b[6], c[6], d[6];
+            counts_of(&off[i], a);
+            counts_of(&on[i], b);
+            counts_of(&r[i], c);
+            counts_of(&w[i], d);
+            ck_assert_int_eq(on[i].instances, off[i].instances);
+            ck_assert_int_eq(on[i].launches, off[i].launches);
+            for (int f = 0; f < 6; f++) {
+                double want = ops_on_head_rows((op_id)i) ? ((L - 1) * a[f] + c[f]) / L : a[f];
+                ck_assert_msg(fabs(b[f] - want) <= 1e-12 * fabs(want), "%s count %d: %.17g, want %.17g",
+                              op_name((op_id)i), f, b[f], want);
+                ck_assert_msg(d[f] == a[f], "%s count %d: head_rows = T changed it", op_name((op_id)i), f);
+            }
+        }
+        /* and fewer: the FFN's GEMMs by (T - R) / (L T) of their FLOPs */
+        ck_assert_double_eq_tol(on[OP_FFN1_FWD].tensor_flops / off[OP_FFN1_FWD].tensor_flops,
+                                1 - (T - R) / (L * T), 1e-12);
+    }
+    /* ops_step: P + n of the batch, at most its T */
+    ck_assert_double_eq(ops_head_rows(10, 8, 5), 10);
+    int len[] = {100, 300};
+    op_batch b = {.len = len, .n = 2, .fused = 1, .gpus = 1, .dropout = 1};
+    op_cost o[OP_COUNT], h[OP_COUNT];
+    ck_assert_int_eq(ops_step(&M, &b, o, NULL), UNPAD_OK);
+    b.last_heads = 1;
+    ck_assert_int_eq(ops_step(&M, &b, h, NULL), UNPAD_OK);
+    double R = ops_predictions(100, 76) + ops_predictions(300, 76) + 2;
+    ck_assert_double_eq_tol(h[OP_FFN2_BWD].tensor_flops / o[OP_FFN2_BWD].tensor_flops, (23 * 400 + R) / (24 * 400),
+                            1e-12);
+    ck_assert(h[OP_QKV_FWD].flops == o[OP_QKV_FWD].flops);
+}
+END_TEST
+
 Suite *ops_suite(void)
 {
     Suite *s = suite_create("ops");
@@ -181,6 +251,7 @@ Suite *ops_suite(void)
     tcase_add_test(tc, test_fmha_waves);
     tcase_add_test(tc, test_fmha_prefix_equals_each_prefix_alone);
     tcase_add_test(tc, test_step_laws_and_seq_cost);
+    tcase_add_test(tc, test_last_layer_on_head_rows);
     suite_add_tcase(s, tc);
     return s;
 }

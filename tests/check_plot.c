@@ -131,7 +131,7 @@ START_TEST(test_every_kind)
     ck_assert_str_eq(header, "length,count,percent");
 
     snprintf(out, sizeof out, "%s/load", dir);
-    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0, NULL, NULL};
+    plot_load_setup ls = {&in.d, &in.m, &in.hw, &in.c, 8, 16, BAL_EQUAL, 1, 0, NULL, NULL, 1};
     ck_assert_msg(plot_load(in.plots, &ls, out, &e) == UNPAD_OK, "%s", e.msg);
     check_images(out);
     snprintf(csv, sizeof csv, "%s/load.csv", dir);

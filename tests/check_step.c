@@ -45,7 +45,8 @@ static int next_len(int mode)
 START_TEST(test_operators_match_cost_model)
 {
     /* Every operator but the FMHA (and the collectives, net.h) is the cost model's own time, with
-     * bf16 products and with --fp8 on's. */
+     * bf16 products and with --fp8 on's, with every layer on all tokens and with the last layer
+     * after its attention on the heads' rows (STEP_LAST_HEADS, op_batch.last_heads). */
     const calib_coef *cs[] = {&FITTED, &DEFAULT, &FP8};
     const model_cfg *ms[] = {&M, &BASE};
     int len[200];
@@ -55,43 +56,78 @@ START_TEST(test_operators_match_cost_model)
         int fused = t < 6, n = 3 + 37 * t % 190;
         for (int i = 0; i < n; i++)
             len[i] = next_len(t % 4);
+        for (int heads = 0; heads < 2; heads++) {
+            step_model sm;
+            int flags = (fused ? STEP_FUSED : 0) | (heads ? STEP_LAST_HEADS : 0);
+            ck_assert_int_eq(step_model_init(&sm, m, &HW, c, flags, NULL), UNPAD_OK);
+            step_batch b;
+            ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
+            cost_step ref;
+            op_batch ob = {.len = len, .n = n, .fused = fused, .gpus = 1, .dropout = 1, .last_heads = heads};
+            ck_assert_int_eq(cost_predict_step(m, &HW, c, &ob, &ref, NULL), UNPAD_OK);
+            double sum = 0;
+            for (int i = 0; i < OP_COUNT; i++) {
+                if (op_class_of((op_id)i) == OPC_COMM)
+                    continue;
+                double got = step_op_us(&sm, (op_id)i, &b);
+                if (i == OP_FMHA_FWD || i == OP_FMHA_BWD)
+                    got = ref.time_us[i]; /* the closed form: below */
+                else
+                    ck_assert_msg(fabs(got - ref.time_us[i]) <= 1e-9 * ref.time_us[i] + 1e-9,
+                                  "%s (flags %d): step %.9g cost %.9g", op_name((op_id)i), flags, got,
+                                  ref.time_us[i]);
+                if (i != OP_LAMB)
+                    sum += ref.ops[i].instances * got;
+            }
+            double batch = step_batch_us(&sm, &b);
+            double closed = 0, sim = 0;
+            for (int d = 0; d < 2; d++) {
+                op_id op = d ? OP_FMHA_BWD : OP_FMHA_FWD;
+                closed += ref.ops[op].instances * step_op_us(&sm, op, &b);
+                sim += ref.ops[op].instances * ref.time_us[op];
+            }
+            ck_assert_double_eq_tol(batch, sum - sim + closed, 1e-9 * batch);
+            /* and the whole step, less the collectives, as cost_predict_step adds it up, and the
+             * wait for the host, the step model's own (step_host_wait_us) */
+            cost_step st;
+            ck_assert_int_eq(step_model_predict(&sm, m, &HW, c, &b, 1, &st, NULL), UNPAD_OK);
+            ck_assert_double_eq(st.host_wait_us, step_host_wait_us(&sm, &b));
+            ck_assert_double_eq_tol(st.step_us - st.host_wait_us, ref.step_us - sim + closed, 1e-9 * ref.step_us);
+            ck_assert_double_eq_tol(st.model_flops, ref.model_flops, 1e-9 * ref.model_flops);
+            step_model_free(&sm);
+        }
+    }
+}
+END_TEST
+
+/* BERT-Large with the last layer after its attention on the heads' rows: a shorter step, by about
+ * that layer's share of those operators' time times the rows it leaves out, (T - R) / T (less: their
+ * launches and the small-GEMM term stay). */
+START_TEST(test_last_heads_saves_the_last_layer)
+{
+    int len[56];
+    for (int i = 0; i < 56; i++)
+        len[i] = i % 4 == 0 ? 512 : 20 + (i * 97) % 280;
+    cost_step st[2];
+    step_batch b;
+    for (int heads = 0; heads < 2; heads++) {
         step_model sm;
-        ck_assert_int_eq(step_model_init(&sm, m, &HW, c, fused, NULL), UNPAD_OK);
-        step_batch b;
-        ck_assert_int_eq(step_batch_of(&sm, len, n, &b, NULL), UNPAD_OK);
-        cost_step ref;
-        op_batch ob = {.len = len, .n = n, .fused = fused, .gpus = 1, .dropout = 1};
-        ck_assert_int_eq(cost_predict_step(m, &HW, c, &ob, &ref, NULL), UNPAD_OK);
-        double sum = 0;
-        for (int i = 0; i < OP_COUNT; i++) {
-            if (op_class_of((op_id)i) == OPC_COMM)
-                continue;
-            double got = step_op_us(&sm, (op_id)i, &b);
-            if (i == OP_FMHA_FWD || i == OP_FMHA_BWD)
-                got = ref.time_us[i]; /* the closed form: below */
-            else
-                ck_assert_msg(fabs(got - ref.time_us[i]) <= 1e-9 * ref.time_us[i] + 1e-9,
-                              "%s: step %.9g cost %.9g", op_name((op_id)i), got, ref.time_us[i]);
-            if (i != OP_LAMB)
-                sum += ref.ops[i].instances * got;
-        }
-        double batch = step_batch_us(&sm, &b);
-        double closed = 0, sim = 0;
-        for (int d = 0; d < 2; d++) {
-            op_id op = d ? OP_FMHA_BWD : OP_FMHA_FWD;
-            closed += ref.ops[op].instances * step_op_us(&sm, op, &b);
-            sim += ref.ops[op].instances * ref.time_us[op];
-        }
-        ck_assert_double_eq_tol(batch, sum - sim + closed, 1e-9 * batch);
-        /* and the whole step, less the collectives, as cost_predict_step adds it up, and the
-         * wait for the host, the step model's own (step_host_wait_us) */
-        cost_step st;
-        ck_assert_int_eq(step_model_predict(&sm, m, &HW, c, &b, 1, &st, NULL), UNPAD_OK);
-        ck_assert_double_eq(st.host_wait_us, step_host_wait_us(&sm, &b));
-        ck_assert_double_eq_tol(st.step_us - st.host_wait_us, ref.step_us - sim + closed, 1e-9 * ref.step_us);
-        ck_assert_double_eq_tol(st.model_flops, ref.model_flops, 1e-9 * ref.model_flops);
+        ck_assert_int_eq(step_model_init(&sm, &M, &HW, &FITTED, STEP_FUSED | (heads ? STEP_LAST_HEADS : 0), NULL),
+                         UNPAD_OK);
+        ck_assert_int_eq(step_batch_of(&sm, len, 56, &b, NULL), UNPAD_OK);
+        ck_assert_int_eq(step_model_predict(&sm, &M, &HW, &FITTED, &b, 1, &st[heads], NULL), UNPAD_OK);
         step_model_free(&sm);
     }
+    double T = b.shape.tokens, R = b.shape.preds + b.shape.seqs, last = 0;
+    for (int i = 0; i < OP_COUNT; i++)
+        if (ops_on_head_rows((op_id)i))
+            last += st[0].ops[i].instances * st[0].time_us[i] / M.layers;
+    double saved = st[0].step_us - st[1].step_us, want = last * (1 - R / T);
+    ck_assert(R < T / 4);
+    ck_assert_msg(saved > 0.85 * want && saved <= want, "saved %.1f us of %.1f", saved, want);
+    /* the same operators, the same instances: only their rows changed */
+    ck_assert_double_eq(st[1].time_us[OP_QKV_FWD], st[0].time_us[OP_QKV_FWD]);
+    ck_assert_int_eq(st[1].ops[OP_FFN1_FWD].instances, M.layers);
 }
 END_TEST
 
@@ -274,6 +310,7 @@ Suite *step_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_operators_match_cost_model);
     tcase_add_test(tc, test_batch_sums);
+    tcase_add_test(tc, test_last_heads_saves_the_last_layer);
     tcase_add_test(tc, test_fmha_exact_cases);
     tcase_add_test(tc, test_fmha_closed_form_error);
     tcase_add_test(tc, test_host_wait);

@@ -621,6 +621,85 @@ START_TEST(test_batch_lengths_match_trainer)
 }
 END_TEST
 
+/* A log with the start-up line of the last layer on the heads' rows (before the first step line):
+ * the run's steps predicted so, in the validation (predict and what-if) and in the calibration's
+ * step gaps; a log without it, or with it only after a step line: every layer on all tokens. */
+START_TEST(test_last_heads_log)
+{
+    hw_spec hw;
+    calib_coef c;
+    model_cfg m;
+    unpad_dist d;
+    unpad_err e = {0};
+    load_inputs(&hw, &m, &d, &c);
+    c.step_overhead_us = 0;
+    char logs[512], logp[600];
+    snprintf(logs, sizeof logs, "/tmp/unpad-test-heads-%d", (int)getpid());
+    ck_assert_int_eq(mkdir(logs, 0700), 0);
+    snprintf(logp, sizeof logp, "%s/h.log", logs);
+    const char *h = getenv("UNPAD_HOME");
+    workload_setup s = {.home = h && *h ? h : ".", .logs = logs, .hw = &hw, .calib = &c, .seed = 21,
+                        .whatif_steps = 200, .threads = 1};
+    workload_row *w = one_row("h,bert-base,8,1,none,short,3,5,5,4,h.csv");
+    ck_assert_int_eq(workload_log_last_heads(&s, &w[0]), 0); /* no log */
+    /* the trainer's steps 9..11 under each step model, 0.3 ms above it */
+    step_model sm[2];
+    dist_sampler *ds;
+    ck_assert_int_eq(dist_sampler_alloc(&d, 1, &ds, &e), 0);
+    int maxl = d.max_len < m.max_len ? d.max_len : m.max_len;
+    double t[2][3];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(step_model_init(&sm[k], &m, &hw, &c, STEP_FUSED | (k ? STEP_LAST_HEADS : 0), &e), 0);
+        for (int st = 9; st <= 11; st++)
+            t[k][st - 9] = trainer_step_us(&sm[k], ds, maxl, st) / 1e3;
+    }
+    ck_assert(t[1][0] < t[0][0]);
+    static const char *const head[4] = {WORKLOAD_LOG_LAST_HEADS " (the masked positions and each sequence's first "
+                                        "token)\n", "  data synthetic tokens\n", "",
+                                        "  data synthetic tokens\n"};
+    static const char *const after[4] = {"", "", "", WORKLOAD_LOG_LAST_HEADS "\n"};
+    double pred[4], whatif[4], gap[4][3];
+    for (int i = 0; i < 4; i++) {
+        FILE *lf = fopen(logp, "w");
+        ck_assert_ptr_nonnull(lf);
+        fprintf(lf, "unpad-train: bert-base (12 layers) on %s, bf16 activations and weights\n%s", hw.device, head[i]);
+        for (int st = 9; st <= 11; st++)
+            fprintf(lf, "step %6d/11 | loss 11.1 | 100.0 samples/s | %.6f ms/step | ETA 0s\n%s", st,
+                    t[1][st - 9] + 0.3, st == 9 ? after[i] : "");
+        fclose(lf);
+        ck_assert_int_eq(workload_log_last_heads(&s, &w[0]), i == 0);
+        ck_assert_int_eq(workload_log_graphs(&s, &w[0]), 0);
+        ck_assert_msg(workload_predict(&s, w, 1, &e) == UNPAD_OK, "%s", e.msg);
+        ck_assert_int_eq(w[0].last_heads, i == 0);
+        pred[i] = w[0].predict_ms;
+        whatif[i] = w[0].whatif_ms;
+        double step[3];
+        size_t k = 0;
+        ck_assert_msg(workload_step_gaps(&s, &w[0], gap[i], step, &k, &e) == UNPAD_OK, "%s", e.msg);
+        ck_assert_int_eq((int)k, 3);
+    }
+    for (int j = 0; j < 3; j++) {
+        ck_assert_double_eq_tol(gap[0][j], 300, 1e-3); /* the model the log names: the 0.3 ms left */
+        ck_assert_double_eq_tol(gap[1][j], 300 - (t[0][j] - t[1][j]) * 1e3, 1e-3);
+    }
+    ck_assert_double_eq_tol(pred[0], (t[1][0] + t[1][1] + t[1][2]) / 3, 1e-9);
+    ck_assert_double_eq_tol(pred[1], (t[0][0] + t[0][1] + t[0][2]) / 3, 1e-9);
+    ck_assert(whatif[0] < whatif[1]);
+    for (int i = 2; i < 4; i++) {
+        ck_assert_double_eq(pred[i], pred[1]);
+        ck_assert_double_eq(whatif[i], whatif[1]);
+    }
+    workload_free_steps(w, 1);
+    free(w);
+    unlink(logp);
+    rmdir(logs);
+    for (int k = 0; k < 2; k++)
+        step_model_free(&sm[k]);
+    dist_sampler_free(ds);
+    dist_free(&d);
+}
+END_TEST
+
 Suite *workload_suite(void)
 {
     Suite *s = suite_create("workload");
@@ -633,6 +712,7 @@ Suite *workload_suite(void)
     tcase_add_test(tc, test_overhead_untraced);
     tcase_add_test(tc, test_host_untraced);
     tcase_add_test(tc, test_graphs);
+    tcase_add_test(tc, test_last_heads_log);
     tcase_add_test(tc, test_batch_lengths_match_trainer);
     suite_add_tcase(s, tc);
     return s;

@@ -86,6 +86,11 @@ struct bert {
     floatX *logits;              /* (P, Vpad); dlogits in place */
     float *m_loss, *m_lse, *m_correct; /* (P) */
     floatX *dm1, *dm2;           /* (P, H) */
+    /* the last layer on the heads' rows (opt.last_heads): R = P + n rows */
+    floatX *g_ctx;               /* (R, H) the attention output's rows, kept for the backward */
+    floatX *g_x;                 /* (R, H) the layer input's rows; in the backward their gradient */
+    floatX *g_d;                 /* (R, H) the gradient of g_ctx */
+    int32_t *d_head_rows;        /* (R) token rows: the masked positions, then the first tokens */
     /* NSP head, n rows */
     floatX *c_in, *p_pre, *pooled; /* (n, H) */
     floatX *nsp_logits, *nsp_dlogits; /* (n, 2) */
@@ -100,6 +105,8 @@ struct bert {
     cudaEvent_t ev_stage[2];     /* the copies out of each half are done */
     int stage_i;                 /* the half the next upload fills */
     int n, T, P, max_len;
+    int R;                       /* the heads' rows, when the last layer runs on them; 0: it runs on T */
+    int rows;                    /* rows of the encoder operator being enqueued: T, or R */
     uint64_t dseed;              /* dropout seed of the current micro-batch */
     int dropout_on;              /* opt.dropout, unless evaluating */
     int32_t *h_cu;               /* (max_seqs + 1) host copy of the micro-batch's cu_seqlens */
@@ -351,6 +358,12 @@ static size_t layout_acts(bert *b, char *base)
     b->d_mlm_labels = carve(&a, Pm * 4);
     b->d_nsp_labels = carve(&a, Nm * 4);
     b->d_cls_rows = carve(&a, Nm * 4);
+    if (b->opt.last_heads) {
+        b->g_ctx = carve(&a, (Pm + Nm) * H * XB);
+        b->g_x = carve(&a, (Pm + Nm) * H * XB);
+        b->g_d = carve(&a, (Pm + Nm) * H * XB);
+        b->d_head_rows = carve(&a, (Pm + Nm) * 4);
+    }
     return a.off;
 }
 
@@ -477,7 +490,7 @@ static int token_buffers_alloc(bert *b, unpad_err *err)
     if (dev_alloc(&b->arena, b->arena_bytes, what, err))
         return err->code;
     layout_acts(b, b->arena);
-    b->stage_words = 2 * (size_t)o->max_tokens + 3 * (size_t)o->max_seqs + 1 + 2 * (size_t)o->max_preds;
+    b->stage_words = 2 * (size_t)o->max_tokens + 4 * (size_t)o->max_seqs + 1 + 3 * (size_t)o->max_preds;
     if (cudaMallocHost((void **)&b->h_stage, 2 * b->stage_words * 4) != cudaSuccess) {
         cudaGetLastError();
         b->h_stage = NULL;
@@ -904,6 +917,13 @@ static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err
     STAGE(b->d_mlm_labels, mb->mlm_labels, mb->P);
     STAGE(b->d_nsp_labels, mb->nsp_labels, mb->n);
     STAGE(b->d_cls_rows, mb->cu_seqlens, mb->n); /* the first token of each sequence */
+    int R = b->opt.last_heads && mb->P + mb->n < mb->T ? mb->P + mb->n : 0;
+    if (R) { /* the heads' rows in the order the heads read them from the last layer's output */
+        memcpy(h + o, mb->mlm_rows, (size_t)mb->P * 4);
+        memcpy(h + o + mb->P, mb->cu_seqlens, (size_t)mb->n * 4);
+        cudaCheck(cudaMemcpyAsync(b->d_head_rows, h + o, (size_t)R * 4, cudaMemcpyHostToDevice, s));
+        o += (size_t)R;
+    }
 #undef STAGE
     cudaCheck(cudaEventRecord(b->ev_stage[b->stage_i], s));
     b->stage_i ^= 1;
@@ -912,6 +932,8 @@ static int batch_upload(bert *b, const bert_batch *mb, cudaStream_t s, unpad_err
     b->n = mb->n;
     b->T = mb->T;
     b->P = mb->P;
+    b->R = R;
+    b->rows = mb->T;
     b->max_len = max_len;
     b->uploads++;
     return UNPAD_OK;
@@ -1078,7 +1100,7 @@ static void fp8_update(bert *b, int init, cudaStream_t s)
 static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bias, floatX *Y, floatX *aux, int gelu,
                        const uint8_t *x8, cudaStream_t s)
 {
-    int in, out, T = b->T;
+    int in, out, T = b->rows;
     fp8_dims(b, k, &in, &out);
     const floatX *Wb = W(fp8_wparam(b, l, k));
     if (!b->opt.fp8) {
@@ -1103,7 +1125,7 @@ static void linear_fwd(bert *b, int l, int k, const floatX *X, const floatX *bia
 static void linear_bwd_data(bert *b, int l, int k, const floatX *dY, floatX *dX, float beta, const floatX *aux,
                             int cast, cudaStream_t s)
 {
-    int in, out, T = b->T;
+    int in, out, T = b->rows;
     fp8_dims(b, k, &in, &out);
     const floatX *Wb = W(fp8_wparam(b, l, k));
     if (!b->opt.fp8) {
@@ -1133,7 +1155,7 @@ static void ln_fwd(bert *b, floatX *out, floatX *ln_in, float *mean, float *rstd
                    const floatX *residual, const floatX *gamma, const floatX *beta, float pd, int l, int site, int slot,
                    cudaStream_t s)
 {
-    int T = b->T, H = b->cfg.hidden;
+    int T = b->rows, H = b->cfg.hidden;
     float eps = (float)b->cfg.layernorm_eps;
     if (slot >= 0)
         bias_dropout_residual_layernorm_fwd_fp8(out, ln_in, mean, rstd, b->tmp, bias, residual, gamma, beta, T, H, eps,
@@ -1148,7 +1170,7 @@ static void ln_bwd(bert *b, floatX *dx, floatX *dresid, float *dbias, float *dga
                    const floatX *ln_in, const float *mean, const float *rstd, const floatX *gamma, float pd, int l,
                    int site, int acc, int slot, cudaStream_t s)
 {
-    int T = b->T, H = b->cfg.hidden;
+    int T = b->rows, H = b->cfg.hidden;
     if (slot >= 0)
         bias_dropout_residual_layernorm_bwd_fp8(dx, dresid, dbias, dgamma, dbeta, dout, NULL, ln_in, mean, rstd, gamma,
                                                 T, H, pd, b->dseed, drop_stream(l, site), b->scratch, acc, b->q8,
@@ -1181,24 +1203,34 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         linear_fwd(b, l, FP8_QKV, b->x[l], W(o->qkv_b), a->qkv, NULL, 0, l > 0 && b->opt.fp8 ? b->q8 : NULL, s);
         END(OP_QKV_FWD, l);
         attention_fwd(b, l, pa, s);
+        /* the last layer on the heads' rows: from here on R rows, gathered from the attention's
+         * output and the layer's input (its residual) */
+        int last = b->R && l == L - 1;
+        const floatX *ctx = last ? b->g_ctx : a->ctx, *resid = last ? b->g_x : b->x[l];
         BEGIN(OP_ATTN_OUT_FWD, l);
-        linear_fwd(b, l, FP8_O, a->ctx, NULL, b->tmp, NULL, 0, NULL, s);
+        if (last) {
+            rows_gather(b->g_ctx, a->ctx, b->d_head_rows, b->R, H, s);
+            rows_gather(b->g_x, b->x[l], b->d_head_rows, b->R, H, s);
+            b->rows = b->R;
+        }
+        int Tl = b->rows;
+        linear_fwd(b, l, FP8_O, ctx, NULL, b->tmp, NULL, 0, NULL, s);
         END(OP_ATTN_OUT_FWD, l);
         BEGIN(OP_ATTN_LN_FWD, l);
         /* with FP8, the E4M3 copy of its output: FFN1's operand */
-        ln_fwd(b, a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->o_b), b->x[l], W(o->ln1_g), W(o->ln1_b), pd, l, 1,
+        ln_fwd(b, a->a, a->ln1_in, a->ln1_mean, a->ln1_rstd, W(o->o_b), resid, W(o->ln1_g), W(o->ln1_b), pd, l, 1,
                b->opt.fp8 ? l * FP8_SLOTS + FP8_F1 : -1, s);
         END(OP_ATTN_LN_FWD, l);
         BEGIN(OP_FFN1_FWD, l);
         if (b->opt.gelu_erf) {
             linear_fwd(b, l, FP8_F1, a->a, NULL, a->pre, NULL, 0, b->opt.fp8 ? b->q8 : NULL, s);
-            bias_gelu_fwd(a->h, a->pre, W(o->f1_b), T, F, s);
+            bias_gelu_fwd(a->h, a->pre, W(o->f1_b), Tl, F, s);
         } else if (!b->f8_gelu_out) {
             linear_fwd(b, l, FP8_F1, a->a, W(o->f1_b), a->h, a->pre, 1, b->opt.fp8 ? b->q8 : NULL, s);
         } else { /* FP8, its E4M3 output into h (while calibrating, the bf16 product after it, its h in dF,
                   * free until the backward) */
             int xi = l * FP8_SLOTS + FP8_F1;
-            gemm_linear_fwd_fp8_out(g, T, H, F, b->q8, b->w8 + fp8_woff(b, l, FP8_F1), f8_inv(b, xi),
+            gemm_linear_fwd_fp8_out(g, Tl, H, F, b->q8, b->w8 + fp8_woff(b, l, FP8_F1), f8_inv(b, xi),
                                     f8_inv(b, xi + FP8_LINEARS), W(o->f1_b), (uint8_t *)a->h, a->pre, 1,
                                     f8_scale16(b, l * FP8_SLOTS + FP8_F2), b->f8_amax_d + 4 * l, s);
             if (b->f8_ready)
@@ -1218,24 +1250,30 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
         ln_fwd(b, b->x[l + 1], a->ln2_in, a->ln2_mean, a->ln2_rstd, W(o->f2_b), a->a, W(o->ln2_g), W(o->ln2_b), pd, l,
                2, b->opt.fp8 && l + 1 < L ? (l + 1) * FP8_SLOTS + FP8_QKV : -1, s);
         END(OP_FFN_LN_FWD, l);
+        b->rows = T;
     }
 
+    /* the heads' input rows: gathered from the encoder's output, or (the last layer on the heads'
+     * rows) its first P and next n rows */
+    const floatX *m_in = b->R ? b->x[L] : b->m_in, *c_in = b->R ? b->x[L] + (size_t)P * H : b->c_in;
     BEGIN(OP_MLM_HEAD_FWD, -1);
     if (P > 0) {
-        rows_gather(b->m_in, b->x[L], b->d_mlm_rows, P, H, s);
+        if (!b->R)
+            rows_gather(b->m_in, b->x[L], b->d_mlm_rows, P, H, s);
         if (b->opt.gelu_erf) {
-            gemm_linear_fwd(g, GEMM_X, P, H, H, b->m_in, W(b->t_w), NULL, b->m_pre, NULL, 0, s);
+            gemm_linear_fwd(g, GEMM_X, P, H, H, m_in, W(b->t_w), NULL, b->m_pre, NULL, 0, s);
             bias_gelu_fwd(b->m_h, b->m_pre, W(b->t_b), P, H, s);
         } else {
-            gemm_linear_fwd(g, GEMM_X, P, H, H, b->m_in, W(b->t_w), W(b->t_b), b->m_h, b->m_pre, 1, s);
+            gemm_linear_fwd(g, GEMM_X, P, H, H, m_in, W(b->t_w), W(b->t_b), b->m_h, b->m_pre, 1, s);
         }
         layernorm_fwd(b->m_out, b->m_mean, b->m_rstd, b->m_h, W(b->mln_g), W(b->mln_b), P, H, eps, s);
         gemm_linear_fwd(g, GEMM_X, P, H, b->Vpad, b->m_out, W(b->word), W(b->dec_b), b->logits, NULL, 0, s);
     }
     END(OP_MLM_HEAD_FWD, -1);
     BEGIN(OP_NSP_HEAD_FWD, -1);
-    rows_gather(b->c_in, b->x[L], b->d_cls_rows, n, H, s);
-    gemm_linear_fwd(g, GEMM_X, n, H, H, b->c_in, W(b->pool_w), NULL, b->p_pre, NULL, 0, s);
+    if (!b->R)
+        rows_gather(b->c_in, b->x[L], b->d_cls_rows, n, H, s);
+    gemm_linear_fwd(g, GEMM_X, n, H, H, c_in, W(b->pool_w), NULL, b->p_pre, NULL, 0, s);
     bias_tanh_fwd(b->pooled, b->p_pre, W(b->pool_b), n, H, s);
     gemm_linear_fwd(g, GEMM_X, n, H, 2, b->pooled, W(b->nsp_w), W(b->nsp_b), b->nsp_logits, NULL, 0, s);
     END(OP_NSP_HEAD_FWD, -1);
@@ -1251,6 +1289,15 @@ void bert_forward(bert *b, uint64_t dseed, cudaStream_t s)
 }
 
 /* ---- backward ---------------------------------------------------------------------------------- */
+
+/* dst[head row i] += src[i] over the R heads' rows: in two calls, the masked positions' and the
+ * first tokens', each of distinct rows */
+static void heads_scatter_add(bert *b, floatX *dst, const floatX *src, cudaStream_t s)
+{
+    int H = b->cfg.hidden;
+    rows_scatter_add(dst, src, b->d_head_rows, b->P, H, s);
+    rows_scatter_add(dst, src + (size_t)b->P * H, b->d_head_rows + b->P, b->n, H, s);
+}
 
 /* The gradients the MLM head's backward writes when it has predictions: the word embedding (the
  * tied decoder; the embedding's backward then adds its rows), and the decoder bias, transform
@@ -1273,6 +1320,10 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
     /* the first micro-batch of a step writes the parameter gradients, later ones add to them */
     const int acc = accumulate;
     const float wb = accumulate ? 1.0f : 0.0f; /* beta of the weight-gradient products */
+    /* the last layer on the heads' rows: the heads read its output's first P and next n rows, and
+     * their input gradients are those rows of dY; else gathered rows, scattered into dY */
+    const floatX *m_in = b->R ? b->x[L] : b->m_in, *c_in = b->R ? b->x[L] + (size_t)P * H : b->c_in;
+    floatX *m_dx = b->R ? b->dY : b->dm1, *c_dx = b->R ? b->dY + (size_t)P * H : b->dc2;
 
     BEGIN(OP_LOSS_BWD, -1);
     if (P > 0)
@@ -1285,8 +1336,8 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
     bias_bwd(G(b->nsp_b), b->nsp_dlogits, n, 2, b->scratch, acc, s);
     gemm_linear_bwd_data(g, GEMM_X, n, H, 2, b->nsp_dlogits, W(b->nsp_w), b->dc1, 0.0f, NULL, NULL, s);
     bias_tanh_bwd(b->dc1, G(b->pool_b), b->dc1, b->pooled, n, H, b->scratch, acc, s);
-    gemm_linear_bwd_weight(g, GEMM_X, n, H, H, b->dc1, b->c_in, G(b->pool_w), wb, s);
-    gemm_linear_bwd_data(g, GEMM_X, n, H, H, b->dc1, W(b->pool_w), b->dc2, 0.0f, NULL, NULL, s);
+    gemm_linear_bwd_weight(g, GEMM_X, n, H, H, b->dc1, c_in, G(b->pool_w), wb, s);
+    gemm_linear_bwd_data(g, GEMM_X, n, H, H, b->dc1, W(b->pool_w), c_dx, 0.0f, NULL, NULL, s);
     END(OP_NSP_HEAD_BWD, -1);
 
     BEGIN(OP_MLM_HEAD_BWD, -1);
@@ -1304,22 +1355,28 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
             gelu_tanh_bwd(b->dm2, b->dm2, b->m_pre, (int64_t)P * H, s);
             bias_bwd(G(b->t_b), b->dm2, P, H, b->scratch, acc, s);
         }
-        gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, b->m_in, G(b->t_w), wb, s);
-        gemm_linear_bwd_data(g, GEMM_X, P, H, H, b->dm2, W(b->t_w), b->dm1, 0.0f, NULL, NULL, s);
+        gemm_linear_bwd_weight(g, GEMM_X, P, H, H, b->dm2, m_in, G(b->t_w), wb, s);
+        gemm_linear_bwd_data(g, GEMM_X, P, H, H, b->dm2, W(b->t_w), m_dx, 0.0f, NULL, NULL, s);
     } else if (!accumulate) {
         /* no predictions: nothing wrote the MLM head's gradients (the word embedding's included) */
         mlm_head_grads_zero(b, s);
     }
-    cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * sizeof(floatX), s));
-    if (P > 0)
-        rows_scatter_add(b->dY, b->dm1, b->d_mlm_rows, P, H, s);
-    rows_scatter_add(b->dY, b->dc2, b->d_cls_rows, n, H, s);
+    if (!b->R) {
+        cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * sizeof(floatX), s));
+        if (P > 0)
+            rows_scatter_add(b->dY, b->dm1, b->d_mlm_rows, P, H, s);
+        rows_scatter_add(b->dY, b->dc2, b->d_cls_rows, n, H, s);
+    }
     END(OP_MLM_HEAD_BWD, -1);
     grads_ready(b, b->pool_w, b->nparams, s); /* pooler, MLM transform, decoder bias, NSP */
 
     for (int l = L - 1; l >= 0; l--) {
         const layer_offsets *o = &b->lo[l];
         layer_acts *a = &b->la[l];
+        int last = b->R && l == L - 1;
+        if (last)
+            b->rows = b->R;
+        int Tl = b->rows;
         /* dY: gradient of the layer's output x[l + 1] */
         BEGIN(OP_FFN_LN_BWD, l);
         /* with FP8, the E5M2 copy of dA: FFN2's data-gradient operand */
@@ -1331,7 +1388,7 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         int h_later = b->f8_gelu_out;
         BEGIN(OP_FFN2_BWD, l);
         if (!h_later)
-            gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->h, G(o->f2_w), wb, s);
+            gemm_linear_bwd_weight(g, GEMM_X, Tl, F, H, b->dA, a->h, G(o->f2_w), wb, s);
         /* the tanh GELU's derivative: the product's epilogue in bf16, a pass of its own in FP8 (whose
          * DGELU epilogue runs 3x slower than the bf16 one, docs/kernels.md) */
         linear_bwd_data(b, l, FP8_F2, b->dA, b->dF, 0.0f, b->opt.gelu_erf || b->opt.fp8 ? NULL : a->pre, b->opt.fp8,
@@ -1340,29 +1397,36 @@ void bert_backward(bert *b, float mlm_scale, float nsp_scale, int accumulate, cu
         BEGIN(OP_FFN1_BWD, l);
         int f1_cast = 0; /* b->q8 holds dF in E5M2 (FP8, tanh GELU: made by the GELU's backward) */
         if (b->opt.gelu_erf) {
-            bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), T, F, b->scratch, acc, s);
+            bias_gelu_bwd(b->dF, G(o->f1_b), b->dF, a->pre, W(o->f1_b), Tl, F, b->scratch, acc, s);
         } else if (b->opt.fp8) {
             int gi = l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_F1;
             bias_gelu_tanh_bwd(b->dF, G(o->f1_b), b->q8, b->f8_amax + gi, b->f8_scale + gi, h_later ? a->pre : NULL,
-                               b->dF, a->pre, T, F, b->scratch, acc, s);
+                               b->dF, a->pre, Tl, F, b->scratch, acc, s);
             f1_cast = 1;
             if (h_later)
-                gemm_linear_bwd_weight(g, GEMM_X, T, F, H, b->dA, a->pre, G(o->f2_w), wb, s);
+                gemm_linear_bwd_weight(g, GEMM_X, Tl, F, H, b->dA, a->pre, G(o->f2_w), wb, s);
         } else {
-            bias_bwd(G(o->f1_b), b->dF, T, F, b->scratch, acc, s);
+            bias_bwd(G(o->f1_b), b->dF, Tl, F, b->scratch, acc, s);
         }
-        gemm_linear_bwd_weight(g, GEMM_X, T, H, F, b->dF, a->a, G(o->f1_w), wb, s);
+        gemm_linear_bwd_weight(g, GEMM_X, Tl, H, F, b->dF, a->a, G(o->f1_w), wb, s);
         linear_bwd_data(b, l, FP8_F1, b->dF, b->dR, 1.0f, NULL, f1_cast, s);
         END(OP_FFN1_BWD, l);
         /* dR: gradient of a (residual + FFN input) */
         BEGIN(OP_ATTN_LN_BWD, l);
         /* with FP8, the E5M2 copy of dA: the attention output's data-gradient operand */
-        ln_bwd(b, b->dA, b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, a->ln1_in, a->ln1_mean, a->ln1_rstd,
-               W(o->ln1_g), pd, l, 1, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_O : -1, s);
+        ln_bwd(b, b->dA, last ? b->g_x : b->dY, G(o->o_b), G(o->ln1_g), G(o->ln1_b), b->dR, a->ln1_in, a->ln1_mean,
+               a->ln1_rstd, W(o->ln1_g), pd, l, 1, acc, b->opt.fp8 ? l * FP8_SLOTS + 2 * FP8_LINEARS + FP8_O : -1, s);
         END(OP_ATTN_LN_BWD, l);
         BEGIN(OP_ATTN_OUT_BWD, l);
-        gemm_linear_bwd_weight(g, GEMM_X, T, H, H, b->dA, a->ctx, G(o->o_w), wb, s);
-        linear_bwd_data(b, l, FP8_O, b->dA, b->dR, 0.0f, NULL, b->opt.fp8, s);
+        gemm_linear_bwd_weight(g, GEMM_X, Tl, H, H, b->dA, last ? b->g_ctx : a->ctx, G(o->o_w), wb, s);
+        linear_bwd_data(b, l, FP8_O, b->dA, last ? b->g_d : b->dR, 0.0f, NULL, b->opt.fp8, s);
+        if (last) { /* the gradients of the attention's output and of the layer's input, every row */
+            cudaCheck(cudaMemsetAsync(b->dR, 0, (size_t)T * H * sizeof(floatX), s));
+            cudaCheck(cudaMemsetAsync(b->dY, 0, (size_t)T * H * sizeof(floatX), s));
+            heads_scatter_add(b, b->dR, b->g_d, s);
+            heads_scatter_add(b, b->dY, b->g_x, s);
+            b->rows = T;
+        }
         END(OP_ATTN_OUT_BWD, l);
         attention_bwd(b, l, pa, s);
         BEGIN(OP_QKV_BWD, l);

@@ -60,6 +60,9 @@ typedef struct {
     int fp8;               /* 1: the encoder's Linear forwards and data gradients as FP8 products (bf16
                               build only): E4M3 activations and weights, E5M2 gradients, per-tensor
                               delayed scaling (kernels.h fp8_scales_update); weight gradients stay bf16 */
+    int last_heads;        /* 1: the last layer after its attention (output projection, FFN, LayerNorms)
+                              on the rows the heads read only: the masked positions, then each
+                              sequence's first token (P + n rows, when fewer than T); 0: every row */
 } bert_options;
 
 /* Timing hook: the trainer's tracer; called around every operator when set (else no-op). */

@@ -43,6 +43,9 @@ static void usage(FILE *f)
             "  --graphs on|off    off (the default); on: each micro-batch's forward and backward launched\n"
             "                     as one CUDA graph, captured while the step before computes (the\n"
             "                     first step, traced steps and bucketed all-reduces launch as usual)\n"
+            "  --last-layer heads|all heads (the default): the last layer after its attention (output\n"
+            "                     projection, FFN, LayerNorms) on the rows the heads read only, the masked\n"
+            "                     positions and each sequence's first token; all: on every token\n"
             "  --act-tokens N     activations for N tokens per micro-batch at start (default: from the\n"
             "                     data's lengths, B x mean + 5 sqrt(B) x their deviation); a larger\n"
             "                     micro-batch makes them again, larger (said in the summary)\n"
@@ -128,7 +131,7 @@ enum { O_MODEL = 256, O_DATA, O_SYN, O_DIST, O_BATCH, O_STEPS, O_LR, O_WARM, O_W
        O_NODROP, O_GELU, O_ACTTOK, O_VR, O_ACCUM, O_LOG, O_EVAL, O_EVERY, O_EBATCH, O_SAVE, O_SEVERY, O_RESUME,
        O_TRACE, O_TJSON, O_TSTEPS, O_HW, O_DW, O_DG, O_FP32, O_POLICY, O_COUNT, O_PLAN, O_CALIB,
        O_NPROC, O_GROUPS, O_STREAMS, O_BUCKET, O_NOCALIB, O_ONLINE, O_OWIN, O_PREC, O_LOGFILE,
-       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_GWRITE, O_FP8, O_GRAPHS, O_HELP };
+       O_SUMMARY, O_KEEP, O_SKIPNF, O_DEBUGNF, O_DFINAL, O_DBATCH, O_ADROP, O_TUNE, O_GWRITE, O_FP8, O_GRAPHS, O_LAST, O_HELP };
 
 /* One option into a; 1 on a bad value (said on stderr). */
 static int parse_one(int c, const char *v, train_args *a)
@@ -170,6 +173,10 @@ static int parse_one(int c, const char *v, train_args *a)
     case O_GRAPHS:
         bad = arg_name("--graphs", v, !strcmp(v, "on") || !strcmp(v, "off"), "on or off");
         a->graphs = !strcmp(v, "on");
+        break;
+    case O_LAST:
+        bad = arg_name("--last-layer", v, !strcmp(v, "heads") || !strcmp(v, "all"), "heads or all");
+        a->last_heads = !strcmp(v, "heads");
         break;
     case O_ACTTOK: return arg_int("--act-tokens", v, 1, 1 << 30, &a->act_tokens);
     case O_VR: return arg_int("--virtual-ranks", v, 1, 1024, &a->vranks);
@@ -256,6 +263,7 @@ static void args_default(train_args *a)
     a->bucket_mb = 32;
     a->online_window = 8;
     a->gemm_tune = 0;  /* the step gains under 1% for 2 s of timing (docs/trainer.md, measured) */
+    a->last_heads = 1; /* the last layer's rows the heads do not read are not computed (docs/trainer.md) */
     a->grad_write = 1; /* no memset of the gradients: +0.7-1.0% a step at batch 56 (docs/trainer.md) */
 }
 
@@ -280,7 +288,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         {"skip-nonfinite", 0, 0, O_SKIPNF}, {"debug-nonfinite-step", 1, 0, O_DEBUGNF},
         {"dump-final", 1, 0, O_DFINAL}, {"dump-batches", 1, 0, O_DBATCH}, {"attn-dropout", 1, 0, O_ADROP},
         {"gemm-tune", 1, 0, O_TUNE}, {"grad-write", 1, 0, O_GWRITE}, {"fp8", 1, 0, O_FP8},
-        {"graphs", 1, 0, O_GRAPHS}, {"act-tokens", 1, 0, O_ACTTOK},
+        {"graphs", 1, 0, O_GRAPHS}, {"last-layer", 1, 0, O_LAST}, {"act-tokens", 1, 0, O_ACTTOK},
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0}};
     args_default(a);

@@ -12,6 +12,8 @@
  * predicted FLOPs and bytes for them. */
 typedef struct {
     op_cost c[OP_COUNT];
+    op_cost last[OP_COUNT]; /* the last layer's operators on the heads' rows (optrace_set_last_heads) */
+    int has_last;
     long seqs, tokens;
     double sum_len2;
     int max_len;
@@ -54,6 +56,7 @@ struct optrace {
     int grown;    /* rc slots whose len buffers are initialised */
     double op_us[OP_COUNT]; /* summed over the written steps (grouped rows: their union) */
     int steps_done;
+    int last_heads; /* the trainer's last layer after its attention on the heads' rows */
     double last_busy_us; /* the last step's summed operator time (optrace_last_busy_us) */
 };
 
@@ -122,6 +125,8 @@ optrace *optrace_create(const char *hw, const model_cfg *m, int products, FILE *
     return t;
 }
 
+void optrace_set_last_heads(optrace *t, int on) { t->last_heads = on; }
+
 void optrace_free(optrace *t)
 {
     if (!t)
@@ -139,13 +144,21 @@ void optrace_free(optrace *t)
 
 static void hook_end(void *ctx, int op, int layer, cudaStream_t s);
 
-static void batch_costs_of(const model_cfg *m, const int *len, int n, int gpus, batch_costs *bc)
+static void batch_costs_of(const model_cfg *m, const int *len, int n, int gpus, int last_heads, batch_costs *bc)
 {
     memset(bc, 0, sizeof *bc);
     op_batch ob = {.len = len, .n = n, .fused = 1, .gpus = gpus, .dropout = 1};
     unpad_err err = {0};
-    if (n < 1 || ops_step(m, &ob, bc->c, &err))
+    if (n < 1 || ops_step(m, &ob, bc->c, &err)) {
         memset(bc->c, 0, sizeof bc->c); /* an empty batch: rows get zero FLOPs */
+    } else if (last_heads) { /* the last layer's rows: every count at the heads' rows for tokens */
+        ops_shape sh = {.seqs = n, .preds = 0};
+        for (int i = 0; i < n; i++)
+            sh.preds += ops_predictions(len[i], m->max_predictions);
+        sh.tokens = sh.attn_tokens = sh.real_tokens = ops_head_rows(bc->c[OP_QKV_FWD].tokens, sh.preds, n);
+        ops_count(m, &sh, 1, gpus, 1, bc->last);
+        bc->has_last = 1;
+    }
     bc->seqs = n;
     for (int i = 0; i < n; i++) {
         bc->tokens += len[i];
@@ -201,7 +214,7 @@ static void group_begin(void *ctx, int op, int layer, int group, int stream, int
     if (t->nrc > 0) {
         const rank_costs *rc = &t->rc[t->nrc - 1];
         if (seq_begin >= 0 && seq_end <= rc->n && seq_begin < seq_end) {
-            batch_costs_of(&t->m, rc->len + seq_begin, seq_end - seq_begin, t->gpus, &r->gc);
+            batch_costs_of(&t->m, rc->len + seq_begin, seq_end - seq_begin, t->gpus, 0, &r->gc);
             r->own = 1;
         }
     }
@@ -282,7 +295,7 @@ void optrace_rank_begin(optrace *t, int rank, int gpus, const int *len, int n)
         r->cap = 0;
         t->grown = t->nrc;
     }
-    batch_costs_of(&t->m, len, n, gpus, &r->bc);
+    batch_costs_of(&t->m, len, n, gpus, t->last_heads, &r->bc);
     if (n > r->cap) {
         free(r->len);
         r->cap = 0;
@@ -390,12 +403,15 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
         row.stream = r->stream;
         const batch_costs *c = r->own ? &r->gc : r->costs >= 0 ? &t->rc[r->costs].bc : NULL;
         if (c) {
+            /* the last layer on the heads' rows: the batch as described, the FLOPs and bytes of
+             * the rows computed (fit_row scales a GEMM's rows with its FLOPs) */
+            int heads = c->has_last && r->layer == t->m.layers - 1 && ops_on_head_rows((op_id)r->op);
             row.seqs = c->seqs;
             row.tokens = c->tokens;
             row.sum_len2 = c->sum_len2;
             row.max_len = c->max_len;
-            row.flops = c->c[r->op].flops;
-            row.bytes = c->c[r->op].bytes;
+            row.flops = heads ? c->last[r->op].flops : c->c[r->op].flops;
+            row.bytes = heads ? c->last[r->op].bytes : c->c[r->op].bytes;
         }
         if (r->bytes >= 0) {
             row.flops = 0;

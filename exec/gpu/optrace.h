@@ -36,6 +36,9 @@ typedef struct optrace optrace;
 optrace *optrace_create(const char *hw, const model_cfg *m, int products, FILE *csv, chrome_trace *json,
                         int proc_rank, int vranks, int64_t start_us, unpad_err *err);
 void optrace_free(optrace *t);
+/* The trainer runs its last layer after the attention on the heads' rows (bert_options.last_heads):
+ * that layer's rows of those operators count their FLOPs and bytes (ops_on_head_rows). */
+void optrace_set_last_heads(optrace *t, int on);
 
 /* The hooks to give bert_set_hooks and bert_set_group_hooks. A grouped FMHA launch becomes a row
  * with its group and stream, counting its own sequences; the rank's time adds the union of its

@@ -53,6 +53,9 @@ void trainer_print_setup(const trainer *t)
            t->calib_from);
     if (t->fg.nb != 0)
         printf("  FMHA groups on up to %d stream%s\n", t->fg.opts.max_streams, t->fg.opts.max_streams == 1 ? "" : "s");
+    if (t->opt.last_heads)
+        printf(WORKLOAD_LOG_LAST_HEADS " (the masked positions, then each sequence's first token; "
+               "--last-layer all: every token)\n");
     if (t->graphs)
         printf("  CUDA graphs: each micro-batch's forward and backward launched as one graph, captured while the "
                "step before computes (%s)\n",

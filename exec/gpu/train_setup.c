@@ -138,14 +138,16 @@ static int setup_model(trainer *t, unpad_err *err)
     act = act < most ? act : most;
     t->opt = (bert_options){.gelu_erf = a->gelu_erf, .dropout = !a->no_dropout, .seed = (uint64_t)a->seed,
                             .max_tokens = (int)act, .grow_tokens = (int)most, .max_seqs = t->seq_cap,
-                            .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B), .fp8 = a->fp8};
+                            .max_preds = B * t->cfg.max_predictions + (t->seq_cap - B), .fp8 = a->fp8,
+                            .last_heads = a->last_heads};
     if (!(t->b = bert_create(&t->cfg, &t->opt, err)))
         return err->code ? err->code : UNPAD_ENOMEM;
     cudaCheck(cudaStreamCreateWithFlags(&t->s, cudaStreamNonBlocking));
     if (a->graphs && !(t->graphs = step_graphs_create(t->K, err)))
         return err->code ? err->code : UNPAD_ENOMEM;
     if (t->balanced) {
-        int rc = step_model_init(&t->step, &t->cfg, &t->hw, &t->cc, 1, err);
+        int rc = step_model_init(&t->step, &t->cfg, &t->hw, &t->cc, STEP_FUSED | (a->last_heads ? STEP_LAST_HEADS : 0),
+                                 err);
         if (rc)
             return rc;
         dp_options o = {.K = t->K, .B = B, .max_len = t->max_len, .max_pred = t->cfg.max_predictions,
@@ -199,6 +201,8 @@ static int setup_outputs(trainer *t, unpad_err *err)
         !(t->tr = optrace_create(t->hw.name, &t->cfg, trace_products_of(a), t->tcsv, t->tjson, t->comm.rank, t->K,
                                  t->start_us, err)))
         return err->code;
+    if (t->tr)
+        optrace_set_last_heads(t->tr, t->opt.last_heads);
     if (t->rank0 && (rc = train_log_open(a->log_file, a->resume != NULL, &t->log, err)))
         return rc;
     if (t->rank0 && a->dump_batches && (rc = dump_open(&t->dumpb, a->dump_batches, err)))

@@ -60,6 +60,7 @@ typedef struct {
     int gemm_tune; /* --gemm-tune on (1) | off (0, the default) */
     int fp8;       /* --fp8 on (1) | off (0, the default): bert_options.fp8 */
     int graphs;     /* --graphs on (1) | off (0, the default): each micro-batch's pass as one CUDA graph */
+    int last_heads; /* --last-layer heads (1, the default) | all (0): bert_options.last_heads */
     int act_tokens; /* --act-tokens: the activations' first size in tokens; 0: from the data */
     int grad_write; /* --grad-write on (1, the default): the first micro-batch writes the gradients |
                      * off (0): they are zeroed at the step's start and every micro-batch adds */

@@ -417,6 +417,17 @@ const char *cli_fp8_times(const resolve_inputs *in)
     return buf;
 }
 
+const char *cli_last_layer_name(int last_heads)
+{
+    return last_heads ? "heads" : "all";
+}
+
+const char *cli_last_layer_text(int last_heads)
+{
+    return last_heads ? "the last layer after its attention on the heads' rows (--last-layer heads)"
+                      : "every layer on all tokens (--last-layer all)";
+}
+
 void cli_graphs_note(FILE *f, const resolve_inputs *in, const int *gpus, int n, int virtual_ranks)
 {
     int several = 0;

@@ -86,7 +86,7 @@ typedef struct {
         CLI_OPT_INT("max-len", &(w)->s.max_len, 1, 1 << 20), CLI_OPT_OUT("json", &(w)->json),   \
         CLI_OPT_FLAG("quiet", &(w)->quiet), CLI_OPT_CALL("fp8", cli_parse_on_off, &(w)->s.fp8),    \
         CLI_OPT_CALL("graphs", cli_parse_on_off, &(w)->rq.graphs),                              \
-        CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
+        CLI_OPT_LAST_LAYER(&(w)->s.last_heads), CLI_OPTS_TRAIN(&(w)->s.train_samples, &(w)->prices)
 
 /* --train-samples N (a count: 3e6, 2.5M, 400k) and --price P[,P...] (per GPU-hour: one, or with
  * `plan --hw A,B` one per hardware): the time and cost of training N samples. */
@@ -127,6 +127,9 @@ int cli_check_layouts(const char *cmd, int max_len, const resolve_inputs *in, co
  * fitted on --fp8 on traces (in->calib.fp8), else "step times: the bf16 products' (...)", saying
  * which calibration and where an FP8 one would be. */
 const char *cli_fp8_times(const resolve_inputs *in);
+/* --last-layer's word ("heads", "all": the JSON's config.last_layer), and what it means for a title. */
+const char *cli_last_layer_name(int last_heads);
+const char *cli_last_layer_text(int last_heads);
 /* With --graphs on (in->calib.graphs) and more than one GPU among gpus[0..n) (not virtual ranks):
  * the line that says unpad-train launches graphs on several GPUs only with --bucket-mb 0. */
 void cli_graphs_note(FILE *f, const resolve_inputs *in, const int *gpus, int n, int virtual_ranks);

@@ -15,7 +15,7 @@ const char cmd_datamove_what[] = "data movement per operator and class, fused ag
 static void usage(FILE *f)
 {
     fprintf(f, "usage: unpad datamove [--model F] [--hw F] [--calib F | --no-calib] [--batch B] [--seq S]\n"
-               "                      [--json F]\n"
+               "                      [--last-layer heads|all] [--json F]\n"
                "  --model F   model config, or a name in models/ (default bert-large)\n"
                "  --hw F      hardware spec, or a name in models/hw/ (default h200-sxm)\n"
                "  --calib F   fitted coefficients, or a name in models/calib/ (default: <hw> if it exists)\n"
@@ -26,6 +26,8 @@ static void usage(FILE *f)
                "              (gpus_per_node=4,node_bw_gbs=25: the keys of models/hw/*.cfg)\n"
                "  --batch B   sequences (default 56)\n"
                "  --seq S     length of every sequence (default 512)\n"
+               "  --last-layer heads|all  the trainer's --last-layer: heads (the default) runs the last\n"
+               "              layer after its attention on the rows the heads read only; all: every token\n"
                "  --json F    also write the tables as JSON (docs/json.md); F '-': only the JSON, on\n"
                "              standard output\n");
 }
@@ -129,7 +131,8 @@ static void datamove_classes(json_w *w, const move_sum *cls, const move_sum *tot
 }
 
 /* The step of batch sequences of length seq, fused and unfused. */
-static int datamove_predict(const resolve_inputs *in, int batch, int seq, cost_step *fu, cost_step *un)
+static int datamove_predict(const resolve_inputs *in, int batch, int seq, int last_heads, cost_step *fu,
+                            cost_step *un)
 {
     int *len = malloc(sizeof *len * (size_t)batch);
     if (!len)
@@ -137,7 +140,7 @@ static int datamove_predict(const resolve_inputs *in, int batch, int seq, cost_s
     for (int i = 0; i < batch; i++)
         len[i] = seq;
     unpad_err err = {0};
-    op_batch bf = {.len = len, .n = batch, .fused = 1, .gpus = 1, .dropout = 1};
+    op_batch bf = {.len = len, .n = batch, .fused = 1, .gpus = 1, .dropout = 1, .last_heads = last_heads};
     op_batch bu = bf;
     bu.fused = 0;
     int rc = cost_predict_step(&in->model, &in->hw, &in->calib, &bf, fu, &err) ||
@@ -149,11 +152,11 @@ static int datamove_predict(const resolve_inputs *in, int batch, int seq, cost_s
 int cmd_datamove(int argc, char **argv)
 {
     resolve_req rq = {0};
-    int batch = 56, seq = 512;
+    int batch = 56, seq = 512, last_heads = 1;
     const char *json = NULL;
     const cli_opt opts[] = {CLI_OPT_MODEL(&rq), CLI_OPT_HW(&rq), CLI_OPTS_CALIB(&rq),
                             CLI_OPT_INT("batch", &batch, 1, 4096), CLI_OPT_INT("seq", &seq, 1, 8192),
-                            CLI_OPT_OUT("json", &json)};
+                            CLI_OPT_OUT("json", &json), CLI_OPT_LAST_LAYER(&last_heads)};
     int rc = cli_opts_parse("datamove", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
         return rc;
@@ -168,7 +171,7 @@ int cmd_datamove(int argc, char **argv)
         return 2;
     }
     cost_step fu, un;
-    if (datamove_predict(&in, batch, seq, &fu, &un))
+    if (datamove_predict(&in, batch, seq, last_heads, &fu, &un))
         return 1;
     cli_prov prov;
     cli_prov_init(&prov, argc, argv);
@@ -181,10 +184,11 @@ int cmd_datamove(int argc, char **argv)
         json_obj(w, "config");
         json_int(w, "batch", batch);
         json_int(w, "seq_len", seq);
+        json_str(w, "last_layer", cli_last_layer_name(last_heads));
         json_end(w);
     }
-    printf("unpad datamove: %s, %d sequences x %d tokens, one training step on %s\n",
-           in.model.name, batch, seq, in.hw.name);
+    printf("unpad datamove: %s, %d sequences x %d tokens, one training step on %s; %s\n",
+           in.model.name, batch, seq, in.hw.name, cli_last_layer_text(last_heads));
     cli_prov_print(stdout, &prov);
     printf("\n");
     move_sum cls[OPC_COUNT] = {{0}}, tot = {0};

@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "                  [--tokens] [--streams S] [--granularity G] [--threads T] [--out plan.cfg]\n"
             "                  [--max-len N] [--layout LIST] [--accum K | --global-batch G]\n"
             "                  [--train-samples N [--price P] [--deadline H] [--budget B]]\n"
-            "                  [--fp8 on|off] [--graphs on|off] [--json F] [--quiet]\n"
+            "                  [--fp8 on|off] [--graphs on|off] [--last-layer heads|all] [--json F] [--quiet]\n"
             "  --dist F         sequence lengths, or a name in models/dists/ (default wiki512)\n"
             "  --model F        model config, or a name in models/ (default bert-large)\n"
             "  --hw F           hardware spec, or a name in models/hw/ (default h200-sxm)\n"
@@ -70,6 +70,8 @@ static void usage(FILE *f)
             "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --graphs on|off  the trainer's --graphs on (default off): each pass one CUDA graph, no\n"
             "                   wait for the host (the calibration's graph_launch_us; docs/planning.md)\n"
+            "  --last-layer heads|all  the trainer's --last-layer: heads (the default) runs the last\n"
+            "                   layer after its attention on the rows the heads read only; all: on every token\n"
             "  --layout LIST    also predict the chosen policy in these layouts (padded, pad-longest,\n"
             "                   buckets=B1/B2/..., packed[:K]) beside the trainer's unpadded one (shown\n"
             "                   always; unpadded in the list adds nothing)\n",
@@ -459,8 +461,8 @@ static void plan_print_title(const plan_opts *o, const resolve_inputs *in, const
     printf("unpad plan: %s on ", in[0].model.name);
     for (int h = 0; h < o->nhw; h++)
         printf("%s%s", h ? ", " : "", in[h].hw.name);
-    printf(", %s counts, %d sampled steps per candidate, balancing %s\n", balance_count_name(o->count), s->steps,
-           s->weights_tokens ? "tokens" : "the predicted per-sequence cost");
+    printf(", %s counts, %d sampled steps per candidate, balancing %s; %s\n", balance_count_name(o->count), s->steps,
+           s->weights_tokens ? "tokens" : "the predicted per-sequence cost", cli_last_layer_text(s->last_heads));
     cli_prov_print(stdout, prov);
     int ng = o->w.gpus.n, nb = o->global ? 1 : o->w.batch.n, *g = malloc(3 * (size_t)ng * nb * sizeof *g);
     if (g) { /* the configurations that sample fewer steps (--global-batch: its sequences a step) */
@@ -498,6 +500,7 @@ static void plan_json_open(json_w *w, const plan_opts *o)
     json_int(w, "granularity", s->granularity);
     json_int(w, "accum", o->accum);
     json_bool(w, "fp8", s->fp8);
+    json_str(w, "last_layer", cli_last_layer_name(s->last_heads));
     if (o->global)
         json_int(w, "global_batch", o->global);
     else

@@ -21,7 +21,7 @@ static void usage(FILE *f)
             "  load       per-GPU predicted step time on one sampled step, one bar per policy\n"
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--gpus N]\n"
             "             [--batch B] [--count equal|free] [--seed S] [--tokens] [--hw-set L]\n"
-            "             [--graphs on|off]\n"
+            "             [--graphs on|off] [--last-layer heads|all]\n"
             "  imbalance  imbalance against GPU count and batch size, from a what-if CSV\n"
             "             --csv F [--batch B] [--gpus N]  (fixed value of each panel; default: the\n"
             "             value with the most points) [--layout NAME] [--accum K]  (the rows of one\n"
@@ -38,6 +38,8 @@ static void usage(FILE *f)
             "  --faster L, --hw-set L  what-ifs over the coefficients and the hardware spec's numbers\n"
             "                (unpad whatif --help)\n"
             "  --graphs on|off  the trainer's --graphs on: its launches and no wait for the host\n"
+            "  --last-layer heads|all  (load) the trainer's --last-layer: heads (the default), the last\n"
+            "                layer after its attention on the rows the heads read only; all: every token\n"
             "Defaults: --dist models/dists/wiki512.csv --model models/bert-large.cfg\n"
             "          --hw models/hw/h200-sxm.cfg --gpus 8 --batch 56 --count equal --seed 1\n"
             "Needs the gnuplot program (sudo apt-get install gnuplot-nox).\n");
@@ -56,6 +58,7 @@ typedef struct {
     const char *csv, *out, *plots;
     const char *layout;    /* imbalance: the rows of this layout */
     int accum;             /* imbalance: the rows of this accumulation (0: any) */
+    int last_heads;        /* load: --last-layer heads (1, the default) | all (0); -1: not given */
 } plot_opts;
 
 /* The kind, the flags, and the flags that do not go with the kind refused. */
@@ -77,6 +80,7 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
     o->streams = 4;
     o->gran = 1;
     o->count = BAL_EQUAL;
+    o->last_heads = -1;
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
         CLI_OPT_CALL("graphs", cli_parse_on_off, &o->rq.graphs),
@@ -93,6 +97,7 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         CLI_OPT_STR("plots", &o->plots),
         CLI_OPT_STR("layout", &o->layout),
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
+        CLI_OPT_LAST_LAYER(&o->last_heads),
     };
     int rc = cli_opts_parse("plot", argc, argv, 2, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
@@ -110,6 +115,13 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         fprintf(stderr, "unpad plot %s: --lengths is for the groups plot\n", kind);
         return 2;
     }
+    if (o->k != PLOT_LOAD && o->last_heads >= 0) {
+        fprintf(stderr, "unpad plot %s: --last-layer is for the load plot (the only one that times the layers "
+                        "after the attention)\n", kind);
+        return 2;
+    }
+    if (o->last_heads < 0)
+        o->last_heads = 1;
     if (o->k == PLOT_LOAD && o->gpus && o->batch && (long)o->gpus * o->batch > (1L << 22)) {
         fprintf(stderr, "unpad plot load: %d GPUs x %d sequences is over 4,194,304\n", o->gpus, o->batch);
         return 2;
@@ -173,7 +185,7 @@ static int plot_draw(plot_opts *o, const resolve_inputs *in, int argc, char **ar
     if (o->k == PLOT_LOAD) {
         plot_load_setup ls = {&in->dist, &in->model, &in->hw, &in->calib, o->gpus ? o->gpus : 8,
                               o->batch ? o->batch : 56, o->count, (uint64_t)o->seed, o->tokens, pc,
-                              in->hw_set[0] ? in->hw_set : NULL};
+                              in->hw_set[0] ? in->hw_set : NULL, o->last_heads};
         rc = plot_load(o->plots, &ls, o->out, &err);
     }
     if (o->k == PLOT_GROUPS) {

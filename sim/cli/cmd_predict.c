@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "usage: unpad predict [--dist F] [--model F] [--hw F] [--calib F] [--gpus N] [--batch B]\n"
             "                     [--max-len N] [--layout LIST] [--padded] [--unfused] [--seed S]\n"
             "                     [--steps K] [--accum K] [--fp8 on|off] [--graphs on|off]\n"
-            "                     [--train-samples N [--price P]]\n"
+            "                     [--last-layer heads|all] [--train-samples N [--price P]]\n"
             "                     [--csv OUT]\n"
             "                     [--json OUT]\n"
             "                     [--quiet]\n"
@@ -50,6 +50,8 @@ static void usage(FILE *f)
             "                 exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --graphs on|off  the trainer's --graphs on (default off): each pass one CUDA graph, no\n"
             "                 wait for the host (the calibration's graph_launch_us; docs/planning.md)\n"
+            "  --last-layer heads|all  the trainer's --last-layer: heads (the default) runs the last layer\n"
+            "                 after its attention on the rows the heads read only; all: on every token\n"
             "  --accum K      gradient accumulation: K micro-batches of B a step, LAMB and the\n"
             "                 all-reduce once (unpad-train --virtual-ranks K), 1..1024 (default 1)\n"
             "  --max-len N    truncate longer sequences to N (at most the model's max_len)\n"
@@ -133,6 +135,7 @@ typedef struct {
     int gpus, batch, unfused, seed, steps, cap, quiet, padded;
     int accum;                   /* micro-batches per GPU and step */
     int fp8;                     /* --fp8 on: the trainer's memory with FP8 products */
+    int last_heads;              /* --last-layer heads (1, the default) | all (0) */
     double train_samples, price; /* --train-samples, --price (0: not asked) */
     cli_prices prices;           /* --price as given */
     cli_layouts lays; /* the layouts asked (--layout, --padded) */
@@ -214,6 +217,7 @@ static void predict_json(json_w *w, const predict_run *r)
     json_int(w, "accum", r->o.accum);
     json_bool(w, "fp8", r->o.fp8);
     json_bool(w, "fp8_step_times", r->in.calib.fp8);
+    json_str(w, "last_layer", cli_last_layer_name(r->o.last_heads));
     if (cap)
         json_int(w, "max_len", cap);
     else
@@ -307,7 +311,7 @@ static void predict_json(json_w *w, const predict_run *r)
 
 static int predict_parse(int argc, char **argv, predict_opts *o)
 {
-    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100, .accum = 1};
+    *o = (predict_opts){.gpus = 1, .batch = 56, .seed = 1, .steps = 100, .accum = 1, .last_heads = 1};
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
         CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
@@ -325,6 +329,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
         CLI_OPT_INT("accum", &o->accum, 1, WHATIF_ACCUM_MAX),
         CLI_OPT_CALL("fp8", cli_parse_on_off, &o->fp8),
         CLI_OPT_CALL("graphs", cli_parse_on_off, &o->rq.graphs),
+        CLI_OPT_LAST_LAYER(&o->last_heads),
     };
     int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)
@@ -363,7 +368,8 @@ static int predict_setup(predict_run *r)
     if (cli_check_fp8("predict", o->fp8, &r->in))
         return 1;
     if (layout_check_cap(o->cap, m->max_len, &err) || layout_truncate(&r->in.dist, o->cap, &r->capped, &err) ||
-        step_model_init(&r->sm, m, &r->in.hw, &r->in.calib, !o->unfused, &err))
+        step_model_init(&r->sm, m, &r->in.hw, &r->in.calib,
+                        (o->unfused ? 0 : STEP_FUSED) | (o->last_heads ? STEP_LAST_HEADS : 0), &err))
         return cli_error("predict", &err);
     layout lays[MAX_LAYOUTS + 1];
     r->nlay = o->lays.n;
@@ -484,7 +490,7 @@ static void predict_print_ops(const predict_run *r)
         printf(", truncated to %d", o->cap);
     if (r->in.dist_longest > r->in.model.max_len)
         printf(" (the file's lengths go up to %d)", r->in.dist_longest);
-    printf("; %s kernels\n", o->unfused ? "unfused" : "fused");
+    printf("; %s kernels; %s\n", o->unfused ? "unfused" : "fused", cli_last_layer_text(o->last_heads));
     cli_prov_print(stdout, &r->prov);
     int first_buckets = col[0].lay.kind == LAYOUT_BUCKETS, others = 0;
     for (int l = 1; l < nlay; l++)
@@ -619,6 +625,7 @@ static void predict_print_memory(predict_run *r)
     r->mem_tokens = tokens;
     memory_trainer_setup(&r->in.model, batch, tokens, batch, gpus > 1, &ms);
     ms.fp8 = r->o.fp8; /* MEMORY_FP8_ON is --fp8 on's 1 */
+    ms.last_heads = r->o.last_heads;
     memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
     r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: activations for %ld tokens, %s): %.2f GiB, %s: %s\n", tokens,

@@ -225,6 +225,7 @@ static void workloads_json(json_w *w, const char *path, const workload_row *rows
         json_num(w, "band_hi_ms", r->band_hi_ms);
         json_bool(w, "measured_in_band", workload_in_band(r));
         json_bool(w, "graphs", r->graphs != 0);
+        json_bool(w, "last_heads", r->last_heads);
         pct_json(w, "per_step_median_error_pct", r->step_err);
         if (log)
             json_int(w, "stalls", r->stalls);

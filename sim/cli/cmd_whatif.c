@@ -22,7 +22,7 @@ static void usage(FILE *f)
             "                    [--dist F] [--model F] [--hw F] [--calib F] [--steps K] [--seed S]\n"
             "                    [--threads T] [--tokens] [--attn-steps A] [--streams S]\n"
             "                    [--granularity G] [--max-len N] [--layout LIST] [--accum LIST]\n"
-            "                    [--virtual-ranks] [--fp8 on|off] [--graphs on|off]\n"
+            "                    [--virtual-ranks] [--fp8 on|off] [--graphs on|off] [--last-layer heads|all]\n"
             "                    [--train-samples N [--price P]] [--csv OUT] [--json OUT] [--quiet]\n"
             "  --gpus LIST      GPU counts, comma-separated (default 8); an item may be a range:\n"
             "                   A..B (every count), A..B+K (step K), A..BxK (times K): 8..4096x2\n"
@@ -61,6 +61,8 @@ static void usage(FILE *f)
             "                   exists (fitted on --fp8 on traces), else the bf16 products'\n"
             "  --graphs on|off  the trainer's --graphs on (default off): each pass one CUDA graph, no\n"
             "                   wait for the host (the calibration's graph_launch_us; docs/planning.md)\n"
+            "  --last-layer heads|all  the trainer's --last-layer: heads (the default) runs the last\n"
+            "                   layer after its attention on the rows the heads read only; all: on every token\n"
             "  --csv OUT        write one row per configuration (OUT.partial while running); OUT\n"
             "                   '-': only the CSV, on standard output\n"
             "  --json OUT       write the sweep as JSON (docs/json.md; OUT.partial while running:\n"
@@ -271,7 +273,7 @@ static void whatif_print_title(const whatif_opts *o, const resolve_inputs *in, c
         printf("; lengths truncated to %d", s->max_len);
     if (s->fp8)
         printf("; memory with --fp8 on, %s", cli_fp8_times(in));
-    printf("\n");
+    printf("; %s\n", cli_last_layer_text(s->last_heads));
     cli_prov_print(stdout, prov);
     int *g = malloc(3 * (size_t)n * sizeof *g);
     if (g) { /* the configurations that sample fewer steps */
@@ -351,6 +353,7 @@ static void whatif_json(json_w *w, const whatif_setup *s, const resolve_inputs *
     json_bool(w, "virtual_ranks", s->serial_ranks);
     json_bool(w, "fp8", s->fp8);
     json_bool(w, "fp8_step_times", in->calib.fp8);
+    json_str(w, "last_layer", cli_last_layer_name(s->last_heads));
     json_num(w, "train_samples", s->train_samples > 0 ? s->train_samples : NAN);
     json_num(w, "price_per_gpu_hour", s->gpu_hour_price > 0 ? s->gpu_hour_price : NAN);
     json_end(w);

@@ -133,14 +133,26 @@ void cli_ints_free(cli_ints *l)
     l->n = 0;
 }
 
-int cli_parse_on_off(const char *cmd, const char *flag, const char *val, void *dst)
+/* One of two words into an int: 1 for `one`, 0 for `zero`. */
+static int parse_two(const char *cmd, const char *flag, const char *val, int *dst, const char *one,
+                     const char *zero)
 {
-    if (strcmp(val, "on") && strcmp(val, "off")) {
-        fprintf(stderr, "unpad %s: %s: unknown '%s' (expected on or off)\n", cmd, flag, val);
+    if (strcmp(val, one) && strcmp(val, zero)) {
+        fprintf(stderr, "unpad %s: %s: unknown '%s' (expected %s or %s)\n", cmd, flag, val, one, zero);
         return 1;
     }
-    *(int *)dst = !strcmp(val, "on");
+    *dst = !strcmp(val, one);
     return 0;
+}
+
+int cli_parse_on_off(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    return parse_two(cmd, flag, val, dst, "on", "off");
+}
+
+int cli_parse_last_layer(const char *cmd, const char *flag, const char *val, void *dst)
+{
+    return parse_two(cmd, flag, val, dst, "heads", "all");
 }
 
 int cli_parse_count(const char *cmd, const char *flag, const char *val, void *dst)

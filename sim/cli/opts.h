@@ -107,5 +107,9 @@ void cli_ints_free(cli_ints *l);
 int cli_parse_count(const char *cmd, const char *flag, const char *val, void *dst);
 /* on|off into an int (1 / 0): */
 int cli_parse_on_off(const char *cmd, const char *flag, const char *val, void *dst);
+/* --last-layer heads|all into an int (1 / 0): the trainer's last layer after its attention on the
+ * heads' rows only, or every layer on all tokens (step.h STEP_LAST_HEADS): */
+int cli_parse_last_layer(const char *cmd, const char *flag, const char *val, void *dst);
+#define CLI_OPT_LAST_LAYER(p) CLI_OPT_CALL("last-layer", cli_parse_last_layer, (p))
 
 #endif
