@@ -9,7 +9,8 @@
 #   4. the H100: calibrate on traces/h100-3/, h100-4/, h100-6/ and h100-9/ (four starts; the dists/ of
 #      h100-6/ and h100-9/: other length distributions; h100-9/: the current trainer) calib-w-*.csv
 #      -> models/calib/h100-sxm.cfg, validated on the untraced steps of each start's held-out workloads
-#      (h100-5/, h100-7/, h100-8/, h100-10/ and h100-11/: starts the fit saw nothing of); with the
+#      (h100-5/, h100-7/, h100-8/, h100-10/, h100-11/ and h100-12/: starts the fit saw nothing of;
+#      h100-12/ ran the last layer on the heads' rows, as its logs say); with the
 #      untraced steps of h100-8/graphs/'s runs with --graphs on, its graph coefficients, validated on
 #      that start's held-out workloads with --graphs on
 # usage: scripts/report.sh [--synthetic] [OUTDIR]        (OUTDIR default build/report)
@@ -116,7 +117,7 @@ else
         --workloads traces/h100-9/workloads-calib.csv --workloads traces/h100-9/dists/workloads-calib.csv \
         --workloads traces/h100-8/graphs/workloads-calib-graphs.csv \
         --hw "$h100" --out "$h100_cfg" | tee -a "$report"
-    for start in h100-3 h100-4 h100-5 h100-6 h100-7 h100-8 h100-9 h100-10 h100-11; do
+    for start in h100-3 h100-4 h100-5 h100-6 h100-7 h100-8 h100-9 h100-10 h100-11 h100-12; do
         $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/$start/workloads-heldout.csv | tee -a "$report"
     done
     $U validate --hw "$h100" --calib "$h100_cfg" --workloads traces/h100-8/graphs/workloads-heldout-graphs.csv |
