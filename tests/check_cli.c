@@ -1063,7 +1063,8 @@ START_TEST(test_last_layer)
     ck_assert_str_eq(at(w, "config.last_layer")->str, "all");
     double wa = jr_get(at(w, "rows")->kids[0], "step_us")->num;
     jr_free(w);
-    ck_assert_int_eq(run("whatif --gpus 2 --batch 16 --policy kk --steps 3 --attn-steps 0 --quiet --json %D/w.json"), 0);
+    ck_assert_int_eq(run("whatif --gpus 2 --batch 16 --policy kk --steps 3 --attn-steps 0 --quiet "
+                         "--json %D/w.json"), 0);
     w = load_json("w.json");
     ck_assert_str_eq(at(w, "config.last_layer")->str, "heads");
     ck_assert_double_lt(jr_get(at(w, "rows")->kids[0], "step_us")->num, wa);
