@@ -7,6 +7,11 @@
 #            (bert-tiny, and bert-base shapes with 2 layers), the bf16 trainer with bf16 bounds and
 #            the fp32 build (--precision fp32) with fp32 bounds (FP32_GRAD_BOUND, FP32_LOSS_BOUND)
 #   vgrad    gradients of 4 virtual ranks x 4 sequences = those of one micro-batch of 16
+#   heads    the last layer on the heads' rows (--last-layer heads, the default) against every row
+#            (--last-layer all): the loss and every gradient of one step without dropout, 2-layer
+#            bert-base and BERT-Large shapes, bf16 and --fp8 on, within 2e-2 (HEADS_GRAD_BOUND;
+#            the products of other row counts round differently); then BERT-Large at 56 Wikipedia
+#            lengths, heads and all interleaved twice: steady-state samples/s of each
 #   grow     activations made again mid-run (--act-tokens 256: every micro-batch larger than the
 #            first size): bert-tiny alone, with 4 virtual ranks (the regrowth between the micro-batches
 #            of a step carries the loss sums over) and with --fp8 on (bert-base, 2 layers), each against
@@ -61,7 +66,7 @@
 # Default: all. Logs go to OUTDIR (default out/bench); a short table is printed last. TRAIN_ARGS adds
 # arguments to every unpad-train run (TRAIN_ARGS="--gemm-tune on").
 set -u
-STAGES=${1:-gemm,peer,grow,graphs,learn,resume,signal,nonfinite,steps,fp8,large,graphspeed,torch}
+STAGES=${1:-gemm,peer,heads,grow,graphs,learn,resume,signal,nonfinite,steps,fp8,large,graphspeed,torch}
 OUT=${2:-out/bench}
 has() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 # the programs the chosen stages run, checked before any stage starts (`make gpu` builds them all)
@@ -142,6 +147,31 @@ if has peer; then
             --grads "$OUT/g-$tag.bin" "${bounds[@]}" >"$OUT/peer-$tag.log" 2>&1
         say "peer $tag train rc=$rc compare rc=$? $(tail -1 "$OUT/peer-$tag.log")"
         rm -f "$OUT/w-$tag.bin" "$OUT/g-$tag.bin"
+    done
+fi
+
+if has heads; then
+    base2_cfg
+    sed -e 's/^layers *=.*/layers = 2/' -e 's/^name *=.*/name = bert-large-2layers/' models/bert-large.cfg \
+        >"$OUT/bert-large2.cfg"
+    for m in base2 large2; do
+        for f in off on; do
+            for l in heads all; do
+                timeout 120 $T --model "$OUT/bert-$m.cfg" --synthetic --batch 16 --steps 1 --no-dropout --seed 7 \
+                    --fp8 $f --last-layer $l --dump-grads "$OUT/hg-$l.bin" >"$OUT/heads-$m-$f-$l.log" 2>&1 ||
+                    say "heads    $m fp8 $f $l rc=$?"
+            done
+            timeout 120 python3 tests/gpu/compare_hf.py --grads "$OUT/hg-heads.bin" --against "$OUT/hg-all.bin" \
+                --grad-bound "${HEADS_GRAD_BOUND:-2e-2}" >"$OUT/heads-$m-$f-cmp.log" 2>&1
+            say "heads    $m fp8 $f, heads against all rc=$? $(tail -1 "$OUT/heads-$m-$f-cmp.log")"
+            rm -f "$OUT/hg-heads.bin" "$OUT/hg-all.bin"
+        done
+    done
+    for l in heads all heads all; do
+        timeout 120 $T --model models/bert-large.cfg --synthetic --batch 56 --steps 40 --log-every 10 --seed 1 \
+            --last-layer $l >"$OUT/heads-speed-$l-$SECONDS.log" 2>&1
+        say "heads    BERT-Large b56 --last-layer $l rc=$? $(grep '^summary' "$(ls -t "$OUT"/heads-speed-$l-*.log |
+            head -1)" | grep -oE '[0-9.]+ samples/s|whole run [0-9.]+ samples/s' | tr '\n' ' ')"
     done
 fi
 
