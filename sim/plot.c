@@ -314,8 +314,7 @@ static int load_compute(const plot_load_setup *s, double *t, unpad_err *err)
     }
     seq_cost sc;
     if ((rc = cost_seq_model(s->model, s->hw, s->calib, &sc, err)) ||
-        (rc = step_model_init(&sm, s->model, s->hw, s->calib, STEP_FUSED | (s->last_heads ? STEP_LAST_HEADS : 0),
-                              err)) ||
+        (rc = step_model_init(&sm, s->model, s->hw, s->calib, step_trainer_flags(s->last_heads), err)) ||
         (rc = dist_sampler_alloc(s->dist, s->seed, &smp, err)) ||
         (rc = balance_ws_alloc(n, k, &ws, err)) || (rc = balance_result_alloc(n, k, &r, err)))
         goto out;

@@ -84,6 +84,9 @@ typedef struct {
     step_len *per_len;        /* (max_len + 1) */
 } step_model;
 
+/* The trainer's flags: its fused kernels, and its last layer as --last-layer says (1: heads). */
+static inline int step_trainer_flags(int last_heads) { return STEP_FUSED | (last_heads ? STEP_LAST_HEADS : 0); }
+
 /* flags: STEP_FUSED, STEP_LAST_HEADS (1 is the fused kernels with every layer on all tokens) */
 int step_model_init(step_model *sm, const model_cfg *m, const hw_spec *hw, const calib_coef *c,
                     int flags, unpad_err *err);

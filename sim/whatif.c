@@ -534,8 +534,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
     sweep sw = {.s = s, .rows = rows, .nrows = n};
     int rc = cost_seq_model(s->model, s->hw, s->calib, &sw.sc, err);
     if (!rc)
-        rc = step_model_init(&sw.sm, s->model, s->hw, s->calib, STEP_FUSED | (s->last_heads ? STEP_LAST_HEADS : 0),
-                             err);
+        rc = step_model_init(&sw.sm, s->model, s->hw, s->calib, step_trainer_flags(s->last_heads), err);
     if (!rc)
         rc = layout_truncate(s->dist, s->max_len, &sw.dist, err);
     if (!rc)

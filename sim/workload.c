@@ -208,8 +208,7 @@ static int predict_steps(const workload_setup *s, const workload_row *w, const m
         goto out;
     }
     if ((rc = balance_policy_parse(w->policy, &pol, err)) ||
-        (rc = step_model_init(&sm, m, s->hw, s->calib,
-                              STEP_FUSED | (workload_log_last_heads(s, w) ? STEP_LAST_HEADS : 0), err)) ||
+        (rc = step_model_init(&sm, m, s->hw, s->calib, step_trainer_flags(workload_log_last_heads(s, w)), err)) ||
         (rc = cost_seq_model(m, s->hw, s->calib, &sc, err)) ||
         (rc = dist_sampler_alloc(d, 1, &ds, err)) || (rc = balance_ws_alloc(n, K, &ws, err)) ||
         (rc = balance_result_alloc(n, K, &r, err)))

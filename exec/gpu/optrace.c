@@ -12,8 +12,6 @@
  * predicted FLOPs and bytes for them. */
 typedef struct {
     op_cost c[OP_COUNT];
-    op_cost last[OP_COUNT]; /* the last layer's operators on the heads' rows (optrace_set_last_heads) */
-    int has_last;
     long seqs, tokens;
     double sum_len2;
     int max_len;
@@ -30,6 +28,8 @@ typedef struct {
 
 typedef struct {
     batch_costs bc;
+    op_cost last[OP_COUNT]; /* the last layer's operators on the heads' rows (optrace_set_last_heads) */
+    int has_last;
     int *len; /* (n) the rank's lengths in micro-batch order */
     int n, cap;
 } rank_costs;
@@ -144,21 +144,13 @@ void optrace_free(optrace *t)
 
 static void hook_end(void *ctx, int op, int layer, cudaStream_t s);
 
-static void batch_costs_of(const model_cfg *m, const int *len, int n, int gpus, int last_heads, batch_costs *bc)
+static void batch_costs_of(const model_cfg *m, const int *len, int n, int gpus, batch_costs *bc)
 {
     memset(bc, 0, sizeof *bc);
     op_batch ob = {.len = len, .n = n, .fused = 1, .gpus = gpus, .dropout = 1};
     unpad_err err = {0};
-    if (n < 1 || ops_step(m, &ob, bc->c, &err)) {
+    if (n < 1 || ops_step(m, &ob, bc->c, &err))
         memset(bc->c, 0, sizeof bc->c); /* an empty batch: rows get zero FLOPs */
-    } else if (last_heads) { /* the last layer's rows: every count at the heads' rows for tokens */
-        ops_shape sh = {.seqs = n, .preds = 0};
-        for (int i = 0; i < n; i++)
-            sh.preds += ops_predictions(len[i], m->max_predictions);
-        sh.tokens = sh.attn_tokens = sh.real_tokens = ops_head_rows(bc->c[OP_QKV_FWD].tokens, sh.preds, n);
-        ops_count(m, &sh, 1, gpus, 1, bc->last);
-        bc->has_last = 1;
-    }
     bc->seqs = n;
     for (int i = 0; i < n; i++) {
         bc->tokens += len[i];
@@ -214,7 +206,7 @@ static void group_begin(void *ctx, int op, int layer, int group, int stream, int
     if (t->nrc > 0) {
         const rank_costs *rc = &t->rc[t->nrc - 1];
         if (seq_begin >= 0 && seq_end <= rc->n && seq_begin < seq_end) {
-            batch_costs_of(&t->m, rc->len + seq_begin, seq_end - seq_begin, t->gpus, 0, &r->gc);
+            batch_costs_of(&t->m, rc->len + seq_begin, seq_end - seq_begin, t->gpus, &r->gc);
             r->own = 1;
         }
     }
@@ -295,7 +287,17 @@ void optrace_rank_begin(optrace *t, int rank, int gpus, const int *len, int n)
         r->cap = 0;
         t->grown = t->nrc;
     }
-    batch_costs_of(&t->m, len, n, gpus, t->last_heads, &r->bc);
+    batch_costs_of(&t->m, len, n, gpus, &r->bc);
+    /* the last layer on the heads' rows: its operators' counts at those rows for tokens (the masked
+     * positions as the model counts them, ops_predictions, and the first tokens) */
+    r->has_last = t->last_heads && n > 0;
+    if (r->has_last) {
+        ops_shape sh = {.seqs = n};
+        for (int i = 0; i < n; i++)
+            sh.preds += ops_predictions(len[i], t->m.max_predictions);
+        sh.tokens = sh.attn_tokens = sh.real_tokens = ops_head_rows(r->bc.tokens, sh.preds, n);
+        ops_count(&t->m, &sh, 1, gpus, 1, r->last);
+    }
     if (n > r->cap) {
         free(r->len);
         r->cap = 0;
@@ -405,13 +407,14 @@ int optrace_step_end(optrace *t, double *rank_us, int max_ranks, unpad_err *err)
         if (c) {
             /* the last layer on the heads' rows: the batch as described, the FLOPs and bytes of
              * the rows computed (fit_row scales a GEMM's rows with its FLOPs) */
-            int heads = c->has_last && r->layer == t->m.layers - 1 && ops_on_head_rows((op_id)r->op);
+            const rank_costs *rk = !r->own && r->costs >= 0 ? &t->rc[r->costs] : NULL;
+            int heads = rk && rk->has_last && r->layer == t->m.layers - 1 && ops_on_head_rows((op_id)r->op);
             row.seqs = c->seqs;
             row.tokens = c->tokens;
             row.sum_len2 = c->sum_len2;
             row.max_len = c->max_len;
-            row.flops = heads ? c->last[r->op].flops : c->c[r->op].flops;
-            row.bytes = heads ? c->last[r->op].bytes : c->c[r->op].bytes;
+            row.flops = heads ? rk->last[r->op].flops : c->c[r->op].flops;
+            row.bytes = heads ? rk->last[r->op].bytes : c->c[r->op].bytes;
         }
         if (r->bytes >= 0) {
             row.flops = 0;

@@ -146,8 +146,7 @@ static int setup_model(trainer *t, unpad_err *err)
     if (a->graphs && !(t->graphs = step_graphs_create(t->K, err)))
         return err->code ? err->code : UNPAD_ENOMEM;
     if (t->balanced) {
-        int rc = step_model_init(&t->step, &t->cfg, &t->hw, &t->cc, STEP_FUSED | (a->last_heads ? STEP_LAST_HEADS : 0),
-                                 err);
+        int rc = step_model_init(&t->step, &t->cfg, &t->hw, &t->cc, step_trainer_flags(a->last_heads), err);
         if (rc)
             return rc;
         dp_options o = {.K = t->K, .B = B, .max_len = t->max_len, .max_pred = t->cfg.max_predictions,
