@@ -85,6 +85,11 @@ say "== 3. cross-hardware: 8 x A100, MLPerf Training v2.0 BERT =================
 a100_cfg=models/calib/a100-sxm4-80g.cfg   # committed: the A100 80GB's estimate, checked here
 [ "$synthetic" = 1 ] && a100_cfg=$out/a100-sxm4-80g.from-synthetic.cfg
 $U calibrate --transfer "$cfg" --hw "$a100" --out "$a100_cfg" | tee -a "$report"
+# the 40 GB part the same way (its own memory and bandwidth), so that --hw a100-sxm4-40g is an
+# estimate labelled so rather than the uncalibrated defaults
+a100_40_cfg=models/calib/a100-sxm4-40g.cfg
+[ "$synthetic" = 1 ] && a100_40_cfg=$out/a100-sxm4-40g.from-synthetic.cfg
+$U calibrate --transfer "$cfg" --hw models/hw/a100-sxm4-40g.cfg --out "$a100_40_cfg" | tee -a "$report"
 $U predict --hw "$a100" --calib "$a100_cfg" --gpus 8 --batch 56 --steps 500 \
     >"$out/crosshw.txt"
 pred=$(awk '/throughput \(samples\/s: samples/ {print $NF}' "$out/crosshw.txt")

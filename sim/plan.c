@@ -309,18 +309,8 @@ int plan_split(const whatif_setup *s, int gpus, int per_gpu, int policy, balance
     return UNPAD_OK;
 }
 
-int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
-              unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err)
+int plan_check_fit(const whatif_setup *s, int gpus, int batch, int accum, balance_count count, unpad_err *err)
 {
-    if (policy >= BAL_POLICY_COUNT || (unsigned)count >= BAL_COUNT_COUNT)
-        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "plan: bad policy %d or count %d", policy,
-                          (int)count);
-    /* The trainer runs unpadded: the plan is for that layout (with the cap, if any). */
-    whatif_setup ws = *s;
-    ws.layouts = NULL;
-    ws.nlayouts = 0;
-    if (ws.attn_steps < 1)
-        ws.attn_steps = 32;
     accum = accum < 1 ? 1 : accum;
     char why[256];
     long tokens;
@@ -342,12 +332,31 @@ int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy,
                           "%s; at most %d sequences per GPU fit%s", batch, accum > 1 ? " and micro-batch" : "",
                           s->model->name, tokens, why, lo, hint);
     }
+    return UNPAD_OK;
+}
+
+int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
+              unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err)
+{
+    if (policy >= BAL_POLICY_COUNT || (unsigned)count >= BAL_COUNT_COUNT)
+        return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "plan: bad policy %d or count %d", policy,
+                          (int)count);
+    /* The trainer runs unpadded: the plan is for that layout (with the cap, if any). */
+    whatif_setup ws = *s;
+    ws.layouts = NULL;
+    ws.nlayouts = 0;
+    if (ws.attn_steps < 1)
+        ws.attn_steps = 32;
+    accum = accum < 1 ? 1 : accum;
+    int rc = plan_check_fit(s, gpus, batch, accum, count, err);
+    if (rc)
+        return rc;
     int n = 0;
     rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = BAL_NONE, .count = count};
     for (int p = BAL_SORT_DEAL; p < BAL_POLICY_COUNT; p++)
         if (policy < 0 || policy == p)
             rows[n++] = (whatif_row){.gpus = gpus, .batch = batch, .accum = accum, .policy = p, .count = count};
-    int rc = whatif_run(&ws, rows, n, err);
+    rc = whatif_run(&ws, rows, n, err);
     if (rc)
         return rc;
     int best = 0;

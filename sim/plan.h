@@ -70,6 +70,11 @@ const seq_cost *plan_seq_cost(const unpad_plan *p);
 int plan_make(const whatif_setup *s, int gpus, int batch, int accum, int policy, balance_count count,
               unpad_plan *out, whatif_row *rows, int *nrows, unpad_err *err);
 
+/* UNPAD_OK when micro-batches of `batch` sequences (accum of them a GPU) fit the trainer's
+ * memory on s->hw; else UNPAD_ERANGE with what they need, the largest batch that fits and the
+ * accumulation that would train as many sequences (plan_make's refusal, checked before any work). */
+int plan_check_fit(const whatif_setup *s, int gpus, int batch, int accum, balance_count count, unpad_err *err);
+
 /* batch when micro-batches of `batch` sequences fit the trainer's memory on s->hw (accum of them
  * a GPU, counts `count`), else the largest that fits (0: none); tokens (may be NULL): the arena's
  * tokens for `batch`; why (n bytes): the memory's account for `batch`. */

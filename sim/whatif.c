@@ -477,8 +477,9 @@ static void row_results(sweep *sw, int i)
     memory_use mu;
     memory_predict(s->model, s->hw, &ms, &mu);
     w->mem_budget_gib = mu.total_gib;
-    whatif_train(s->train_samples, w->samples_per_s, s->serial_ranks ? 1 : w->gpus, s->gpu_hour_price,
-                 &w->train_hours, &w->gpu_hours, &w->cost);
+    /* a configuration that does not fit trains nothing: no hours, no cost */
+    whatif_train(w->mem_fits ? s->train_samples : 0, w->samples_per_s, s->serial_ranks ? 1 : w->gpus,
+                 s->gpu_hour_price, &w->train_hours, &w->gpu_hours, &w->cost);
 }
 
 void whatif_train(double samples, double samples_per_s, int gpus, double price, double *hours,

@@ -481,6 +481,32 @@ START_TEST(test_time_to_train)
         ck_assert_double_eq_tol(jr_get(l, "cost")->num, 1.5 * jr_get(l, "gpu_hours")->num, 1e-9);
     }
     jr_free(v);
+    /* a configuration that does not fit trains nothing: no hours or cost, in whatif and predict */
+    ck_assert_int_eq(run("whatif --hw a100-sxm4-40g --gpus 8 --batch 56,256 --policy kk --steps 5 --attn-steps 0 "
+                         "--train-samples 1M --price 2 --json %D/nf.json"), 0);
+    v = load_json("nf.json");
+    rows = at(v, "rows");
+    ck_assert_int_eq(rows->n, 2);
+    for (int i = 0; i < rows->n; i++) {
+        const jr_node *r = rows->kids[i];
+        int fits = (int)jr_get(r, "memory_fits")->num, big = jr_get(r, "batch")->num == 256;
+        ck_assert_int_eq(fits, !big);
+        ck_assert_int_eq(jr_get(r, "train_hours")->t == JR_NULL, big);
+        ck_assert_int_eq(jr_get(r, "cost")->t == JR_NULL, big);
+    }
+    jr_free(v);
+    ck_assert_int_eq(run("predict --hw a100-sxm4-40g --batch 100 --steps 3 --layout unpadded,padded "
+                         "--train-samples 1M --price 2 --json %D/nf.json"), 0);
+    v = load_json("nf.json");
+    lay = at(v, "layouts");
+    ck_assert_int_eq(lay->n, 2);
+    ck_assert_int_eq((int)jr_get(lay->kids[0], "fits")->num, 1);
+    ck_assert(jr_get(lay->kids[0], "train_hours")->num > 0);
+    ck_assert_int_eq((int)jr_get(lay->kids[1], "fits")->num, 0);
+    ck_assert(jr_get(lay->kids[1], "mem_gib")->num > 39.6);
+    ck_assert_int_eq(jr_get(lay->kids[1], "train_hours")->t, JR_NULL);
+    ck_assert_int_eq(jr_get(lay->kids[1], "cost")->t, JR_NULL);
+    jr_free(v);
     /* a what-if speed-up: said in the provenance and the plan's calibration label */
     ck_assert_int_eq(run("predict --batch 8 --steps 3 --faster attention=1.3 --json %D/f.json"), 0);
     v = load_json("f.json");
@@ -671,6 +697,10 @@ START_TEST(test_refused_before_any_work)
     ck_assert_int_eq(mkdir(path, 0755), 0);
     ck_assert_int_eq(run("plan --gpus 8,16 --batch 8 --steps 5 --out %D/z.cfg 2> %D/err.txt"), 1);
     ck_assert(!exists("z-8x8.cfg"));
+    /* a plan of several configurations, one of which does not fit: refused before any, naming it */
+    refused_saying("plan --hw a100-sxm4-40g --gpus 8 --batch 56,256 --steps 5 --out %D/m.cfg --json %D/r.json",
+                   "a100-sxm4-40g, 8 GPUs x 256: 256 sequences per GPU do not fit");
+    ck_assert(!exists("m-8x56.cfg") && !exists("m-8x256.cfg") && !exists("r.json"));
     /* a layer the model does not have, a trace given twice, two models in one trace */
     snprintf(path, sizeof path, "%s/t.csv", OUTDIR);
     ck_assert_ptr_nonnull(f = fopen(path, "w"));

@@ -95,11 +95,25 @@ START_TEST(test_defaults)
     ck_assert_str_eq(in.calib_path, "");
     ck_assert_int_eq(in.calib.fitted, 0);
     resolve_inputs_free(&in);
-    char hw[RESOLVE_PATH_LEN];
+    char hw[RESOLVE_PATH_LEN], *text;
+    ck_assert_int_eq(unpad_read_file(under_home(hw, sizeof hw, "models/hw/a100-sxm4-40g.cfg"), &text, NULL, &e),
+                     UNPAD_OK);
+    char *name = strstr(text, "\nname = a100-sxm4-40g");
+    ck_assert_ptr_nonnull(name);
+    memcpy(name + strlen("\nname = "), "z100", 4); /* a GPU with no models/calib/<name>.cfg */
+    tu_write_tmp(hw, sizeof hw, ".cfg", text);
+    free(text);
+    rq = (resolve_req){.hw = hw};
+    ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
+    ck_assert_str_eq(in.hw.name, "z100-sxm4-40g");
+    ck_assert_int_eq(in.calib_from, CALIB_DEFAULT);
+    ck_assert_str_eq(in.calib_path, "");
+    resolve_inputs_free(&in);
+    /* the A100 40GB's own: the H200's calibration transferred, an estimate */
     rq = (resolve_req){.hw = under_home(hw, sizeof hw, "models/hw/a100-sxm4-40g.cfg")};
     ck_assert_int_eq(resolve_inputs_load(&rq, &in, &e), UNPAD_OK);
-    ck_assert_int_eq(in.calib_from, CALIB_DEFAULT); /* no models/calib/a100-sxm4-40g.cfg */
-    ck_assert_str_eq(in.calib_path, "");
+    ck_assert_int_eq(in.calib.transferred, 1);
+    ck_assert_msg(strstr(in.calib_path, "models/calib/a100-sxm4-40g.cfg"), "%s", in.calib_path);
     resolve_inputs_free(&in);
 
     /* The home decides where the defaults are looked for. */

@@ -596,6 +596,31 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
         printf("  none of them trains %.4g samples within a budget of %g\n", s->train_samples, o->budget);
 }
 
+/* 0 when every configuration asked for fits its hardware's memory; else each that does not is
+ * named on stderr and nothing is planned, printed or written. (--global-batch chooses its own
+ * micro-batches that fit.) */
+static int plan_check_fits(plan_opts *o, const resolve_inputs *in)
+{
+    whatif_setup *s = &o->w.s;
+    int bad = 0;
+    for (int h = 0; !o->global && h < o->nhw; h++) {
+        cli_setup_inputs(s, &in[h], o->w.seed);
+        for (int i = 0; i < o->w.gpus.n; i++)
+            for (int b = 0; b < o->w.batch.n; b++) {
+                unpad_err err = {0};
+                if (plan_check_fit(s, o->w.gpus.v[i], o->w.batch.v[b], o->accum, o->count, &err) == UNPAD_OK)
+                    continue;
+                fprintf(stderr, "unpad plan: %s, %d GPU%s x %d: %s\n", in[h].hw.name, o->w.gpus.v[i],
+                        o->w.gpus.v[i] > 1 ? "s" : "", o->w.batch.v[b], err.msg);
+                bad++;
+            }
+    }
+    if (bad)
+        fprintf(stderr, "unpad plan: %d configuration%s do%s not fit: nothing planned or written (unpad whatif "
+                "compares every configuration, fitting or not)\n", bad, bad > 1 ? "s" : "", bad > 1 ? "" : "es");
+    return bad > 0;
+}
+
 /* Every hardware's and configuration's plan and the outputs, after the flags and the inputs (in[h]
  * for o->hw[h]). */
 static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
@@ -607,6 +632,8 @@ static int plan_all(plan_opts *o, resolve_inputs *in, int argc, char **argv)
         if (cli_check_layouts("plan", s->max_len, &in[h], o->lays.v, o->lays.n) ||
             cli_check_fp8("plan", s->fp8, &in[h]))
             return 1;
+    if (plan_check_fits(o, in))
+        return 1;
     cli_prov prov;
     char pc[sizeof ((unpad_plan *)0)->provenance];
     cli_prov_sampled(&prov, argc, argv, &in[0], o->w.seed, pc, sizeof pc);

@@ -127,6 +127,9 @@ typedef struct {
     double sum_us, sum_tokens, sum_real, sum_flops; /* over the sampled steps */
     int nsq;                /* the spread between the sampled steps (Welford): steps seen, */
     double run_mean_us, m2_us; /* their running mean and sum of squared deviations */
+    long mem_tokens;        /* the trainer's activations in this layout, in tokens */
+    memory_use mu;          /* the trainer's device memory per GPU in this layout */
+    int fits;               /* mu within the hardware's memory (no hours to train when not) */
 } column;
 
 /* The flags. */
@@ -287,7 +290,9 @@ static void predict_json(json_w *w, const predict_run *r)
         json_num(w, "steps_for_1pct", steps_for_1pct(k));
         double sps = (double)gpus * r->o.accum * batch * steps / (k->sum_us / 1e6), train[3];
         json_num(w, "samples_per_s", sps);
-        whatif_train(r->o.train_samples, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
+        whatif_train(k->fits ? r->o.train_samples : 0, sps, gpus, r->o.price, &train[0], &train[1], &train[2]);
+        json_num(w, "mem_gib", k->mu.total_gib);
+        json_bool(w, "fits", k->fits);
         json_num(w, "train_hours", train[0]);
         json_num(w, "gpu_hours", train[1]);
         json_num(w, "cost", train[2]);
@@ -580,6 +585,12 @@ static void predict_print_layouts(const predict_run *r)
     printf("\n%-46s", "  model TFLOP/s per GPU (useful work)");
     for (int l = 0; l < nlay; l++)
         printf(" %23.1f", col[l].sum_flops / col[l].sum_us / 1e6);
+    printf("\n%-46s", "  trainer memory per GPU, GiB (NO: too big)");
+    for (int l = 0; l < nlay; l++) {
+        char m[32];
+        snprintf(m, sizeof m, "%.2f%s", col[l].mu.total_gib, col[l].fits ? "" : " NO");
+        printf(" %23s", m);
+    }
     if (nlay > 1) {
         printf("\n%-46s", "  time against the first layout");
         for (int l = 0; l < nlay; l++)
@@ -588,46 +599,62 @@ static void predict_print_layouts(const predict_run *r)
     if (r->o.train_samples > 0) {
         char count[64], label[128];
         double t[MAX_LAYOUTS + 1][3];
-        for (int l = 0; l < nlay; l++)
-            whatif_train(r->o.train_samples,
+        for (int l = 0; l < nlay; l++) /* a layout that does not fit trains nothing */
+            whatif_train(col[l].fits ? r->o.train_samples : 0,
                          (double)r->o.gpus * r->o.accum * r->o.batch * steps / (col[l].sum_us / 1e6),
                          r->o.gpus, r->o.price, &t[l][0], &t[l][1], &t[l][2]);
         snprintf(label, sizeof label, "  hours to train %s samples",
                  cli_count_format(r->o.train_samples, count, sizeof count));
         printf("\n%-46s", label);
         for (int l = 0; l < nlay; l++)
-            printf(" %23.2f", t[l][0]);
+            isnan(t[l][0]) ? printf(" %23s", "-") : printf(" %23.2f", t[l][0]);
         printf("\n%-46s", "  GPU-hours");
         for (int l = 0; l < nlay; l++)
-            printf(" %23.1f", t[l][1]);
+            isnan(t[l][1]) ? printf(" %23s", "-") : printf(" %23.1f", t[l][1]);
         if (r->o.price > 0) {
             snprintf(label, sizeof label, "  cost at %g per GPU-hour", r->o.price);
             printf("\n%-46s", label);
             for (int l = 0; l < nlay; l++)
-                printf(t[l][2] < 100 ? " %23.2f" : " %23.0f", t[l][2]);
+                isnan(t[l][2]) ? printf(" %23s", "-") : printf(t[l][2] < 100 ? " %23.2f" : " %23.0f", t[l][2]);
         }
     }
     printf("\n\n");
 }
 
-/* The all-reduce and the trainer's device memory (into r->mu, r->fits). */
-static void predict_print_memory(predict_run *r)
+/* Each layout's trainer memory per GPU (as unpad whatif sizes it: activations for B x mean + 5
+ * sqrt(B) x sd of the lengths unpadded, B x the padded length otherwise); the first layout's into
+ * r->mu, r->mem_tokens and r->fits. */
+static void predict_memory(predict_run *r)
 {
     int gpus = r->o.gpus, batch = r->o.batch;
+    for (int l = 0; l < r->nlay; l++) {
+        column *k = &r->col[l];
+        memory_setup ms;
+        const layout *ly = &k->lay;
+        k->mem_tokens = ly->kind == LAYOUT_UNPADDED ? memory_dist_tokens(batch, 1, ly->len, &r->in.dist)
+                                                     : (long)batch * ly->len;
+        memory_trainer_setup(&r->in.model, batch, k->mem_tokens, batch, gpus > 1, &ms);
+        ms.fp8 = r->o.fp8; /* MEMORY_FP8_ON is --fp8 on's 1 */
+        ms.last_heads = r->o.last_heads;
+        memory_predict(&r->in.model, &r->in.hw, &ms, &k->mu);
+        k->fits = memory_fits(&k->mu, &r->in.hw, NULL, 0);
+    }
+    r->mu = r->col[0].mu;
+    r->mem_tokens = r->col[0].mem_tokens;
+    r->fits = r->col[0].fits;
+}
+
+/* The all-reduce and the trainer's device memory (predict_memory's, the first layout). */
+static void predict_print_memory(predict_run *r)
+{
+    int gpus = r->o.gpus;
     char net[256], why[128];
     printf("  all-reduce over %d GPU%s: %s, %.3f ms\n", gpus, gpus > 1 ? "s" : "",
            net_algo_describe(&r->ar, net, sizeof net), r->ar.us / 1e3);
     cli_graphs_note(stdout, &r->in, &gpus, 1, 0);
-    memory_setup ms;
-    const layout *ly = &r->col[0].lay;
-    int unpadded = ly->kind == LAYOUT_UNPADDED;
-    long tokens = unpadded ? memory_dist_tokens(batch, 1, ly->len, &r->capped) : (long)batch * ly->len;
-    r->mem_tokens = tokens;
-    memory_trainer_setup(&r->in.model, batch, tokens, batch, gpus > 1, &ms);
-    ms.fp8 = r->o.fp8; /* MEMORY_FP8_ON is --fp8 on's 1 */
-    ms.last_heads = r->o.last_heads;
-    memory_predict(&r->in.model, &r->in.hw, &ms, &r->mu);
-    r->fits = memory_fits(&r->mu, &r->in.hw, why, sizeof why);
+    int unpadded = r->col[0].lay.kind == LAYOUT_UNPADDED;
+    long tokens = r->mem_tokens;
+    memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: activations for %ld tokens, %s): %.2f GiB, %s: %s\n", tokens,
            unpadded ? "B x mean + 5 sqrt(B) x sd of the lengths" : "B x the padded length", r->mu.total_gib,
            r->fits ? "fits" : "DOES NOT FIT", why);
@@ -666,6 +693,7 @@ static int predict_run_all(predict_run *r, int argc, char **argv)
     cli_prov_sampled(&r->prov, argc, argv, &r->in, o->seed, r->pc, sizeof r->pc);
     if (o->json && cli_json_open("predict", o->json, &r->prov, &jdoc))
         return 1;
+    predict_memory(r);
     predict_print_ops(r);
     predict_print_layouts(r);
     predict_print_memory(r);

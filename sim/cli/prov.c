@@ -126,7 +126,8 @@ void cli_prov_print(FILE *f, const cli_prov *p)
         fprintf(f, "  calibration %s\n", p->calibration_label);
     else if (p->calibration)
         fprintf(f, "  calibration %s%s%s%s\n", p->calibration,
-                p->calibration_path ? " (" : " (uncalibrated coefficients", 
+                p->calibration_path ? " (" : " (UNCALIBRATED coefficients, fitted to no GPU: on the H100 and H200 "
+                "they predict 26-30% more samples/s than the fitted ones; unpad calibrate fits them",
                 p->calibration_path ? p->calibration_path : "", ")");
     if (p->faster)
         fprintf(f, "  what-if: --faster %s (the coefficients scaled: not the calibration's predictions)\n",
