@@ -315,6 +315,9 @@ int outfile_check_all(const char *const *outputs, int no, const char *const *inp
                                       "work; give one of them a file name");
             continue;
         }
+        if (outputs[i] && !outputs[i][0])
+            return unpad_fail(err, UNPAD_EINVAL, NULL, 0, "an output file needs a name (one was given empty): "
+                              "refused before any work");
         int rc = outfile_check_inputs(outputs[i], inputs, ni, err);
         if (!rc && outputs[i])
             rc = check_place(outputs[i], err);

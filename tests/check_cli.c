@@ -671,6 +671,7 @@ START_TEST(test_refused_before_any_work)
         "predict --padded --layout packed --json %D/r.json", /* --padded is a --layout list */
         "predict --hw %D/hex.cfg --json %D/r.json",    /* a hexadecimal number in a config */
         "whatif --csv %D/no/such/folder.csv --json %D/r.json",
+        "plan --steps 5 --out '' --json %D/r.json",       /* an empty file name */
     };
     FILE *f;
     char path[256];
@@ -1134,6 +1135,9 @@ START_TEST(test_plot_out_is_a_prefix)
     ck_assert_int_ne(run("plot hist --dist short --out %D/"), 0);
     ck_assert(!exists(".png") && !exists(".svg") && !exists(".csv"));
     ck_assert_int_ne(run("plot hist --dist short --out ''"), 0);
+    /* a folder without the kind's gnuplot script: refused before any file is written */
+    ck_assert_int_eq(run("plot load --plots %D/no-such-folder --out %D/l 2> %D/err.txt"), 1);
+    ck_assert(!exists("l.csv") && !exists("l-gpus.csv"));
     /* a picture or data name plot does not write: refused, not x.pdf.png */
     ck_assert_int_ne(run("plot hist --dist short --out %D/x.pdf"), 0);
     ck_assert(!exists("x.pdf.png") && !exists("x.pdf.svg") && !exists("x.pdf.csv") && !exists("x.png"));
@@ -1142,6 +1146,13 @@ START_TEST(test_plot_out_is_a_prefix)
         ck_assert_int_eq(run("plot hist --dist short --out %D/h.png"), 0);
         ck_assert(exists("h.png") && exists("h.svg") && exists("h.csv"));
         ck_assert(!exists("h.png.png") && !exists("h.png.csv"));
+        /* a script gnuplot cannot run: the plot fails and leaves none of its files */
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/badplots", OUTDIR);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        put_file("badplots/load.gp", "plot garbage(((\n");
+        ck_assert_int_eq(run("plot load --plots %D/badplots --out %D/bad 2> %D/err.txt"), 1);
+        ck_assert(!exists("bad.csv") && !exists("bad-gpus.csv") && !exists("bad.png") && !exists("bad.svg"));
     } else {
         printf("check_cli: plot --out h.png not drawn: gnuplot missing\n");
     }

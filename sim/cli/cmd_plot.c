@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "opts.h"
@@ -31,7 +33,9 @@ static void usage(FILE *f)
             "             [--dist F] [--model F] [--hw F] [--calib F | --no-calib] [--faster L] [--batch B]\n"
             "             [--seed S] [--lengths L1,L2,...] [--streams S] [--granularity G] [--hw-set L]\n"
             "             [--graphs on|off]\n"
-            "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data as PREFIX.csv\n"
+            "  --out PREFIX  writes PREFIX.png, PREFIX.svg and the data: PREFIX.csv (hist, groups),\n"
+            "                PREFIX.csv and PREFIX-gpus.csv (load), PREFIX-gpus.csv and PREFIX-batch.csv\n"
+            "                (imbalance)\n"
             "                (default unpad-KIND; --out x.png or x.svg is the prefix x; x.pdf, x.csv:\n"
             "                refused, since plot does not write them)\n"
             "  --plots DIR   the gnuplot scripts (default plots/ of the project)\n"
@@ -59,6 +63,8 @@ typedef struct {
     const char *layout;    /* imbalance: the rows of this layout */
     int accum;             /* imbalance: the rows of this accumulation (0: any) */
     int last_heads;        /* load: --last-layer heads (1, the default) | all (0); -1: not given */
+    char outs[5][4200];    /* the files this kind writes (""), and whether each was there before */
+    int existed[5];
 } plot_opts;
 
 /* The kind, the flags, and the flags that do not go with the kind refused. */
@@ -244,16 +250,23 @@ static int plot_prepare(plot_opts *o, resolve_inputs *in, char *obuf, size_t on,
             return 1;
         o->plots = pbuf;
     }
+    char script[4200];
+    snprintf(script, sizeof script, "%s/%s.gp", o->plots, o->kind);
+    if (access(script, R_OK) != 0) {
+        fprintf(stderr, "unpad plot: %s: cannot read the gnuplot script (%s): refused before any work\n", script,
+                strerror(errno));
+        return 1;
+    }
     /* PREFIX.png, .svg, and .csv, -gpus.csv or -batch.csv by kind */
     int k = o->k;
-    char outs[5][4200];
     const char *outp[5];
     static const char *const ext[5] = {".png", ".svg", ".csv", "-gpus.csv", "-batch.csv"};
     for (int i = 0; i < 5; i++) {
-        snprintf(outs[i], sizeof outs[i], "%s%s", o->out, ext[i]);
         int used = i < 2 || (i == 2 && k != PLOT_IMBALANCE) || (i == 3 && (k == PLOT_LOAD || k == PLOT_IMBALANCE)) ||
                    (i == 4 && k == PLOT_IMBALANCE);
-        outp[i] = used ? outs[i] : NULL;
+        snprintf(o->outs[i], sizeof o->outs[i], "%s%s", used ? o->out : "", used ? ext[i] : "");
+        outp[i] = used ? o->outs[i] : NULL;
+        o->existed[i] = used && access(o->outs[i], F_OK) == 0;
     }
     if (k != PLOT_IMBALANCE && cli_inputs_load("plot", &o->rq, in, !(k == PLOT_GROUPS && o->lens.v)))
         return 1;
@@ -268,7 +281,13 @@ int cmd_plot(int argc, char **argv)
         resolve_inputs in;
         memset(&in, 0, sizeof in);
         char obuf[4096], pbuf[4096];
-        rc = plot_prepare(&o, &in, obuf, sizeof obuf, pbuf, sizeof pbuf) || plot_draw(&o, &in, argc, argv);
+        rc = plot_prepare(&o, &in, obuf, sizeof obuf, pbuf, sizeof pbuf);
+        if (!rc && plot_draw(&o, &in, argc, argv)) { /* nothing this run made is left as if complete */
+            rc = 1;
+            for (int i = 0; i < 5; i++)
+                if (o.outs[i][0] && !o.existed[i] && unlink(o.outs[i]) == 0)
+                    fprintf(stderr, "unpad plot: removed %s (the plot failed)\n", o.outs[i]);
+        }
         if (!rc && o.k == PLOT_IMBALANCE)
             printf("unpad plot %s: wrote %s.png, %s.svg and the data %s-gpus.csv and %s-batch.csv\n", o.kind, o.out,
                    o.out, o.out, o.out);
