@@ -59,6 +59,10 @@ const char *net_algo_describe(const net_cost *nc, char *buf, size_t n)
         snprintf(buf, n, "none (one GPU)");
     else if (nc->algo == NET_RING)
         snprintf(buf, n, "flat ring over %d GPUs (one node)", nc->gpus);
+    else if (nc->gpus % nc->per_node) /* the last node partly filled: the full nodes set the time */
+        snprintf(buf, n,
+                 "hierarchical over %d nodes of up to %d GPUs (the last holds %d): reduce-scatter in the node, "
+                 "all-reduce across nodes, all-gather in the node", nc->nodes, nc->per_node, nc->gpus % nc->per_node);
     else
         snprintf(buf, n,
                  "hierarchical over %d nodes x %d GPUs: reduce-scatter in the node, all-reduce "

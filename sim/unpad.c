@@ -218,6 +218,9 @@ void unpad_lines_init(unpad_lines *it, const char *name, const char *text, size_
     it->name = name;
     it->begin = it->p = text;
     it->end = text + len;
+    /* a UTF-8 byte-order mark (spreadsheets write one) is not part of the first line */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3))
+        it->p += 3;
     it->lineno = 0;
     it->len = 0;
     it->line[0] = '\0';

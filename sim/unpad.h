@@ -90,7 +90,7 @@ int unpad_text_check(const char *name, const char *text, size_t len, unpad_err *
  * "\r\n". A line longer than UNPAD_LINE_MAX characters is refused (file, line, reason), never cut.
  *
  *   unpad_lines it;
- *   unpad_lines_init(&it, name, text, len);
+ *   unpad_lines_init(&it, name, text, len);     (a UTF-8 byte-order mark at the start is skipped)
  *   while ((rc = unpad_lines_next(&it, err)) > 0) ... it.line, it.lineno ...
  *   if (rc < 0) ... error in err */
 #define UNPAD_LINE_MAX 4096

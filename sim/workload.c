@@ -103,7 +103,8 @@ int workload_load(const char *path, workload_row **rows, int *n, unpad_err *err)
         free(text);
         return unpad_fail(err, UNPAD_ENOMEM, NULL, 0, "out of memory");
     }
-    for (char *p = text, *line; (line = strsep(&p, "\n"));) {
+    char *start = strncmp(text, "\xEF\xBB\xBF", 3) ? text : text + 3; /* a UTF-8 byte-order mark */
+    for (char *p = start, *line; (line = strsep(&p, "\n"));) {
         lineno++;
         size_t l = strlen(line);
         if (l && line[l - 1] == '\r')

@@ -520,6 +520,15 @@ START_TEST(test_time_to_train)
     ck_assert_int_eq(unpad_read_file(fp, &ft, NULL, &fe), UNPAD_OK);
     ck_assert_msg(strstr(ft, "what-if --faster gemm=1.1"), "%s", ft);
     free(ft);
+    /* the suffixes in either case: m million, B billion */
+    ck_assert_int_eq(run("predict --batch 8 --steps 2 --train-samples 256m --json %D/m.json"), 0);
+    v = load_json("m.json");
+    ck_assert_double_eq(at(v, "config.train_samples")->num, 2.56e8);
+    jr_free(v);
+    ck_assert_int_eq(run("predict --batch 8 --steps 2 --train-samples 1B --json %D/m.json"), 0);
+    v = load_json("m.json");
+    ck_assert_double_eq(at(v, "config.train_samples")->num, 1e9);
+    jr_free(v);
     /* without the flags: null */
     ck_assert_int_eq(run("predict --batch 8 --steps 2 --json %D/n.json"), 0);
     v = load_json("n.json");

@@ -56,6 +56,7 @@ START_TEST(test_fractional_counts)
         {"length,count\n100,0.3\n200,0.7\n", 1, "1", 1},
         {"length,count\n100,16279551\n200,1\n", 16279552, "16279552", 0},
         {"length,count\n7,0.125\n", 0.125, "0.125", 1},
+        {"\xEF\xBB\xBFlength,count\r\n100,2\r\n", 2, "2", 0}, /* a spreadsheet's: byte-order mark, CRLF */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unpad_dist d;

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,11 +255,13 @@ int cli_opt_count(const char *cmd, const char *flag, const char *val, void *dst)
     snprintf(num, sizeof num, "%s", val);
     size_t n = strlen(num);
     char last = n ? num[n - 1] : '\0';
-    double scale = last == 'k' || last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'G' ? 1e9 : 1, v;
+    /* k thousand, M million, G or B billion, in either case (a count has no milli) */
+    int up = toupper((unsigned char)last);
+    double scale = up == 'K' ? 1e3 : up == 'M' ? 1e6 : up == 'G' || up == 'B' ? 1e9 : 1, v;
     if (scale > 1)
         num[n - 1] = '\0';
     if (strlen(val) >= sizeof num || unpad_parse_double(num, &v) || !(v * scale >= 1 && v * scale <= 1e15)) {
-        fprintf(stderr, "unpad %s: %s: '%s' is not a count in [1, 1e15] (e.g. 3000000, 3e6, 3M, 400k)\n", cmd,
+        fprintf(stderr, "unpad %s: %s: '%s' is not a count in [1, 1e15] (e.g. 3000000, 3e6, 3M, 400k, 1B)\n", cmd,
                 flag, val);
         return 1;
     }
@@ -318,7 +321,7 @@ int cli_check_train(const char *cmd, double samples, double price)
 
 void cli_train_usage(FILE *f, int col)
 {
-    fprintf(f, "  --train-samples N%*stime to train N samples (3e6, 2.5M, 400k): hours and GPU-hours\n"
+    fprintf(f, "  --train-samples N%*stime to train N samples (3e6, 2.5M, 400k, 1B): hours and GPU-hours\n"
                "  --price P%*swith --train-samples: its cost at P per GPU-hour\n",
             col - 19 > 1 ? col - 19 : 1, "", col - 11 > 1 ? col - 11 : 1, "");
 }

@@ -155,7 +155,7 @@ int cmd_datamove(int argc, char **argv)
     int batch = 56, seq = 512, last_heads = 1;
     const char *json = NULL;
     const cli_opt opts[] = {CLI_OPT_MODEL(&rq), CLI_OPT_HW(&rq), CLI_OPTS_CALIB(&rq),
-                            CLI_OPT_INT("batch", &batch, 1, 4096), CLI_OPT_INT("seq", &seq, 1, 8192),
+                            CLI_OPT_INT("batch", &batch, 1, 65536), CLI_OPT_INT("seq", &seq, 1, 8192),
                             CLI_OPT_OUT("json", &json), CLI_OPT_LAST_LAYER(&last_heads)};
     int rc = cli_opts_parse("datamove", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
     if (rc >= 0)

@@ -14,6 +14,8 @@
 #include "prov.h"
 #include "rows.h"
 
+#define PL(n) ((n) == 1 ? "" : "s") /* a plural's s */
+
 const char cmd_plan_what[] = "choose balancing and FMHA grouping; write a plan file";
 
 static void usage(FILE *f)
@@ -212,10 +214,10 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     char label[4400];
     snprintf(p.calib, sizeof p.calib, "%.255s", cli_calib_label(in, label, sizeof label));
     if (accum > 1)
-        printf("\n%d GPUs x %d micro-batches x %d sequences (%d sequences per GPU and step):\n", gpus, accum, batch,
-               accum * batch);
+        printf("\n%d GPU%s x %d micro-batches x %d sequences (%d sequences per GPU and step):\n", gpus, PL(gpus),
+               accum, batch, accum * batch);
     else
-        printf("\n%d GPUs x %d sequences per GPU:\n", gpus, batch);
+        printf("\n%d GPU%s x %d sequences per GPU:\n", gpus, PL(gpus), batch);
     int with_train = s->train_samples > 0;
     whatif_print_table(stdout, rows, n, with_train);
     if (nlay > 0) { /* the chosen policy in the other layouts, beside the trainer's */
@@ -243,8 +245,8 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
            policy < 0 ? "auto: lowest predicted step time" : "as asked",
            balance_count_name(p.count));
     if (accum > 1)
-        printf("  train it with unpad-train --batch %d --virtual-ranks %d --plan FILE on each of the %d GPUs\n", batch,
-               accum, gpus);
+        printf("  train it with unpad-train --batch %d --virtual-ranks %d --plan FILE on each of the %d GPU%s\n", batch,
+               accum, gpus, PL(gpus));
     printf("  predicted step %.2f ms, %.0f samples/s, imbalance %.4f (p99 %.4f), idle %.2f%%\n",
            p.pred_step_us / 1e3, p.pred_samples_per_s, p.pred_imbalance, p.pred_imbalance_p99,
            100 * p.pred_idle);
@@ -577,21 +579,24 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
             afford = i;
     }
     const char *by = cost ? "cheapest" : "fewest GPU-hours";
-    printf("  fastest: %s, %d GPUs x %d", hw[fastest], r[fastest].gpus, r[fastest].batch);
+    printf("  fastest: %s, %d GPU%s x %d", hw[fastest], r[fastest].gpus, PL(r[fastest].gpus), r[fastest].batch);
     if (r[fastest].accum > 1)
         printf(" x %d micro-batches", r[fastest].accum);
     printf(", %.0f samples/s\n", r[fastest].samples_per_s);
     if (cheapest >= 0)
-        printf("  %s: %s, %d GPUs (%.1f GPU-hours, %.2f hours%s)\n", by, hw[cheapest], r[cheapest].gpus,
+        printf("  %s: %s, %d GPU%s (%.1f GPU-hours, %.2f hours%s)\n", by, hw[cheapest], r[cheapest].gpus,
+               PL(r[cheapest].gpus),
                r[cheapest].gpu_hours, r[cheapest].train_hours, cost ? ", at the prices given" : "");
     if (o->deadline > 0 && within >= 0)
-        printf("  %s within %g hours: %s, %d GPUs (%.1f GPU-hours, %.2f hours)\n", by, o->deadline, hw[within],
-               r[within].gpus, r[within].gpu_hours, r[within].train_hours);
+        printf("  %s within %g hour%s: %s, %d GPU%s (%.1f GPU-hours, %.2f hours)\n", by, o->deadline,
+               o->deadline == 1 ? "" : "s", hw[within], r[within].gpus, PL(r[within].gpus), r[within].gpu_hours,
+               r[within].train_hours);
     else if (o->deadline > 0)
-        printf("  none of them trains %.4g samples within %g hours\n", s->train_samples, o->deadline);
+        printf("  none of them trains %.4g samples within %g hour%s\n", s->train_samples, o->deadline,
+               o->deadline == 1 ? "" : "s");
     if (o->budget > 0 && afford >= 0)
-        printf("  fastest within a budget of %g: %s, %d GPUs (%.2f hours, cost %.0f)\n", o->budget, hw[afford],
-               r[afford].gpus, r[afford].train_hours, r[afford].cost);
+        printf("  fastest within a budget of %g: %s, %d GPU%s (%.2f hours, cost %.0f)\n", o->budget, hw[afford],
+               r[afford].gpus, PL(r[afford].gpus), r[afford].train_hours, r[afford].cost);
     else if (o->budget > 0)
         printf("  none of them trains %.4g samples within a budget of %g\n", s->train_samples, o->budget);
 }

@@ -320,7 +320,7 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
     const cli_opt opts[] = {
         CLI_OPTS_INPUTS(&o->rq),
         CLI_OPT_INT("gpus", &o->gpus, 1, 65536),
-        CLI_OPT_INT("batch", &o->batch, 1, 4096),
+        CLI_OPT_INT("batch", &o->batch, 1, 65536),
         CLI_OPT_FLAG("padded", &o->padded),
         CLI_OPT_FLAG("unfused", &o->unfused),
         CLI_OPT_SEED(&o->seed),
@@ -357,6 +357,22 @@ static int predict_parse(int argc, char **argv, predict_opts *o)
     return cli_check_train("predict", o->train_samples, o->price) ? 2 : -1;
 }
 
+/* The distribution's longest length that has sequences. */
+static int dist_top(const unpad_dist *d)
+{
+    int l = d->max_len;
+    while (l > 1 && !(d->count[l] > 0))
+        l--;
+    return l;
+}
+
+/* 1 when --max-len truncates no length of the distribution (none is longer than the cap). */
+static int cap_changes_nothing(const predict_run *r)
+{
+    const unpad_dist *d = &r->in.dist;
+    return r->o.cap && r->in.dist_longest <= d->max_len && dist_top(d) <= r->o.cap;
+}
+
 /* The step model, the capped distribution and a column per layout (with --max-len, the uncapped
  * unpadded batch last); every layout is resolved here, before any work. */
 static int predict_setup(predict_run *r)
@@ -381,7 +397,7 @@ static int predict_setup(predict_run *r)
     memcpy(lays, o->lays.v, sizeof lays[0] * (size_t)r->nlay);
     /* what the cap changes: the same batches, uncapped (none where the file has lengths the model
      * cannot train) */
-    if (o->cap && r->in.dist_longest <= m->max_len)
+    if (o->cap && r->in.dist_longest <= m->max_len && !cap_changes_nothing(r))
         lays[r->nlay++] = (layout){.kind = LAYOUT_UNPADDED, .per_row = LAYOUT_PACK_DEFAULT};
     for (int l = 0; l < r->nlay; l++) {
         column *k = &r->col[l];
@@ -492,7 +508,8 @@ static void predict_print_ops(const predict_run *r)
         printf(" x %d micro-batches (the table: one micro-batch)", o->accum);
     printf(" from %s", r->in.dist_path);
     if (o->cap)
-        printf(", truncated to %d", o->cap);
+        printf(cap_changes_nothing(r) ? ", --max-len %d (no length is longer: nothing truncated)" : ", truncated to %d",
+               o->cap);
     if (r->in.dist_longest > r->in.model.max_len)
         printf(" (the file's lengths go up to %d)", r->in.dist_longest);
     printf("; %s kernels; %s\n", o->unfused ? "unfused" : "fused", cli_last_layer_text(o->last_heads));
@@ -619,6 +636,13 @@ static void predict_print_layouts(const predict_run *r)
         }
     }
     printf("\n\n");
+    int top = dist_top(&r->in.dist);
+    for (int l = 0; l < nlay; l++)
+        if (col[l].lay.kind == LAYOUT_PADDED && col[l].lay.len > top) {
+            printf("  (padded: every sequence to %d; the data's longest is %d: --max-len %d pads to that)\n",
+                   col[l].lay.len, top, top);
+            break;
+        }
 }
 
 /* Each layout's trainer memory per GPU (as unpad whatif sizes it: activations for B x mean + 5

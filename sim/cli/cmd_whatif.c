@@ -300,6 +300,10 @@ static void whatif_print_notes(const whatif_opts *o, const resolve_inputs *in, c
     printf("\n  imb = slowest / mean GPU step time (mean and 99th percentile over the steps); idle = "
            "1 - mean/max.\n"
            "  tokens = rows the GEMMs run per GPU and step (padding included), pad = their padding.\n");
+    if (s->serial_ranks)
+        printf("  --virtual-ranks: the ranks run one after another, so the step is the sum of their batches and\n"
+               "  their imbalance costs no time (imb and idle are those of as many GPUs); a policy changes\n"
+               "  the step only through how it groups lengths.\n");
     for (int i = 0; i < o->w.gpus.n; i++) { /* how each GPU count's all-reduce runs */
         int g = o->w.gpus.v[i];
         net_cost nc1;

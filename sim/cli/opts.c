@@ -99,12 +99,20 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
     const char *given[OPTS_MAX] = {0};
     int c;
     optind = first;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    opterr = 0; /* its messages would name the command "predict", not "unpad predict" */
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;
         }
         if (c < 256 || c >= 256 + n) {
+            const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+            if (c == ':')
+                fprintf(stderr, "unpad %s: %s needs a value\n", cmd, bad);
+            else if (optopt && optopt < 256 && bad[0] == '-' && bad[1] != '-')
+                fprintf(stderr, "unpad %s: unknown option '-%c'\n", cmd, optopt);
+            else
+                fprintf(stderr, "unpad %s: unknown or ambiguous option '%s'\n", cmd, bad);
             usage(stderr);
             return 2;
         }

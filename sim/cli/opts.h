@@ -13,8 +13,8 @@
  *   int rc = cli_opts_parse("predict", argc, argv, 1, opts, CLI_NOPTS(opts), usage, NULL);
  *   if (rc >= 0) return rc;                            0 after --help, 2 for a refused flag
  *
- * --help is every command's (usage to standard output); an unknown flag prints getopt's message
- * and the usage to standard error. A flag with one value given twice is refused (CLI_STRS flags
+ * --help and -h are every command's (usage to standard output); an unknown flag, or one without
+ * its value, is named ("unpad CMD: ...") with the usage on standard error. A flag with one value given twice is refused (CLI_STRS flags
  * collect each value; flags without a value may repeat). An output given as "-" is standard output:
  * one output at most may go there (two are refused, naming both flags), and once one does, the
  * command's text is discarded (outfile_stdout) so that standard output holds that output alone. */
