@@ -203,6 +203,11 @@ void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s
     out->total_gib = out->trainer_gib + out->workspace_gib + out->context_gib;
 }
 
+int memory_tight(const memory_use *u, const hw_spec *hw)
+{
+    return u->total_gib <= hw->memory_gib && u->total_gib > (1 - MEMORY_TIGHT) * hw->memory_gib;
+}
+
 int memory_fits(const memory_use *u, const hw_spec *hw, char *why, size_t n)
 {
     int ok = u->total_gib <= hw->memory_gib;

@@ -71,4 +71,10 @@ void memory_predict(const model_cfg *m, const hw_spec *hw, const memory_setup *s
 /* 1 when u fits hw's memory; why (may be NULL) gets "needs 45.2 GiB of 39.6 GiB (a100-sxm4-40g)". */
 int memory_fits(const memory_use *u, const hw_spec *hw, char *why, size_t n);
 
+/* 1 when u fits hw's memory with less than MEMORY_TIGHT of it to spare: the model is within 0.4%
+ * of the trainer's measured use, but another process, a driver or a larger batch than the arena's
+ * may take the rest. */
+#define MEMORY_TIGHT 0.01
+int memory_tight(const memory_use *u, const hw_spec *hw);
+
 #endif

@@ -858,8 +858,7 @@ int plot_groups(const char *plot_dir, const plot_groups_setup *s, const char *ou
         return rc;
     char title[1024], qtitle[1100], qpath[4200], vars[8192], dpwhat[256], qdp[300];
     snprintf(title, sizeof title,
-             "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s, per layer, "
-             "forward + backward%s",
+             "FMHA (attention) launches of one GPU's %d sequences (%s): %s on %s%s",
              s->n, s->what ? s->what : "given lengths", s->model->name, s->hw->name,
              s->calib->graphs ? ", CUDA graphs" : "");
     what_if_title(title, sizeof title, s->calib->faster, s->hw_set);

@@ -594,6 +594,7 @@ int whatif_run(const whatif_setup *s, whatif_row *rows, int n, unpad_err *err)
         memory_predict(s->model, s->hw, &ms, &mu);
         w->mem_gib = mu.total_gib;
         w->mem_fits = memory_fits(&mu, s->hw, NULL, 0);
+        w->mem_tight = memory_tight(&mu, s->hw);
         w->groups = 1;
         w->streams = 1;
         snprintf(w->bounds, sizeof w->bounds, "none");
@@ -756,7 +757,7 @@ void whatif_print_header(FILE *f, int train)
 void whatif_print_row(FILE *f, const whatif_row *r, int train)
 {
     char mem[32], attn[32] = "        -         -", hours[32] = "-", cost[32] = "-", batch[32];
-    snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, r->mem_fits ? "" : " NO");
+    snprintf(mem, sizeof mem, "%.1f%s", r->mem_gib, !r->mem_fits ? " NO" : r->mem_tight ? " TIGHT" : "");
     if (r->accum > 1) /* micro-batches: sequences x micro-batches */
         snprintf(batch, sizeof batch, "%dx%d", r->batch, r->accum);
     else

@@ -131,6 +131,7 @@ typedef struct whatif_row {
                                 * layout: B x its length) */
     double mem_budget_gib;     /* the same with an arena sized for the most tokens a micro-batch got */
     int mem_fits;              /* mem_gib within the hardware's memory */
+    int mem_tight;             /* fits with under MEMORY_TIGHT of it to spare */
     double attn_us;            /* slowest GPU's FMHA per step, one launch (mean over attn steps);
                                 * NaN when not timed (attn_steps 0, or a padded layout) */
     double attn_grouped_us;    /* the same with the grouping below (NaN when not timed) */

@@ -495,6 +495,18 @@ START_TEST(test_time_to_train)
         ck_assert_int_eq(jr_get(r, "cost")->t == JR_NULL, big);
     }
     jr_free(v);
+    /* one that fits with under 1% to spare is marked so */
+    ck_assert_int_eq(run("whatif --hw a100-sxm4-40g --gpus 8 --batch 56,125 --policy kk --steps 5 --attn-steps 0 "
+                         "--quiet"), 0);
+    char tp[256], *tt;
+    unpad_err te = {0};
+    snprintf(tp, sizeof tp, "%s/stdout.txt", OUTDIR);
+    ck_assert_int_eq(unpad_read_file(tp, &tt, NULL, &te), UNPAD_OK);
+    const char *r125 = strstr(tt, "    125 kk"), *r56 = strstr(tt, "     56 kk");
+    ck_assert(r125 && r56);
+    ck_assert_msg(strstr(r125, "TIGHT") && strstr(r125, "TIGHT") < strchr(r125, '\n'), "%s", tt);
+    ck_assert_msg(!strstr(r56, "TIGHT") || strstr(r56, "TIGHT") > strchr(r56, '\n'), "%s", tt);
+    free(tt);
     ck_assert_int_eq(run("predict --hw a100-sxm4-40g --batch 100 --steps 3 --layout unpadded,padded "
                          "--train-samples 1M --price 2 --json %D/nf.json"), 0);
     v = load_json("nf.json");

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "opts.h"
 #include "layout.h"
+#include "memory.h"
 #include "resolve.h"
 #include "group.h"
 #include "plan.h"
@@ -250,6 +251,10 @@ static int plan_one(resolve_inputs *in, whatif_setup *s, int gpus, int batch, in
     printf("  predicted step %.2f ms, %.0f samples/s, imbalance %.4f (p99 %.4f), idle %.2f%%\n",
            p.pred_step_us / 1e3, p.pred_samples_per_s, p.pred_imbalance, p.pred_imbalance_p99,
            100 * p.pred_idle);
+    if (chosen->mem_tight)
+        printf("  memory: %.2f of the %.2f GiB per GPU, under %.0f%% to spare (the model is within 0.4%% of the "
+               "trainer's measured use; nothing else may hold the GPU)\n", chosen->mem_gib, in->hw.memory_gib,
+               100 * MEMORY_TIGHT);
     printf("  against none (loader order): step %.2f ms, imbalance %.4f -> %.3fx the throughput\n",
            p.none_step_us / 1e3, p.none_imbalance,
            p.pred_step_us > 0 ? p.none_step_us / p.pred_step_us : 0);
@@ -555,7 +560,7 @@ static void plan_summary(const plan_opts *o, const whatif_row *r, const char *co
             snprintf(batch, sizeof batch, "%dx%d", r[i].batch, r[i].accum);
         else
             snprintf(batch, sizeof batch, "%d", r[i].batch);
-        snprintf(mem, sizeof mem, "%.1f%s", r[i].mem_gib, r[i].mem_fits ? "" : " NO");
+        snprintf(mem, sizeof mem, "%.1f%s", r[i].mem_gib, !r[i].mem_fits ? " NO" : r[i].mem_tight ? " TIGHT" : "");
         printf("%-16s %5d %7s %-10s %9.2f %10.1f %8.4f %10s", hw[i], r[i].gpus, batch,
                balance_policy_name(r[i].policy), r[i].step_us / 1e3, r[i].samples_per_s, r[i].imbalance_mean, mem);
         if (train) {

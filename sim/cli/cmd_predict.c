@@ -605,7 +605,8 @@ static void predict_print_layouts(const predict_run *r)
     printf("\n%-46s", "  trainer memory per GPU, GiB (NO: too big)");
     for (int l = 0; l < nlay; l++) {
         char m[32];
-        snprintf(m, sizeof m, "%.2f%s", col[l].mu.total_gib, col[l].fits ? "" : " NO");
+        snprintf(m, sizeof m, "%.2f%s", col[l].mu.total_gib,
+                 !col[l].fits ? " NO" : memory_tight(&col[l].mu, &r->in.hw) ? " TIGHT" : "");
         printf(" %23s", m);
     }
     if (nlay > 1) {
@@ -681,7 +682,8 @@ static void predict_print_memory(predict_run *r)
     memory_fits(&r->mu, &r->in.hw, why, sizeof why);
     printf("  device memory per GPU (the trainer: activations for %ld tokens, %s): %.2f GiB, %s: %s\n", tokens,
            unpadded ? "B x mean + 5 sqrt(B) x sd of the lengths" : "B x the padded length", r->mu.total_gib,
-           r->fits ? "fits" : "DOES NOT FIT", why);
+           !r->fits ? "DOES NOT FIT" : memory_tight(&r->mu, &r->in.hw) ? "fits, TIGHT (under 1% to spare)" : "fits",
+           why);
     if (r->o.fp8)
         printf("  (--fp8 on: %.2f GiB of it are the FP8 weight copies, operand buffer and scales, and FFN1's\n"
                "  output takes one byte an element; %s)\n", r->mu.fp8_gib, cli_fp8_times(&r->in));
