@@ -12,6 +12,9 @@
 #            bert-base and BERT-Large shapes, bf16 and --fp8 on, within 2e-2 (HEADS_GRAD_BOUND;
 #            the products of other row counts round differently); then BERT-Large at 56 Wikipedia
 #            lengths, heads and all interleaved twice: steady-state samples/s of each
+#   sanitize the trainer (bert-tiny, 2 steps, the default path and --fp8 on --graphs on with 2 virtual
+#            ranks) under compute-sanitizer memcheck, racecheck (shared-memory hazards) and synccheck
+#            (barrier misuse): each must report 0 errors (not in the default list: slow)
 #   grow     activations made again mid-run (--act-tokens 256: every micro-batch larger than the
 #            first size): bert-tiny alone, with 4 virtual ranks (the regrowth between the micro-batches
 #            of a step carries the loss sums over) and with --fp8 on (bert-base, 2 layers), each against
@@ -172,6 +175,20 @@ if has heads; then
             --last-layer $l >"$OUT/heads-speed-$l-$SECONDS.log" 2>&1
         say "heads    BERT-Large b56 --last-layer $l rc=$? $(grep '^summary' "$(ls -t "$OUT"/heads-speed-$l-*.log |
             head -1)" | grep -oE '[0-9.]+ samples/s|whole run [0-9.]+ samples/s' | tr '\n' ' ')"
+    done
+fi
+
+if has sanitize; then
+    for tool in memcheck racecheck synccheck; do
+        for mode in "default" "fp8-graphs --fp8 on --graphs on --virtual-ranks 2"; do
+            set -- $mode
+            tag=$1
+            shift
+            timeout 600 compute-sanitizer --tool $tool --error-exitcode 9 $T --model models/bert-tiny.cfg \
+                --synthetic --steps 2 --batch 8 --seed 5 "$@" >"$OUT/sanitize-$tool-$tag.log" 2>&1
+            say "sanitize $tool $tag rc=$? $(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitize-$tool-$tag.log" |
+                tail -1)"
+        done
     done
 fi
 
