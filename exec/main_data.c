@@ -521,7 +521,10 @@ static int data_parse(int argc, char **argv, data_opts *d)
      * collects */
     const char *given[sizeof opts / sizeof opts[0]] = {0};
     int at = -1;
-    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
+    opterr = 0; /* said in the default case as "unpad-data: ...", not under the path it was run by */
+    while ((c = getopt_long(argc, argv, ":h", opts, &at)) != -1) {
+        if (c == 'h')
+            c = O_HELP;
         if (optarg && at >= 0 && c != O_INPUT && unpad_flag_once("unpad-data", opts[at].name, optarg, &given[at]))
             return 2;
         at = -1;
@@ -564,7 +567,10 @@ static int data_parse(int argc, char **argv, data_opts *d)
                 return 2;
             break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default:
+            unpad_getopt_error("unpad-data", c, argc, argv);
+            usage(stderr);
+            return 2;
         }
     }
 #undef TAKE_LONG

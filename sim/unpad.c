@@ -3,6 +3,7 @@
 #include "unpad.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -100,6 +101,17 @@ int unpad_list_has_empty(const char *s)
 {
     size_t n = strlen(s);
     return n == 0 || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
+}
+
+void unpad_getopt_error(const char *prog, int c, int argc, char **argv)
+{
+    const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+    if (c == ':')
+        fprintf(stderr, "%s: %s needs a value\n", prog, bad);
+    else if (optopt && optopt < 256 && bad[0] == '-' && bad[1] != '-')
+        fprintf(stderr, "%s: unknown option '-%c'\n", prog, optopt);
+    else
+        fprintf(stderr, "%s: unknown or ambiguous option '%s'\n", prog, bad);
 }
 
 int unpad_flag_once(const char *prog, const char *flag, const char *val, const char **given)

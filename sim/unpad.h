@@ -61,6 +61,11 @@ int unpad_list_has_empty(const char *s);
  * else 1 after printing "PROG: --FLAG given twice ('first', then 'val'): give it once". */
 int unpad_flag_once(const char *prog, const char *flag, const char *val, const char **given);
 
+/* getopt_long's refusal said as "PROG: unknown option '--x'" or "PROG: --batch needs a value", for a
+ * parse run with opterr = 0 and an optstring that starts with ':' (c: what getopt_long returned,
+ * '?' or ':'). */
+void unpad_getopt_error(const char *prog, int c, int argc, char **argv);
+
 /* Seconds on the monotonic clock (for intervals: progress, timings, diagnostics). */
 double unpad_now_s(void);
 

@@ -735,6 +735,12 @@ START_TEST(test_refused_before_any_work)
                "h200-sxm,bert-large,1,0,5,qkv_fwd,0,-1,-1,2,400,100000,300,1e9,1e6,0,12.5\n", TRACE_HEADER);
     fclose(f);
     refused_saying("validate --traces %D/t.csv", "mixed models in one trace: row 2");
+    /* an unknown flag or one without its value: named under the command's name, exit 2 */
+    refused_with("predict --bogus --json %D/r.json", 2, "unpad predict: unknown or ambiguous option '--bogus'");
+    refused_with("whatif --json %D/r.json --batch", 2, "unpad whatif: --batch needs a value");
+    refused_with("plan -x --json %D/r.json", 2, "unpad plan: unknown option '-x'");
+    ck_assert(!exists("r.json"));
+    ck_assert_int_eq(run("predict -h"), 0);
     /* a flag of one value given twice: refused, naming both values; a list flag collects */
     refused_with("predict --batch 4 --batch 8 --json %D/r.json", 2, "--batch given twice ('4', then '8')");
     refused_with("whatif --gpus 8 --gpus 16 --json %D/r.json", 2, "--gpus given twice");

@@ -296,12 +296,14 @@ static int parse_args(int argc, char **argv, train_args *a)
     /* a flag's value given twice is refused: which one was meant? */
     const char *given[sizeof opts / sizeof opts[0]] = {0};
     int c, bad = 0, at = -1, given_vr = 0, given_accum = 0;
-    while ((c = getopt_long(argc, argv, "", opts, &at)) != -1) {
-        if (c == O_HELP) {
+    opterr = 0; /* said below as "unpad-train: ...", not under the path it was run by */
+    while ((c = getopt_long(argc, argv, ":h", opts, &at)) != -1) {
+        if (c == O_HELP || c == 'h') {
             usage(stdout);
             return -1;
         }
         if (c == '?' || c == ':') {
+            unpad_getopt_error("unpad-train", c, argc, argv);
             usage(stderr);
             return 1;
         }

@@ -106,13 +106,9 @@ int cli_opts_parse(const char *cmd, int argc, char **argv, int first, const cli_
             return 0;
         }
         if (c < 256 || c >= 256 + n) {
-            const char *bad = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-            if (c == ':')
-                fprintf(stderr, "unpad %s: %s needs a value\n", cmd, bad);
-            else if (optopt && optopt < 256 && bad[0] == '-' && bad[1] != '-')
-                fprintf(stderr, "unpad %s: unknown option '-%c'\n", cmd, optopt);
-            else
-                fprintf(stderr, "unpad %s: unknown or ambiguous option '%s'\n", cmd, bad);
+            char prog[64];
+            snprintf(prog, sizeof prog, "unpad %s", cmd);
+            unpad_getopt_error(prog, c, argc, argv);
             usage(stderr);
             return 2;
         }
