@@ -31,9 +31,18 @@ set rmargin at screen 0.48
 set title sprintf('against GPU count (batch %d per GPU)', fixed_batch)
 set xlabel 'GPUs'
 if (logx) { set logscale x 2 }
+# one point on an axis: a range around it with whole-number tics, not 7.9..8.08 GPUs
+stats data_gpus using 1 nooutput
+if (STATS_min == STATS_max) { \
+    if (logx) { set xrange [STATS_min / 2 : STATS_max * 2] } \
+    else { set xrange [STATS_min - 1 : STATS_max + 1]; set xtics 1 } }
 plot for [i=0:nseries-1] data_gpus using 1:(ex(column(2 + 2 * i))) with linespoints lt col(i) dt dash(i), \
      for [i=0:nseries-1] data_gpus using 1:(ex(column(3 + 2 * i))) with lines lt col(i) dt 3 lw 1
 unset logscale x
+set autoscale x
+set xtics autofreq
+stats data_batch using 1 nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min - 1 : STATS_max + 1]; set xtics 1 }
 set lmargin at screen 0.575
 set rmargin at screen 0.98
 set title sprintf('against batch size (%d GPUs)', fixed_gpus)
