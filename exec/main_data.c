@@ -46,6 +46,7 @@ static void usage(FILE *f)
             "                       it exists, ends in '/', or --samples-per-shard is given)\n"
             "  --samples-per-shard N  samples per file in a folder (default 65536)\n"
             "  --force              replace the --out file, or the shard-*.bin files in the --out folder\n"
+            "                       (once the new set is whole: a failed run leaves the old one)\n"
             "  --max-len N          tokens per sample, [CLS]/[SEP] included (default 512)\n"
             "  --max-pred N         masked positions per sample at most, >= 1 (default 76)\n"
             "  --masked-prob P      share of tokens masked, > 0, at least 1 per sample (default 0.15)\n"
@@ -144,6 +145,8 @@ static void die_by_stop_signal(void)
 typedef struct {
     const char *out;
     int folder, made_folder; /* made_folder: this run made the folder */
+    int replace;             /* --force over a folder's shards: the new set is written under staged
+                              * names and replaces the old one only once it is whole */
     long per_shard;
     int max_len, max_pred, vocab_size;
     uint64_t seed;
@@ -153,13 +156,41 @@ typedef struct {
     long samples, tokens, masked, random_next;
 } sink;
 
-/* Path of the i-th shard of a folder output. */
+/* Path of the i-th shard of a folder output (staged, not named *.bin, while it replaces a set). */
 static void shard_path(const sink *k, int i, char *path, size_t n)
 {
     if (k->folder)
-        snprintf(path, n, "%s/shard-%05d.bin", k->out, i);
+        snprintf(path, n, k->replace ? "%s/.shard-%05d.bin.new" : "%s/shard-%05d.bin", k->out, i);
     else
         snprintf(path, n, "%s", k->out);
+}
+
+/* The whole new set is written: the old shard-*.bin files go, the staged ones take their names. */
+static int replace_shards(sink *k, unpad_err *err)
+{
+    DIR *d = opendir(k->out);
+    if (!d)
+        return unpad_fail(err, UNPAD_EIO, k->out, 0, "cannot open the folder: %s", strerror(errno));
+    struct dirent *de;
+    int rc = UNPAD_OK;
+    while ((de = readdir(d)) && !rc) {
+        size_t l = strlen(de->d_name);
+        if (l > 10 && !strncmp(de->d_name, "shard-", 6) && !strcmp(de->d_name + l - 4, ".bin")) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s/%s", k->out, de->d_name);
+            if (remove(p))
+                rc = unpad_fail(err, UNPAD_EIO, p, 0, "cannot remove the old shard: %s", strerror(errno));
+        }
+    }
+    closedir(d);
+    for (int i = 0; i < k->files && !rc; i++) {
+        char from[4096], to[4096];
+        shard_path(k, i, from, sizeof from);
+        snprintf(to, sizeof to, "%s/shard-%05d.bin", k->out, i);
+        if (rename(from, to))
+            rc = unpad_fail(err, UNPAD_EIO, to, 0, "cannot rename %s to it: %s", from, strerror(errno));
+    }
+    return rc;
 }
 
 static int sink_emit(void *ctx, const shard_sample *s, unpad_err *err)
@@ -207,21 +238,25 @@ static int sink_finish(sink *k, int rc, unpad_err *err)
         }
         k->w = NULL;
     }
-    if (rc && k->folder)
+    if (rc && k->folder) /* the staged or written shards of this run; an old set replaced stays */
         for (int i = 0; i < k->files; i++) {
             char path[4096];
             shard_path(k, i, path, sizeof path);
             remove(path);
         }
+    if (!rc && k->replace)
+        rc = replace_shards(k, err);
     if (rc && k->made_folder)
         rmdir(k->out); /* fails, harmlessly, when the folder holds anything else */
     return rc;
 }
 
-/* Makes the folder (*made: 1 when this call made it); with force, removes its shard-*.bin files,
- * else refuses a folder that has any. */
-static int prepare_folder(const char *dir, int force, int *made, unpad_err *err)
+/* Makes the folder (*made: 1 when this call made it). A folder with shard-*.bin files is refused
+ * without force; with it, *replace is set and nothing is removed yet (replace_shards, once the new
+ * set is whole). Another *.bin file is refused either way. */
+static int prepare_folder(const char *dir, int force, int *made, int *replace, unpad_err *err)
 {
+    *replace = 0;
     *made = mkdir(dir, 0777) == 0;
     if (!*made && errno != EEXIST)
         return unpad_fail(err, UNPAD_EIO, dir, 0, "cannot make the folder: %s", strerror(errno));
@@ -239,10 +274,7 @@ static int prepare_folder(const char *dir, int force, int *made, unpad_err *err)
                             "the folder already holds shards (%s); remove them, choose another "
                             "folder, or add --force to replace them", de->d_name);
         } else if (strncmp(de->d_name, "shard-", 6) == 0) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            if (remove(p))
-                rc = unpad_fail(err, UNPAD_EIO, p, 0, "cannot remove: %s", strerror(errno));
+            *replace = 1;
         } else {
             rc = unpad_fail(err, UNPAD_EINVAL, dir, 0,
                             "the folder holds %s, which is not ours to replace; a reader would mix "
@@ -743,7 +775,7 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
     if (!rc)
         rc = pretrain_opts_check(&d->po, err);
     if (!rc && k->folder)
-        rc = prepare_folder(k->out, d->force, &k->made_folder, err);
+        rc = prepare_folder(k->out, d->force, &k->made_folder, &k->replace, err);
     if (!rc && k->folder)
         rc = check_writable(k->out, k->out, err);
     if (!rc && d->synthetic) {
@@ -770,8 +802,9 @@ static int data_make(const data_opts *d, sink *k, unpad_err *err)
         if (k->folder)
             rc = unpad_fail(err, UNPAD_EINVAL, k->out, 0,
                             "stopped by %s before the run was complete: removed the %d shard%s it had "
-                            "written (a folder holds whole sets only)", signal_name(stop_signal),
-                            k->files, k->files == 1 ? "" : "s");
+                            "written (a folder holds whole sets only)%s", signal_name(stop_signal),
+                            k->files, k->files == 1 ? "" : "s",
+                            k->replace ? "; the folder's earlier set is kept as it was" : "");
         else
             rc = unpad_fail(err, UNPAD_EINVAL, k->out, 0,
                             "stopped by %s before the run was complete: nothing written to it (its "

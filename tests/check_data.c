@@ -1319,6 +1319,50 @@ START_TEST(test_cli_out_file_there)
 }
 END_TEST
 
+/* --force over a folder of shards replaces the set only once the new one is whole: a refused run
+ * (a .bin file not ours) and a failed one (a missing distribution file) leave the old set as it was. */
+START_TEST(test_cli_force_keeps_the_old_set_until_the_new_one_is_whole)
+{
+    char dir[] = "/tmp/unpad-data-XXXXXX", path[700];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 30 --samples-per-shard 10 --out fd", dir), 0);
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 4 --out fd/zz-other.bin", dir), 0);
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 5 --samples-per-shard 10 --out fd --force", dir), 1);
+    ck_assert_msg(strstr(data_err(dir), "zz-other.bin, which is not ours to replace"), "%s", data_err(dir));
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/fd/shard-%05d.bin", dir, i);
+        ck_assert_msg(access(path, F_OK) == 0, "%s removed by a refused run", path);
+    }
+    snprintf(path, sizeof path, "%s/fd/zz-other.bin", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(data_run("--synthetic --dist no-such.csv --samples 5 --out fd --force", dir), 1);
+    unpad_err e = {0};
+    for (int i = 0; i < 3; i++) { /* the old set, whole */
+        shard *sh;
+        snprintf(path, sizeof path, "%s/fd/shard-%05d.bin", dir, i);
+        ck_assert_msg(shard_open(path, &sh, &e) == UNPAD_OK, "%s", e.msg);
+        ck_assert_int_eq(shard_count(sh), 10);
+        shard_close(sh);
+    }
+    /* a whole new set: the old one's extra shard gone, no staged file left */
+    ck_assert_int_eq(data_run("--synthetic --dist short --samples 15 --samples-per-shard 10 --out fd --force", dir),
+                     0);
+    for (int i = 0; i < 2; i++) {
+        shard *sh;
+        snprintf(path, sizeof path, "%s/fd/shard-%05d.bin", dir, i);
+        ck_assert_msg(shard_open(path, &sh, &e) == UNPAD_OK, "%s", e.msg);
+        ck_assert_int_eq(shard_count(sh), i ? 5 : 10);
+        shard_close(sh);
+    }
+    snprintf(path, sizeof path, "%s/fd/shard-00002.bin", dir);
+    ck_assert(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/fd/.shard-00000.bin.new", dir);
+    ck_assert(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* A file --out in a folder that is not there or cannot be written was reported only after the
  * whole text had been read and tokenized; now before any work (the text's second file, missing,
  * is never reached). */
@@ -1471,6 +1515,7 @@ Suite *data_suite(void)
     tcase_add_test(tc, test_tokenizer_counts);
     tcase_add_test(tc, test_cli_flags_of_another_run);
     tcase_add_test(tc, test_cli_out_file_there);
+    tcase_add_test(tc, test_cli_force_keeps_the_old_set_until_the_new_one_is_whole);
     tcase_add_test(tc, test_cli_text_inputs);
     tcase_add_test(tc, test_cli_out_file_place_checked_first);
     tcase_add_test(tc, test_signal_removes_what_the_run_wrote);
