@@ -110,6 +110,8 @@ void unpad_getopt_error(const char *prog, int c, int argc, char **argv)
         fprintf(stderr, "%s: %s needs a value\n", prog, bad);
     else if (optopt && optopt < 256 && bad[0] == '-' && bad[1] != '-')
         fprintf(stderr, "%s: unknown option '-%c'\n", prog, optopt);
+    else if (optopt && !strncmp(bad, "--", 2) && strchr(bad, '=')) /* a known flag that takes none */
+        fprintf(stderr, "%s: '%s': the flag takes no value\n", prog, bad);
     else
         fprintf(stderr, "%s: unknown or ambiguous option '%s'\n", prog, bad);
 }

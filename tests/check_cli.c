@@ -739,6 +739,7 @@ START_TEST(test_refused_before_any_work)
     refused_with("predict --bogus --json %D/r.json", 2, "unpad predict: unknown or ambiguous option '--bogus'");
     refused_with("whatif --json %D/r.json --batch", 2, "unpad whatif: --batch needs a value");
     refused_with("plan -x --json %D/r.json", 2, "unpad plan: unknown option '-x'");
+    refused_with("predict --padded=3 --json %D/r.json", 2, "unpad predict: '--padded=3': the flag takes no value");
     ck_assert(!exists("r.json"));
     ck_assert_int_eq(run("predict -h"), 0);
     /* a flag of one value given twice: refused, naming both values; a list flag collects */

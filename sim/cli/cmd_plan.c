@@ -621,7 +621,7 @@ static int plan_check_fits(plan_opts *o, const resolve_inputs *in)
                 if (plan_check_fit(s, o->w.gpus.v[i], o->w.batch.v[b], o->accum, o->count, &err) == UNPAD_OK)
                     continue;
                 fprintf(stderr, "unpad plan: %s, %d GPU%s x %d: %s\n", in[h].hw.name, o->w.gpus.v[i],
-                        o->w.gpus.v[i] > 1 ? "s" : "", o->w.batch.v[b], err.msg);
+                        PL(o->w.gpus.v[i]), o->w.batch.v[b], err.msg);
                 bad++;
             }
     }
